@@ -1,0 +1,3 @@
+"""`ftagent datasets ...` commands."""
+
+from __future__ import annotations

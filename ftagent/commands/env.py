@@ -1,0 +1,3 @@
+"""`ftagent env ...` commands."""
+
+from __future__ import annotations

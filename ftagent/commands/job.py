@@ -1,0 +1,3 @@
+"""`ftagent job ...` commands."""
+
+from __future__ import annotations

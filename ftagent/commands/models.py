@@ -1,0 +1,3 @@
+"""`ftagent models ...` commands."""
+
+from __future__ import annotations

@@ -1,0 +1,93 @@
+"""Error types shared by every loop step.
+
+Two kinds of failure exist in a session:
+
+* :class:`StepError` — a loop step failed (bad config, OOM, broken data, evaluation crash ...). The
+  engine records it as a :class:`StepFailure` and jumps to the feedback step; the session goes on.
+* :class:`EnvironmentFailure` — the environment itself is broken (no runner, no base model, no tool
+  env). The session stops with one clear message.
+
+:class:`UserInputError` is bad input on the command line or in files; the CLI prints its message and
+exits with code 2 without touching anything on disk.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+from pydantic import BaseModel, Field
+
+
+class ErrorType(str, Enum):
+    """What went wrong, coarse enough for the planner to act on."""
+
+    CONFIG = "CONFIG"
+    OOM = "OOM"
+    DATA = "DATA"
+    ENV = "ENV"
+    TIMEOUT = "TIMEOUT"
+    EVAL = "EVAL"
+    LLM = "LLM"
+    UNKNOWN = "UNKNOWN"
+
+
+class StepFailure(BaseModel):
+    """A structured, persisted description of a failed step (what the feedback step sees)."""
+
+    stage: str
+    error_type: ErrorType = ErrorType.UNKNOWN
+    message: str
+    log_tail: str = ""
+    suggestion: str = ""
+    details: dict = Field(default_factory=dict)
+
+    def summary(self) -> str:
+        """One line for terminals and prompts."""
+        return f"[{self.stage}/{self.error_type.value}] {self.message}"
+
+
+class FTAgentError(Exception):
+    """Base class of ftagent's own exceptions."""
+
+
+class UserInputError(FTAgentError):
+    """Invalid user input; the CLI prints the message and exits with code 2."""
+
+
+class EnvironmentFailure(FTAgentError):
+    """The environment cannot run the session at all (stops the session)."""
+
+
+class BudgetExhausted(FTAgentError):
+    """A budget (LLM cost) was spent; the session stops cleanly after the current step."""
+
+
+class StepError(FTAgentError):
+    """A step failed in a way the next loop can learn from."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        error_type: ErrorType = ErrorType.UNKNOWN,
+        log_tail: str = "",
+        suggestion: str = "",
+        details: dict | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.error_type = error_type
+        self.log_tail = log_tail
+        self.suggestion = suggestion
+        self.details = details or {}
+
+    def to_failure(self, stage: str) -> StepFailure:
+        """Convert to the persisted form."""
+        return StepFailure(
+            stage=stage,
+            error_type=self.error_type,
+            message=self.message,
+            log_tail=self.log_tail,
+            suggestion=self.suggestion,
+            details=self.details,
+        )
