@@ -61,6 +61,7 @@ class FTSettings(BaseSettings):
         description="runner for heavy commands: local | conda | docker",
     )
     sandbox: Literal["auto", "bwrap", "none"] = "auto"
+    tools_env: Path | None = Field(None, description="tool virtualenv (default FT_FILE_PATH/envs/tools)")
 
     # --- time budgets (seconds) ----------------------------------------------------------------
     full_timeout: int = Field(360000, gt=0)
