@@ -142,6 +142,7 @@ def ui(
 def main() -> None:
     """Console-script entry point: user errors exit 2 with one clear message."""
     from pydantic import ValidationError
+    from pydantic_settings import SettingsError
 
     try:
         app()
@@ -152,6 +153,10 @@ def main() -> None:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or exc.title
         _print_error(f"invalid setting {where}: {first['msg']}")
+        sys.exit(2)
+    except SettingsError as exc:
+        cause = f": {exc.__cause__}" if exc.__cause__ else ""
+        _print_error(f"invalid setting ({exc}){cause}")
         sys.exit(2)
     except EnvironmentFailure as exc:
         _print_error(str(exc))

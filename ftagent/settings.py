@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import AliasChoices, Field, SecretStr, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 EnvType = Literal["local", "conda", "docker"]
 
@@ -81,8 +81,8 @@ class FTSettings(BaseSettings):
     sota_min_delta: float = Field(0.0, ge=0.0, description="margin a candidate must beat SOTA by")
 
     # --- data processing -------------------------------------------------------------------------
-    strong_models: list[str] = ["gpt-5", "gpt-5.1"]
-    weak_models: list[str] = ["gpt-4o-mini", "o4-mini", "gpt-5-mini"]
+    strong_models: Annotated[list[str], NoDecode] = ["gpt-5", "gpt-5.1"]
+    weak_models: Annotated[list[str], NoDecode] = ["gpt-4o-mini", "o4-mini", "gpt-5-mini"]
     data_sample_count: int = 3
     api_max_workers: int = Field(8, gt=0)
     coder_max_loop: int = Field(10, gt=0)

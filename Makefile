@@ -1,0 +1,49 @@
+# ftagent — common tasks. `make demo` and `make test` are the two commands a fresh machine needs.
+PY ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+export HF_HUB_OFFLINE ?= 1
+export HF_DATASETS_OFFLINE ?= 1
+export TRANSFORMERS_OFFLINE ?= 1
+export LITELLM_LOCAL_MODEL_COST_MAP ?= True
+export OMP_NUM_THREADS ?= 1
+
+.PHONY: dev tools demo test test-unit test-integration test-gpu lint ui bench clean
+
+$(BIN)/ftagent: pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev]'
+	@touch $@
+
+dev: $(BIN)/ftagent  ## install ftagent (editable) with the dev extras into .venv
+
+tools: dev  ## create the local tool environment (LLaMA-Factory + OpenCompass, CPU torch)
+	$(BIN)/ftagent env setup
+
+demo: tools  ## offline demo: tiny model, demo_add, heuristic planner, 3 loops
+	$(BIN)/ftagent demo
+
+test: tools  ## the full suite: unit + integration (+ gpu, skipped without a GPU)
+	$(BIN)/python -m pytest tests -q -rs
+
+test-unit: dev
+	$(BIN)/python -m pytest tests/unit -q
+
+test-integration: tools
+	$(BIN)/python -m pytest tests/integration -q -rs
+
+test-gpu: dev
+	$(BIN)/python -m pytest tests/gpu -q -rs
+
+lint: dev
+	$(BIN)/ruff check ftagent tests
+
+ui: dev  ## Streamlit UI over ./log
+	$(BIN)/ftagent ui --log-dir log
+
+bench: tools  ## benchmarks (ratios measured side by side), see docs/benchmarks-perf.md
+	$(BIN)/python -m bench.run_all
+
+clean:
+	rm -rf .pytest_cache .ruff_cache build dist *.egg-info

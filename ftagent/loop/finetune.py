@@ -1,0 +1,191 @@
+"""The fine-tuning workflow: propose → code → validate → train → evaluate → feedback.
+
+Each step delegates to a pluggable component (see ``ftagent/agent/base.py``) and records typed
+events. Step outputs are pydantic models stored in the snapshot, so any step can be resumed.
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ftagent.agent.base import (
+    CodeResult,
+    Coder,
+    EvalResult,
+    Evaluator,
+    Feedback,
+    Hypothesis,
+    Proposer,
+    TrainResult,
+    Trainer,
+    Validator,
+    ValidationReport,
+)
+from ftagent.errors import ErrorType, StepError, StepFailure
+from ftagent.loop.engine import Goto, StepContext
+from ftagent.loop.events import (
+    BenchmarkResult,
+    CodeRound,
+    FeedbackEvent,
+    HypothesisEvent,
+    TrainingEvent,
+    ValidationEvent,
+)
+from ftagent.loop.trace import Experiment
+from ftagent.scenario import ScenarioInfo
+
+STEP_NAMES = ("propose", "code", "validate", "train", "evaluate", "feedback")
+
+
+@dataclass
+class Components:
+    """The six pluggable parts of a loop, plus the data-processing hooks they share."""
+
+    proposer: Proposer
+    coder: Coder
+    validator: Validator
+    trainer: Trainer
+    evaluator: Evaluator
+    feedback: Feedback
+    data: Any  # ftagent.agent.data:DataProcessor (debug/full runs + contamination scan)
+
+
+class FinetuneWorkflow:
+    """Binds the components to the engine's step protocol."""
+
+    feedback_step = "feedback"
+
+    def __init__(self, scenario: ScenarioInfo, components: Components, coder_max_loop: int,
+                 sota_min_delta: float = 0.0) -> None:
+        self.scenario = scenario
+        self.c = components
+        self.min_delta = sota_min_delta
+        # rounds of code → validate in one loop: the first plus at most max_loop - 1 retries
+        self.goto_caps = {"code": max(0, coder_max_loop - 1)}
+
+    def steps(self):
+        return [(name, getattr(self, name)) for name in STEP_NAMES]
+
+    # -- helpers ---------------------------------------------------------------------------------
+    def _workspace(self, ctx: StepContext) -> Path:
+        root = Path(self.scenario.workspace_root) / ctx.state.session_id / f"loop_{ctx.loop.index}"
+        root.mkdir(parents=True, exist_ok=True)
+        return root
+
+    # -- steps -----------------------------------------------------------------------------------
+    def propose(self, ctx: StepContext) -> Hypothesis:
+        hypothesis = self.c.proposer.propose(self.scenario, ctx.state.trace, ctx)
+        ctx.emit(HypothesisEvent(reason=hypothesis.reason, hypothesis=hypothesis.hypothesis,
+                                 task=hypothesis.task, parent=hypothesis.parent,
+                                 skip_data_processing=hypothesis.skip_data_processing,
+                                 planner=hypothesis.planner))
+        return hypothesis
+
+    def code(self, ctx: StepContext) -> CodeResult:
+        hypothesis = Hypothesis.model_validate(ctx.output("propose"))
+        previous = ctx.output("validate")
+        feedback = None
+        if previous and previous.get("failure"):
+            feedback = StepFailure.model_validate(previous["failure"])
+        workspace = self._workspace(ctx)
+        result = self.c.coder.code(hypothesis, self.scenario, ctx.state.trace, workspace, feedback, ctx)
+        result.round = ctx.loop.gotos.get("code", 0) + 1
+        ctx.emit(CodeRound(round=result.round, files=result.files))
+        return result
+
+    def validate(self, ctx: StepContext) -> ValidationReport | Goto:
+        code = CodeResult.model_validate(ctx.output("code"))
+        hypothesis = Hypothesis.model_validate(ctx.output("propose"))
+        try:
+            self.c.data.prepare(code, hypothesis, ctx.state.trace, ctx, debug=True)
+            report = self.c.validator.validate(code, self.scenario, ctx)
+        except StepError as exc:
+            report = ValidationReport(passed=False, failure=exc.to_failure("validate"))
+        ctx.emit(ValidationEvent(passed=report.passed, data_stats=report.data_stats,
+                                 dropped_keys=report.dropped_keys, injected_keys=report.injected_keys,
+                                 failure=report.failure))
+        if not report.passed:
+            reason = report.failure.summary() if report.failure else "validation failed"
+            return Goto("code", reason=reason, output=report)
+        return report
+
+    def train(self, ctx: StepContext) -> TrainResult:
+        code = CodeResult.model_validate(ctx.output("code"))
+        report = ValidationReport.model_validate(ctx.output("validate"))
+        hypothesis = Hypothesis.model_validate(ctx.output("propose"))
+        self.c.data.prepare(code, hypothesis, ctx.state.trace, ctx, debug=False)
+        result = self.c.trainer.train(code, report, self.scenario, ctx)
+        ctx.emit(TrainingEvent(output_dir=result.output_dir, finetuning_type=result.finetuning_type,
+                               loss_history=result.loss_history, train_runtime_s=result.train_runtime_s,
+                               config=result.config))
+        return result
+
+    def evaluate(self, ctx: StepContext) -> dict[str, Any]:
+        model = TrainResult.model_validate(ctx.output("train"))
+        results: dict[str, Any] = {}
+        for split in ("validation", "test"):
+            res = self.c.evaluator.evaluate(model, self.scenario, split, ctx)
+            ctx.emit(_benchmark_event(res))
+            results[split] = res.model_dump(mode="json")
+        return results
+
+    def feedback(self, ctx: StepContext) -> dict[str, Any]:
+        experiment = self._experiment(ctx)
+        trace = ctx.state.trace
+        result = self.c.feedback.feedback(experiment, trace, self.scenario, ctx)
+        # numbers decide; the component's text explains (it cannot turn a loss into a win)
+        numeric = experiment.succeeded and trace.is_new_sota(experiment.val_score, self.min_delta)
+        experiment.decision = numeric
+        experiment.reason = result.reason
+        incumbent = trace.incumbent_score()
+        trace.record(experiment)
+        ctx.emit(FeedbackEvent(decision=numeric, reason=result.reason, next_step=result.next_step,
+                               error_type=experiment.failure.error_type.value if experiment.failure else None,
+                               score=experiment.val_score, sota_score=incumbent))
+        return {**result.model_dump(mode="json"), "decision": numeric}
+
+    def _experiment(self, ctx: StepContext) -> Experiment:
+        loop = ctx.loop
+        hyp = ctx.output("propose") or {}
+        exp = Experiment(loop=loop.index, parent=hyp.get("parent"), hypothesis=hyp, failure=loop.failure)
+        recipe = (hyp.get("plan") or {}).get("recipe")
+        code = ctx.output("code")
+        if code:
+            exp.artefacts.update(code.get("files", {}))
+            exp.artefacts["workspace"] = code.get("workspace", "")
+        train = ctx.output("train")
+        if train:
+            exp.artefacts["model"] = train["model_path"]
+            exp.artefacts["output_dir"] = train["output_dir"]
+            exp.config = dict(train.get("config", {}))
+            exp.hypothesis = {**hyp, "loss_history": train.get("loss_history", [])}
+        if recipe:
+            exp.config["recipe"] = recipe
+        evaluation = ctx.output("evaluate") or {}
+        if "validation" in evaluation:
+            val = evaluation["validation"]
+            exp.val_score, exp.val_metrics = val.get("score"), val.get("metrics", {})
+            exp.hypothesis["error_samples"] = val.get("error_samples", [])
+        if "test" in evaluation:
+            exp.test_score = evaluation["test"].get("score")
+        if exp.failure is None and exp.val_score is None and loop.outputs.get("train"):
+            exp.failure = StepFailure(stage="evaluate", error_type=ErrorType.EVAL, message="no validation score")
+        return exp
+
+
+def _benchmark_event(res: EvalResult, baseline: bool = False) -> BenchmarkResult:
+    return BenchmarkResult(split=res.split, benchmark=res.benchmark, core_metric=res.core_metric,
+                           score=res.score, metrics=res.metrics, error_samples=res.error_samples,
+                           cached=res.cached, baseline=baseline)
+
+
+def copy_parent_data(parent_workspace: str, workspace: Path) -> bool:
+    """Reuse the parent's processed data (``skip_data_processing``); True when it was copied."""
+    src = Path(parent_workspace) / "data.json"
+    if not src.is_file():
+        return False
+    shutil.copyfile(src, workspace / "data.json")
+    return True

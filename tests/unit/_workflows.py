@@ -1,0 +1,65 @@
+"""Test-only workflows for the loop engine (the real steps live in ftagent.loop.finetune)."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+from ftagent.errors import EnvironmentFailure, ErrorType, StepError
+from ftagent.loop.engine import Goto, StepContext
+from ftagent.loop.trace import Experiment
+
+STEPS = ["propose", "code", "validate", "train", "evaluate", "feedback"]
+
+
+class RecordingWorkflow:
+    """Records every step call; behaviour per (loop, step) is scripted with ``plan``.
+
+    plan values: "fail" (StepError), "crash" (plain exception), "env" (EnvironmentFailure),
+    "goto:<step>" (jump back), "sleep:<s>" (sleep then succeed), "deadline" (record ctx.time_left()).
+    """
+
+    feedback_step = "feedback"
+
+    def __init__(self, plan: dict | None = None, goto_cap: int = 2, log: Path | None = None) -> None:
+        self.plan = plan or {}
+        self.goto_caps = {"code": goto_cap}
+        self.calls: list[tuple[int, str]] = []
+        self.deadlines: list[float | None] = []
+        self.log = log
+
+    def steps(self):
+        return [(name, self._make(name)) for name in STEPS]
+
+    def _make(self, name: str):
+        def step(ctx: StepContext):
+            loop = ctx.loop.index
+            self.calls.append((loop, name))
+            if self.log:
+                with open(self.log, "a") as fh:
+                    fh.write(json.dumps([loop, name, os.getpid()]) + "\n")
+            action = self.plan.get((loop, name), "")
+            if action == "fail":
+                raise StepError("scripted failure", error_type=ErrorType.CONFIG, log_tail="bad key")
+            if action == "crash":
+                raise RuntimeError("boom")
+            if action == "env":
+                raise EnvironmentFailure("no runner")
+            if action.startswith("goto:") and ctx.loop.gotos.get(action[5:], 0) < 99:
+                return Goto(action[5:], reason="scripted")
+            if action.startswith("sleep:"):
+                time.sleep(float(action[6:]))
+            if action == "deadline":
+                self.deadlines.append(ctx.time_left())
+            if name == "feedback":
+                score = float(loop)
+                exp = Experiment(loop=loop, val_score=None if ctx.loop.failure else score,
+                                 failure=ctx.loop.failure)
+                exp.decision = exp.failure is None and ctx.state.trace.is_new_sota(score, 0.0)
+                ctx.state.trace.record(exp)
+                return {"decision": exp.decision}
+            return {"step": name, "loop": loop}
+
+        return step
