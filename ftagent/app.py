@@ -68,12 +68,12 @@ def check_base_model(name: str | None) -> None:
     if name.startswith("builtin/"):
         from ftagent.models.builtin import BUILTIN_MODELS
 
-        if name not in BUILTIN_MODELS:
+        known = [f"builtin/{key}" for key in BUILTIN_MODELS]
+        if name not in known:
             from ftagent.registry import did_you_mean
 
             raise UserInputError(
-                f"unknown built-in model '{name}'.{did_you_mean(name, list(BUILTIN_MODELS))} "
-                f"Available: {', '.join(BUILTIN_MODELS)}"
+                f"unknown built-in model '{name}'.{did_you_mean(name, known)} Available: {', '.join(known)}"
             )
         return
     if Path(name).expanduser().is_dir():

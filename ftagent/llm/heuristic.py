@@ -44,8 +44,8 @@ def _is_tiny(scenario: ScenarioInfo) -> bool:
 
 
 def _full_fits(scenario: ScenarioInfo) -> bool:
-    methods = scenario.memory.get("methods") or {}
-    full = methods.get("full") or {}
+    methods = {m.get("method"): m for m in scenario.memory.get("methods") or []}
+    full = methods.get("full") or methods.get("full_gc") or {}
     if "fits" in full:
         return bool(full["fits"])
     return _is_tiny(scenario)

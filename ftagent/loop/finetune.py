@@ -189,3 +189,114 @@ def copy_parent_data(parent_workspace: str, workspace: Path) -> bool:
         return False
     shutil.copyfile(src, workspace / "data.json")
     return True
+
+
+def build_components(scenario: ScenarioInfo, settings: Any, runner: Any) -> tuple[Components, str]:
+    """Instantiate the six components from their settings; returns them and the planner name."""
+    from ftagent.agent.data import DataProcessor
+    from ftagent.registry import load_object
+
+    ft = settings.ft
+    planner = ft.planner
+    if planner == "auto":
+        planner = "llm" if settings.llm.configured else "heuristic"
+    defaults = {
+        "heuristic": ("ftagent.llm.heuristic:HeuristicProposer", "ftagent.llm.heuristic:HeuristicCoder",
+                      "ftagent.llm.heuristic:HeuristicFeedback"),
+        "llm": ("ftagent.agent.propose:LLMProposer", "ftagent.agent.code:LLMCoder",
+                "ftagent.agent.feedback:LLMFeedback"),
+    }[planner]
+    client = None
+    if planner == "llm":
+        from ftagent.llm.client import LLMClient
+
+        client = LLMClient(settings.llm, ft, None, None)
+
+    def make(path: str, default: str, **kw):
+        cls = load_object(default if path == "auto" else path)
+        return cls(scenario, settings, **kw)
+
+    llm_kw = {"client": client} if client is not None else {}
+    components = Components(
+        proposer=make(ft.proposer, defaults[0], **llm_kw),
+        coder=make(ft.coder, defaults[1], **llm_kw),
+        validator=make(ft.validator, ft.validator, runner=runner),
+        trainer=make(ft.trainer, ft.trainer, runner=runner),
+        evaluator=make(ft.evaluator, ft.evaluator, runner=runner),
+        feedback=make(ft.feedback, defaults[2], **llm_kw),
+        data=DataProcessor(scenario, settings, runner),
+    )
+    return components, planner
+
+
+def start_or_resume(settings: Any, *, resumed: Any = None, checkout: bool = True, loop_n: int | None = None,
+                    step_n: int | None = None, timeout_s: float | None = None):
+    """Create (or resume) a session, initialise the scenario, run the engine, write the report."""
+    from rich.console import Console
+
+    from ftagent.loop.engine import LoopEngine
+    from ftagent.loop.events import EventLog, Message, SessionStart
+    from ftagent.loop.session import Session
+    from ftagent.report import write_report
+    from ftagent.runners.factory import get_runner
+
+    console = Console(stderr=True)
+    ft = settings.ft
+    runner = get_runner(settings)
+    if resumed is not None:
+        session, snapshot = resumed
+        if checkout:
+            session.checkout(snapshot)
+        else:
+            session = session.fork(settings.paths.log_path)
+        scenario = ScenarioInfo.model_validate(session.state.scenario)
+    else:
+        run_cfg = {"benchmark": ft.target_benchmark, "base_model": ft.base_model, "loop_n": loop_n}
+        session = Session.create(Path(settings.paths.log_path), config={"run": run_cfg,
+                                                                       "settings": settings.redacted()})
+        events = EventLog(session.events_path)
+        scenario = FinetuneScenarioRunner(settings, runner, events).run(session)
+    components, planner = build_components(scenario, settings, runner)
+    events = EventLog(session.events_path)
+    note = ("offline heuristic planner (no LLM: set CHAT_MODEL and OPENAI_API_KEY to use one)"
+            if planner == "heuristic" else f"LLM planner ({settings.llm.chat_model})")
+    console.print(f"[bold]ftagent[/bold] session {session.dir} — planner: {note}; runner: {ft.env_type}")
+    events.emit(SessionStart(session_id=session.state.session_id, benchmark=scenario.benchmark,
+                             base_model=scenario.base_model, planner=planner, runner=ft.env_type,
+                             resumed_from=str(resumed[1]) if resumed else None,
+                             settings=settings.redacted()))
+    if resumed is None:
+        events.emit(Message(text=f"planner: {note}"))
+    workflow = FinetuneWorkflow(scenario, components, ft.coder_max_loop, ft.sota_min_delta)
+    total = loop_n or session.state.config.get("run", {}).get("loop_n") or 1
+    summary = LoopEngine(workflow, session, loop_n=total, step_n=step_n, timeout_s=timeout_s).run()
+    md, _ = write_report(session.dir)
+    console.print(md.read_text(encoding="utf-8"))
+    return summary
+
+
+class FinetuneScenarioRunner:
+    """Runs the scenario builder (``FT_SCEN``) and the baseline evaluation, storing both in the session."""
+
+    def __init__(self, settings: Any, runner: Any, events: Any) -> None:
+        self.settings, self.runner, self.events = settings, runner, events
+
+    def run(self, session: Any) -> ScenarioInfo:
+        from ftagent.evaluate.opencompass import evaluate_baseline
+        from ftagent.loop.events import ScenarioStage
+        from ftagent.registry import load_object
+
+        builder = load_object(self.settings.ft.scen)(self.settings, self.runner, self.events.emit)
+        scenario = builder.build()
+        self.events.emit(ScenarioStage(stage="baseline", status="start"))
+        baseline = evaluate_baseline(scenario, self.settings, self.runner)
+        for res in baseline.values():
+            self.events.emit(_benchmark_event(res, baseline=True))
+        self.events.emit(ScenarioStage(stage="baseline", status="done"))
+        scenario.baseline = {k: v.model_dump(mode="json") for k, v in baseline.items()}
+        session.state.scenario = scenario.model_dump(mode="json")
+        trace = session.state.trace
+        trace.core_metric, trace.direction = scenario.core_metric, scenario.direction  # type: ignore[assignment]
+        trace.baseline_val = baseline["validation"].score
+        trace.baseline_test = baseline["test"].score
+        return scenario

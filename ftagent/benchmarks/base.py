@@ -1,0 +1,211 @@
+"""The benchmark adapter contract: a pydantic :class:`BenchmarkSpec` plus the :class:`BenchmarkAdapter` Protocol.
+
+An adapter knows where a benchmark's data comes from, how to prepare it into
+``FT_FILE_PATH/benchmarks/<key>/{validation,test}.jsonl``, how to read items, and how to render the
+OpenCompass dataset block (prompt, answer post-processing, evaluator) for the config template.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from pydantic import BaseModel, Field
+
+Split = Literal["validation", "test"]
+
+
+class BenchmarkSpec(BaseModel):
+    """Static facts about one benchmark (what ``ftagent benchmarks show`` prints)."""
+
+    key: str
+    category: str
+    description: str = ""
+    data_source: str  # "bundled" or an HF dataset repo id
+    related_datasets: list[str] = Field(default_factory=list)  # training dataset names
+    prompt: str  # OpenCompass prompt with {column} placeholders
+    answer_rule: str  # one line: how predictions are post-processed and compared
+    evaluator: str  # dotted OpenCompass evaluator name
+    core_metric: str = "accuracy"
+    direction: Literal["max", "min"] = "max"
+    max_out_len: int = 512
+    input_columns: list[str] = Field(default_factory=lambda: ["question"])
+    output_column: str = "answer"
+    subsets: list[str] = Field(default_factory=lambda: ["default"])
+
+    def describe_line(self) -> str:
+        """One line: key, category, core metric, direction."""
+        return f"{self.key:<16} {self.category:<10} {self.core_metric} ({self.direction})"
+
+
+class DatasetBlock(BaseModel):
+    """What the OpenCompass config template needs for one (sub-)dataset of one split."""
+
+    abbr: str
+    path: str  # absolute JSONL path
+    input_columns: list[str]
+    output_column: str
+    rounds: list[dict[str, str]]  # [{"role": "HUMAN", "prompt": "..."}] (few-shot turns included)
+    max_out_len: int
+    evaluator: str  # template name of the evaluator block (see configs/opencompass/*.j2)
+    postprocessor: str | None = None
+    postprocessor_kwargs: dict[str, Any] = Field(default_factory=dict)
+    evaluator_kwargs: dict[str, Any] = Field(default_factory=dict)
+    judge: dict[str, str] | None = None  # LLM judge for rule misses (aime25), None = off
+
+
+@runtime_checkable
+class BenchmarkAdapter(Protocol):
+    """What every benchmark adapter provides (built-in or registered through entry points)."""
+
+    spec: BenchmarkSpec
+
+    def prepare(self, root: Path, *, limit: int | None = None) -> Path:
+        """Write ``root/<key>/{validation,test}.jsonl`` (per subset) and return ``root/<key>``."""
+        ...
+
+    def load_items(self, root: Path, split: Split) -> list[dict[str, Any]]:
+        """The prepared items of ``split`` (all subsets), each with a ``subset`` field."""
+        ...
+
+    def dataset_blocks(self, root: Path, split: Split, *, judge: dict[str, str] | None = None
+                       ) -> list[DatasetBlock]:
+        """The OpenCompass dataset blocks for ``split`` (one per non-empty subset)."""
+        ...
+
+
+def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
+    """Write rows as JSON Lines (UTF-8, one object per line), atomically."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    with tmp.open("w", encoding="utf-8") as fh:
+        for row in rows:
+            fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+    tmp.replace(path)
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """Read a JSON Lines file (empty lines skipped)."""
+    with path.open(encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+class TableAdapter:
+    """Shared implementation: raw rows per subset → normalised items → split JSONL → dataset blocks.
+
+    Subclasses set :attr:`spec` and implement :meth:`raw_subsets` (and usually :meth:`to_item`,
+    :meth:`rounds`). Evaluator and post-processor are ``"module:Name"`` strings imported by the
+    rendered OpenCompass config.
+    """
+
+    spec: BenchmarkSpec
+    evaluator: str = "ftagent.evaluate.oc_ext:BoxedIntAccEvaluator"
+    evaluator_kwargs: dict[str, Any] = {}
+    postprocessor: str | None = "ftagent.evaluate.oc_ext:last_boxed"
+    postprocessor_kwargs: dict[str, Any] = {}
+    supports_judge: bool = False
+
+    # --- hooks ----------------------------------------------------------------------------------
+    def raw_subsets(self, root: Path) -> dict[str, list[dict[str, Any]]]:
+        """Raw rows per subset, in the published format (download when needed)."""
+        raise NotImplementedError
+
+    def to_item(self, row: dict[str, Any], subset: str) -> dict[str, Any]:
+        """Normalise one published row into the columns the prompt uses (+ ``answer``)."""
+        return dict(row)
+
+    def rounds(self, root: Path, subset: str) -> list[dict[str, str]]:
+        """Chat turns of the prompt template; the last HUMAN turn holds the item placeholders."""
+        return [{"role": "HUMAN", "prompt": self.spec.prompt}]
+
+    # --- protocol -------------------------------------------------------------------------------
+    def bench_dir(self, root: Path) -> Path:
+        return Path(root) / self.spec.key
+
+    def prepare(self, root: Path, *, limit: int | None = None) -> Path:
+        """Write ``<root>/<key>/<split>.jsonl`` (and ``<split>/<subset>.jsonl`` per subset)."""
+        from ftagent.benchmarks.splits import split_subsets
+
+        out = self.bench_dir(root)
+        raw = self.raw_subsets(root)
+        items = {s: [self.to_item(r, s) | {"subset": s} for r in rows] for s, rows in raw.items()}
+        for split in ("validation", "test"):
+            merged: list[dict[str, Any]] = []
+            for subset, parts in split_subsets(items, limit).items():
+                write_jsonl(out / split / f"{subset}.jsonl", parts[split])
+                merged.extend(parts[split])
+            write_jsonl(out / f"{split}.jsonl", merged)
+        (out / "spec.json").write_text(self.spec.model_dump_json(indent=2), encoding="utf-8")
+        return out
+
+    def load_items(self, root: Path, split: Split) -> list[dict[str, Any]]:
+        path = self.bench_dir(root) / f"{split}.jsonl"
+        if not path.exists():
+            raise FileNotFoundError(f"{path} missing: prepare benchmark '{self.spec.key}' first")
+        return read_jsonl(path)
+
+    def dataset_blocks(self, root: Path, split: Split, *, judge: dict[str, str] | None = None
+                       ) -> list[DatasetBlock]:
+        blocks = []
+        for subset in self.spec.subsets:
+            path = self.bench_dir(root) / split / f"{subset}.jsonl"
+            if not path.exists() or path.stat().st_size == 0:
+                continue
+            abbr = self.spec.key if subset == "default" else f"{self.spec.key}-{subset}"
+            blocks.append(DatasetBlock(
+                abbr=abbr, path=str(path.resolve()), input_columns=self.spec.input_columns,
+                output_column=self.spec.output_column, rounds=self.rounds(root, subset),
+                max_out_len=self.spec.max_out_len, evaluator=self.evaluator,
+                evaluator_kwargs=dict(self.evaluator_kwargs), postprocessor=self.postprocessor,
+                postprocessor_kwargs=dict(self.postprocessor_kwargs),
+                judge=judge if self.supports_judge else None,
+            ))
+        return blocks
+
+
+def hub_snapshot(repo_id: str, dest: Path, allow_patterns: list[str] | None = None) -> Path:
+    """Download an HF dataset repo snapshot into ``dest`` (reused when already present).
+
+    Raises:
+        EnvironmentFailure: when the Hub cannot be reached (offline mode or no network).
+    """
+    from ftagent.errors import EnvironmentFailure
+
+    marker = dest / ".complete"
+    if marker.exists():
+        return dest
+    try:
+        from huggingface_hub import snapshot_download
+
+        snapshot_download(repo_id=repo_id, repo_type="dataset", local_dir=str(dest),
+                          allow_patterns=allow_patterns)
+    except Exception as exc:  # offline, DNS, gated repo ... all end the same way
+        raise EnvironmentFailure(
+            f"cannot download benchmark data '{repo_id}' from the Hugging Face Hub ({type(exc).__name__}: "
+            f"{str(exc)[:200]}). Copy the files into {dest} and create {marker.name} there, or go online."
+        ) from exc
+    marker.write_text("ok\n", encoding="utf-8")
+    return dest
+
+
+def read_table(path: Path) -> list[dict[str, Any]]:
+    """Rows of a .jsonl, .json (list or id-keyed object), .csv or .parquet file."""
+    import csv
+
+    suffix = path.suffix.lower()
+    if suffix == ".jsonl":
+        return read_jsonl(path)
+    if suffix == ".json":
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if isinstance(data, dict):
+            return [{"id": k, **v} for k, v in data.items()]
+        return list(data)
+    if suffix == ".csv":
+        with path.open(encoding="utf-8", newline="") as fh:
+            return list(csv.DictReader(fh))
+    if suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        return pq.read_table(path).to_pylist()
+    raise ValueError(f"unsupported data file {path}")

@@ -1,0 +1,166 @@
+"""Run untrusted chart code (TableBench visualization answers) in a limited subprocess.
+
+Limits: wall-clock timeout (the whole process group is killed), CPU seconds, address space and file
+size through ``resource.setrlimit``; no network: ``unshare -n`` (or ``unshare -rn``) when it works
+here, and always a ``sitecustomize`` that makes ``socket.socket`` raise. The code runs in a fresh
+temporary folder holding ``table.csv``; bar/plot/scatter calls are recorded by a wrapper (a recording
+stand-in for ``matplotlib.pyplot`` is used when matplotlib is not installed in that python).
+"""
+
+from __future__ import annotations
+
+import csv
+import functools
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from typing import Any
+
+MARKER = "__FTAGENT_SERIES__"
+
+_SITECUSTOMIZE = '''
+import socket as _socket
+class _NoNetwork(_socket.socket):
+    def __init__(self, *args, **kwargs):
+        raise PermissionError("network access is disabled in the answer sandbox")
+_socket.socket = _NoNetwork
+def _blocked(*args, **kwargs):
+    raise PermissionError("network access is disabled in the answer sandbox")
+_socket.create_connection = _blocked
+_socket.socketpair = _blocked
+'''
+
+_HARNESS = r'''
+import json, sys, types
+SERIES = []
+def _values(v):
+    if hasattr(v, "tolist"):
+        v = v.tolist()
+    if isinstance(v, (list, tuple)):
+        return [x.item() if hasattr(x, "item") else x for x in v]
+    return [v]
+def _bar(*a, **k):
+    h = k.get("height", a[1] if len(a) > 1 else None)
+    if h is not None:
+        SERIES.append(_values(h))
+def _plot(*a, **k):
+    data = [x for x in a if not isinstance(x, str)]
+    if len(data) == 1:
+        SERIES.append(_values(data[0]))
+    for i in range(1, len(data), 2):
+        SERIES.append(_values(data[i]))
+def _scatter(*a, **k):
+    y = k.get("y", a[1] if len(a) > 1 else None)
+    if y is not None:
+        SERIES.append(_values(y))
+try:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    for _name, _rec in (("bar", _bar), ("plot", _plot), ("scatter", _scatter)):
+        def _wrap(*a, _orig=getattr(plt, _name), _rec=_rec, **k):
+            _rec(*a, **k)
+            return _orig(*a, **k)
+        setattr(plt, _name, _wrap)
+    plt.show = lambda *a, **k: None
+except ImportError:
+    class _Stub(types.ModuleType):
+        def __getattr__(self, name):
+            return lambda *a, **k: _Stub(name)
+        def __iter__(self):
+            return iter(())
+    plt = _Stub("matplotlib.pyplot")
+    plt.bar, plt.plot, plt.scatter = _bar, _plot, _scatter
+    mpl = _Stub("matplotlib")
+    mpl.pyplot = plt
+    sys.modules["matplotlib"], sys.modules["matplotlib.pyplot"] = mpl, plt
+code = open("answer.py", encoding="utf-8").read()
+exec(compile(code, "answer.py", "exec"), {"__name__": "__main__"})
+sys.stdout.write("\n''' + MARKER + r'''" + json.dumps(SERIES, default=str) + "\n")
+'''
+
+
+@dataclass
+class SandboxResult:
+    """Outcome of one sandboxed run."""
+
+    ok: bool
+    series: list[list[Any]] = field(default_factory=list)
+    error: str = ""
+    timed_out: bool = False
+    network_isolation: str = "socket-blocked"
+
+
+@functools.lru_cache(maxsize=1)
+def network_prefix() -> tuple[str, ...]:
+    """``("unshare", "-n")`` / ``("unshare", "-rn")`` if it works here, else ``()``."""
+    for cmd in (("unshare", "-n"), ("unshare", "-rn")):
+        try:
+            if subprocess.run([*cmd, "true"], capture_output=True, timeout=10).returncode == 0:
+                return cmd
+        except (OSError, subprocess.SubprocessError):
+            continue
+    return ()
+
+
+def _limits(cpu_s: int, memory_mb: int) -> None:  # runs in the child before exec
+    import resource  # noqa: PLC0415 - POSIX only
+
+    os.setsid()
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s))
+    resource.setrlimit(resource.RLIMIT_AS, (memory_mb << 20, memory_mb << 20))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (64 << 20, 64 << 20))
+
+
+def write_table_csv(path: str, table: dict[str, Any]) -> None:
+    """``table`` ({columns, data}) as CSV with a header row and no index column."""
+    with open(path, "w", encoding="utf-8", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(table.get("columns", []))
+        writer.writerows(table.get("data", []))
+
+
+def run_chart_code(code: str, table: dict[str, Any], *, timeout_s: float = 10.0, memory_mb: int = 2048,
+                   python: str | None = None) -> SandboxResult:
+    """Run ``code`` next to ``table.csv`` and return the recorded y series.
+
+    Args:
+        code: The answer's Python code.
+        table: ``{"columns": [...], "data": [[...]]}`` written to ``table.csv``.
+        timeout_s: Wall-clock limit (process group killed after it).
+        memory_mb: Address-space limit.
+        python: Interpreter (default: the current one).
+    """
+    prefix = network_prefix()
+    with tempfile.TemporaryDirectory(prefix="ftagent-chart-") as tmp:
+        write_table_csv(os.path.join(tmp, "table.csv"), table)
+        for name, text in (("answer.py", code), ("harness.py", _HARNESS)):
+            with open(os.path.join(tmp, name), "w", encoding="utf-8") as fh:
+                fh.write(text)
+        site = os.path.join(tmp, "_site")
+        os.mkdir(site)
+        with open(os.path.join(site, "sitecustomize.py"), "w", encoding="utf-8") as fh:
+            fh.write(_SITECUSTOMIZE)
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": site, "HOME": tmp,
+               "MPLBACKEND": "Agg", "MPLCONFIGDIR": tmp, "OMP_NUM_THREADS": "1", "PYTHONNOUSERSITE": "1"}
+        cmd = [*prefix, python or sys.executable, "harness.py"]
+        proc = subprocess.Popen(cmd, cwd=tmp, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, preexec_fn=lambda: _limits(int(timeout_s) + 2, memory_mb))
+        isolation = "netns+socket-blocked" if prefix else "socket-blocked"
+        try:
+            out, err = proc.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.communicate()
+            return SandboxResult(False, error="timeout", timed_out=True, network_isolation=isolation)
+    if proc.returncode != 0 or MARKER not in out:
+        return SandboxResult(False, error=(err or out)[-2000:], network_isolation=isolation)
+    series = json.loads(out.rsplit(MARKER, 1)[1].strip() or "[]")
+    return SandboxResult(True, series=series, network_isolation=isolation)

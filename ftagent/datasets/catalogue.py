@@ -1,0 +1,212 @@
+"""The dataset catalogue ``FT_FILE_PATH/datasets/dataset_info.json`` (planner material).
+
+Per dataset: README excerpts, a bounded file tree, tasks (data files grouped by parent folder), sample
+counts, per-column token statistics and a few truncated samples. Building is incremental: a dataset
+already catalogued with the same token counter is not analysed again.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from ftagent.datasets.tokens import TokenCounter, load_token_counter
+
+CATALOGUE_FILE = "dataset_info.json"
+DATA_SUFFIXES = {".json", ".jsonl", ".parquet", ".csv"}
+README_NAMES = {"readme.md", "readme.txt", "ftagent_notes.md"}
+MAX_RECORDS = 50_000
+README_CHARS = 4000
+SAMPLE_CHARS = 2000
+TREE_LINES = 120
+
+
+class ColumnStats(BaseModel):
+    """Token statistics of one string column."""
+
+    empty_count: int = 0
+    min_tokens: int = 0
+    max_tokens: int = 0
+    p50_tokens: int = 0
+    p99_tokens: int = 0
+
+
+class TaskInfo(BaseModel):
+    """Data files sharing one parent folder."""
+
+    files: list[str]
+    sample_count: int = 0
+    column_stats: dict[str, ColumnStats] = Field(default_factory=dict)
+    samples: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class DatasetEntry(BaseModel):
+    """One dataset in the catalogue."""
+
+    readme: str = ""
+    file_tree: str = ""
+    total_samples: int = 0
+    total_size_mb: float = 0.0
+    tasks: dict[str, TaskInfo] = Field(default_factory=dict)
+    token_counter: str = ""
+
+
+def _percentile(sorted_vals: list[int], q: float) -> int:
+    """Nearest-rank percentile of a sorted list."""
+    if not sorted_vals:
+        return 0
+    return sorted_vals[min(len(sorted_vals) - 1, max(0, math.ceil(q / 100 * len(sorted_vals)) - 1))]
+
+
+def column_stats(records: list[dict], counter: TokenCounter) -> dict[str, ColumnStats]:
+    """Token statistics for every column holding strings (non-strings are ignored)."""
+    lengths: dict[str, list[int]] = defaultdict(list)
+    empties: dict[str, int] = defaultdict(int)
+    for rec in records:
+        for key, value in rec.items():
+            if not isinstance(value, str):
+                continue
+            if not value.strip():
+                empties[key] += 1
+                lengths.setdefault(key, [])
+            else:
+                lengths[key].append(counter.count(value))
+    stats = {}
+    for key in sorted(set(lengths) | set(empties)):
+        vals = sorted(lengths[key])
+        stats[key] = ColumnStats(empty_count=empties[key], min_tokens=vals[0] if vals else 0,
+                                 max_tokens=vals[-1] if vals else 0, p50_tokens=_percentile(vals, 50),
+                                 p99_tokens=_percentile(vals, 99))
+    return stats
+
+
+def load_records(path: Path, limit: int = MAX_RECORDS) -> list[dict]:
+    """Up to ``limit`` records of a .json/.jsonl/.csv/.parquet file (values made JSON-safe)."""
+    suffix = path.suffix.lower()
+    if suffix == ".jsonl":
+        out = []
+        with path.open(encoding="utf-8") as fh:
+            for line in fh:
+                if line.strip():
+                    out.append(json.loads(line))
+                if len(out) >= limit:
+                    break
+        return [r if isinstance(r, dict) else {"value": r} for r in out]
+    if suffix == ".json":
+        text = path.read_text(encoding="utf-8").strip()
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError:  # JSON Lines saved as .json
+            data = [json.loads(x) for x in text.splitlines()[:limit] if x.strip()]
+        data = data if isinstance(data, list) else [data]
+        return [r if isinstance(r, dict) else {"value": r} for r in data[:limit]]
+    import pandas as pd
+
+    frame = pd.read_csv(path, nrows=limit) if suffix == ".csv" else pd.read_parquet(path).head(limit)
+    return json.loads(frame.to_json(orient="records", force_ascii=False))
+
+
+def _truncate(value: Any) -> Any:
+    if isinstance(value, str) and len(value) > SAMPLE_CHARS:
+        return value[:SAMPLE_CHARS] + f"...(omitted {len(value) - SAMPLE_CHARS} chars)"
+    if isinstance(value, dict):
+        return {k: _truncate(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_truncate(v) for v in value[:20]]
+    return value
+
+
+def file_tree(root: Path, max_lines: int = TREE_LINES) -> str:
+    """An indented listing of ``root`` (dot-files skipped), cut after ``max_lines`` lines."""
+    lines: list[str] = []
+    paths = sorted(p for p in root.rglob("*") if not any(x.startswith(".") for x in p.relative_to(root).parts))
+    for path in paths:
+        depth = len(path.relative_to(root).parts) - 1
+        size = f" ({path.stat().st_size / 1024:.1f} KiB)" if path.is_file() else "/"
+        lines.append("  " * depth + path.name + size)
+    if len(lines) > max_lines:
+        lines = lines[:max_lines] + [f"... ({len(paths) - max_lines} more entries)"]
+    return "\n".join(lines)
+
+
+def _readmes(root: Path) -> str:
+    parts = []
+    for path in sorted(root.rglob("*")):
+        rel = path.relative_to(root)
+        if path.is_file() and len(rel.parts) <= 2 and path.name.lower() in README_NAMES:
+            text = path.read_text(encoding="utf-8", errors="replace")[:README_CHARS]
+            parts.append(f"### {rel}\n{text.strip()}")
+    return "\n\n".join(parts)
+
+
+def analyze_dataset(root: Path, counter: TokenCounter) -> DatasetEntry:
+    """Analyse one prepared dataset folder."""
+    root = Path(root)
+    groups: dict[str, list[Path]] = defaultdict(list)
+    for path in sorted(root.rglob("*")):
+        rel = path.relative_to(root)
+        if path.is_file() and path.suffix.lower() in DATA_SUFFIXES and not any(x.startswith(".") for x in rel.parts):
+            groups[path.parent.name if len(rel.parts) > 1 else "_root"].append(path)
+    tasks, size = {}, 0
+    for task, files in groups.items():
+        records: list[dict] = []
+        for path in files:
+            size += path.stat().st_size
+            if len(records) < MAX_RECORDS:
+                records.extend(load_records(path, MAX_RECORDS - len(records)))
+        first = load_records(files[0], 3)
+        tasks[task] = TaskInfo(files=[str(p.relative_to(root)) for p in files], sample_count=len(records),
+                               column_stats=column_stats(records, counter),
+                               samples=[_truncate(r) for r in first])
+    return DatasetEntry(readme=_readmes(root), file_tree=file_tree(root),
+                        total_samples=sum(t.sample_count for t in tasks.values()),
+                        total_size_mb=round(size / 1024**2, 2), tasks=tasks, token_counter=counter.name)
+
+
+def build_catalogue(datasets_root: Path, names: list[str] | None = None, *,
+                    model_dir: Path | None = None) -> dict[str, DatasetEntry]:
+    """Update ``datasets_root/dataset_info.json`` and return it.
+
+    Entries whose folder is gone are dropped; only datasets not yet catalogued (or catalogued with a
+    different token counter) are analysed. ``names`` limits which folders are considered (default:
+    every sub-folder holding a ``.prepared`` marker or data files).
+    """
+    root = Path(datasets_root)
+    path = root / CATALOGUE_FILE
+    counter = load_token_counter(model_dir)
+    existing: dict[str, DatasetEntry] = {}
+    if path.is_file():
+        raw = json.loads(path.read_text(encoding="utf-8"))
+        existing = {k: DatasetEntry.model_validate(v) for k, v in raw.items() if (root / k).is_dir()}
+    wanted = names if names is not None else sorted(
+        p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")) if root.is_dir() else []
+    for name in wanted:
+        entry = existing.get(name)
+        if (root / name).is_dir() and (entry is None or entry.token_counter != counter.name):
+            existing[name] = analyze_dataset(root / name, counter)
+    root.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps({k: v.model_dump() for k, v in sorted(existing.items())}, indent=2,
+                              ensure_ascii=False), encoding="utf-8")
+    tmp.replace(path)
+    return existing
+
+
+def render_entry(name: str, entry: DatasetEntry, max_chars: int = 6000) -> str:
+    """Markdown for prompts: counts, tasks with column stats and the first sample, README excerpt."""
+    lines = [f"## Dataset {name}", f"- total samples: {entry.total_samples}, size: {entry.total_size_mb} MB"]
+    for task, info in entry.tasks.items():
+        lines.append(f"### task `{task}` ({info.sample_count} samples; files: {', '.join(info.files[:5])})")
+        for col, st in info.column_stats.items():
+            lines.append(f"- {col}: empty {st.empty_count}, tokens min {st.min_tokens} / p50 {st.p50_tokens}"
+                         f" / p99 {st.p99_tokens} / max {st.max_tokens}")
+        if info.samples:
+            lines.append("first sample: " + json.dumps(info.samples[0], ensure_ascii=False)[:1500])
+    lines += ["### README", entry.readme]
+    text = "\n".join(lines)
+    return text if len(text) <= max_chars else text[:max_chars] + "\n...(truncated)"

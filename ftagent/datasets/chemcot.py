@@ -1,0 +1,92 @@
+"""ChemCoTDataset: chain-of-thought data for molecule understanding/editing/optimisation and reactions."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ftagent.datasets.base import DatasetSpec, FunctionSource
+
+RCR_FILE = Path("chemcotbench-cot") / "rxn" / "rcr.json"
+_FENCE_OPEN = "```json"
+_FENCE_CLOSE = "```"
+
+
+def normalize_rcr_record(rec: dict) -> dict:
+    """Bring one ``rcr.json`` record to the schema of the other files.
+
+    ``gt`` moves into ``meta`` (kept a JSON string), ``cot_result`` becomes ``struct_cot`` without its
+    Markdown json fence. Already-normalised records pass through unchanged.
+    """
+    rec = dict(rec)
+    if "gt" in rec:
+        meta = rec.get("meta") or {}
+        if isinstance(meta, str):
+            meta = json.loads(meta) if meta.strip() else {}
+        meta["gt"] = rec.pop("gt")
+        rec["meta"] = json.dumps(meta, ensure_ascii=False)
+    if "cot_result" in rec:
+        cot = str(rec.pop("cot_result") or "").strip()
+        if cot.startswith(_FENCE_OPEN):
+            cot = cot[len(_FENCE_OPEN):]
+        elif cot.startswith(_FENCE_CLOSE):
+            cot = cot[len(_FENCE_CLOSE):]
+        if cot.endswith(_FENCE_CLOSE):
+            cot = cot[: -len(_FENCE_CLOSE)]
+        rec["struct_cot"] = cot.strip()
+    return rec
+
+
+def fix_rcr_schema(dataset_dir: Path) -> None:
+    """Post-download hook: normalise ``chemcotbench-cot/rxn/rcr.json`` in place (idempotent)."""
+    path = Path(dataset_dir) / RCR_FILE
+    if not path.exists():
+        return
+    records = json.loads(path.read_text(encoding="utf-8"))
+    fixed = [normalize_rcr_record(r) for r in records]
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(fixed, ensure_ascii=False, indent=2), encoding="utf-8")
+    tmp.replace(path)
+
+
+def to_alpaca(dataset_dir, limit=None, seed=0):
+    """Alpaca rows from every ``chemcotbench-cot/**/*.json``: query → structured CoT + JSON answer."""
+    import json
+    import random
+    from pathlib import Path
+
+    rows = []
+    for path in sorted((Path(dataset_dir) / "chemcotbench-cot").rglob("*.json")):
+        for rec in json.loads(path.read_text(encoding="utf-8")):
+            query = (rec.get("query") or "").strip()
+            cot = (rec.get("struct_cot") or rec.get("raw_cot") or "").strip()
+            if not query or not cot:
+                continue
+            meta = rec.get("meta") or {}
+            if isinstance(meta, str):
+                try:
+                    meta = json.loads(meta)
+                except ValueError:
+                    meta = {}
+            gt = meta.get("gt", meta.get("reference")) if isinstance(meta, dict) else None
+            output = cot
+            if gt is not None and str(gt) not in cot:
+                output += "\n\n```json\n" + json.dumps({"answer": gt}, ensure_ascii=False) + "\n```"
+            rows.append({"instruction": query, "input": "", "output": output})
+    random.Random(seed).shuffle(rows)
+    return rows if limit is None else rows[:limit]
+
+
+SOURCE = FunctionSource(
+    spec=DatasetSpec(
+        name="chemcot",
+        repo_id="OpenMol/ChemCoTDataset",
+        related_benchmarks=["chemcotbench", "chemcotbench_*"],
+        task_type="chemistry",
+        license="MIT (card) / CC BY 4.0 (GitHub badge): unsettled",
+        summary="molecule understanding, editing, optimisation and reaction prediction with CoT",
+        hook_description="rxn/rcr.json: gt moved into meta, cot_result → struct_cot without code fence",
+    ),
+    converter=to_alpaca,
+    hook=fix_rcr_schema,
+)

@@ -1,0 +1,147 @@
+"""Contamination scan: do generated training rows contain benchmark items (validation or test)?
+
+Text is normalised (NFKC, lower case, word tokens; CJK characters count as one token each). A
+benchmark item with at least ``n`` tokens is *hit* by a training row when the row contains at least
+``min_coverage`` of the item's n-grams; shorter items (e.g. "What is 12 + 45?") are hit only by an
+exact match of the normalised text of a row field. Rows hitting any item are flagged; more than
+``max_flagged`` flagged rows raise :class:`~ftagent.errors.StepError` (``ErrorType.DATA``).
+
+The error names benchmark items only by id and split, never by text, because the message is shown to
+the planner and the test split must stay hidden from it.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+
+from pydantic import BaseModel, Field
+
+from ftagent.errors import ErrorType, StepError
+
+_TOKEN = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]|[^\W_]+", re.UNICODE)
+ROW_FIELDS = ("instruction", "input", "output")
+
+
+def normalise(text: str) -> list[str]:
+    """Word tokens of ``text`` after NFKC and lower-casing (punctuation dropped)."""
+    return _TOKEN.findall(unicodedata.normalize("NFKC", text or "").lower())
+
+
+def ngrams(tokens: list[str], n: int) -> set[tuple[str, ...]]:
+    """The set of n-grams of ``tokens`` (empty when shorter than ``n``)."""
+    return {tuple(tokens[i:i + n]) for i in range(len(tokens) - n + 1)}
+
+
+class Overlap(BaseModel):
+    """One flagged training row."""
+
+    row_index: int
+    item_id: str
+    coverage: float
+    row_excerpt: str
+
+
+class ContaminationReport(BaseModel):
+    """Result of :func:`scan_rows`."""
+
+    rows_checked: int
+    items_checked: int
+    n: int
+    flagged: list[Overlap] = Field(default_factory=list)
+
+    @property
+    def flagged_rows(self) -> int:
+        """How many distinct training rows hit a benchmark item."""
+        return len({o.row_index for o in self.flagged})
+
+
+def _row_text(row: Mapping) -> str:
+    return "\n".join(str(row.get(k) or "") for k in ROW_FIELDS)
+
+
+def scan_rows(rows: list[Mapping], items: Mapping[str, str], *, n: int = 8,
+              min_coverage: float = 0.5) -> ContaminationReport:
+    """Compare Alpaca ``rows`` against benchmark ``items`` (item id → question text)."""
+    index: dict[tuple[str, ...], set[str]] = defaultdict(set)
+    sizes: dict[str, int] = {}
+    exact: dict[str, str] = {}
+    for item_id, text in items.items():
+        toks = normalise(text)
+        grams = ngrams(toks, n)
+        if grams:
+            sizes[item_id] = len(grams)
+            for g in grams:
+                index[g].add(item_id)
+        elif toks:
+            exact[" ".join(toks)] = item_id
+    report = ContaminationReport(rows_checked=len(rows), items_checked=len(items), n=n)
+    for i, row in enumerate(rows):
+        hit = _exact_hit(row, exact) or _ngram_hit(_row_text(row), index, sizes, n, min_coverage)
+        if hit:
+            item_id, cov = hit
+            report.flagged.append(Overlap(row_index=i, item_id=item_id, coverage=round(cov, 3),
+                                          row_excerpt=_row_text(row).strip()[:160]))
+    return report
+
+
+def _exact_hit(row: Mapping, exact: dict[str, str]) -> tuple[str, float] | None:
+    if not exact:
+        return None
+    for key in ROW_FIELDS:
+        norm = " ".join(normalise(str(row.get(key) or "")))
+        if norm in exact:
+            return exact[norm], 1.0
+    return None
+
+
+def _ngram_hit(text: str, index: Mapping, sizes: Mapping[str, int], n: int,
+               min_coverage: float) -> tuple[str, float] | None:
+    if not sizes:
+        return None
+    counts: dict[str, int] = defaultdict(int)
+    for g in ngrams(normalise(text), n):
+        for item_id in index.get(g, ()):
+            counts[item_id] += 1
+    best = max(counts.items(), key=lambda kv: kv[1] / sizes[kv[0]], default=None)
+    if best and best[1] / sizes[best[0]] >= min_coverage:
+        return best[0], best[1] / sizes[best[0]]
+    return None
+
+
+def check_contamination(rows: list[Mapping], items: Mapping[str, str], *, n: int = 8,
+                        min_coverage: float = 0.5, max_flagged: int = 0,
+                        examples: int = 3) -> ContaminationReport:
+    """Scan and raise when more than ``max_flagged`` rows overlap benchmark items.
+
+    Raises:
+        StepError: ``error_type=ErrorType.DATA``, listing up to ``examples`` flagged rows (row index,
+            benchmark item id, coverage). No text is quoted: an overlapping row *is* benchmark text.
+    """
+    report = scan_rows(rows, items, n=n, min_coverage=min_coverage)
+    if report.flagged_rows > max_flagged:
+        shown = "\n".join(f"- row {o.row_index} overlaps benchmark item {o.item_id} "
+                          f"({o.coverage:.0%} of its {n}-grams)"
+                          for o in report.flagged[:examples])
+        raise StepError(
+            f"{report.flagged_rows} of {report.rows_checked} training rows contain benchmark items",
+            error_type=ErrorType.DATA,
+            log_tail=shown,
+            suggestion="drop rows that copy benchmark questions; never build training data from "
+                       "benchmark files",
+            details={"flagged_rows": report.flagged_rows,
+                     "examples": [o.model_dump(exclude={"row_excerpt"}) for o in report.flagged[:examples]]},
+        )
+    return report
+
+
+def items_from_records(records: Iterable[Mapping], fields: Iterable[str], prefix: str = "") -> dict[str, str]:
+    """Build the ``items`` mapping from benchmark records (text = the given fields joined)."""
+    fields = list(fields)
+    out = {}
+    for i, rec in enumerate(records):
+        item_id = f"{prefix}{rec.get('id', i)}"
+        out[item_id] = "\n".join(str(rec.get(f) or "") for f in fields)
+    return out

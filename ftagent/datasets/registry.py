@@ -1,0 +1,51 @@
+"""The dataset registry: name → :class:`~ftagent.datasets.base.DatasetSource` (lazy imports).
+
+Plug-ins add entries through the entry-point group ``ftagent.datasets``
+(``mydata = "mypkg.data:SOURCE"``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ftagent.registry import Registry
+
+if TYPE_CHECKING:
+    from ftagent.datasets.base import DatasetSource
+
+DATASETS: Registry[DatasetSource] = Registry("dataset", entry_point_group="ftagent.datasets")
+
+for _name in ("deepscaler", "chemcot", "panorama", "financeiq", "tableinstruct", "bioprobench", "demo_add"):
+    DATASETS.register(_name, f"ftagent.datasets.{_name}:SOURCE")
+
+
+def get_source(name: str) -> DatasetSource:
+    """The source registered as ``name`` (UserInputError with a did-you-mean when unknown)."""
+    return DATASETS.get(name)
+
+
+def dataset_names() -> list[str]:
+    """All registered dataset names."""
+    return DATASETS.names()
+
+
+def datasets_for_benchmark(benchmark_key: str) -> list[str]:
+    """Names of the datasets whose ``related_benchmarks`` match ``benchmark_key``."""
+    return [n for n in dataset_names() if get_source(n).spec.relates_to(benchmark_key)]
+
+
+def resolve_dataset_choice(dataset: str | None, benchmark_key: str | None) -> list[str]:
+    """Turn ``--dataset`` (a name, 'all', or None) and the benchmark into dataset names.
+
+    None → the datasets related to the benchmark; 'all' → every registered dataset; a name → itself
+    (validated, with a did-you-mean on typos).
+    """
+    if dataset == "all":
+        return dataset_names()
+    if dataset:
+        get_source(dataset)
+        return [dataset]
+    return datasets_for_benchmark(benchmark_key) if benchmark_key else []
+
+
+get_dataset = get_source  # alias used by the heuristic planner

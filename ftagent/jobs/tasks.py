@@ -1,0 +1,249 @@
+"""``tasks.json`` for batch jobs: the pydantic model, validation and the per-task run plan.
+
+``job/run_ft_job.sh`` calls ``python -m ftagent.jobs.tasks plan tasks.json --job-id ID ...``; the plan
+(JSON on stdout) is the single source of truth for task names, environment and command lines, and it
+is saved as ``<job_dir>/job.json`` so ``ftagent job status`` and the UI know every task of a job,
+including tasks that have not written anything yet.
+
+Exit codes of the module: 0 ok, 2 invalid ``tasks.json`` (one ``error: ...`` line per problem).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from ftagent.durations import parse_duration
+from ftagent.errors import UserInputError
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+DEFAULT_SCENARIOS = REPO_ROOT / "configs" / "scenarios.json"
+DEFAULT_TIMEOUT = "12h"
+JOB_FILE = "job.json"
+_GPUS = re.compile(r"\d+(,\d+)*")
+_SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+class TaskSpec(BaseModel):
+    """One entry of ``tasks.json``; unknown fields are errors."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str = Field(min_length=1)
+    benchmark: str = Field(min_length=1)
+    gpus: str | None = None
+    port: int | None = Field(default=None, ge=1, le=65535)
+    timeout: str = DEFAULT_TIMEOUT
+    benchmark_description: str | None = None
+    scenario: str | None = None
+    loop_n: int | None = Field(default=None, ge=1)
+
+    @field_validator("gpus", mode="before")
+    @classmethod
+    def _gpus(cls, value: Any) -> Any:
+        if isinstance(value, int) and not isinstance(value, bool):
+            value = str(value)
+        if isinstance(value, str):
+            value = value.replace(" ", "")
+            if not _GPUS.fullmatch(value):
+                raise ValueError(f"'{value}' is not a comma-separated list of GPU indices like \"0,1\"")
+        return value
+
+    @field_validator("timeout")
+    @classmethod
+    def _timeout(cls, value: str) -> str:
+        try:
+            parse_duration(value)
+        except UserInputError as exc:
+            raise ValueError(str(exc)) from exc
+        return value
+
+    def gpu_set(self) -> set[int]:
+        return {int(g) for g in self.gpus.split(",")} if self.gpus else set()
+
+
+class TasksFile(BaseModel):
+    """The whole ``tasks.json``: ``{"tasks": [...]}``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tasks: list[TaskSpec] = Field(min_length=1)
+
+
+class TaskPlan(BaseModel):
+    """What the job script runs for one task (persisted in ``job.json``)."""
+
+    index: int
+    name: str
+    spec: TaskSpec
+    window: str
+    log_path: str
+    workspace_path: str
+    log_file: str
+    env: dict[str, str]
+    argv: list[str]
+    command: str
+
+
+class JobPlan(BaseModel):
+    """A whole job: where it writes and every task's plan."""
+
+    job_id: str
+    tmux_session: str
+    job_dir: str
+    tasks: list[TaskPlan]
+
+
+def load_scenarios(path: Path = DEFAULT_SCENARIOS) -> dict[str, dict[str, Any]]:
+    """Benchmark key -> entry of ``configs/scenarios.json`` (keys starting with ``_`` are comments)."""
+    raw = json.loads(Path(path).read_text(encoding="utf-8"))
+    return {k: v for k, v in raw.items() if not k.startswith("_") and isinstance(v, dict)}
+
+
+def _pydantic_errors(exc: ValidationError, where: str) -> list[str]:
+    out = []
+    for err in exc.errors():
+        field = ".".join(str(p) for p in err["loc"])
+        msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            allowed = ", ".join(TaskSpec.model_fields) if where.startswith("task") else "tasks"
+            msg = f"unknown field (allowed: {allowed})"
+        elif err["type"] == "missing":
+            msg = "is required"
+        out.append(" ".join(p for p in (where, f"'{field}'" if field else "", msg) if p))
+    return out
+
+
+def _check_benchmark(i: int, benchmark: Any, scenarios: dict[str, dict[str, Any]]) -> list[str]:
+    if not isinstance(benchmark, str) or not benchmark or benchmark in scenarios:
+        return []
+    from difflib import get_close_matches
+
+    close = get_close_matches(benchmark, list(scenarios), n=1)
+    hint = f"; did you mean '{close[0]}'?" if close else ""
+    return [f"task {i} unknown benchmark '{benchmark}'{hint} (known keys: configs/scenarios.json)"]
+
+
+def validate_tasks(raw: Any, scenarios: dict[str, dict[str, Any]]) -> tuple[TasksFile | None, list[str]]:
+    """Validate parsed ``tasks.json`` content; returns the model (or None) and every error found."""
+    if isinstance(raw, list):
+        raw = {"tasks": raw}
+    if not isinstance(raw, dict) or not isinstance(raw.get("tasks"), list) or not raw["tasks"]:
+        return None, ['expected {"tasks": [ {"model": ..., "benchmark": ...}, ... ]} with at least one task']
+    errors = [f"unknown top-level field '{k}' (allowed: tasks)" for k in raw if k != "tasks"]
+    specs: list[tuple[int, TaskSpec]] = []
+    for i, item in enumerate(raw["tasks"]):
+        if not isinstance(item, dict):
+            errors.append(f"task {i} must be a JSON object")
+            continue
+        errors += _check_benchmark(i, item.get("benchmark"), scenarios)
+        try:
+            specs.append((i, TaskSpec.model_validate(item)))
+        except ValidationError as exc:
+            errors += _pydantic_errors(exc, f"task {i}")
+    for a, (i, ta) in enumerate(specs):
+        for j, tb in specs[a + 1:]:
+            shared = ta.gpu_set() & tb.gpu_set()
+            if shared:
+                errors.append(f"task {i} and task {j} share GPU(s) {','.join(map(str, sorted(shared)))}")
+    if errors:
+        return None, errors
+    return TasksFile(tasks=[t for _, t in specs]), []
+
+
+def read_tasks_file(path: Path, scenarios: dict[str, dict[str, Any]]) -> tuple[TasksFile | None, list[str]]:
+    """Read and validate a ``tasks.json`` file."""
+    path = Path(path)
+    if not path.is_file():
+        return None, [f"{path}: no such file"]
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        return None, [f"{path}: not valid JSON: {exc}"]
+    return validate_tasks(raw, scenarios)
+
+
+def task_names(tasks: list[TaskSpec]) -> list[str]:
+    """``<benchmark>_<model basename>``, made filesystem-safe and unique (``_2``, ``_3`` ...)."""
+    names: list[str] = []
+    for t in tasks:
+        base = _SAFE.sub("-", f"{t.benchmark}_{t.model.rstrip('/').split('/')[-1]}").strip("-.")
+        name, k = base, 2
+        while name in names:
+            name, k = f"{base}_{k}", k + 1
+        names.append(name)
+    return names
+
+
+def build_plan(tasks: TasksFile, scenarios: dict[str, dict[str, Any]], *, job_id: str, log_base: Path,
+               workspace_base: Path, ftagent_bin: str) -> JobPlan:
+    """Turn validated tasks into the concrete per-task environment and command line."""
+    job_dir = Path(log_base).resolve() / job_id
+    plans = []
+    for i, (name, t) in enumerate(zip(task_names(tasks.tasks), tasks.tasks, strict=True)):
+        log_path = job_dir / name
+        env = {"LOG_PATH": f"{log_path}/", "WORKSPACE_PATH": str(Path(workspace_base).resolve() / job_id / name)}
+        if t.gpus is not None:
+            env["CUDA_VISIBLE_DEVICES"] = t.gpus
+        if t.port is not None:
+            env["OPENAI_API_BASE"] = f"http://localhost:{t.port}"
+        description = t.benchmark_description or scenarios.get(t.benchmark, {}).get("benchmark_description", "")
+        argv = [ftagent_bin, "llm_finetune", "--benchmark", t.benchmark, "--base-model", t.model,
+                "--timeout", t.timeout]
+        if description:
+            argv += ["--benchmark-description", description]
+        if t.scenario:
+            argv += ["--user-target-scenario", t.scenario]
+        if t.loop_n is not None:
+            argv += ["--loop-n", str(t.loop_n)]
+        plans.append(TaskPlan(index=i, name=name, spec=t, window=name, log_path=env["LOG_PATH"],
+                              workspace_path=env["WORKSPACE_PATH"], log_file=str(job_dir / f"{name}.log"),
+                              env=env, argv=argv, command=shlex.join(argv)))
+    session = "ftjob-" + _SAFE.sub("-", job_id).replace(".", "-")
+    return JobPlan(job_id=job_id, tmux_session=session, job_dir=str(job_dir), tasks=plans)
+
+
+def load_job_plan(job_dir: Path) -> JobPlan | None:
+    """The ``job.json`` of a job directory, or None when absent or unreadable."""
+    path = Path(job_dir) / JOB_FILE
+    try:
+        return JobPlan.model_validate_json(path.read_text(encoding="utf-8"))
+    except (OSError, ValidationError, ValueError):
+        return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m ftagent.jobs.tasks {validate,plan} tasks.json [...]``."""
+    parser = argparse.ArgumentParser(prog="python -m ftagent.jobs.tasks")
+    parser.add_argument("action", choices=["validate", "plan"])
+    parser.add_argument("tasks_file", type=Path)
+    parser.add_argument("--scenarios", type=Path, default=DEFAULT_SCENARIOS)
+    parser.add_argument("--job-id", default="job")
+    parser.add_argument("--log-base", type=Path, default=Path("log"))
+    parser.add_argument("--workspace-base", type=Path, default=Path("git_ignore_folder/workspace"))
+    parser.add_argument("--ftagent-bin", default="ftagent")
+    args = parser.parse_args(argv)
+    scenarios = load_scenarios(args.scenarios)
+    tasks, errors = read_tasks_file(args.tasks_file, scenarios)
+    if tasks is None:
+        for err in errors:
+            print(f"error: {args.tasks_file}: {err}", file=sys.stderr)
+        return 2
+    if args.action == "validate":
+        print(f"{args.tasks_file}: {len(tasks.tasks)} task(s) OK")
+        return 0
+    plan = build_plan(tasks, scenarios, job_id=args.job_id, log_base=args.log_base,
+                      workspace_base=args.workspace_base, ftagent_bin=args.ftagent_bin)
+    print(plan.model_dump_json(indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,118 @@
+"""Per-call LLM records (``<session>/llm/<n>.json``) and secret redaction.
+
+Every LLM call the client makes is written as one JSON file holding the messages, the reply, the
+model, token counts, cost, latency and the stage. Records and ``llm_call`` events pass through a
+:class:`Redactor` first, so API keys never reach the disk: the configured key values are replaced,
+and so is anything that looks like a common key (``sk-...``, ``hf_...``, ``Bearer ...``, AWS ids).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+REDACTED = "***REDACTED***"
+
+_KEY_PATTERNS = [
+    re.compile(r"\bsk-[A-Za-z0-9_\-]{8,}"),  # OpenAI, Anthropic (sk-ant-...), many proxies
+    re.compile(r"\bhf_[A-Za-z0-9]{16,}"),  # Hugging Face tokens
+    re.compile(r"\bAKIA[0-9A-Z]{16}\b"),  # AWS access key ids
+    re.compile(r"\bAIza[0-9A-Za-z_\-]{30,}"),  # Google API keys
+    re.compile(r"(?i)(\bbearer\s+)[A-Za-z0-9._\-]{8,}"),
+    re.compile(r"(?i)((?:api[_-]?key|access[_-]?token|secret)[\"']?\s*[:=]\s*[\"']?)[^\s\"',;]{6,}"),
+]
+
+
+class Redactor:
+    """Masks configured secret values and common API-key patterns in text and JSON-like data."""
+
+    def __init__(self, secrets: list[str | None] | None = None) -> None:
+        # longest first, so a key that contains another is masked whole; very short values are
+        # ignored (masking "x" everywhere would destroy the record and protects nothing)
+        self.secrets = sorted({s for s in (secrets or []) if s and len(s) >= 4}, key=len, reverse=True)
+
+    def text(self, value: str) -> str:
+        """Redact one string."""
+        for secret in self.secrets:
+            value = value.replace(secret, REDACTED)
+        for pattern in _KEY_PATTERNS:
+            if pattern.groups:
+                value = pattern.sub(lambda m: m.group(1) + REDACTED, value)
+            else:
+                value = pattern.sub(REDACTED, value)
+        return value
+
+    def obj(self, value: Any) -> Any:
+        """Redact every string inside dicts/lists/tuples (keys included)."""
+        if isinstance(value, str):
+            return self.text(value)
+        if isinstance(value, dict):
+            return {self.obj(k): self.obj(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [self.obj(v) for v in value]
+        return value
+
+
+class LLMRecord(BaseModel):
+    """One LLM call as stored in ``llm/<n>.json``."""
+
+    n: int = 0
+    stage: str
+    model: str
+    messages: list[dict[str, Any]]
+    reply: str = ""
+    finish_reason: str | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    total_cost_usd: float = 0.0  # accumulated by this session so far, this call included
+    latency_s: float = 0.0
+    attempts: int = 1  # HTTP attempts including retries
+    started_at: float = Field(default_factory=time.time)
+    error: str | None = None
+
+
+class RecordWriter:
+    """Writes numbered records into ``<session_dir>/llm/`` (atomic: temp file + rename)."""
+
+    def __init__(self, session_dir: Path | None) -> None:
+        self.dir = Path(session_dir) / "llm" if session_dir is not None else None
+        self._lock = threading.Lock()
+        self._next = 1
+        if self.dir is not None and self.dir.exists():
+            numbers = [int(p.stem) for p in self.dir.glob("*.json") if p.stem.isdigit()]
+            self._next = max(numbers, default=0) + 1
+
+    def spent_usd(self) -> float:
+        """Cost of the calls already recorded in this session (so a resumed session keeps its budget)."""
+        if self.dir is None or not self.dir.exists():
+            return 0.0
+        total = 0.0
+        for path in self.dir.glob("*.json"):
+            try:
+                total += float(json.loads(path.read_text(encoding="utf-8")).get("cost_usd") or 0.0)
+            except (OSError, ValueError, AttributeError):
+                continue
+        return total
+
+    def write(self, record: LLMRecord, redactor: Redactor) -> Path | None:
+        """Assign the next number, redact and write; returns the file path (None without a session)."""
+        if self.dir is None:
+            return None
+        with self._lock:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            record.n = self._next
+            self._next += 1
+            path = self.dir / f"{record.n}.json"
+            data = redactor.obj(record.model_dump(mode="json"))
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(json.dumps(data, ensure_ascii=False, indent=1), encoding="utf-8")
+            os.replace(tmp, path)
+        return path

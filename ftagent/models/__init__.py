@@ -1,0 +1,1 @@
+"""Base models: built-in offline models and resolution of ``--base-model`` (see ``builtin``)."""

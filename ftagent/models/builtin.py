@@ -1,0 +1,244 @@
+"""Built-in base models and base-model resolution.
+
+``resolve_base_model(name, file_path, python_or_runner)`` turns the user's ``--base-model`` into a
+local folder:
+
+* ``builtin/<name>`` (e.g. ``builtin/tiny-qwen2``) → built once into
+  ``FT_FILE_PATH/models/builtin/<name>`` by a standalone script run with the tool env's python (so the
+  files are written by the transformers that training and evaluation use);
+* an existing local folder → itself;
+* ``<name>`` present under ``FT_FILE_PATH/models/`` → that folder;
+* a Hugging Face id ``org/name`` → ``FT_FILE_PATH/models/org/name`` if present, else downloaded there
+  with ``huggingface_hub.snapshot_download``. Offline or unreachable → :class:`EnvironmentFailure`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from ftagent.errors import EnvironmentFailure, UserInputError
+from ftagent.runners.base import Mount, Runner
+
+BUILTIN_PREFIX = "builtin/"
+MARKER = ".ftagent_builtin.json"
+_HF_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+
+
+class BuiltinModel(BaseModel):
+    """A model ftagent can build offline."""
+
+    name: str
+    description: str
+    script: str
+    default_seed: int = 2
+
+
+BUILTIN_MODELS: dict[str, BuiltinModel] = {
+    "tiny-qwen2": BuiltinModel(
+        name="tiny-qwen2",
+        description="Qwen2 with hidden 128, 2 layers, 4 heads (2 KV), 558k params, 512-token BPE with "
+        "single-digit tokens and ChatML; random init, learns demo_add in a few CPU minutes",
+        script="tiny_qwen2_script.py",
+    ),
+}
+
+
+class BuildMarker(BaseModel):
+    """Written next to a built model; a build is reused only when every field matches."""
+
+    name: str
+    seed: int
+    script_sha256: str
+
+
+def builtin_dir(file_path: Path, name: str) -> Path:
+    """Where ``builtin/<name>`` lives under ``FT_FILE_PATH``."""
+    return Path(file_path) / "models" / "builtin" / name
+
+
+def _spec(name: str) -> BuiltinModel:
+    if name not in BUILTIN_MODELS:
+        from ftagent.registry import did_you_mean
+
+        raise UserInputError(f"unknown built-in model '{name}'.{did_you_mean(name, list(BUILTIN_MODELS))}"
+                             f" Valid: {', '.join(BUILTIN_MODELS)}")
+    return BUILTIN_MODELS[name]
+
+
+def _script_path(spec: BuiltinModel) -> Path:
+    return Path(__file__).with_name(spec.script)
+
+
+def _expected_marker(spec: BuiltinModel, seed: int) -> BuildMarker:
+    digest = hashlib.sha256(_script_path(spec).read_bytes()).hexdigest()
+    return BuildMarker(name=spec.name, seed=seed, script_sha256=digest)
+
+
+def is_built(out_dir: Path, name: str, seed: int | None = None) -> bool:
+    """True when ``out_dir`` holds a complete build of ``name`` with this seed and script version."""
+    spec = _spec(name)
+    marker = Path(out_dir) / MARKER
+    if not marker.is_file():
+        return False
+    try:
+        found = BuildMarker.model_validate_json(marker.read_text(encoding="utf-8"))
+    except ValueError:
+        return False
+    return found == _expected_marker(spec, spec.default_seed if seed is None else seed)
+
+
+def _build_env() -> dict[str, str]:
+    env = {k: os.environ[k] for k in ("PATH", "HOME", "LANG", "TMPDIR") if k in os.environ}
+    env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    return env
+
+
+def _run_script(script: Path, tmp: Path, seed: int, python_or_runner: Path | str | Runner,
+                timeout: float) -> None:
+    args = [str(tmp), "--seed", str(seed)]
+    if isinstance(python_or_runner, (str, Path)):
+        try:
+            proc = subprocess.run([str(python_or_runner), str(script), *args], capture_output=True,
+                                  text=True, timeout=timeout, env=_build_env(), check=False)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise EnvironmentFailure(f"cannot build the built-in model with {python_or_runner}: {exc}") from exc
+        if proc.returncode != 0:
+            tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-20:])
+            raise EnvironmentFailure(f"building the built-in model failed (exit {proc.returncode}):\n{tail}")
+        return
+    result = python_or_runner.run(
+        ["python", str(script), *args], tool="data", workdir=tmp.parent,
+        env={"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"},
+        mounts=[Mount(source=script.parent)], timeout=timeout,
+    )
+    if not result.ok:
+        raise EnvironmentFailure(f"building the built-in model failed (exit {result.exit_code}, "
+                                 f"timed out: {result.timed_out}):\n{result.log_tail}")
+
+
+def build_builtin(
+    name: str,
+    out_dir: Path,
+    python_or_runner: Path | str | Runner,
+    *,
+    seed: int | None = None,
+    force: bool = False,
+    timeout: float = 600,
+) -> Path:
+    """Build built-in model ``name`` into ``out_dir`` once (file lock + marker; atomic rename).
+
+    Args:
+        name: key of :data:`BUILTIN_MODELS` (without ``builtin/``).
+        out_dir: final folder.
+        python_or_runner: the tool env's python executable, or a Runner (runs ``python`` in tool "data").
+        seed: weight-initialisation seed (default: the model's default, 2 for tiny-qwen2).
+        force: rebuild even when a matching build exists.
+        timeout: seconds for the build script.
+
+    Returns:
+        ``out_dir``.
+
+    Raises:
+        EnvironmentFailure: when the script fails (message carries the output tail).
+    """
+    from filelock import FileLock
+
+    spec = _spec(name)
+    seed = spec.default_seed if seed is None else seed
+    out_dir = Path(out_dir).absolute()
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(out_dir.parent / f".{out_dir.name}.lock")):
+        if not force and is_built(out_dir, name, seed):
+            return out_dir
+        tmp = out_dir.parent / f".{out_dir.name}.building-{os.getpid()}"
+        shutil.rmtree(tmp, ignore_errors=True)
+        try:
+            _run_script(_script_path(spec), tmp, seed, python_or_runner, timeout)
+            (tmp / MARKER).write_text(_expected_marker(spec, seed).model_dump_json(), encoding="utf-8")
+            shutil.rmtree(out_dir, ignore_errors=True)
+            tmp.rename(out_dir)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return out_dir
+
+
+def _download(repo_id: str, target: Path) -> Path:
+    from huggingface_hub import snapshot_download
+
+    try:
+        from huggingface_hub.errors import LocalEntryNotFoundError
+    except ImportError:  # very old huggingface_hub
+        LocalEntryNotFoundError = OSError  # noqa: N806
+    offline = os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes")
+    try:
+        snapshot_download(repo_id=repo_id, local_dir=str(target))
+    except (LocalEntryNotFoundError, OSError, ValueError) as exc:
+        shutil.rmtree(target, ignore_errors=True)
+        why = "HF_HUB_OFFLINE is set" if offline else "the Hugging Face Hub is unreachable or the id is wrong"
+        raise EnvironmentFailure(
+            f"base model '{repo_id}' is not in {target} and cannot be downloaded ({why}: "
+            f"{type(exc).__name__}). Download it there yourself, pass a local folder, or use "
+            f"builtin/tiny-qwen2."
+        ) from exc
+    return target
+
+
+def _has_model_files(folder: Path) -> bool:
+    return folder.is_dir() and (folder / "config.json").is_file()
+
+
+def resolve_base_model(name: str, file_path: Path, python_or_runner: Path | str | Runner) -> Path:
+    """Turn a ``--base-model`` value into a local model folder (building or downloading when needed).
+
+    Args:
+        name: ``builtin/<name>``, a local folder, a folder name under ``FT_FILE_PATH/models``, or an
+            HF id ``org/name``.
+        file_path: ``FT_FILE_PATH``.
+        python_or_runner: the tool env's python, or a Runner, used to build built-in models.
+
+    Raises:
+        UserInputError: for an unknown built-in name or a value that is neither a folder nor an HF id.
+        EnvironmentFailure: when a build or a download fails (offline Hub included).
+    """
+    name = name.strip()
+    if name.startswith(BUILTIN_PREFIX):
+        key = name[len(BUILTIN_PREFIX):]
+        return build_builtin(key, builtin_dir(file_path, key), python_or_runner)
+    local = Path(name).expanduser()
+    if local.is_dir():
+        return local.absolute()
+    under_models = Path(file_path) / "models" / name
+    if _has_model_files(under_models):
+        return under_models.absolute()
+    if _HF_ID.match(name):
+        return _download(name, under_models.absolute())
+    raise UserInputError(f"base model '{name}' is not a folder, not under {Path(file_path) / 'models'}, "
+                         f"and not a Hugging Face id like 'Qwen/Qwen2.5-0.5B-Instruct' or builtin/<name>")
+
+
+def list_models(file_path: Path) -> list[dict[str, str]]:
+    """Built-in models (with build status) and the model folders already under ``FT_FILE_PATH/models``."""
+    rows = [{"name": f"{BUILTIN_PREFIX}{m.name}",
+             "status": "built" if is_built(builtin_dir(file_path, m.name), m.name) else "not built",
+             "description": m.description} for m in BUILTIN_MODELS.values()]
+    root = Path(file_path) / "models"
+    if root.is_dir():
+        for cfg in sorted(root.glob("*/*/config.json")) + sorted(root.glob("*/config.json")):
+            rel = cfg.parent.relative_to(root).as_posix()
+            if not rel.startswith(BUILTIN_PREFIX):
+                rows.append({"name": rel, "status": "local", "description": str(cfg.parent)})
+    return rows
+
+
+def read_marker(out_dir: Path) -> dict:
+    """The build marker of a built model (empty when absent)."""
+    marker = Path(out_dir) / MARKER
+    return json.loads(marker.read_text(encoding="utf-8")) if marker.is_file() else {}

@@ -1,0 +1,128 @@
+"""The conda runner: ``conda run -n <env> --no-capture-output <cmd>``.
+
+One conda env (default ``ftagent-tools``) serves every tool. When it does not exist it is created from
+the same requirement files as the local tool env (``configs/envs/``): torch first, then the tools with
+the lock file as constraints, then the CPU fix. Every failure raises :class:`EnvironmentFailure` with
+the tail of conda's / pip's output (never swallowed).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+from ftagent.errors import EnvironmentFailure
+from ftagent.runners.base import Mount, RunResult, ToolEnv
+from ftagent.runners.process import is_secret_name, passthrough_env, run_process
+
+DEFAULT_ENV_NAME = "ftagent-tools"
+PYTHON_VERSION = "3.11"
+
+
+def _tail(text: str, lines: int = 30) -> str:
+    return "\n".join(text.splitlines()[-lines:])
+
+
+class CondaRunner:
+    """Runs commands inside a conda env created on demand."""
+
+    name = "conda"
+
+    def __init__(self, env_name: str = DEFAULT_ENV_NAME, *, conda: str | None = None, gpu: bool = False,
+                 timeout_create: float = 3600) -> None:
+        self.env_name = env_name
+        self.conda = conda or shutil.which("conda") or shutil.which("mamba") or "conda"
+        self.gpu = gpu
+        self.timeout_create = timeout_create
+        self._ready = False
+
+    @classmethod
+    def from_settings(cls, settings) -> CondaRunner:
+        """Build from :class:`ftagent.settings.Settings` (GPU detected with NVML)."""
+        from ftagent.hardware import detect_gpus
+
+        return cls(gpu=detect_gpus().gpu_count > 0)
+
+    def _conda(self, args: list[str], timeout: float) -> subprocess.CompletedProcess:
+        try:
+            return subprocess.run([self.conda, *args], capture_output=True, text=True, timeout=timeout,
+                                  check=False)
+        except FileNotFoundError as exc:
+            raise EnvironmentFailure(f"conda not found ({self.conda}); install it or set FT_ENV_TYPE=local") from exc
+        except subprocess.TimeoutExpired as exc:
+            raise EnvironmentFailure(f"`conda {' '.join(args[:3])}` timed out after {timeout}s") from exc
+
+    def _checked(self, args: list[str], what: str, timeout: float) -> str:
+        proc = self._conda(args, timeout)
+        if proc.returncode != 0:
+            raise EnvironmentFailure(
+                f"{what} failed (exit {proc.returncode}) for conda env '{self.env_name}':\n"
+                f"{_tail(proc.stdout + proc.stderr)}")
+        return proc.stdout
+
+    def env_exists(self) -> bool:
+        """True when ``conda env list --json`` lists an env named ``env_name``."""
+        out = self._checked(["env", "list", "--json"], "conda env list", 120)
+        try:
+            envs = json.loads(out).get("envs", [])
+        except json.JSONDecodeError as exc:
+            raise EnvironmentFailure(f"unexpected `conda env list --json` output: {out[:200]}") from exc
+        return any(Path(p).name == self.env_name for p in envs)
+
+    def install_commands(self) -> list[tuple[str, list[str]]]:
+        """The conda commands that create and fill the env: ``(description, args)`` pairs."""
+        from ftagent.toolenv import cpu_fix_script, pip_install_steps
+
+        run = ["run", "-n", self.env_name, "--no-capture-output"]
+        steps = [("conda create", ["create", "-y", "-n", self.env_name, f"python={PYTHON_VERSION}", "pip"])]
+        for desc, pip_args in pip_install_steps(self.gpu):
+            steps.append((desc, [*run, "python", "-m", "pip", *pip_args]))
+        if not self.gpu:
+            steps.append(("CPU fix", [*run, "python", "-c", cpu_fix_script()]))
+        return steps
+
+    def ensure_env(self) -> None:
+        """Create the env when missing (once per runner)."""
+        if self._ready:
+            return
+        if not self.env_exists():
+            for desc, args in self.install_commands():
+                self._checked(args, desc, self.timeout_create)
+        self._ready = True
+
+    def command_line(self, cmd: list[str]) -> list[str]:
+        """The argv actually executed."""
+        return [self.conda, "run", "-n", self.env_name, "--no-capture-output", *cmd]
+
+    def run(
+        self,
+        cmd: list[str],
+        *,
+        tool: ToolEnv,
+        workdir: Path,
+        env: dict[str, str] | None = None,
+        mounts: list[Mount] | None = None,
+        gpus: str | None = None,
+        timeout: float | None = None,
+        log_file: Path | None = None,
+    ) -> RunResult:
+        """Run ``cmd`` in the conda env (mounts are ignored: the host filesystem is visible)."""
+        del tool, mounts
+        self.ensure_env()
+        child = passthrough_env()
+        conda_dir = [str(Path(self.conda).parent)] if "/" in self.conda else []
+        child["PATH"] = os.pathsep.join([*conda_dir, os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin")])
+        child.update({k: v for k, v in os.environ.items()
+                      if k.startswith(("CONDA_", "MAMBA_")) and not is_secret_name(k)})
+        child["PYTHONUNBUFFERED"] = "1"
+        if not self.gpu:
+            child["OMP_NUM_THREADS"] = "1"
+        if gpus is not None:
+            child["CUDA_VISIBLE_DEVICES"] = gpus
+        child.update(env or {})
+        workdir = Path(workdir).absolute()
+        workdir.mkdir(parents=True, exist_ok=True)
+        return run_process(self.command_line(cmd), cwd=workdir, env=child, timeout=timeout, log_file=log_file)

@@ -1,0 +1,157 @@
+"""Run one subprocess with streamed logging, a tail buffer and a process-tree kill on timeout.
+
+Shared by the local and conda runners. The child starts in its own session (process group), so a
+timeout kills everything it spawned, grandchildren included.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+from ftagent.runners.base import RunResult
+
+TAIL_LINES = 50
+
+# Environment variables passed from the caller's process to tools unless overridden.
+PASSTHROUGH_VARS = (
+    "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR", "USER", "TERM",
+    "HF_HOME", "HF_HUB_CACHE", "HF_DATASETS_CACHE", "HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE",
+    "TRANSFORMERS_OFFLINE", "HF_ENDPOINT", "CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS",
+    "PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "COMPASS_DATA_CACHE", "LITELLM_LOCAL_MODEL_COST_MAP",
+)
+_SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH")
+
+
+def is_secret_name(name: str) -> bool:
+    """True for variable names that look like they carry credentials."""
+    upper = name.upper()
+    return any(marker in upper for marker in _SECRET_MARKERS)
+
+
+def passthrough_env(source: dict[str, str] | None = None) -> dict[str, str]:
+    """The safe subset of ``source`` (default ``os.environ``) that tools may see; never secrets."""
+    source = dict(os.environ) if source is None else source
+    return {k: v for k, v in source.items() if k in PASSTHROUGH_VARS and not is_secret_name(k)}
+
+
+def kill_tree(pid: int, sig: int = signal.SIGKILL) -> None:
+    """Kill ``pid``, its process group and every descendant (best effort, never raises)."""
+    import psutil
+
+    try:
+        parent = psutil.Process(pid)
+        procs = [parent, *parent.children(recursive=True)]
+    except psutil.Error:
+        procs = []
+    try:
+        os.killpg(pid, sig)
+    except (ProcessLookupError, PermissionError, OSError):
+        pass
+    for proc in procs:
+        try:
+            proc.send_signal(sig)
+        except psutil.Error:
+            pass
+    psutil.wait_procs(procs, timeout=5)
+
+
+class LogSink:
+    """Writes lines to a log file as they arrive and keeps the last ``TAIL_LINES`` in memory."""
+
+    def __init__(self, log_file: Path | None, tail_lines: int = TAIL_LINES) -> None:
+        self.log_file = log_file
+        self.tail: collections.deque[str] = collections.deque(maxlen=tail_lines)
+        self._fh = None
+        if log_file is not None:
+            Path(log_file).parent.mkdir(parents=True, exist_ok=True)
+            self._fh = open(log_file, "a", encoding="utf-8", errors="replace")  # noqa: SIM115
+
+    def write(self, line: str) -> None:
+        """Record one line (with or without its newline)."""
+        line = line.rstrip("\n")
+        self.tail.append(line)
+        if self._fh is not None:
+            self._fh.write(line + "\n")
+            self._fh.flush()
+
+    def tail_text(self) -> str:
+        """The last lines, joined."""
+        return "\n".join(self.tail)
+
+    def close(self) -> None:
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
+
+
+def _pump(stream, sink: LogSink) -> None:
+    for line in iter(stream.readline, ""):
+        sink.write(line)
+    stream.close()
+
+
+def run_process(
+    argv: list[str],
+    *,
+    cwd: Path,
+    env: dict[str, str],
+    timeout: float | None = None,
+    log_file: Path | None = None,
+) -> RunResult:
+    """Run ``argv`` with stdout+stderr merged and streamed line by line into ``log_file``.
+
+    Args:
+        argv: the full command line.
+        cwd: working directory.
+        env: the complete environment of the child (nothing is inherited).
+        timeout: seconds; on expiry the whole process tree is killed and ``timed_out`` is set.
+        log_file: appended to while the command runs (optional).
+
+    Returns:
+        RunResult; ``exit_code`` is None when the command could not be started or was killed.
+    """
+    sink = LogSink(log_file)
+    start = time.monotonic()
+    try:
+        proc = subprocess.Popen(
+            argv, cwd=str(cwd), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL, text=True, errors="replace", bufsize=1, start_new_session=True,
+        )
+    except OSError as exc:
+        sink.write(f"[ftagent] cannot start {argv[0]}: {exc}")
+        sink.close()
+        return RunResult(exit_code=None, duration_s=time.monotonic() - start, log_tail=sink.tail_text(),
+                         log_file=str(log_file) if log_file else None)
+    pump = threading.Thread(target=_pump, args=(proc.stdout, sink), daemon=True)
+    pump.start()
+    timed_out = False
+    try:
+        exit_code: int | None = proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        kill_tree(proc.pid)
+        proc.wait()
+        exit_code = None
+    finally:
+        kill_tree_if_alive(proc.pid)
+    pump.join(timeout=10)
+    duration = time.monotonic() - start
+    if timed_out:
+        sink.write(f"[ftagent] timed out after {duration:.1f}s (limit {timeout}s); process tree killed")
+    sink.close()
+    return RunResult(exit_code=exit_code, duration_s=duration, timed_out=timed_out,
+                     log_tail=sink.tail_text(), log_file=str(log_file) if log_file else None)
+
+
+def kill_tree_if_alive(pgid: int) -> None:
+    """Kill leftovers of a finished command's process group (daemons it left behind)."""
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError, OSError):
+        pass

@@ -1,0 +1,245 @@
+"""The ftagent Streamlit UI: ``streamlit run ftagent/ui/app.py -- --log-dir <dir>`` (or ``ftagent ui``).
+
+It reads only ``events.jsonl`` and the JSON snapshots (through :mod:`ftagent.ui.data`); it never
+imports the agent. The log directory comes from ``--log-dir``, else ``FTAGENT_UI_LOG_DIR``, else ``log``,
+and can be changed in the sidebar.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+import pandas as pd
+import streamlit as st
+
+from ftagent.ui import data as D
+
+CSS = {"green": "background-color: #c8f7c5", "red": "background-color: #f9c6c6",
+       "blue": "background-color: #cfe3ff", "": ""}
+MAX_FILE_CHARS = 20000
+
+
+def default_log_dir() -> str:
+    """``--log-dir`` after ``--`` on the streamlit command line, else the env var, else ``log``."""
+    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    parser.add_argument("--log-dir")
+    args, _ = parser.parse_known_args(sys.argv[1:])
+    return args.log_dir or os.environ.get("FTAGENT_UI_LOG_DIR") or "log"
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def load_job_cached(path: str, sig: tuple) -> D.JobView:
+    """Load a job (cached until an events file changes: ``sig`` is :func:`data.signature`)."""
+    return D.load_job(Path(path))
+
+
+def sidebar() -> tuple[Path, str, bool, int]:
+    st.sidebar.header("ftagent")
+    log_dir = Path(st.sidebar.text_input("Log directory", default_log_dir()).strip() or ".")
+    pages = ["Job Summary", "Single Task"]
+    wanted = 1 if st.query_params.get("page", "").lower() in ("single", "task", "single task") else 0
+    page = st.sidebar.radio("Page", pages, index=wanted)
+    auto = st.sidebar.toggle("Auto-refresh while running", value=True)
+    every = st.sidebar.number_input("Refresh every (s)", min_value=2, max_value=300, value=10)
+    return log_dir, page, auto, int(every)
+
+
+def pick_job(log_dir: Path) -> Path | None:
+    """Resolve the log dir to something loadable; show a message and return None otherwise."""
+    layout = D.detect_layout(log_dir)
+    if layout.kind == "missing":
+        st.warning(f"No such directory: `{log_dir}`. Point the sidebar at a session, a folder of "
+                   "sessions or a job folder (default `./log`).")
+        return None
+    if layout.kind == "empty":
+        st.info(f"`{log_dir}` holds no sessions yet. Start one with `ftagent llm_finetune ...` or "
+                "`job/run_ft_job.sh tasks.json`, then come back: this page refreshes itself.")
+        return None
+    if layout.kind == "jobs":
+        names = [Path(c).name for c in layout.children]
+        return Path(layout.children[names.index(st.sidebar.selectbox("Job", names))])
+    return log_dir
+
+
+def styled_grid(job: D.JobView):
+    rows, colours = D.summary_rows(job)
+    df = pd.DataFrame(rows).set_index("Task")
+    css = pd.DataFrame([{k: CSS[v] for k, v in c.items()} for c in colours], index=df.index)
+    css = css.reindex(columns=df.columns, fill_value="").fillna("")
+    return df.style.apply(lambda _: css, axis=None)
+
+
+def job_summary(job: D.JobView) -> None:
+    st.subheader(f"Job summary · `{job.dir}`")
+    stats = D.job_stats(job)
+    cols = st.columns(len(stats))
+    for col, (label, value) in zip(cols, stats.items(), strict=True):
+        col.metric(label.capitalize(), value)
+    if not job.tasks:
+        st.info("This job has no tasks yet.")
+        return
+    st.dataframe(styled_grid(job), width="stretch")
+    st.caption("Cells: validation / test core score. Green = new SOTA, red = failed or rejected, "
+               "blue = running or undecided; X = failed without scores, R = running, - = not reached.")
+    for task in job.tasks:
+        for w in (task.latest.warnings if task.latest else []):
+            st.warning(f"{task.name}: {w}")
+
+
+def session_header(s: D.SessionView) -> None:
+    state = "running" if s.running else f"ended: {s.end.get('status')}"
+    st.subheader(f"{s.benchmark or '?'} · {s.base_model or '?'}")
+    st.caption(f"session `{s.session_id}` · {state} · planner {s.planner or '?'} · runner {s.runner or '?'} · "
+               f"core metric {s.core_metric or '?'} ({s.direction})")
+    cols = st.columns(6)
+    cols[0].metric("Loops", len(s.loops))
+    cols[1].metric("Baseline val", D.fmt_score(s.baseline.get("validation")))
+    cols[2].metric("Baseline test", D.fmt_score(s.baseline.get("test")))
+    cols[3].metric("Best val", D.fmt_score(s.best("validation")))
+    cols[4].metric("Best test", D.fmt_score(s.best("test")))
+    cols[5].metric("SOTA loop", "baseline" if s.sota_loop is None else str(s.sota_loop))
+    for w in s.warnings:
+        st.warning(w)
+    if s.end and s.end.get("message"):
+        st.caption(f"Session end: {s.end['message']}")
+
+
+def show_files(lp: D.LoopView) -> None:
+    """Files of the last code round (earlier rounds are listed; the files on disk are the latest)."""
+    if not lp.code_rounds:
+        return
+    last = lp.code_rounds[-1]
+    st.markdown(f"**Generated files** (round {last['round']} of {len(lp.code_rounds)}, "
+                f"{'accepted' if last.get('accepted') else 'not accepted'})")
+    for name, path in last.get("files", {}).items():
+        p = Path(path)
+        if not p.is_file():
+            st.markdown(f"- {name}: `{path}` (not on disk)")
+            continue
+        st.markdown(f"- {name}: `{path}`")
+        lang = {".yaml": "yaml", ".yml": "yaml", ".py": "python", ".json": "json"}.get(p.suffix)
+        st.code(p.read_text(encoding="utf-8", errors="replace")[:MAX_FILE_CHARS], language=lang)
+
+
+def show_result(title: str, result: dict | None) -> None:
+    if not result:
+        return
+    st.markdown(f"**{title}**: {result.get('core_metric')} = {D.fmt_score(result.get('score'))}"
+                + (" (cached)" if result.get("cached") else ""))
+    frame = D.metrics_frame(result)
+    if not frame.empty:
+        st.dataframe(frame, width="stretch", hide_index=True)
+    if result.get("error_samples"):
+        st.caption(f"{len(result['error_samples'])} error sample(s)")
+        st.dataframe(pd.DataFrame(result["error_samples"]).astype(str), width="stretch", hide_index=True)
+
+
+def loop_title(lp: D.LoopView) -> str:
+    mark = {True: "· new SOTA", False: "· not accepted", None: "· pending"}[lp.decision]
+    return f"Loop {lp.index} · {lp.status} · val {D.fmt_score(lp.val_score)} · test {D.fmt_score(lp.test_score)} {mark}"
+
+
+def show_loop(lp: D.LoopView) -> None:
+    steps = pd.DataFrame([s.model_dump() for s in lp.steps])
+    if not steps.empty:
+        steps = steps[["name", "status", "duration_s", "goto", "failure"]].fillna({"goto": "", "failure": ""})
+        st.dataframe(steps, width="stretch", hide_index=True)
+    if lp.hypothesis:
+        h = lp.hypothesis
+        st.markdown(f"**Hypothesis**: {h.get('hypothesis', '')}")
+        if h.get("reason"):
+            st.markdown(f"**Reason**: {h['reason']}")
+        if h.get("task"):
+            st.markdown(f"**Task**: {h['task']}")
+    show_files(lp)
+    for v in lp.validations:
+        st.markdown(f"**Validation**: {'passed' if v.get('passed') else 'failed'}")
+        st.json({k: v.get(k) for k in ("data_stats", "dropped_keys", "injected_keys", "failure")}, expanded=False)
+    if lp.training:
+        st.markdown(f"**Training** ({lp.training.get('finetuning_type') or '?'}), output `{lp.training['output_dir']}`")
+        loss = D.loss_frame(lp)
+        if not loss.empty:
+            st.line_chart(loss)
+    for run in lp.runs:
+        st.caption(f"run `{run['purpose']}`: exit {run['exit_code']} in {run['duration_s']:.1f}s"
+                   + (" (timed out)" if run.get("timed_out") else ""))
+    show_result("Validation", lp.results.get("validation"))
+    show_result("Test (report only)", lp.results.get("test"))
+    if lp.feedback:
+        fb = lp.feedback
+        st.markdown(f"**Feedback**: {'new SOTA' if fb.get('decision') else 'not accepted'}"
+                    + (f" · error type {fb['error_type']}" if fb.get("error_type") else ""))
+        st.markdown(f"{fb.get('reason', '')}  \n**Next**: {fb.get('next_step', '')}")
+    if lp.llm_calls:
+        st.dataframe(D.llm_frame(lp.llm_calls), width="stretch", hide_index=True)
+
+
+def single_task(job: D.JobView) -> None:
+    tasks = [t for t in job.tasks if t.sessions]
+    if not tasks:
+        st.info("No task has started a session yet.")
+        return
+    names = [t.name for t in tasks]
+    task = tasks[names.index(st.sidebar.selectbox("Task", names))] if len(tasks) > 1 else tasks[0]
+    ids = [s.session_id for s in task.sessions]
+    s = task.sessions[ids.index(st.sidebar.selectbox("Session", ids, index=len(ids) - 1))]
+    session_header(s)
+    if s.n_events == 0:
+        st.info("This session has not written any events yet.")
+        return
+    scores = D.scores_frame(s)
+    if not scores.empty:
+        st.markdown("**Core score by loop**")
+        long = scores.reset_index().melt(id_vars="loop", var_name="series", value_name="score").dropna()
+        st.line_chart(long, x="loop", y="score", color="series")
+    timeline = D.timeline_frame(s)
+    if not timeline.empty:
+        with st.expander("Step timeline", expanded=False):
+            st.dataframe(timeline, width="stretch", hide_index=True)
+    for lp in s.loops:
+        with st.expander(loop_title(lp), expanded=lp is s.loops[-1]):
+            show_loop(lp)
+    if s.llm_calls:
+        calls = D.llm_frame(s.llm_calls)
+        st.markdown("**LLM calls**")
+        c = st.columns(3)
+        c[0].metric("LLM calls", len(calls))
+        c[1].metric("Tokens", int(calls["prompt_tokens"].fillna(0).sum() + calls["completion_tokens"].fillna(0).sum()))
+        c[2].metric("Cost (USD)", f"{calls['cost_usd'].fillna(0).sum():.4f}")
+        st.dataframe(calls, width="stretch", hide_index=True)
+
+
+def auto_refresh(path: Path, sig: tuple, every: int) -> None:
+    """Rerun the app when an events file changes (timer runs in the browser, not on the server)."""
+
+    @st.fragment(run_every=every)
+    def _watch() -> None:
+        if D.signature(path) != sig:
+            st.rerun(scope="app")
+
+    _watch()
+
+
+def main() -> None:
+    st.set_page_config(page_title="ftagent", layout="wide")
+    st.title("ftagent runs")
+    log_dir, page, auto, every = sidebar()
+    path = pick_job(log_dir)
+    if path is None:
+        return
+    sig = D.signature(path)
+    job = load_job_cached(str(path), sig)
+    if page == "Job Summary":
+        job_summary(job)
+    else:
+        single_task(job)
+    running = any(t.state in ("running", "waiting") for t in job.tasks)
+    if auto and running:
+        st.sidebar.caption(f"live: checking for new events every {every}s")
+        auto_refresh(path, sig, every)
+
+
+main()

@@ -1,0 +1,492 @@
+"""Load sessions and jobs for the UI and ``ftagent job status``, from events.jsonl and snapshots only.
+
+A log directory is one of (see :func:`detect_layout`):
+
+* a session: it holds ``events.jsonl`` or ``__session__/``;
+* a folder of sessions (``LOG_PATH``);
+* a job: a folder of task folders, each holding session folders (``job/run_ft_job.sh`` layout);
+* a folder of jobs.
+
+Everything here is plain Python + pandas (no Streamlit), so it is unit-tested directly. Readers never
+raise on half-written files: a truncated last line or a missing snapshot becomes a warning.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, ValidationError
+
+from ftagent.jobs.tasks import JobPlan, load_job_plan
+from ftagent.loop.events import EVENT_ADAPTER
+from ftagent.loop.session import EVENTS_FILE, SESSION_DIR, SessionState, list_snapshots
+
+LayoutKind = Literal["missing", "empty", "session", "sessions", "job", "jobs"]
+
+
+class StepView(BaseModel):
+    name: str
+    status: str = "running"  # running | ok | failed | goto
+    started: float | None = None
+    duration_s: float | None = None
+    failure: str | None = None
+    goto: str | None = None
+
+
+class LoopView(BaseModel):
+    """Everything the events say about one loop."""
+
+    index: int
+    steps: list[StepView] = Field(default_factory=list)
+    hypothesis: dict[str, Any] | None = None
+    code_rounds: list[dict[str, Any]] = Field(default_factory=list)
+    validations: list[dict[str, Any]] = Field(default_factory=list)
+    runs: list[dict[str, Any]] = Field(default_factory=list)
+    training: dict[str, Any] | None = None
+    results: dict[str, dict[str, Any]] = Field(default_factory=dict)  # split -> benchmark_result
+    feedback: dict[str, Any] | None = None
+    llm_calls: list[dict[str, Any]] = Field(default_factory=list)
+    end: dict[str, Any] | None = None
+    messages: list[dict[str, Any]] = Field(default_factory=list)
+
+    @property
+    def status(self) -> str:
+        """running | succeeded | failed."""
+        return self.end["status"] if self.end else "running"
+
+    @property
+    def val_score(self) -> float | None:
+        return (self.results.get("validation") or {}).get("score")
+
+    @property
+    def test_score(self) -> float | None:
+        return (self.results.get("test") or {}).get("score")
+
+    @property
+    def decision(self) -> bool | None:
+        return None if self.feedback is None else bool(self.feedback.get("decision"))
+
+    @property
+    def failed(self) -> bool:
+        return self.status == "failed" or any(s.status == "failed" for s in self.steps)
+
+
+class SessionView(BaseModel):
+    """A session as the UI shows it."""
+
+    dir: str
+    session_id: str
+    benchmark: str | None = None
+    base_model: str | None = None
+    planner: str | None = None
+    runner: str | None = None
+    started: float | None = None
+    end: dict[str, Any] | None = None
+    core_metric: str | None = None
+    direction: str = "max"
+    baseline: dict[str, float | None] = Field(default_factory=dict)  # split -> score
+    baseline_results: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    loops: list[LoopView] = Field(default_factory=list)
+    stages: list[dict[str, Any]] = Field(default_factory=list)
+    llm_calls: list[dict[str, Any]] = Field(default_factory=list)
+    messages: list[dict[str, Any]] = Field(default_factory=list)
+    sota_loop: int | None = None
+    snapshot: str | None = None
+    n_events: int = 0
+    warnings: list[str] = Field(default_factory=list)
+
+    @property
+    def running(self) -> bool:
+        return self.end is None
+
+    def best(self, split: str) -> float | None:
+        """Best score over loops for a split (direction-aware)."""
+        scores = [s for s in (lp.results.get(split, {}).get("score") for lp in self.loops) if s is not None]
+        if not scores:
+            return None
+        return max(scores) if self.direction == "max" else min(scores)
+
+    def sota_scores(self) -> tuple[float | None, float | None]:
+        """(val, test) of the SOTA loop, else of the baseline."""
+        lp = next((x for x in self.loops if x.index == self.sota_loop), None)
+        if lp is None:
+            return self.baseline.get("validation"), self.baseline.get("test")
+        return lp.val_score, lp.test_score
+
+
+class TaskView(BaseModel):
+    name: str
+    dir: str
+    sessions: list[SessionView] = Field(default_factory=list)
+    spec: dict[str, Any] = Field(default_factory=dict)
+    exit_code: int | None = None
+
+    @property
+    def latest(self) -> SessionView | None:
+        return self.sessions[-1] if self.sessions else None
+
+    @property
+    def state(self) -> str:
+        """waiting | running | finished | exited (process ended without a session_end)."""
+        s = self.latest
+        if s is None:
+            return "waiting" if self.exit_code is None else "exited"
+        if s.end is not None:
+            return "finished"
+        return "running" if self.exit_code is None else "exited"
+
+
+class JobView(BaseModel):
+    dir: str
+    kind: LayoutKind
+    tasks: list[TaskView] = Field(default_factory=list)
+    plan: JobPlan | None = None
+
+
+class Layout(BaseModel):
+    kind: LayoutKind
+    path: str
+    children: list[str] = Field(default_factory=list)  # sessions, tasks or jobs (by kind)
+
+
+# --------------------------------------------------------------------------------------- layout
+
+def is_session_dir(path: Path) -> bool:
+    return (path / EVENTS_FILE).is_file() or (path / SESSION_DIR).is_dir()
+
+
+def _subdirs(path: Path) -> list[Path]:
+    try:
+        return sorted(p for p in path.iterdir() if p.is_dir() and not p.name.startswith("."))
+    except OSError:
+        return []
+
+
+def _is_task_dir(path: Path) -> bool:
+    return any(is_session_dir(c) for c in _subdirs(path))
+
+
+def detect_layout(path: Path) -> Layout:
+    """Tell what kind of log directory ``path`` is."""
+    path = Path(path)
+    if not path.is_dir():
+        return Layout(kind="missing", path=str(path))
+    if is_session_dir(path):
+        return Layout(kind="session", path=str(path))
+    subs = _subdirs(path)
+    sessions = [s for s in subs if is_session_dir(s)]
+    if sessions:
+        return Layout(kind="sessions", path=str(path), children=[str(s) for s in sessions])
+    plan = load_job_plan(path)
+    tasks = [s for s in subs if _is_task_dir(s)]
+    if plan is not None or tasks:
+        names = [t.name for t in plan.tasks] if plan else []
+        names += [t.name for t in tasks if t.name not in names]
+        return Layout(kind="job", path=str(path), children=[str(path / n) for n in names])
+    jobs = [s for s in subs if load_job_plan(s) is not None or any(_is_task_dir(t) for t in _subdirs(s))]
+    if jobs:
+        return Layout(kind="jobs", path=str(path), children=[str(j) for j in reversed(jobs)])
+    return Layout(kind="empty", path=str(path))
+
+
+# --------------------------------------------------------------------------------------- events
+
+def read_event_dicts(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
+    """Validated events of ``events.jsonl`` as dicts, plus warnings for lines that were skipped."""
+    events: list[dict[str, Any]] = []
+    warnings: list[str] = []
+    try:
+        raw = Path(path).read_bytes().decode("utf-8", errors="replace")
+    except OSError:
+        return [], [f"{path}: no events yet"]
+    lines = raw.split("\n")
+    bad = 0
+    for n, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            events.append(EVENT_ADAPTER.validate_python(json.loads(line)).model_dump(mode="json"))
+        except (json.JSONDecodeError, ValidationError):
+            if n == len(lines) - 1:
+                warnings.append("the last line of events.jsonl is incomplete (still being written?); skipped")
+            else:
+                bad += 1
+    if bad:
+        warnings.append(f"{bad} unreadable line(s) in events.jsonl skipped")
+    return events, warnings
+
+
+def _loop(loops: dict[int, LoopView], index: int | None) -> LoopView | None:
+    if index is None:
+        return None
+    return loops.setdefault(index, LoopView(index=index))
+
+
+def _apply(view: SessionView, loops: dict[int, LoopView], ev: dict[str, Any]) -> None:
+    kind, lp = ev["type"], _loop(loops, ev.get("loop"))
+    if kind == "session_start":
+        view.session_id = ev["session_id"] or view.session_id
+        for key in ("benchmark", "base_model", "planner", "runner"):
+            setattr(view, key, ev.get(key) or getattr(view, key))
+        view.started = view.started or ev["ts"]
+    elif kind == "session_end":
+        view.end = ev
+    elif kind == "scenario_stage":
+        view.stages.append(ev)
+    elif kind == "benchmark_result" and (ev.get("baseline") or lp is None):
+        view.baseline[ev["split"]] = ev.get("score")
+        view.baseline_results[ev["split"]] = ev
+        view.core_metric = view.core_metric or ev.get("core_metric")
+    elif kind == "llm_call":
+        view.llm_calls.append(ev)
+        if lp is not None:
+            lp.llm_calls.append(ev)
+    elif kind == "message":
+        (lp.messages if lp else view.messages).append(ev)
+    elif lp is not None:
+        _apply_loop(view, lp, ev)
+
+
+def _apply_loop(view: SessionView, lp: LoopView, ev: dict[str, Any]) -> None:
+    kind = ev["type"]
+    if kind == "step_start":
+        lp.steps.append(StepView(name=ev["step"], started=ev["ts"]))
+    elif kind == "step_end":
+        step = next((s for s in reversed(lp.steps) if s.name == ev["step"] and s.status == "running"), None)
+        if step is None:
+            step = StepView(name=ev["step"])
+            lp.steps.append(step)
+        failure = ev.get("failure")
+        step.status, step.duration_s, step.goto = ev["status"], ev["duration_s"], ev.get("goto")
+        step.failure = f"[{failure['stage']}/{failure['error_type']}] {failure['message']}" if failure else None
+    elif kind == "hypothesis":
+        lp.hypothesis = ev
+    elif kind == "code_round":
+        lp.code_rounds.append(ev)
+    elif kind == "validation":
+        lp.validations.append(ev)
+    elif kind == "run":
+        lp.runs.append(ev)
+    elif kind == "training":
+        lp.training = ev
+    elif kind == "benchmark_result":
+        lp.results[ev["split"]] = ev
+        view.core_metric = view.core_metric or ev.get("core_metric")
+    elif kind == "feedback":
+        lp.feedback = ev
+    elif kind == "loop_end":
+        lp.end = ev
+        if ev.get("is_sota"):
+            view.sota_loop = lp.index
+
+
+def _latest_state(session_dir: Path) -> tuple[SessionState | None, str | None, list[str]]:
+    snaps = list_snapshots(session_dir)
+    for snap in reversed(snaps):
+        try:
+            return SessionState.model_validate_json(snap.read_text(encoding="utf-8")), str(snap), []
+        except (OSError, ValueError):
+            continue
+    return None, None, ([] if not snaps else ["no readable snapshot"])
+
+
+def load_session(session_dir: Path) -> SessionView:
+    """Build a :class:`SessionView` from a session's events and its latest snapshot."""
+    session_dir = Path(session_dir)
+    view = SessionView(dir=str(session_dir), session_id=session_dir.name)
+    events, view.warnings = read_event_dicts(session_dir / EVENTS_FILE)
+    view.n_events = len(events)
+    loops: dict[int, LoopView] = {}
+    for ev in events:
+        _apply(view, loops, ev)
+    view.loops = [loops[i] for i in sorted(loops)]
+    state, view.snapshot, warn = _latest_state(session_dir)
+    view.warnings += warn
+    if state is None:
+        view.warnings.append("no snapshot yet: baseline and SOTA come from the events only")
+        return view
+    trace = state.trace
+    view.core_metric = trace.core_metric if trace.core_metric != "score" or not view.core_metric else view.core_metric
+    view.direction = trace.direction
+    view.baseline.setdefault("validation", trace.baseline_val)
+    view.baseline.setdefault("test", trace.baseline_test)
+    view.sota_loop = trace.sota_loop if trace.sota_loop is not None else view.sota_loop
+    view.benchmark = view.benchmark or state.scenario.get("benchmark")
+    view.base_model = view.base_model or state.scenario.get("base_model")
+    return view
+
+
+def list_sessions(folder: Path) -> list[Path]:
+    """Session directories directly under ``folder`` (oldest first: ids sort by time)."""
+    return [p for p in _subdirs(Path(folder)) if is_session_dir(p)]
+
+
+def _exit_code(job_dir: Path, name: str) -> int | None:
+    try:
+        return int((job_dir / ".run" / f"{name}.exit").read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def load_job(path: Path) -> JobView:
+    """Load a job, a folder of sessions or a single session as tasks (one row each in the summary)."""
+    layout = detect_layout(Path(path))
+    job = JobView(dir=str(path), kind=layout.kind)
+    if layout.kind == "session":
+        job.tasks = [TaskView(name=Path(path).name, dir=str(path), sessions=[load_session(Path(path))])]
+    elif layout.kind == "sessions":
+        job.tasks = [TaskView(name=Path(s).name, dir=s, sessions=[load_session(Path(s))])
+                     for s in layout.children]
+    elif layout.kind == "job":
+        job.plan = load_job_plan(Path(path))
+        specs = {t.name: t.spec.model_dump() for t in job.plan.tasks} if job.plan else {}
+        for child in map(Path, layout.children):
+            job.tasks.append(TaskView(name=child.name, dir=str(child), spec=specs.get(child.name, {}),
+                                      sessions=[load_session(s) for s in list_sessions(child)],
+                                      exit_code=_exit_code(Path(path), child.name)))
+    return job
+
+
+# --------------------------------------------------------------------------------------- frames
+
+def fmt_score(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3g}"
+
+
+def loop_cell(lp: LoopView | None) -> str:
+    """A summary-grid cell: ``val / test`` scores, else a status letter (R running, X failed, - none)."""
+    if lp is None:
+        return "-"
+    if lp.val_score is not None or lp.test_score is not None:
+        return f"{fmt_score(lp.val_score)} / {fmt_score(lp.test_score)}"
+    if lp.failed:
+        return "X"
+    return "R" if lp.status == "running" else "?"
+
+
+def loop_colour(lp: LoopView | None) -> str:
+    """green = new SOTA, red = failed or rejected, blue = running, '' = no loop."""
+    if lp is None:
+        return ""
+    if lp.decision:
+        return "green"
+    if lp.failed or lp.decision is False:
+        return "red"
+    return "blue"
+
+
+def summary_rows(job: JobView) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
+    """Rows of the Job Summary grid and, in parallel, the colour of each loop cell."""
+    n_loops = max((len(s.loops) for t in job.tasks for s in t.sessions[-1:]), default=0)
+    rows, colours = [], []
+    for task in job.tasks:
+        s = task.latest
+        loops = {lp.index: lp for lp in s.loops} if s else {}
+        row: dict[str, Any] = {
+            "Task": task.name, "State": task.state,
+            "Metric": (s.core_metric or "-") if s else "-",
+            "Baseline": f"{fmt_score(s.baseline.get('validation'))} / {fmt_score(s.baseline.get('test'))}"
+            if s else "-",
+        }
+        colour: dict[str, str] = {}
+        for i in range(n_loops):
+            row[f"L{i}"] = loop_cell(loops.get(i))
+            colour[f"L{i}"] = loop_colour(loops.get(i))
+        row["Best"] = f"{fmt_score(s.best('validation'))} / {fmt_score(s.best('test'))}" if s else "-"
+        row["Loops"] = sum(1 for lp in loops.values() if lp.end) if s else 0
+        row["Failures"] = sum(1 for lp in loops.values() if lp.failed) if s else 0
+        rows.append(row)
+        colours.append(colour)
+    return rows, colours
+
+
+def job_stats(job: JobView) -> dict[str, int]:
+    """Counts for the Job Summary header."""
+    states = [t.state for t in job.tasks]
+    latest = [t.latest for t in job.tasks if t.latest]
+    return {
+        "tasks": len(job.tasks),
+        "running": states.count("running"),
+        "finished": states.count("finished"),
+        "waiting": states.count("waiting"),
+        "loops done": sum(1 for s in latest for lp in s.loops if lp.end),
+        "failures": sum(1 for s in latest for lp in s.loops if lp.failed),
+        "improved": sum(1 for s in latest if any(lp.decision for lp in s.loops)),
+    }
+
+
+def summary_frame(job: JobView):
+    """The Job Summary grid as a pandas DataFrame (index = task name)."""
+    import pandas as pd
+
+    rows, _ = summary_rows(job)
+    return pd.DataFrame(rows).set_index("Task") if rows else pd.DataFrame()
+
+
+def timeline_frame(session: SessionView):
+    """One row per step run: loop, step, status, duration, failure."""
+    import pandas as pd
+
+    rows = [{"loop": lp.index, "step": st.name, "status": st.status,
+             "duration_s": None if st.duration_s is None else round(st.duration_s, 2),
+             "goto": st.goto or "", "failure": st.failure or ""} for lp in session.loops for st in lp.steps]
+    return pd.DataFrame(rows)
+
+
+def scores_frame(session: SessionView):
+    """Validation/test core score by loop (plus the baseline as a flat line), index = loop."""
+    import pandas as pd
+
+    rows = [{"loop": lp.index, "validation": lp.val_score, "test": lp.test_score,
+             "baseline (val)": session.baseline.get("validation")} for lp in session.loops]
+    return pd.DataFrame(rows).set_index("loop") if rows else pd.DataFrame()
+
+
+def loss_frame(lp: LoopView):
+    """The training loss history (index = step) or an empty frame."""
+    import pandas as pd
+
+    hist = (lp.training or {}).get("loss_history") or []
+    df = pd.DataFrame(hist)
+    if df.empty or "loss" not in df:
+        return pd.DataFrame()
+    x = "step" if "step" in df else ("current_steps" if "current_steps" in df else None)
+    df = df.set_index(x) if x else df
+    return df[["loss"]]
+
+
+def metrics_frame(result: dict[str, Any] | None):
+    """A benchmark_result's ``metrics`` ({dataset: {metric: value}}) as a table."""
+    import pandas as pd
+
+    metrics = (result or {}).get("metrics") or {}
+    rows = []
+    for dataset, values in metrics.items():
+        if isinstance(values, dict):
+            rows += [{"dataset": dataset, "metric": k, "value": v} for k, v in values.items()]
+        else:
+            rows.append({"dataset": "", "metric": dataset, "value": values})
+    return pd.DataFrame(rows)
+
+
+def llm_frame(calls: list[dict[str, Any]]):
+    """LLM calls with tokens, cost and latency."""
+    import pandas as pd
+
+    cols = ["loop", "stage", "model", "prompt_tokens", "completion_tokens", "cost_usd", "latency_s", "error"]
+    return pd.DataFrame([{c: call.get(c) for c in cols} for call in calls], columns=cols)
+
+
+def signature(path: Path) -> tuple:
+    """A cheap change marker of all events files under ``path`` (for caching and auto-refresh)."""
+    path = Path(path)
+    out = []
+    for f in sorted(path.glob(f"**/{EVENTS_FILE}")) if path.is_dir() else []:
+        try:
+            st = f.stat()
+            out.append((str(f), st.st_size, st.st_mtime_ns))
+        except OSError:
+            continue
+    return tuple(out)

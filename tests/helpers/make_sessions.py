@@ -1,0 +1,184 @@
+"""Build REAL session folders for UI / job-status tests by running :class:`LoopEngine`.
+
+The workflow below is a test double for the fine-tuning steps: it does no training, but it drives the
+real engine (snapshots, step events, goto, failure → feedback) and emits the real event types
+(HypothesisEvent, CodeRound, ValidationEvent, RunEvent, TrainingEvent with a loss history,
+BenchmarkResult for validation and test, FeedbackEvent, LLMCall) and records Experiments in the trace.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ftagent.errors import ErrorType, StepError
+from ftagent.jobs.tasks import JOB_FILE, TasksFile, TaskSpec, build_plan, load_scenarios
+from ftagent.loop.engine import Goto, LoopEngine, StepContext
+from ftagent.loop.events import (
+    BenchmarkResult,
+    CodeRound,
+    EventLog,
+    FeedbackEvent,
+    HypothesisEvent,
+    LLMCall,
+    RunEvent,
+    ScenarioStage,
+    SessionStart,
+    TrainingEvent,
+    ValidationEvent,
+)
+from ftagent.loop.session import Session
+from ftagent.loop.trace import Experiment
+
+
+@dataclass
+class LoopPlan:
+    """What one scripted loop does."""
+
+    val: float | None = None
+    test: float | None = None
+    fail_step: str | None = None  # "train" raises an OOM StepError there
+    goto_once: bool = False  # validate sends the loop back to code once
+
+
+@dataclass
+class SessionPlan:
+    benchmark: str = "demo_add"
+    base_model: str = "builtin/tiny-qwen2"
+    core_metric: str = "accuracy"
+    baseline: tuple[float, float] = (0.1, 0.05)
+    loops: list[LoopPlan] = field(default_factory=lambda: [
+        LoopPlan(val=0.4, test=0.35, goto_once=True),
+        LoopPlan(fail_step="train"),
+        LoopPlan(val=0.3, test=0.3),
+    ])
+
+
+class ScriptedWorkflow:
+    """propose → code → validate → train → evaluate → feedback, scripted by a :class:`SessionPlan`."""
+
+    feedback_step = "feedback"
+    goto_caps = {"code": 1}
+
+    def __init__(self, plan: SessionPlan, workspace: Path) -> None:
+        self.plan = plan
+        self.workspace = workspace
+
+    def steps(self):
+        return [("propose", self.propose), ("code", self.code), ("validate", self.validate),
+                ("train", self.train), ("evaluate", self.evaluate), ("feedback", self.feedback)]
+
+    def _lp(self, ctx: StepContext) -> LoopPlan:
+        return self.plan.loops[ctx.loop.index]
+
+    def propose(self, ctx: StepContext):
+        i = ctx.loop.index
+        ctx.emit(LLMCall(stage="propose", model="fake/gpt", prompt_tokens=1000 + i, completion_tokens=200,
+                         cost_usd=0.0125, latency_s=1.5))
+        hyp = {"hypothesis": f"LoRA rank {8 * (i + 1)} with lr 2e-4", "reason": f"loop {i} idea",
+               "task": f"Train on demo_add data, loop {i}", "parent": ctx.state.trace.sota_loop}
+        ctx.emit(HypothesisEvent(**hyp, planner="scripted"))
+        return hyp
+
+    def code(self, ctx: StepContext):
+        ws = self.workspace / f"loop_{ctx.loop.index}"
+        ws.mkdir(parents=True, exist_ok=True)
+        rnd = ctx.loop.gotos.get("code", 0) + 1
+        (ws / "train.yaml").write_text(f"lora_rank: {8 * (ctx.loop.index + 1)}\nlearning_rate: 2.0e-4\n")
+        (ws / "process_data.py").write_text("print('processing data')\n")
+        files = {"train.yaml": str(ws / "train.yaml"), "process_data.py": str(ws / "process_data.py"),
+                 "missing.json": str(ws / "missing.json")}
+        ctx.emit(CodeRound(round=rnd, files=files, accepted=True))
+        return {"workspace": str(ws), "files": files, "round": rnd}
+
+    def validate(self, ctx: StepContext):
+        if self._lp(ctx).goto_once and not ctx.loop.gotos.get("code"):
+            ctx.emit(ValidationEvent(passed=False, dropped_keys=["bogus_key"]))
+            return Goto("code", reason="bogus_key is not a LLaMA-Factory parameter")
+        ctx.emit(ValidationEvent(passed=True, data_stats={"rows": 200, "max_len": 64},
+                                 dropped_keys=["report_to"], injected_keys=["output_dir"]))
+        return {"passed": True}
+
+    def train(self, ctx: StepContext):
+        ctx.emit(RunEvent(purpose="train", command="llamafactory-cli train train.yaml", exit_code=0,
+                          duration_s=12.5, runner="local"))
+        if self._lp(ctx).fail_step == "train":
+            raise StepError("CUDA out of memory while training", error_type=ErrorType.OOM,
+                            suggestion="lower the batch size")
+        history = [{"step": s, "loss": round(2.0 / s, 4)} for s in range(1, 11)]
+        out = str(self.workspace / f"loop_{ctx.loop.index}" / "output")
+        ctx.emit(TrainingEvent(output_dir=out, finetuning_type="lora", loss_history=history,
+                               train_runtime_s=12.0, config={"lora_rank": 8}))
+        return {"output_dir": out}
+
+    def evaluate(self, ctx: StepContext):
+        lp = self._lp(ctx)
+        for split, score in (("validation", lp.val), ("test", lp.test)):
+            ctx.emit(BenchmarkResult(
+                split=split, benchmark=self.plan.benchmark, core_metric=self.plan.core_metric, score=score,
+                metrics={self.plan.benchmark: {self.plan.core_metric: score}},
+                error_samples=[{"question": "What is 12 + 30?", "gold": "42", "prediction": "41"}]))
+        return {"val": lp.val, "test": lp.test}
+
+    def feedback(self, ctx: StepContext):
+        trace = ctx.state.trace
+        failure = ctx.loop.failure
+        ev = ctx.output("evaluate") or {}
+        val = None if failure else ev.get("val")
+        decision = failure is None and trace.is_new_sota(val, 0.0)
+        sota_before = trace.incumbent_score()
+        trace.record(Experiment(loop=ctx.loop.index, parent=trace.sota_loop,
+                                hypothesis=ctx.output("propose") or {}, val_score=val,
+                                test_score=None if failure else ev.get("test"), decision=decision,
+                                reason="numbers", failure=failure))
+        ctx.emit(FeedbackEvent(decision=decision, reason="beats SOTA" if decision else "no gain",
+                               error_type=failure.error_type.value if failure else None,
+                               next_step="try a higher rank", score=val, sota_score=sota_before))
+        return {"decision": decision}
+
+
+def make_session(log_path: Path, plan: SessionPlan | None = None, *, running_after_steps: int | None = None,
+                 workspace: Path | None = None) -> Path:
+    """Run a scripted session under ``log_path``; returns the session directory.
+
+    With ``running_after_steps`` the engine stops after that many steps and the final ``session_end``
+    line is removed, which is what a live session looks like to a reader.
+    """
+    plan = plan or SessionPlan()
+    session = Session.create(Path(log_path), config={"benchmark": plan.benchmark})
+    log = EventLog(session.events_path)
+    log.emit(SessionStart(session_id=session.state.session_id, benchmark=plan.benchmark,
+                          base_model=plan.base_model, planner="scripted", runner="local"))
+    log.emit(ScenarioStage(stage="datasets", status="done"))
+    trace = session.state.trace
+    trace.core_metric, (trace.baseline_val, trace.baseline_test) = plan.core_metric, plan.baseline
+    for split, score in zip(("validation", "test"), plan.baseline, strict=True):
+        log.emit(BenchmarkResult(split=split, benchmark=plan.benchmark, core_metric=plan.core_metric,
+                                 score=score, baseline=True))
+    session.state.scenario = {"benchmark": plan.benchmark, "base_model": plan.base_model}
+    engine = LoopEngine(ScriptedWorkflow(plan, workspace or session.dir / "workspace"), session,
+                        loop_n=len(plan.loops), step_n=running_after_steps)
+    engine.run()
+    if running_after_steps is not None:
+        log.truncate(log.count() - 1)  # drop session_end: the session looks live
+    return session.dir
+
+
+def make_job(log_base: Path, job_id: str, tasks: list[tuple[TaskSpec, SessionPlan | None, int | None]]
+             ) -> Path:
+    """A job directory as ``job/run_ft_job.sh`` lays it out, with ``job.json`` and real sessions.
+
+    Each task is (spec, session plan or None for a task that has not started yet, number of steps
+    after which its session is left running, or None to run it to the end).
+    """
+    specs = [spec for spec, _, _ in tasks]
+    plan = build_plan(TasksFile(tasks=specs), load_scenarios(), job_id=job_id, log_base=log_base,
+                      workspace_base=Path(log_base) / "ws", ftagent_bin="ftagent")
+    job_dir = Path(plan.job_dir)
+    job_dir.mkdir(parents=True, exist_ok=True)
+    (job_dir / JOB_FILE).write_text(plan.model_dump_json(indent=1))
+    for task_plan, (_, session_plan, running) in zip(plan.tasks, tasks, strict=True):
+        if session_plan is None:
+            continue
+        make_session(Path(task_plan.log_path), session_plan, running_after_steps=running)
+    return job_dir

@@ -1,0 +1,166 @@
+"""Real LLaMA-Factory on CPU: catalogue, validation (micro-batch), full and LoRA training, merge.
+
+Sized for a contended 2-core machine: 400 arithmetic rows, cutoff_len 64, ≤100 steps.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ftagent.agent.base import CodeResult
+from ftagent.agent.validate import LlamaFactoryValidator
+from ftagent.errors import ErrorType, StepError
+from ftagent.runners.local import LocalRunner
+from ftagent.scenario import ScenarioInfo
+from ftagent.settings import load_settings
+from ftagent.train.lf_catalogue import load_or_build_catalogue, read_catalogue
+from ftagent.train.llamafactory import LlamaFactoryTrainer, merge_lora, model_kind, run_data_processing
+
+pytestmark = pytest.mark.integration
+
+BASE = {"template": "chatml", "cutoff_len": 64, "learning_rate": 1.0e-3, "lr_scheduler_type": "cosine",
+        "save_strategy": "no"}
+
+
+def _rows(n: int = 400, seed: int = 0) -> list[dict]:
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        a, b = rng.randint(10, 99), rng.randint(10, 99)
+        out.append({"instruction": f"What is {a} + {b}?", "input": "", "output": f"\\boxed{{{a + b}}}"})
+    return out
+
+
+def _workspace(root: Path, name: str, config: dict) -> Path:
+    ws = root / name
+    ws.mkdir(parents=True)
+    (ws / "data.json").write_text(json.dumps(_rows()))
+    (ws / "train.yaml").write_text(yaml.safe_dump(config))
+    return ws
+
+
+@pytest.fixture(scope="module")
+def runner(tools_env: Path) -> LocalRunner:
+    return LocalRunner(tools_env, sandbox="auto", gpu=False)
+
+
+@pytest.fixture(scope="module")
+def env(tiny_model: Path, runner: LocalRunner, tmp_path_factory: pytest.TempPathFactory):
+    root = tmp_path_factory.mktemp("lf")
+    info = root / "file_path" / ".llama_factory_info"
+    start = time.monotonic()
+    load_or_build_catalogue(info, runner)
+    print(f"catalogue build: {time.monotonic() - start:.1f}s")
+    scen = ScenarioInfo(benchmark="demo", base_model="builtin/tiny-qwen2", base_model_path=str(tiny_model),
+                        file_path=str(root / "file_path"), workspace_root=str(root),
+                        llama_factory_info_dir=str(info))
+    return root, scen, load_settings(file_path=str(root / "file_path"))
+
+
+def _validate(env, runner, ws: Path):
+    _, scen, settings = env
+    start = time.monotonic()
+    report = LlamaFactoryValidator(scen, settings, runner=runner).validate(CodeResult(workspace=str(ws)), scen, None)
+    print(f"validate {ws.name}: {time.monotonic() - start:.1f}s")
+    return report
+
+
+def test_catalogue_is_refreshed_when_version_changes(env, runner: LocalRunner) -> None:
+    info = Path(env[1].llama_factory_info_dir)
+    cat = read_catalogue(info)
+    assert cat.version.startswith("0.9") and cat.knows("lora_rank") and "chatml" in cat.templates
+    for name in ("constants.json", "parameters.json"):
+        data = json.loads((info / name).read_text())
+        data["llamafactory_version"] = "0.0.0-stale"
+        (info / name).write_text(json.dumps(data))
+    assert load_or_build_catalogue(info, runner).version == cat.version
+
+
+def test_full_finetune_validate_then_train(env, runner: LocalRunner) -> None:
+    root, scen, settings = env
+    ws = _workspace(root, "full", {**BASE, "finetuning_type": "full", "per_device_train_batch_size": 32,
+                                   "max_steps": 100, "logging_steps": 10, "warmup_ratio": 0.05,
+                                   "model_name_or_path": "/planner/should/not/choose"})
+    report = _validate(env, runner, ws)
+    assert report.passed, report.failure
+    assert report.micro_batch["steps_logged"] >= 1 and all(x == x for x in report.micro_batch["losses"])
+    assert not (ws / "output").exists()  # the micro-batch wrote only under debug/
+    final = yaml.safe_load((ws / "train.yaml").read_text())
+    assert final["model_name_or_path"] == scen.base_model_path and final["warmup_steps"] == 5
+    start = time.monotonic()
+    result = LlamaFactoryTrainer(scen, settings, runner=runner).train(CodeResult(workspace=str(ws)), report, scen,
+                                                                     None)
+    print(f"full FT 100 steps: {time.monotonic() - start:.1f}s (train_runtime {result.train_runtime_s}s)")
+    assert result.finetuning_type == "full" and result.adapter_of is None and result.template == "chatml"
+    assert (Path(result.model_path) / "model.safetensors").is_file()
+    losses = [p["loss"] for p in result.loss_history]
+    assert [p["step"] for p in result.loss_history] == list(range(10, 101, 10))
+    assert losses[-1] < losses[0] * 0.5
+
+
+def test_broken_config_is_reported(env, runner: LocalRunner) -> None:
+    root, _, _ = env
+    ws = _workspace(root, "broken", {**BASE, "lr_scheduler_type": "bogus", "not_a_key": 1,
+                                     "max_steps": 5, "per_device_train_batch_size": 8})
+    report = _validate(env, runner, ws)
+    assert not report.passed
+    assert report.dropped_keys == ["not_a_key (unknown to LLaMA-Factory)"]
+    assert report.failure.error_type is ErrorType.CONFIG
+    assert "bogus" in report.failure.message and "SchedulerType" in report.failure.log_tail
+    assert report.micro_batch["exit_code"] not in (0, None)
+
+
+def test_lora_train_and_merge(env, runner: LocalRunner) -> None:
+    root, scen, settings = env
+    ws = _workspace(root, "lora", {**BASE, "finetuning_type": "lora", "lora_rank": 8, "lora_target": "all",
+                                   "per_device_train_batch_size": 16, "max_steps": 40, "logging_steps": 5,
+                                   "learning_rate": 2.0e-3})
+    report = _validate(env, runner, ws)
+    assert report.passed, report.failure
+    start = time.monotonic()
+    result = LlamaFactoryTrainer(scen, settings, runner=runner).train(CodeResult(workspace=str(ws)), report, scen,
+                                                                     None)
+    print(f"LoRA 40 steps: {time.monotonic() - start:.1f}s")
+    assert model_kind(Path(result.model_path)) == "lora" and result.adapter_of == scen.base_model_path
+    losses = [p["loss"] for p in result.loss_history]
+    assert len(losses) == 8 and losses[-1] < losses[0]
+    start = time.monotonic()
+    merged = merge_lora(Path(result.model_path), Path(scen.base_model_path), result.template, ws / "merged", runner)
+    print(f"merge: {time.monotonic() - start:.1f}s")
+    assert (merged / "model.safetensors").is_file() and (merged / "tokenizer.json").is_file()
+    assert (Path(result.model_path) / "adapter_model.safetensors").is_file()  # the adapter is kept
+
+
+def test_training_failure_raises_classified_step_error(env, runner: LocalRunner) -> None:
+    root, scen, settings = env
+    ws = _workspace(root, "trainfail", {**BASE, "max_steps": 5})
+    report = _validate(env, runner, ws)
+    assert report.passed, report.failure
+    (ws / "data.json").write_text("[]")  # data vanished between validation and training
+    with pytest.raises(StepError) as err:
+        LlamaFactoryTrainer(scen, settings, runner=runner).train(CodeResult(workspace=str(ws)), report, scen, None)
+    assert err.value.error_type is ErrorType.DATA, err.value.log_tail
+
+
+def test_run_data_processing(env, runner: LocalRunner) -> None:
+    root, _, _ = env
+    ws = root / "proc"
+    ws.mkdir()
+    (ws / "process_data.py").write_text(
+        "import json, sys\nn = 5 if '--debug' in sys.argv else 50\n"
+        "json.dump([{'instruction': f'q{i}', 'input': '', 'output': f'a{i}'} for i in range(n)],"
+        " open('data.json', 'w'))\nprint('wrote', n)\n")
+    assert run_data_processing(ws, runner, timeout=120, debug=True).ok
+    assert len(json.loads((ws / "data.json").read_text())) == 5
+    run_data_processing(ws, runner, timeout=120)
+    assert len(json.loads((ws / "data.json").read_text())) == 50
+    (ws / "process_data.py").write_text("raise SystemExit('no source data')\n")
+    with pytest.raises(StepError) as err:
+        run_data_processing(ws, runner, timeout=120)
+    assert err.value.error_type is ErrorType.DATA and "no source data" in err.value.log_tail

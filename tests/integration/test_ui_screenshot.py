@@ -1,0 +1,106 @@
+"""`ftagent ui` as a real headless server, screenshotted with Chromium (skipped without chromium).
+
+Writes test-artifacts/ui.png (Job Summary) and test-artifacts/ui-single-task.png. Set
+FTAGENT_UPDATE_DOC_IMAGES=1 to also copy them to docs/img/ for the docs.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from ftagent.jobs.tasks import TaskSpec
+from tests.helpers.make_sessions import LoopPlan, SessionPlan, make_job
+
+REPO = Path(__file__).resolve().parents[2]
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+pytestmark = [pytest.mark.integration,
+              pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_healthy(url: str, proc: subprocess.Popen, timeout: float = 60) -> None:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"ftagent ui exited with {proc.returncode}")
+        try:
+            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
+                if r.read().strip() == b"ok":
+                    return
+        except OSError:
+            time.sleep(0.5)
+    raise AssertionError("the UI did not become healthy in time")
+
+
+def _screenshot(url: str, out: Path) -> None:
+    cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+           "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage",
+           f"--screenshot={out}", "--window-size=1400,1600", "--virtual-time-budget=20000", url]
+    subprocess.run(cmd, check=True, capture_output=True, timeout=120)
+
+
+def _assert_not_blank(png: Path) -> float:
+    from PIL import Image, ImageStat
+
+    assert png.stat().st_size > 30_000, f"{png} is only {png.stat().st_size} bytes"
+    with Image.open(png) as img:
+        stat = ImageStat.Stat(img.convert("L"))
+    assert stat.var[0] > 200, f"{png} looks blank (variance {stat.var[0]:.1f})"
+    return stat.var[0]
+
+
+def test_ui_screenshots(tmp_path):
+    job_dir = make_job(tmp_path / "log", "2026-01-01_12-00-00", [
+        (TaskSpec(model="builtin/tiny-qwen2", benchmark="demo_add"), SessionPlan(), None),
+        (TaskSpec(model="Qwen/Qwen2.5-7B-Instruct", benchmark="aime25"),
+         SessionPlan(benchmark="aime25", baseline=(0.13, 0.07),
+                     loops=[LoopPlan(val=0.2, test=0.13), LoopPlan(val=0.27, test=0.2), LoopPlan(val=0.2)]), 15),
+        (TaskSpec(model="org/llama-3-8b", benchmark="gsm8k"), None, None),
+    ])
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "ftagent", "ui", "--log-dir", str(job_dir), "--port", str(port)],
+                            cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        _wait_healthy(url, proc)
+        artifacts = REPO / "test-artifacts"
+        artifacts.mkdir(exist_ok=True)
+        shots = {"ui.png": url, "ui-single-task.png": f"{url}/?page=single"}
+        for name, target in shots.items():
+            # virtual time does not wait for the server: on a busy machine the first (cold) script run
+            # can miss the budget, so a blank shot is retried a few times before failing
+            for attempt in range(4):
+                _screenshot(target, artifacts / name)
+                try:
+                    _assert_not_blank(artifacts / name)
+                    break
+                except AssertionError:
+                    if attempt == 3:
+                        raise
+                    time.sleep(2)
+        if os.environ.get("FTAGENT_UPDATE_DOC_IMAGES"):
+            (REPO / "docs" / "img").mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(artifacts / "ui.png", REPO / "docs" / "img" / "ui-job-summary.png")
+            shutil.copyfile(artifacts / "ui-single-task.png", REPO / "docs" / "img" / "ui-single-task.png")
+    finally:
+        proc.terminate()  # `ftagent ui` stops its streamlit child on SIGTERM
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        assert proc.returncode == 0

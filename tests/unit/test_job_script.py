@@ -1,0 +1,138 @@
+"""job/run_ft_job.sh: validation (exit 2), --dry-run plan, and a real tmux run with a fake ftagent."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = REPO / "job" / "run_ft_job.sh"
+pytestmark = pytest.mark.skipif(not (shutil.which("jq") and shutil.which("bash")), reason="needs bash and jq")
+
+FAKE = """#!/usr/bin/env bash
+printf '%s\\n' "$@" > "$LOG_PATH/argv.txt"
+env > "$LOG_PATH/env.txt"
+echo "fake ftagent ran"
+exit 3
+"""
+
+
+def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    fake = tmp_path / "fake-ftagent"
+    if not fake.exists():
+        fake.write_text(FAKE)
+        fake.chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("FT_", "TMUX"))}
+    env.update(FTAGENT_BIN=str(fake), FTAGENT_PYTHON=sys.executable, TMUX_TMPDIR=str(tmp_path),
+               FT_JOB_LOG_BASE=str(tmp_path / "log"), FT_JOB_WORKSPACE_BASE=str(tmp_path / "ws"), **extra)
+    return env
+
+
+def _run(tmp_path: Path, tasks, *args: str, env=None) -> subprocess.CompletedProcess:
+    path = tmp_path / "tasks.json"
+    path.write_text(tasks if isinstance(tasks, str) else json.dumps(tasks))
+    return subprocess.run(["bash", str(SCRIPT), *args, str(path)], cwd=tmp_path, env=env or _env(tmp_path),
+                          capture_output=True, text=True, timeout=60)
+
+
+TWO_TASKS = {"tasks": [
+    {"model": "builtin/tiny-qwen2", "benchmark": "demo_add", "gpus": "0", "port": 8011, "loop_n": 2,
+     "timeout": "10m"},
+    {"model": "Qwen/Qwen2.5-7B-Instruct", "benchmark": "aime25", "gpus": "1,2", "scenario": "be 'careful'"},
+]}
+
+
+def test_dry_run_prints_plan_and_starts_nothing(tmp_path):
+    res = _run(tmp_path, TWO_TASKS, "--dry-run", "--job-id", "dry1")
+    assert res.returncode == 0, res.stderr
+    out = res.stdout
+    assert "tmux session: ftjob-dry1" in out
+    assert "== task 0: demo_add_tiny-qwen2 ==" in out and "== task 1: aime25_Qwen2.5-7B-Instruct ==" in out
+    assert "window:  ftjob-dry1:demo_add_tiny-qwen2" in out
+    assert "  CUDA_VISIBLE_DEVICES=1,2" in out and "  OPENAI_API_BASE=http://localhost:8011" in out
+    assert f"  LOG_PATH={tmp_path}/log/dry1/demo_add_tiny-qwen2/" in out
+    assert f"log:     {tmp_path}/log/dry1/aime25_Qwen2.5-7B-Instruct.log" in out
+    assert "llm_finetune --benchmark demo_add --base-model builtin/tiny-qwen2 --timeout 10m" in out
+    assert "--loop-n 2" in out and "--user-target-scenario 'be '\"'\"'careful'\"'\"''" in out
+    assert "--benchmark-description 'Bundled synthetic benchmark" in out  # default from scenarios.json
+    assert out.count("OPENAI_API_BASE") == 1
+    assert not (tmp_path / "log").exists()
+
+
+@pytest.mark.parametrize("tasks, message", [
+    ({"tasks": [{"benchmark": "demo_add"}]}, "task 0 'model' is required"),
+    ({"tasks": [{"model": "m/x"}]}, "task 0 'benchmark' is required"),
+    ({"tasks": [{"model": "m/x", "benchmark": "aime2"}]}, "unknown benchmark 'aime2'; did you mean 'aime25'"),
+    ({"tasks": [{"model": "m/x", "benchmark": "demo_add", "gpu": "0"}]}, "task 0 'gpu' unknown field"),
+    ({"tasks": [{"model": "m/a", "benchmark": "demo_add", "gpus": "0,1"},
+                {"model": "m/b", "benchmark": "aime25", "gpus": "1"}]}, "task 0 and task 1 share GPU(s) 1"),
+    ({"tasks": [{"model": "m/a", "benchmark": "demo_add", "gpus": "a"}]}, "comma-separated list of GPU"),
+    ({"tasks": [{"model": "m/a", "benchmark": "demo_add", "timeout": "12x"}]}, "invalid timeout '12x'"),
+    ({"tasks": []}, "at least one task"),
+    ('{"tasks": [', "not valid JSON"),
+])
+def test_bad_tasks_files_exit_2(tmp_path, tasks, message):
+    res = _run(tmp_path, tasks, "--dry-run")
+    assert res.returncode == 2, (res.stdout, res.stderr)
+    assert message in res.stderr and res.stdout == ""
+
+
+def test_usage_errors_exit_2(tmp_path):
+    res = subprocess.run(["bash", str(SCRIPT), "--bogus"], capture_output=True, text=True, env=_env(tmp_path))
+    assert res.returncode == 2 and "unknown option --bogus" in res.stderr
+    res = _run(tmp_path, TWO_TASKS, "--job-id", "bad id")
+    assert res.returncode == 2 and "--job-id 'bad id'" in res.stderr
+
+
+@pytest.mark.skipif(not shutil.which("tmux"), reason="needs tmux")
+def test_real_run_in_tmux(tmp_path):
+    job_id = f"t{uuid.uuid4().hex[:8]}"
+    session = f"ftjob-{job_id}"
+    env = _env(tmp_path)
+    try:
+        res = _run(tmp_path, TWO_TASKS, "--job-id", job_id, env=env)
+        assert res.returncode == 0, res.stderr
+        windows = subprocess.run(["tmux", "list-windows", "-t", f"={session}", "-F", "#{window_name}"],
+                                 env=env, capture_output=True, text=True, check=True).stdout.split()
+        assert windows == ["demo_add_tiny-qwen2", "aime25_Qwen2.5-7B-Instruct"]
+        job_dir = tmp_path / "log" / job_id
+        deadline = time.time() + 30
+        while time.time() < deadline and len(list((job_dir / ".run").glob("*.exit"))) < 2:
+            time.sleep(0.2)
+        for name, gpus, port in (("demo_add_tiny-qwen2", "0", "8011"), ("aime25_Qwen2.5-7B-Instruct", "1,2", None)):
+            env_lines = dict(line.split("=", 1) for line in
+                             (job_dir / name / "env.txt").read_text().splitlines() if "=" in line)
+            assert env_lines["CUDA_VISIBLE_DEVICES"] == gpus
+            assert env_lines["LOG_PATH"] == f"{job_dir}/{name}/"
+            assert env_lines["WORKSPACE_PATH"] == f"{tmp_path}/ws/{job_id}/{name}"
+            assert env_lines.get("OPENAI_API_BASE") == (f"http://localhost:{port}" if port else None)
+            log = (job_dir / f"{name}.log").read_text()
+            assert "fake ftagent ran" in log and "exit code 3" in log
+            assert (job_dir / ".run" / f"{name}.exit").read_text().strip() == "3"
+        argv = (job_dir / "aime25_Qwen2.5-7B-Instruct" / "argv.txt").read_text().splitlines()
+        assert argv[:8] == ["llm_finetune", "--benchmark", "aime25", "--base-model", "Qwen/Qwen2.5-7B-Instruct",
+                            "--timeout", "12h", "--benchmark-description"]
+        assert argv[-2:] == ["--user-target-scenario", "be 'careful'"]
+        plan = json.loads((job_dir / "job.json").read_text())
+        assert plan["tmux_session"] == session and len(plan["tasks"]) == 2
+        # a second start with the same job id refuses and leaves the running session alone
+        again = _run(tmp_path, TWO_TASKS, "--job-id", job_id, env=env)
+        assert again.returncode == 2 and "already exists" in again.stderr
+        assert subprocess.run(["tmux", "has-session", "-t", f"={session}"], env=env).returncode == 0
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", f"={session}"], env=env, capture_output=True)
+
+
+def test_example_tasks_file_is_valid():
+    from ftagent.jobs.tasks import load_scenarios, read_tasks_file
+
+    tasks, errors = read_tasks_file(REPO / "job" / "tasks.json.example", load_scenarios())
+    assert errors == [] and tasks is not None and len(tasks.tasks) == 3

@@ -1,0 +1,56 @@
+"""The parameter catalogue: reading the cache, prompt formatting, staleness."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from ftagent.train.lf_catalogue import load_or_build_catalogue, read_catalogue
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "llamafactory"
+
+
+class _NoRunner:
+    name = "none"
+
+    def run(self, *args, **kwargs):  # pragma: no cover - called only when a test fails
+        raise AssertionError("the cached catalogue must be used without running anything")
+
+
+def test_read_catalogue_holds_all_sections() -> None:
+    cat = read_catalogue(FIXTURES)
+    assert cat.version == "0.9.5"
+    assert {"full", "lora"} <= set(cat.methods) and "chatml" in cat.templates
+    sections = {p.section for p in cat.parameters.values()}
+    assert sections == {"model", "data", "finetuning", "training", "generating"}
+    for name in ("model_name_or_path", "cutoff_len", "lora_rank", "learning_rate", "max_new_tokens"):
+        assert cat.knows(name)
+    assert cat.parameters["lora_rank"].group == "LoraArguments"
+    assert cat.parameters["deepspeed"].accepts_mapping and not cat.parameters["cutoff_len"].accepts_mapping
+
+
+def test_format_for_prompt_excludes_noise_and_is_bounded() -> None:
+    cat = read_catalogue(FIXTURES)
+    text = cat.format_for_prompt()
+    names = {line[2:].split(" ", 1)[0] for line in text.splitlines() if line.startswith("- ")}
+    assert {"learning_rate", "lora_rank", "cutoff_len", "num_train_epochs"} <= names
+    assert not {n for n in names if n.startswith(("push_to_hub", "hub_", "deepspeed", "vllm_"))}
+    assert "output_dir" not in names and "model_name_or_path" not in names  # system-managed
+    assert len(text) <= 14000 and "truncated" not in text
+    small = cat.format_for_prompt(["LoraArguments"], max_chars=2000)
+    assert "lora_rank" in small and "learning_rate" not in small and len(small) <= 2000
+
+
+def test_cached_catalogue_is_used_and_mismatched_files_are_rejected(tmp_path: Path) -> None:
+    for name in ("constants.json", "parameters.json"):
+        shutil.copy(FIXTURES / name, tmp_path / name)
+    cat = load_or_build_catalogue(tmp_path, _NoRunner(), check_version=False)
+    assert cat.knows("learning_rate")
+    params = json.loads((tmp_path / "parameters.json").read_text())
+    params["llamafactory_version"] = "0.0.1"
+    (tmp_path / "parameters.json").write_text(json.dumps(params))
+    with pytest.raises(ValueError, match="different LLaMA-Factory versions"):
+        read_catalogue(tmp_path)

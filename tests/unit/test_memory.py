@@ -1,0 +1,105 @@
+"""Memory estimator: known cases, sharding semantics and monotonicity."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ftagent.hardware import GPUInfo, HardwareInfo
+from ftagent.train.memory import (
+    METHODS,
+    estimate_for_hardware,
+    estimate_memory,
+    model_spec,
+    params_from_config,
+    parse_param_count,
+)
+
+QWEN3_8B = {"hidden_size": 4096, "num_hidden_layers": 36, "vocab_size": 151936, "intermediate_size": 12288,
+            "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128,
+            "tie_word_embeddings": False, "max_position_embeddings": 40960}
+QWEN3_1_7B = {"hidden_size": 2048, "num_hidden_layers": 28, "vocab_size": 151936, "intermediate_size": 6144,
+              "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 128,
+              "tie_word_embeddings": True, "max_position_embeddings": 40960}
+
+
+def _folder(tmp_path: Path, name: str, cfg: dict) -> Path:
+    folder = tmp_path / name
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(cfg))
+    return folder
+
+
+def test_param_counts() -> None:
+    # Published sizes: Qwen3-8B 8.19B, Qwen3-1.7B 1.72B (tied embeddings).
+    assert params_from_config(QWEN3_8B) / 1e9 == pytest.approx(8.19, abs=0.01)
+    assert params_from_config(QWEN3_1_7B) / 1e9 == pytest.approx(1.72, abs=0.01)
+    tiny = {"model_type": "qwen2", "hidden_size": 128, "num_hidden_layers": 2, "vocab_size": 512, "intermediate_size": 512,
+            "num_attention_heads": 4, "num_key_value_heads": 2, "tie_word_embeddings": True}
+    assert params_from_config(tiny) == 558_208  # what torch counts for builtin/tiny-qwen2
+    assert parse_param_count("Qwen/Qwen3-1.7B") == 1_700_000_000
+    assert parse_param_count("meta-llama/Llama-3.1-8B-Instruct") == 8_000_000_000
+    assert parse_param_count("HuggingFaceTB/SmolLM2-135M-Instruct") == 135_000_000
+    assert parse_param_count("gpt2") is None
+    with pytest.raises(ValueError, match="cannot tell the size"):
+        model_spec("gpt2")
+
+
+def test_8b_full_needs_zero3_lora_fits_one_gpu(tmp_path: Path) -> None:
+    spec = model_spec(_folder(tmp_path, "Qwen3-8B", QWEN3_8B))
+    assert spec.from_config and spec.max_position_embeddings == 40960
+    one = estimate_memory(spec, 80, 1)
+    # 16 B/param x 8.19B = 131 GB of weights+grads+Adam: cannot fit one 80 GB GPU.
+    assert not one.get("full").fits and not one.get("full_gc").fits
+    assert one.get("full").static_gb_per_gpu == pytest.approx(131.05, abs=0.1)
+    assert one.get("lora").fits and one.get("qlora").fits
+    eight = estimate_memory(spec, 80, 8)
+    # ZeRO-3 over 8 GPUs: 131/8 = 16.4 GB per GPU, so full fine-tuning fits with room for >8k tokens.
+    assert eight.get("full").fits and eight.get("full").sharded
+    assert eight.get("full").static_gb_per_gpu == pytest.approx(16.38, abs=0.05)
+    assert eight.get("full").max_seq_len > 8192
+    # LoRA does not shard the frozen weights: more GPUs change nothing per GPU.
+    assert eight.get("lora") == one.get("lora")
+    md = eight.to_markdown()
+    assert "8 × 80 GB" in md and "| full (ZeRO-3) | yes |" in md
+
+
+def test_1_7b_everything_fits_one_80gb(tmp_path: Path) -> None:
+    report = estimate_memory(model_spec(_folder(tmp_path, "Qwen3-1.7B", QWEN3_1_7B)), 80, 1)
+    assert all(m.fits for m in report.methods)
+    full = report.get("full")
+    assert full.static_gb_per_gpu == pytest.approx(27.5, abs=0.1) and not full.sharded
+    assert report.get("full").max_seq_len < report.get("full_gc").max_seq_len
+    # An 8 GB card cannot hold 27.5 GB of full-FT state, but LoRA (3.4 GB frozen bf16) fits.
+    small = estimate_memory(model_spec(_folder(tmp_path, "m", QWEN3_1_7B)), 8, 1)
+    assert not small.get("full").fits and small.get("lora").fits
+
+
+def test_monotonicity() -> None:
+    spec = model_spec("Qwen3-8B")
+    for method in METHODS:
+        seqs = [estimate_memory(spec, mem, 1).get(method).max_seq_len for mem in (24, 40, 48, 80, 141)]
+        assert seqs == sorted(seqs), method
+        by_gpus = [estimate_memory(spec, 80, n).get(method).max_seq_len for n in (1, 2, 4, 8)]
+        assert by_gpus == sorted(by_gpus), method
+        by_size = [estimate_memory(model_spec(f"m-{b}B"), 80, 8).get(method).max_seq_len
+                   for b in (0.5, 1.5, 3, 7, 14, 32, 72)]
+        assert by_size == sorted(by_size, reverse=True), method
+    report = estimate_memory(spec, 48, 2)
+    order = [report.get(m).static_gb_per_gpu for m in ("full", "lora", "qlora")]
+    assert order == sorted(order, reverse=True)
+    assert report.get("qlora").max_seq_len >= report.get("lora").max_seq_len
+
+
+def test_uses_per_gpu_memory_not_the_sum(tmp_path: Path) -> None:
+    gpus = [GPUInfo(index=i, name="H100", memory_total_gb=79.19, memory_used_gb=0.5) for i in range(8)]
+    hw = HardwareInfo(gpus=gpus)
+    report = estimate_for_hardware(_folder(tmp_path, "Qwen3-8B", QWEN3_8B), hw)
+    assert report.num_gpus == 8 and report.per_gpu_gb == pytest.approx(85.0, abs=0.1)  # 79.19 GiB
+    # Had the 8-GPU sum (634 GiB) been used per GPU, 8B LoRA would allow far more than 80 GB worth.
+    assert report.get("lora").max_seq_len == estimate_memory(model_spec(tmp_path / "Qwen3-8B"), 85.03, 1).get(
+        "lora").max_seq_len
+    cpu = estimate_for_hardware("SmolLM2-135M", HardwareInfo())
+    assert cpu.device == "cpu" and cpu.num_gpus == 1

@@ -1,0 +1,168 @@
+"""LocalRunner and the process helper: streaming, timeouts, environment hygiene, sandbox."""
+
+from __future__ import annotations
+
+import json
+import logging
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from ftagent.errors import EnvironmentFailure
+from ftagent.runners import sandbox
+from ftagent.runners.base import Mount
+from ftagent.runners.local import LocalRunner
+from ftagent.runners.process import is_secret_name, passthrough_env
+
+BWRAP_OK, BWRAP_WHY = sandbox.probe_bwrap()
+
+
+@pytest.fixture(scope="module")
+def fake_tools_env(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real (pip-less) venv standing in for the tool env; it has a fake `llamafactory-cli`."""
+    env = tmp_path_factory.mktemp("toolenv") / "tools"
+    base = getattr(sys, "_base_executable", sys.executable)
+    subprocess.run([base, "-m", "venv", "--without-pip", str(env)], check=True, timeout=120)
+    cli = env / "bin" / "llamafactory-cli"
+    cli.write_text("#!/bin/sh\necho fake-lf \"$@\"\n")
+    cli.chmod(0o755)
+    return env
+
+
+def _runner(env: Path, sandbox_mode: str = "none") -> LocalRunner:
+    return LocalRunner(env, sandbox=sandbox_mode, gpu=False)
+
+
+def test_exit_code_tail_and_tool_resolution(fake_tools_env: Path, tmp_path: Path) -> None:
+    runner = _runner(fake_tools_env)
+    log = tmp_path / "logs" / "a.log"
+    res = runner.run(["python", "-c", "import sys\nfor i in range(80): print(i)\nsys.exit(3)"],
+                     tool="data", workdir=tmp_path / "wd", log_file=log, timeout=60)
+    assert res.exit_code == 3 and not res.ok and not res.timed_out
+    assert res.log_tail.splitlines() == [str(i) for i in range(30, 80)]
+    assert log.read_text().splitlines() == [str(i) for i in range(80)]
+    assert res.log_file == str(log)
+    res = runner.run(["llamafactory-cli", "train", "x.yaml"], tool="train", workdir=tmp_path / "wd")
+    assert res.ok and res.log_tail == "fake-lf train x.yaml"
+    assert runner.resolve_cmd(["python", "-V"])[0] == str(fake_tools_env.absolute() / "bin" / "python")
+
+
+def test_timeout_kills_the_whole_tree(fake_tools_env: Path, tmp_path: Path) -> None:
+    pidfile = tmp_path / "grandchild.pid"
+    script = (
+        "import subprocess, sys, time\n"
+        f"p = subprocess.Popen(['sleep', '300'])\n"
+        f"open({str(pidfile)!r}, 'w').write(str(p.pid))\n"
+        "print('spawned', flush=True)\n"
+        "time.sleep(300)\n"
+    )
+    start = time.monotonic()
+    res = _runner(fake_tools_env).run(["python", "-c", script], tool="data", workdir=tmp_path, timeout=3)
+    assert res.timed_out and res.exit_code is None and not res.ok
+    assert time.monotonic() - start < 30
+    assert "spawned" in res.log_tail and "timed out" in res.log_tail
+    grandchild = int(pidfile.read_text())
+    time.sleep(0.2)
+    alive = psutil.pid_exists(grandchild) and psutil.Process(grandchild).status() != psutil.STATUS_ZOMBIE
+    assert not alive
+
+
+def test_log_is_streamed_while_running(fake_tools_env: Path, tmp_path: Path) -> None:
+    log = tmp_path / "run.log"
+    script = "import time\nprint('first', flush=True)\ntime.sleep(4)\nprint('second')\n"
+    box: dict = {}
+    thread = threading.Thread(target=lambda: box.setdefault("res", _runner(fake_tools_env).run(
+        ["python", "-c", script], tool="data", workdir=tmp_path, log_file=log, timeout=60)))
+    thread.start()
+    seen_first_while_running = False
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and thread.is_alive():
+        if log.exists() and "first" in log.read_text():
+            seen_first_while_running = "second" not in log.read_text()
+            break
+        time.sleep(0.05)
+    thread.join(60)
+    assert seen_first_while_running
+    assert box["res"].ok and log.read_text().split() == ["first", "second"]
+
+
+def test_secrets_are_not_inherited(fake_tools_env: Path, tmp_path: Path, monkeypatch) -> None:
+    for name in ("OPENAI_API_KEY", "HF_TOKEN", "DB_PASSWORD", "MY_SECRET", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.setenv(name, "leak")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("RANDOM_PROJECT_VAR", "x")
+    res = _runner(fake_tools_env).run(
+        ["python", "-c", "import os, json; print(json.dumps(dict(os.environ)))"], tool="data",
+        workdir=tmp_path, env={"JUDGE_API_KEY": "explicit"}, timeout=60)
+    child = json.loads(res.log_tail.splitlines()[-1])
+    assert "leak" not in child.values()
+    assert child["JUDGE_API_KEY"] == "explicit"
+    assert child["HF_HUB_OFFLINE"] == "1" and "RANDOM_PROJECT_VAR" not in child
+    assert child["PATH"].split(":")[0] == str(fake_tools_env.absolute() / "bin")
+    assert child["OMP_NUM_THREADS"] == "1"
+    assert is_secret_name("openai_api_key") and not is_secret_name("HF_HOME")
+    assert "HF_TOKEN" not in passthrough_env({"HF_TOKEN": "x", "HF_HOME": "/h"})
+
+
+def test_missing_tool_env_is_an_environment_failure(tmp_path: Path) -> None:
+    with pytest.raises(EnvironmentFailure, match="ftagent env setup"):
+        _runner(tmp_path / "nope").run(["python", "-V"], tool="train", workdir=tmp_path)
+
+
+def test_no_bwrap_warns_once_and_strict_mode_fails(monkeypatch, caplog) -> None:
+    monkeypatch.setattr(sandbox, "probe_bwrap", lambda executable=None: (False, "bwrap is not installed"))
+    monkeypatch.setattr(sandbox, "_warned", False)
+    with caplog.at_level(logging.WARNING, logger="ftagent.runners.sandbox"):
+        assert sandbox.use_sandbox("auto") is False
+        assert sandbox.use_sandbox("auto") is False
+    assert [r.getMessage() for r in caplog.records].count(
+        f"{sandbox.NO_SANDBOX_WARNING} (bwrap is not installed)") == 1
+    with pytest.raises(EnvironmentFailure, match="FT_SANDBOX=bwrap"):
+        sandbox.use_sandbox("bwrap")
+    assert sandbox.use_sandbox("none") is False
+
+
+def test_bwrap_argv_layout(tmp_path: Path) -> None:
+    argv = sandbox.bwrap_argv(["python", "x.py"], workdir=tmp_path / "wd", tools_env=None,
+                              mounts=[Mount(source=tmp_path / "data"), Mount(source=tmp_path / "out", read_only=False)])
+    assert argv[-3:] == ["--", "python", "x.py"]
+    joined = " ".join(argv)
+    assert f"--ro-bind {tmp_path / 'data'} {tmp_path / 'data'}" in joined
+    assert f"--bind {tmp_path / 'out'} {tmp_path / 'out'}" in joined
+    assert "--tmpfs /tmp" in joined and "--unshare-pid" in joined
+    assert argv.index("--tmpfs") < argv.index(str(tmp_path / "wd"))  # workdir bound over the private /tmp
+
+
+@pytest.mark.skipif(not BWRAP_OK, reason=f"bubblewrap unusable here: {BWRAP_WHY}")
+def test_sandbox_hides_paths_and_honours_mounts(fake_tools_env: Path, tmp_path: Path) -> None:
+    hidden = tmp_path / "outside" / "secret.txt"
+    hidden.parent.mkdir()
+    hidden.write_text("s3cret")
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    (shared / "data.txt").write_text("visible")
+    project = Path(__file__).resolve().parents[2]
+    probe = (
+        "import json, os, sys\n"
+        "def can_write(p):\n"
+        "    try:\n        open(p, 'w').write('x'); return True\n    except OSError:\n        return False\n"
+        f"print(json.dumps({{'hidden': os.path.exists({str(hidden)!r}),"
+        f" 'project': os.path.exists({str(project)!r}),"
+        f" 'shared': open({str(shared / 'data.txt')!r}).read(),"
+        f" 'shared_writable': can_write({str(shared / 'new.txt')!r}),"
+        " 'wd_writable': can_write('out.txt'), 'home': os.environ['HOME']}))\n"
+    )
+    runner = _runner(fake_tools_env, "bwrap")
+    assert runner.sandboxed
+    res = runner.run(["python", "-c", probe], tool="data", workdir=tmp_path / "wd",
+                     mounts=[Mount(source=shared)], timeout=60)
+    assert res.ok, res.log_tail
+    seen = json.loads(res.log_tail.splitlines()[-1])
+    assert seen == {"hidden": False, "project": False, "shared": "visible", "shared_writable": False,
+                    "wd_writable": True, "home": "/tmp"}
+    assert (tmp_path / "wd" / "out.txt").read_text() == "x"

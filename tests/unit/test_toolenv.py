@@ -1,0 +1,92 @@
+"""Tool env setup logic (marker/idempotence, step order, error surfacing) with fake pip/python."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from ftagent.errors import EnvironmentFailure
+from ftagent.settings import load_settings
+from ftagent.toolenv import ENVS_DIR, MARKER, check_tools_env, marker_current, setup_tools_env, tools_env_path
+
+FAKE_BASE_PYTHON = """#!/bin/sh
+# fake `python -m venv DIR`: DIR/bin/python logs its arguments and succeeds
+mkdir -p "$3/bin"
+printf '#!/bin/sh\\necho "python $1" >> "%s/calls.log"\\n' "$(dirname "$0")" > "$3/bin/python"
+chmod +x "$3/bin/python"
+"""
+FAKE_PIP = """#!/bin/sh
+echo "pip $*" >> "$(dirname "$0")/calls.log"
+if [ -n "$(grep -l FAIL "$(dirname "$0")/fail" 2>/dev/null)" ]; then
+  echo "ERROR: Could not find a version that satisfies the requirement llamafactory==9.9"; exit 1
+fi
+echo "Successfully installed"
+"""
+
+
+@pytest.fixture
+def fakes(tmp_path: Path) -> dict[str, Path]:
+    bindir = tmp_path / "fakebin"
+    bindir.mkdir()
+    for name, text in (("python3", FAKE_BASE_PYTHON), ("pip", FAKE_PIP)):
+        (bindir / name).write_text(text)
+        (bindir / name).chmod(0o755)
+    envs = tmp_path / "envs"
+    shutil.copytree(ENVS_DIR, envs)
+    return {"python": bindir / "python3", "pip": bindir / "pip", "log": bindir / "calls.log",
+            "envs": envs, "fail": bindir / "fail"}
+
+
+def _setup(env: Path, fakes: dict[str, Path], **kw):
+    return setup_tools_env(env, gpu=kw.pop("gpu", False), base_python=str(fakes["python"]),
+                           pip_cmd=[str(fakes["pip"])], envs_dir=fakes["envs"], verify=False, **kw)
+
+
+def test_setup_order_marker_and_idempotence(fakes: dict[str, Path], tmp_path: Path) -> None:
+    env = tmp_path / "tools"
+    first = _setup(env, fakes)
+    assert not first.skipped
+    calls = fakes["log"].read_text().splitlines()
+    assert calls[0] == f"pip install -r {fakes['envs'] / 'torch-cpu.txt'}"
+    assert calls[1] == (f"pip install -c {fakes['envs'] / 'tools.lock.txt'} -r {fakes['envs'] / 'tools.txt'} "
+                        "torch==2.13.0 torchvision==0.28.0")
+    assert calls[2] == "python -c" and len(calls) == 3  # CPU fix
+    assert json.loads((env / MARKER).read_text())["gpu"] is False
+    assert marker_current(env, False, fakes["envs"]) and not marker_current(env, True, fakes["envs"])
+    # Unchanged requirement files: nothing runs again.
+    assert _setup(env, fakes).skipped
+    assert len(fakes["log"].read_text().splitlines()) == 3
+    # A changed requirement file invalidates the marker.
+    with open(fakes["envs"] / "tools.txt", "a") as fh:
+        fh.write("rich\n")
+    assert not marker_current(env, False, fakes["envs"])
+    assert not _setup(env, fakes).skipped
+    assert len(fakes["log"].read_text().splitlines()) == 6
+    # force reinstalls; the GPU flavour uses torch-gpu.txt and skips the CPU fix.
+    _setup(env, fakes, gpu=True, force=True)
+    gpu_calls = fakes["log"].read_text().splitlines()[6:]
+    assert gpu_calls[0].endswith("torch-gpu.txt") and len(gpu_calls) == 2
+
+
+def test_failed_install_surfaces_pip_output(fakes: dict[str, Path], tmp_path: Path) -> None:
+    fakes["fail"].write_text("FAIL")
+    env = tmp_path / "tools"
+    with pytest.raises(EnvironmentFailure, match="install torch failed .*\n(.|\n)*Could not find a version"):
+        _setup(env, fakes)
+    assert not (env / MARKER).exists()
+
+
+def test_check_reports_missing_env(tmp_path: Path) -> None:
+    report = check_tools_env(tmp_path / "nothing", gpu=False)
+    assert not report.ok and not report.exists and "ftagent env setup" in report.errors[0]
+
+
+def test_tools_env_path(monkeypatch, tmp_path: Path) -> None:
+    monkeypatch.delenv("FT_TOOLS_ENV", raising=False)
+    monkeypatch.setenv("FT_FILE_PATH", str(tmp_path / "ff"))
+    assert tools_env_path(load_settings()) == tmp_path / "ff" / "envs" / "tools"
+    monkeypatch.setenv("FT_TOOLS_ENV", str(tmp_path / "elsewhere"))
+    assert tools_env_path(load_settings()) == tmp_path / "elsewhere"

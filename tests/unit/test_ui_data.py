@@ -1,0 +1,105 @@
+"""ftagent.ui.data on sessions produced by the real LoopEngine (tests/helpers/make_sessions.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ftagent.jobs.tasks import TaskSpec
+from ftagent.ui import data as D
+from tests.helpers.make_sessions import LoopPlan, SessionPlan, make_job, make_session
+
+
+def test_load_finished_session(tmp_path):
+    sdir = make_session(tmp_path / "log")
+    s = D.load_session(sdir)
+    assert s.warnings == [] and not s.running and s.end["status"] == "completed"
+    assert (s.benchmark, s.base_model, s.core_metric) == ("demo_add", "builtin/tiny-qwen2", "accuracy")
+    assert s.baseline == {"validation": 0.1, "test": 0.05}
+    assert [lp.index for lp in s.loops] == [0, 1, 2]
+    assert [lp.val_score for lp in s.loops] == [0.4, None, 0.3]
+    assert [lp.decision for lp in s.loops] == [True, False, False]
+    assert [lp.status for lp in s.loops] == ["succeeded", "failed", "succeeded"]
+    assert s.sota_loop == 0 and s.best("validation") == 0.4 and s.best("test") == 0.35
+    # loop 0 went validate -> code once: two code rounds, a goto step, 8 steps in all
+    lp0 = s.loops[0]
+    assert len(lp0.code_rounds) == 2 and [st.status for st in lp0.steps].count("goto") == 1
+    assert lp0.hypothesis["hypothesis"].startswith("LoRA rank 8")
+    assert s.loops[1].steps[-2].failure.startswith("[train/OOM]")
+    assert len(s.llm_calls) == 3 and s.snapshot and "/__session__/2/" in s.snapshot
+
+
+def test_frames(tmp_path):
+    s = D.load_session(make_session(tmp_path / "log"))
+    timeline = D.timeline_frame(s)
+    assert len(timeline) == 8 + 5 + 6 and set(timeline["status"]) == {"ok", "goto", "failed"}
+    scores = D.scores_frame(s)
+    assert scores.loc[0, "validation"] == 0.4 and scores.loc[2, "test"] == 0.3
+    loss = D.loss_frame(s.loops[0])
+    assert list(loss.index) == list(range(1, 11)) and loss["loss"].iloc[0] == 2.0
+    assert D.loss_frame(s.loops[1]).empty
+    metrics = D.metrics_frame(s.loops[0].results["validation"])
+    assert metrics.to_dict("records") == [{"dataset": "demo_add", "metric": "accuracy", "value": 0.4}]
+    llm = D.llm_frame(s.llm_calls)
+    assert llm["prompt_tokens"].tolist() == [1000, 1001, 1002] and abs(llm["cost_usd"].sum() - 0.0375) < 1e-9
+
+
+def test_running_and_truncated_session(tmp_path):
+    sdir = make_session(tmp_path / "log", running_after_steps=9)
+    with open(sdir / "events.jsonl", "a") as fh:
+        fh.write('{"ts": 1, "loop": 1, "type": "step_st')  # a killed writer
+    s = D.load_session(sdir)
+    assert s.running and s.loops[-1].status == "running"
+    assert any("incomplete" in w for w in s.warnings)
+    assert D.loop_cell(s.loops[1]) == "R" and D.loop_colour(s.loops[1]) == "blue"
+
+
+def test_session_without_snapshots_or_events(tmp_path):
+    sdir = tmp_path / "s1"
+    (sdir / "__session__").mkdir(parents=True)
+    s = D.load_session(sdir)
+    assert s.n_events == 0 and s.loops == [] and any("no events" in w for w in s.warnings)
+    assert any("no snapshot" in w for w in s.warnings)
+
+
+def test_detect_layouts(tmp_path):
+    assert D.detect_layout(tmp_path / "nope").kind == "missing"
+    assert D.detect_layout(tmp_path).kind == "empty"
+    sdir = make_session(tmp_path / "sessions")
+    assert D.detect_layout(sdir).kind == "session"
+    assert D.detect_layout(tmp_path / "sessions").kind == "sessions"
+    job = make_job(tmp_path / "jobs", "j1", [(TaskSpec(model="m/a", benchmark="demo_add"), SessionPlan(), None)])
+    assert D.detect_layout(job).kind == "job"
+    jobs = D.detect_layout(tmp_path / "jobs")
+    assert jobs.kind == "jobs" and [Path(c).name for c in jobs.children] == ["j1"]
+
+
+def test_job_summary_rows(tmp_path):
+    job_dir = make_job(tmp_path, "j1", [
+        (TaskSpec(model="builtin/tiny-qwen2", benchmark="demo_add", gpus="0"), SessionPlan(), None),
+        (TaskSpec(model="Qwen/Qwen2.5-7B-Instruct", benchmark="aime25", gpus="1"),
+         SessionPlan(benchmark="aime25", baseline=(0.0, 0.1), loops=[LoopPlan(val=0.2, test=0.1)] * 2), 9),
+        (TaskSpec(model="org/m", benchmark="gsm8k"), None, None),
+    ])
+    job = D.load_job(job_dir)
+    assert job.kind == "job" and job.plan is not None
+    rows, colours = D.summary_rows(job)
+    by = {r["Task"]: r for r in rows}
+    assert list(by) == ["demo_add_tiny-qwen2", "aime25_Qwen2.5-7B-Instruct", "gsm8k_m"]
+    a = by["demo_add_tiny-qwen2"]
+    assert (a["State"], a["Baseline"], a["L0"], a["L1"], a["L2"], a["Best"]) == (
+        "finished", "0.1 / 0.05", "0.4 / 0.35", "X", "0.3 / 0.3", "0.4 / 0.35")
+    assert colours[0] == {"L0": "green", "L1": "red", "L2": "red"}
+    b = by["aime25_Qwen2.5-7B-Instruct"]
+    assert (b["State"], b["L0"], b["L1"], b["L2"], b["Loops"]) == ("running", "0.2 / 0.1", "R", "-", 1)
+    assert by["gsm8k_m"]["State"] == "waiting"
+    assert D.job_stats(job) == {"tasks": 3, "running": 1, "finished": 1, "waiting": 1,
+                                "loops done": 4, "failures": 1, "improved": 2}
+    assert list(D.summary_frame(job).index) == list(by)
+
+
+def test_signature_changes_when_events_grow(tmp_path):
+    sdir = make_session(tmp_path / "log")
+    before = D.signature(tmp_path / "log")
+    with open(sdir / "events.jsonl", "a") as fh:
+        fh.write('{"type": "message", "text": "hi", "ts": 1}\n')
+    assert D.signature(tmp_path / "log") != before
