@@ -7,6 +7,8 @@ export HF_DATASETS_OFFLINE ?= 1
 export TRANSFORMERS_OFFLINE ?= 1
 export LITELLM_LOCAL_MODEL_COST_MAP ?= True
 export OMP_NUM_THREADS ?= 1
+# the tool env that `make tools` (ftagent env setup) creates with the default FT_FILE_PATH
+export FT_TOOLS_ENV ?= $(CURDIR)/git_ignore_folder/finetune_files/envs/tools
 
 .PHONY: dev tools demo test test-unit test-integration test-gpu lint ui bench clean
 

@@ -127,19 +127,33 @@ def run_finetune(options: FinetuneOptions) -> RunSummary:
                            loop_n=options.loop_n, step_n=options.step_n, timeout_s=timeout_s)
 
 
+def ensure_tools_env(settings) -> Path:
+    """The tool env for the local runner, created with ``ftagent env setup`` logic when missing."""
+    from ftagent.hardware import detect_gpus
+    from ftagent.toolenv import setup_tools_env, tools_env_path
+
+    path = tools_env_path(settings)
+    if all((path / "bin" / tool).exists() for tool in ("python", "llamafactory-cli", "opencompass")):
+        return path
+    console.print(f"[bold]ftagent[/bold]: creating the tool env at {path} (one time, a few minutes)")
+    setup_tools_env(path, detect_gpus().gpu_count > 0, progress=lambda msg: console.print(f"  {msg}"))
+    return path
+
+
 def run_demo(loop_n: int = 3, timeout: str | None = None) -> RunSummary:
-    """The embedded default: tiny model + demo_add + local runner + offline planner (or the LLM)."""
+    """The embedded default: tiny model + demo_add + local runner + offline planner (or the LLM).
+
+    The demo trains on up to 5000 generated rows (more than the default 2000 cap, because the tiny
+    model has to learn addition from scratch, not a format).
+    """
     import os
 
     os.environ.setdefault("FT_ENV_TYPE", "local")
+    os.environ.setdefault("FT_UPPER_DATA_SIZE_LIMIT", "5000")
     from ftagent.settings import load_settings
-    from ftagent.toolenv import ensure_tools_env
 
-    settings = load_settings()
-    try:
-        ensure_tools_env(settings)
-    except EnvironmentFailure:
-        raise
+    if load_settings().ft.env_type == "local":
+        ensure_tools_env(load_settings())
     options = FinetuneOptions(benchmark="demo_add", base_model="builtin/tiny-qwen2", loop_n=loop_n,
                               timeout=timeout)
     summary = run_finetune(options)

@@ -12,7 +12,7 @@ from typing import Any
 
 from ftagent.agent.base import CodeResult, Hypothesis
 from ftagent.errors import ErrorType, StepError
-from ftagent.loop.events import Message, RunEvent
+from ftagent.loop.events import Message
 from ftagent.loop.trace import Trace
 from ftagent.runners.base import Mount, Runner
 from ftagent.scenario import ScenarioInfo
@@ -56,11 +56,8 @@ class DataProcessor:
             ft = self.settings.ft
             limit = ft.debug_data_processing_timeout if debug else ft.data_processing_timeout
             mounts = [Mount(source=Path(self.scenario.dataset_root))] if self.scenario.dataset_root else []
-            result = run_data_processing(workspace, self.runner, ctx.limit(limit), debug=debug,
-                                         env=self.script_env(), mounts=mounts)
-            ctx.emit(RunEvent(purpose="data_debug" if debug else "data", command="python process_data.py",
-                              exit_code=result.exit_code, duration_s=result.duration_s,
-                              log_file=result.log_file, runner=getattr(self.runner, "name", "")))
+            run_data_processing(workspace, self.runner, ctx.limit(limit), debug=debug,
+                                env=self.script_env(), mounts=mounts)
         rows = self._load(workspace)
         if not debug:
             rows = self._cap(rows, workspace, ctx)

@@ -20,3 +20,9 @@ _BUILTIN = {
 }
 for _key, _path in _BUILTIN.items():
     BENCHMARKS.register(_key, _path)
+
+# The 21 FT-Dojo domain keys (PANORAMA, ChemCoTBench, TableBench, BioProBench): one generic adapter each.
+from ftagent.benchmarks.domain import KEY_SPECS as _DOMAIN_KEYS  # noqa: E402 - stdlib-only, light
+
+for _key in _DOMAIN_KEYS:
+    BENCHMARKS.register(_key, f"ftagent.benchmarks.domain_adapters:ADAPTERS.{_key}")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ftagent.datasets.base import DatasetSpec, FunctionSource
 
-DEFAULT_ROWS = 2000
+DEFAULT_ROWS = 6000
 DEFAULT_SEED = 1234
 FILE_NAME = "demo_add_train.json"
 

@@ -197,18 +197,13 @@ class OpenCompassEvaluator:
 
     def evaluate(self, model: TrainResult, scenario: ScenarioInfo, split: str, ctx: StepContext) -> EvalResult:
         """Evaluate a trained model on ``split``; validation is for the agent, test for reports only."""
-        from ftagent.loop.events import BenchmarkResult
-
         result = evaluate_model_path(
             model.model_path, model.template, benchmark=scenario.benchmark, split=split,
             settings=self.settings, runner=self.runner, work_dir=Path(model.output_dir) / "oc",
             base_path=model.adapter_of, model_name=scenario.base_model,
             timeout=ctx.limit(self.settings.ft.benchmark_timeout_s), gpu_count=_gpu_count(scenario),
         )
-        ctx.emit(BenchmarkResult(split=split, benchmark=result.benchmark, core_metric=result.core_metric,  # type: ignore[arg-type]
-                                 score=result.score, metrics=result.metrics, error_samples=result.error_samples,
-                                 cached=result.cached))
-        return result
+        return result  # the workflow emits the BenchmarkResult event
 
 
 def evaluate_baseline(scenario: ScenarioInfo, settings: Settings, runner: Runner,

@@ -12,17 +12,17 @@ from pathlib import Path
 from typing import Any
 
 from ftagent.agent.base import (
-    CodeResult,
     Coder,
+    CodeResult,
     EvalResult,
     Evaluator,
     Feedback,
     Hypothesis,
     Proposer,
-    TrainResult,
     Trainer,
-    Validator,
+    TrainResult,
     ValidationReport,
+    Validator,
 )
 from ftagent.errors import ErrorType, StepError, StepFailure
 from ftagent.loop.engine import Goto, StepContext
@@ -67,7 +67,18 @@ class FinetuneWorkflow:
         self.goto_caps = {"code": max(0, coder_max_loop - 1)}
 
     def steps(self):
-        return [(name, getattr(self, name)) for name in STEP_NAMES]
+        return [(name, self._bound(getattr(self, name))) for name in STEP_NAMES]
+
+    def _bound(self, fn):
+        """Let a recording runner attribute its subprocess runs to the step being executed."""
+
+        def step(ctx: StepContext):
+            runner = getattr(self.c.data, "runner", None)
+            if hasattr(runner, "ctx"):
+                runner.ctx = ctx
+            return fn(ctx)
+
+        return step
 
     # -- helpers ---------------------------------------------------------------------------------
     def _workspace(self, ctx: StepContext) -> Path:
@@ -239,10 +250,11 @@ def start_or_resume(settings: Any, *, resumed: Any = None, checkout: bool = True
     from ftagent.loop.session import Session
     from ftagent.report import write_report
     from ftagent.runners.factory import get_runner
+    from ftagent.runners.recording import RecordingRunner
 
     console = Console(stderr=True)
     ft = settings.ft
-    runner = get_runner(settings)
+    runner = RecordingRunner(get_runner(settings))
     if resumed is not None:
         session, snapshot = resumed
         if checkout:
@@ -286,6 +298,10 @@ class FinetuneScenarioRunner:
         from ftagent.loop.events import ScenarioStage
         from ftagent.registry import load_object
 
+        from types import SimpleNamespace
+
+        if hasattr(self.runner, "ctx"):  # record the scenario's subprocess runs (catalogue, baseline)
+            self.runner.ctx = SimpleNamespace(emit=self.events.emit)
         builder = load_object(self.settings.ft.scen)(self.settings, self.runner, self.events.emit)
         scenario = builder.build()
         self.events.emit(ScenarioStage(stage="baseline", status="start"))

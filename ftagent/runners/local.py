@@ -126,6 +126,9 @@ class LocalRunner:
         self._check_env()
         workdir = Path(workdir).absolute()
         workdir.mkdir(parents=True, exist_ok=True)
+        for mount in mounts or []:
+            if not mount.read_only:  # a writable output folder may not exist yet
+                Path(mount.source).mkdir(parents=True, exist_ok=True)
         argv = self.command_line(cmd, workdir, mounts)
         return run_process(argv, cwd=workdir, env=self.build_env(env, gpus), timeout=timeout,
                            log_file=log_file)

@@ -114,10 +114,13 @@ def bwrap_argv(
         if Path(tools_env).absolute() != env_real:
             argv += ["--symlink", str(env_real), str(Path(tools_env).absolute())]
     wd = Path(workdir).resolve()
-    argv += ["--bind", str(wd), str(wd)]
-    for mount in mounts or []:  # after the workdir, so mounts nested inside it stay visible
+    binds = [(wd, wd, False)]
+    for mount in mounts or []:
         source = Path(mount.source).resolve()
-        target = Path(mount.target) if mount.target is not None else source
-        argv += ["--ro-bind" if mount.read_only else "--bind", str(source), str(target)]
+        binds.append((source, Path(mount.target) if mount.target is not None else source, mount.read_only))
+    # Parents before children, so a nested bind stays visible (e.g. a read-only model folder inside a
+    # writable workdir, or a writable workdir inside a read-only mount).
+    for source, target, read_only in sorted(binds, key=lambda b: len(b[1].parts)):
+        argv += ["--ro-bind" if read_only else "--bind", str(source), str(target)]
     argv += ["--chdir", str(wd), "--"]
     return argv + list(cmd)

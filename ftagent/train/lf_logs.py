@@ -123,13 +123,15 @@ _RULES: list[tuple[ErrorType, str, str]] = [
      "The tool environment is broken or lacks a package; this is not fixable by changing train.yaml."),
     (ErrorType.DATA, r"Cannot find valid samples|Undefined dataset|dataset_info\.json|DatasetGenerationError"
                      r"|JSONDecodeError|Dataset is empty|No (?:valid )?samples|num_samples=0|empty dataset"
-                     r"|File .* not found",
+                     r"|File .* not found|corresponds to no data",
      "Check data.json: a non-empty list of Alpaca rows with non-empty instruction and output, and rows "
      "shorter than cutoff_len."),
     (ErrorType.CONFIG, r"ValueError|TypeError|KeyError|AssertionError|NotImplementedError|is not a valid"
                        r"|invalid choice|argument|unrecognized|must be|Please|not supported|yaml",
      "Fix the value named in the error in train.yaml; use only parameters and values LLaMA-Factory accepts."),
 ]
+# A generic error raised inside dataset loading code is a data problem.
+_DATA_FRAMES = re.compile(r"llamafactory/data/(?:loader|parser|converter)\.py|site-packages/datasets/")
 _ERROR_LINE = re.compile(r"(Error|Exception|error:|Traceback|Killed|out of memory)", re.IGNORECASE)
 
 
@@ -183,6 +185,8 @@ def classify_failure(log: str, *, exit_code: int | None, timed_out: bool = False
         for error_type, pattern, suggestion in _RULES:
             flags = re.IGNORECASE if error_type is not ErrorType.CONFIG else 0
             if text and re.search(pattern, text, flags):
+                if error_type is ErrorType.CONFIG and _DATA_FRAMES.search(tail):
+                    error_type, suggestion = ErrorType.DATA, _RULES[2][2]  # raised while loading data
                 return FailureInfo(error_type=error_type, log_tail=tail, suggestion=suggestion,
                                    message=error_line or f"LLaMA-Factory failed (exit {exit_code})")
     return FailureInfo(error_type=ErrorType.UNKNOWN, log_tail=tail, suggestion="Read the log tail.",

@@ -43,6 +43,8 @@ def tools_env() -> Path:
     """The tool virtualenv with LLaMA-Factory + OpenCompass (skips when absent)."""
     path, reason = _find_tools_env()
     if path is None:
+        if os.environ.get("FTAGENT_REQUIRE_TOOLS") == "1":  # CI: a missing tool env is a failure
+            pytest.fail(reason)
         pytest.skip(reason)
     return path
 

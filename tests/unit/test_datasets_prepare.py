@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from ftagent.datasets.demo_add import DEFAULT_ROWS
 from ftagent.datasets.prepare import LOG_FILE, MARKER, is_prepared, prepare_dataset
 from ftagent.errors import EnvironmentFailure
 
@@ -33,7 +34,7 @@ def test_two_processes_prepare_demo_add_once(tmp_path):
     assert len(log) == 1 and json.loads(log[0])["source"] == "generated"
     assert is_prepared("demo_add", tmp_path)
     rows = json.loads((tmp_path / "datasets/demo_add/demo_add_train.json").read_text())
-    assert len(rows) == 2000
+    assert len(rows) == DEFAULT_ROWS
     assert (tmp_path / "datasets/demo_add/FTAGENT_NOTES.md").is_file()
     prepare_dataset("demo_add", tmp_path)  # already prepared: no new log line
     assert len((tmp_path / "datasets" / LOG_FILE).read_text().splitlines()) == 1

@@ -86,6 +86,8 @@ _TRACE = "Traceback (most recent call last):\n  File \"x.py\", line 1, in <modul
     (_TRACE + "ValueError: Cannot find valid samples, check `data/README.md` for the data format.", 1,
      ErrorType.DATA),
     (_TRACE + "ValueError: Undefined dataset foo in dataset_info.json.", 1, ErrorType.DATA),
+    (_TRACE + '  File "/v/site-packages/llamafactory/data/loader.py", line 131, in _load_single_dataset\n'
+              'ValueError: Instruction "train" corresponds to nothing!', 1, ErrorType.DATA),
     (_TRACE + "ValueError: Please specify `lora_target` in LoRA training.", 1, ErrorType.CONFIG),
     (_TRACE + "TypeError: __init__() got an unexpected keyword argument 'foo'", 1, ErrorType.CONFIG),
     ("no error text at all", 3, ErrorType.UNKNOWN),

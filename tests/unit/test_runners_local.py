@@ -166,3 +166,12 @@ def test_sandbox_hides_paths_and_honours_mounts(fake_tools_env: Path, tmp_path: 
     assert seen == {"hidden": False, "project": False, "shared": "visible", "shared_writable": False,
                     "wd_writable": True, "home": "/tmp"}
     assert (tmp_path / "wd" / "out.txt").read_text() == "x"
+
+
+def test_nested_binds_parents_first(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    argv = sandbox.bwrap_argv(["true"], workdir=ws / "run", tools_env=None,
+                              mounts=[Mount(source=ws), Mount(source=ws / "run" / "model")])
+    order = [argv[i + 2] for i, a in enumerate(argv) if a in ("--bind", "--ro-bind") and argv[i + 2].startswith(str(ws))]
+    assert order == [str(ws), str(ws / "run"), str(ws / "run" / "model")]
+    assert argv[argv.index(str(ws / "run")) - 1] == "--bind"  # the workdir stays writable

@@ -1,0 +1,47 @@
+"""A Runner wrapper that turns every command into a typed ``run`` event of the current loop step."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ftagent.loop.events import RunEvent
+from ftagent.runners.base import Mount, Runner, RunResult, ToolEnv
+
+
+def purpose_of(cmd: list[str], tool: str) -> str:
+    """A short label for the event: train, train_micro_batch, export, eval, data, data_debug, <tool>."""
+    head = Path(cmd[0]).name if cmd else ""
+    if head == "llamafactory-cli" and len(cmd) > 2:
+        sub = cmd[1]
+        if sub == "train" and "debug" in cmd[2]:
+            return "train_micro_batch"
+        return sub
+    if head == "opencompass":
+        return "eval"
+    if "process_data.py" in cmd:
+        return "data_debug" if "--debug" in cmd else "data"
+    return tool
+
+
+class RecordingRunner:
+    """Delegates to ``inner`` and emits a :class:`RunEvent` through the bound step context."""
+
+    def __init__(self, inner: Runner) -> None:
+        self.inner = inner
+        self.name = getattr(inner, "name", type(inner).__name__)
+        self.ctx: Any = None  # set by the workflow before each step
+
+    def __getattr__(self, item: str) -> Any:  # expose the inner runner's extras (tools_env, bin_dir ...)
+        return getattr(self.inner, item)
+
+    def run(self, cmd: list[str], *, tool: ToolEnv, workdir: Path, env: dict[str, str] | None = None,
+            mounts: list[Mount] | None = None, gpus: str | None = None, timeout: float | None = None,
+            log_file: Path | None = None) -> RunResult:
+        result = self.inner.run(cmd, tool=tool, workdir=workdir, env=env, mounts=mounts, gpus=gpus,
+                                timeout=timeout, log_file=log_file)
+        if self.ctx is not None:
+            self.ctx.emit(RunEvent(purpose=purpose_of(cmd, tool), command=" ".join(cmd)[:500],
+                                   exit_code=result.exit_code, duration_s=result.duration_s,
+                                   timed_out=result.timed_out, log_file=result.log_file, runner=self.name))
+        return result
