@@ -15,7 +15,7 @@ from pydantic import BaseModel
 from rich.console import Console
 
 from ftagent.durations import parse_duration
-from ftagent.errors import EnvironmentFailure, UserInputError
+from ftagent.errors import UserInputError
 from ftagent.loop.engine import RunSummary
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -48,20 +47,20 @@ def _prepare_env() -> None:
 
 @app.command("llm_finetune")
 def llm_finetune(
-    benchmark: Optional[str] = typer.Option(None, "--benchmark", help="benchmark key, e.g. aime25"),
-    benchmark_description: Optional[str] = typer.Option(
+    benchmark: str | None = typer.Option(None, "--benchmark", help="benchmark key, e.g. aime25"),
+    benchmark_description: str | None = typer.Option(
         None, "--benchmark-description", help="free text; default from configs/scenarios.json"),
-    base_model: Optional[str] = typer.Option(
+    base_model: str | None = typer.Option(
         None, "--base-model", help="HF repo id (Qwen/Qwen2.5-7B-Instruct), local folder or builtin/<name>"),
-    dataset: Optional[str] = typer.Option(None, "--dataset", help="raw dataset name, or 'all'"),
-    upper_data_size_limit: Optional[int] = typer.Option(None, "--upper-data-size-limit", min=1),
-    loop_n: Optional[int] = typer.Option(None, "--loop-n", min=1, help="total loops in the session"),
-    step_n: Optional[int] = typer.Option(None, "--step-n", min=1, help="steps to run in this invocation"),
-    timeout: Optional[str] = typer.Option(None, "--timeout", help="wall-clock budget: 12h, 90m, 1h30m, 45s"),
-    path: Optional[Path] = typer.Option(None, "--path", help="resume from a snapshot file or session dir"),
+    dataset: str | None = typer.Option(None, "--dataset", help="raw dataset name, or 'all'"),
+    upper_data_size_limit: int | None = typer.Option(None, "--upper-data-size-limit", min=1),
+    loop_n: int | None = typer.Option(None, "--loop-n", min=1, help="total loops in the session"),
+    step_n: int | None = typer.Option(None, "--step-n", min=1, help="steps to run in this invocation"),
+    timeout: str | None = typer.Option(None, "--timeout", help="wall-clock budget: 12h, 90m, 1h30m, 45s"),
+    path: Path | None = typer.Option(None, "--path", help="resume from a snapshot file or session dir"),
     checkout: bool = typer.Option(True, "--checkout/--no-checkout", "-c/-C",
                                   help="resume in place (drop later snapshots) or fork a new session"),
-    user_target_scenario: Optional[str] = typer.Option(
+    user_target_scenario: str | None = typer.Option(
         None, "--user-target-scenario", help="free-text goal carried into every prompt"),
 ) -> None:
     """Run the fine-tuning loop for a benchmark and a base model (or resume one)."""
@@ -81,7 +80,7 @@ def llm_finetune(
 @app.command("demo")
 def demo(
     loop_n: int = typer.Option(3, "--loop-n", min=1),
-    timeout: Optional[str] = typer.Option(None, "--timeout"),
+    timeout: str | None = typer.Option(None, "--timeout"),
 ) -> None:
     """Offline demo: tiny model, demo_add benchmark, local runner, heuristic planner (or LLM if set)."""
     from ftagent.app import run_demo

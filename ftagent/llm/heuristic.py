@@ -10,7 +10,8 @@ and it announces itself as such. The policy, documented in docs/architecture.md:
    cutoff; TIMEOUT: halve the steps; anything else: back to the SOTA recipe with half the lr.
 3. **After a success**, reading the parent's loss curve — still falling at the end: train twice as
    long (under-trained); flat and high: halve the lr (a too-high lr stalls small models silently);
-   converged but not better than the SOTA: switch LoRA ↔ full when memory allows, else half the lr.
+   near-zero loss but not better than the SOTA (memorisation): switch full ↔ LoRA; a plateau at a
+   moderate loss without a better score: train twice as long; a new best: 1.5× the steps.
    Data processing is reused (``skip_data_processing``) whenever the data recipe is unchanged.
 """
 
@@ -32,6 +33,7 @@ PLANNER = "heuristic"
 TINY_PARAMS = 50_000_000
 PROBE_STEPS = 300
 MAX_STEPS_CAP = 4000
+MEMORISED_LOSS = 0.05  # per-token training loss below which we assume memorisation
 
 
 def _params(scenario: ScenarioInfo) -> int:
@@ -84,6 +86,12 @@ def loss_trend(history: list[dict[str, Any]]) -> str:
     if first > 0 and last > 0.5 * first:
         return "plateau_high"
     return "converged"
+
+
+def final_loss(history: list[dict[str, Any]]) -> float:
+    """Mean of the last few logged losses (inf when there are none)."""
+    losses = [float(p["loss"]) for p in history if p.get("loss") is not None]
+    return sum(losses[-3:]) / len(losses[-3:]) if losses else float("inf")
 
 
 def _scaled_steps(recipe: dict[str, Any], factor: float) -> dict[str, Any]:
@@ -147,11 +155,15 @@ def next_recipe(parent: Experiment | None, sota: Experiment | None, last: Experi
         recipe["learning_rate"] = prev["learning_rate"] / 2
         return (recipe, f"Loop {ref.loop}: the loss flattened while still high.",
                 "The learning rate is too high for this model: halve it.")
-    if not improved:
+    if not improved and final_loss(ref.hypothesis.get("loss_history", [])) < MEMORISED_LOSS:
         toggled = _toggle_method(prev, scenario)
         if toggled is not None:
-            return (toggled, f"Loop {ref.loop} converged without beating the best score.",
-                    f"Switch to {toggled['finetuning_type']} fine-tuning.")
+            return (toggled, f"Loop {ref.loop} drove the training loss to ~0 without beating the best score.",
+                    f"The model memorises the data: switch to {toggled['finetuning_type']} fine-tuning.")
+    if not improved:
+        return (_scaled_steps(prev, 2.0), f"Loop {ref.loop} plateaued at a moderate loss without a better score.",
+                "The answer format is learnt but not the task yet: train twice as long (small models often "
+                "improve suddenly after such a plateau).")
     recipe = _scaled_steps(prev, 1.5)
     recipe["learning_rate"] = prev["learning_rate"] / 2 if not improved else prev["learning_rate"]
     return (recipe, f"Loop {ref.loop} converged (score {ref.val_score}).",

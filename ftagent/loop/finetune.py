@@ -217,24 +217,20 @@ def build_components(scenario: ScenarioInfo, settings: Any, runner: Any) -> tupl
         "llm": ("ftagent.agent.propose:LLMProposer", "ftagent.agent.code:LLMCoder",
                 "ftagent.agent.feedback:LLMFeedback"),
     }[planner]
-    client = None
-    if planner == "llm":
-        from ftagent.llm.client import LLMClient
-
-        client = LLMClient(settings.llm, ft, None, None)
 
     def make(path: str, default: str, **kw):
         cls = load_object(default if path == "auto" else path)
         return cls(scenario, settings, **kw)
 
-    llm_kw = {"client": client} if client is not None else {}
+    # LLM components build their client per step (LLMClient.for_context), so every call is recorded
+    # into the session and emitted as an event.
     components = Components(
-        proposer=make(ft.proposer, defaults[0], **llm_kw),
-        coder=make(ft.coder, defaults[1], **llm_kw),
+        proposer=make(ft.proposer, defaults[0]),
+        coder=make(ft.coder, defaults[1]),
         validator=make(ft.validator, ft.validator, runner=runner),
         trainer=make(ft.trainer, ft.trainer, runner=runner),
         evaluator=make(ft.evaluator, ft.evaluator, runner=runner),
-        feedback=make(ft.feedback, defaults[2], **llm_kw),
+        feedback=make(ft.feedback, defaults[2]),
         data=DataProcessor(scenario, settings, runner),
     )
     return components, planner
@@ -294,11 +290,11 @@ class FinetuneScenarioRunner:
         self.settings, self.runner, self.events = settings, runner, events
 
     def run(self, session: Any) -> ScenarioInfo:
+        from types import SimpleNamespace
+
         from ftagent.evaluate.opencompass import evaluate_baseline
         from ftagent.loop.events import ScenarioStage
         from ftagent.registry import load_object
-
-        from types import SimpleNamespace
 
         if hasattr(self.runner, "ctx"):  # record the scenario's subprocess runs (catalogue, baseline)
             self.runner.ctx = SimpleNamespace(emit=self.events.emit)

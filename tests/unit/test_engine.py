@@ -5,7 +5,6 @@ from __future__ import annotations
 from ftagent.loop.engine import LoopEngine
 from ftagent.loop.events import read_events
 from ftagent.loop.session import Session
-
 from tests.unit._workflows import STEPS, RecordingWorkflow
 
 

@@ -1,0 +1,114 @@
+"""End to end: real LLaMA-Factory + OpenCompass on CPU, tiny model, demo_add.
+
+(a) one loop driven by the LLM planner through a real HTTP server with scripted replies (data files);
+(b) the offline heuristic planner for 3 loops: the best validation score beats the baseline.
+Both check that the test split never reaches a prompt or generated code.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ftagent.app import FinetuneOptions, run_finetune
+from ftagent.benchmarks.base import read_jsonl
+from ftagent.loop.events import read_events
+from ftagent.loop.session import list_snapshots
+from tests.fakes.openai_server import FakeOpenAIServer, Reply
+
+pytestmark = pytest.mark.integration
+SCRIPTED = Path(__file__).resolve().parents[1] / "fixtures" / "llm" / "demo_add"
+SECRET = "sk-test-SECRET-9f8e7d"
+
+
+@pytest.fixture
+def workdir(tmp_path, monkeypatch, tools_env):
+    """An isolated FT_FILE_PATH / LOG_PATH / WORKSPACE_PATH with the shared tool env."""
+    monkeypatch.chdir(tmp_path)
+    for key in ("CHAT_MODEL", "OPENAI_API_KEY", "OPENAI_API_BASE", "FT_PLANNER", "CHAT_STREAM"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("FT_FILE_PATH", str(tmp_path / "files"))
+    monkeypatch.setenv("LOG_PATH", str(tmp_path / "log"))
+    monkeypatch.setenv("WORKSPACE_PATH", str(tmp_path / "ws"))
+    monkeypatch.setenv("FT_TOOLS_ENV", str(tools_env))
+    monkeypatch.setenv("FT_ENV_TYPE", "local")
+    return tmp_path
+
+
+def _session(root: Path) -> Path:
+    (session,) = (root / "log").iterdir()
+    return session
+
+
+def _test_questions(root: Path) -> list[str]:
+    rows = read_jsonl(root / "files" / "benchmarks" / "demo_add" / "test.jsonl")
+    assert rows, "the test split must exist for the check to mean anything"
+    return [r["question"] for r in rows]
+
+
+def _assert_no_test_text(texts: list[str], questions: list[str]) -> None:
+    blob = "\n".join(texts)
+    leaked = [q for q in questions if q in blob]
+    assert not leaked, f"test items leaked: {leaked[:3]}"
+
+
+def test_llm_planner_loop_through_scripted_server(workdir, monkeypatch):
+    replies = [
+        Reply.from_file(SCRIPTED / "hypothesis.json"),
+        Reply.from_file(SCRIPTED / "process_data.py", fence="python"),
+        Reply.from_file(SCRIPTED / "train.yaml", fence="yaml"),
+        Reply.from_file(SCRIPTED / "feedback.json"),
+    ]
+    with FakeOpenAIServer(replies) as server:
+        monkeypatch.setenv("CHAT_MODEL", "openai/scripted")
+        monkeypatch.setenv("OPENAI_API_BASE", server.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+        monkeypatch.setenv("CHAT_STREAM", "false")
+        monkeypatch.setenv("FT_BENCHMARK_LIMIT", "10")
+        summary = run_finetune(FinetuneOptions(benchmark="demo_add", base_model="builtin/tiny-qwen2", loop_n=1))
+        requests = server.chat_requests()
+        request_text = server.all_request_text()
+    assert summary.status == "completed" and summary.failures == []
+    assert len(requests) == 4  # proposal, data script, config, feedback: nothing retried or repeated
+    session = _session(workdir)
+    events = list(read_events(session / "events.jsonl"))
+    by_type = {e.type for e in events}
+    assert {"hypothesis", "code_round", "validation", "training", "benchmark_result", "feedback"} <= by_type
+    validation = next(e for e in events if e.type == "validation")
+    assert "this_key_does_not_exist" in validation.dropped_keys
+    scores = {(e.split, e.baseline): e.score for e in events if e.type == "benchmark_result"}
+    assert scores[("validation", False)] is not None and scores[("test", False)] is not None
+    # the key reaches the data script (it may call the LLM) but no log, record or snapshot
+    for path in [session / "events.jsonl", *session.glob("llm/*.json"), *list_snapshots(session)]:
+        assert SECRET not in path.read_text(encoding="utf-8"), path
+    questions = _test_questions(workdir)
+    _assert_no_test_text([request_text], questions)
+    seen = json.loads(next((workdir / "ws").rglob("seen.json")).read_text())
+    env_text = json.dumps(seen["env"])
+    assert "benchmarks" not in env_text
+    _assert_no_test_text([env_text], questions)
+    assert seen["env"].get("OPENAI_API_KEY") == SECRET
+    from ftagent.runners.sandbox import bwrap_usable
+
+    if bwrap_usable():
+        assert seen["benchmarks_visible"] is False  # the sandbox hides FT_FILE_PATH/benchmarks
+
+
+def test_heuristic_demo_beats_the_baseline(workdir, monkeypatch):
+    monkeypatch.setenv("FT_BENCHMARK_LIMIT", "30")
+    monkeypatch.setenv("FT_UPPER_DATA_SIZE_LIMIT", "5000")
+    summary = run_finetune(FinetuneOptions(benchmark="demo_add", base_model="builtin/tiny-qwen2", loop_n=3))
+    assert summary.status == "completed" and summary.loops_done == 3
+    session = _session(workdir)
+    report = json.loads((session / "report.json").read_text())
+    assert report["planner"] == "heuristic"
+    assert report["baseline_val"] is not None and report["best_val"] is not None
+    assert report["best_val"] > report["baseline_val"], report
+    assert Path(report["best_model_path"]).is_dir()  # the best model is kept
+    questions = _test_questions(workdir)
+    generated = [p.read_text(encoding="utf-8") for p in (workdir / "ws").rglob("*") if p.suffix in {".py", ".yaml"}]
+    _assert_no_test_text(generated, questions)
+    print(json.dumps({"baseline": report["baseline_val"],
+                      "loops": [(r["loop"], r["val_score"], r["test_score"]) for r in report["loops"]]}))
