@@ -11,7 +11,7 @@ and it announces itself as such. The policy, documented in docs/architecture.md:
 3. **After a success**, reading the parent's loss curve — still falling at the end: train twice as
    long (under-trained); flat and high: halve the lr (a too-high lr stalls small models silently);
    near-zero loss but not better than the SOTA (memorisation): switch full ↔ LoRA; a plateau at a
-   moderate loss without a better score: train twice as long; a new best: 1.5× the steps.
+   moderate loss (or no better score): train twice as long; a low loss and a new best: 1.5× the steps.
    Data processing is reused (``skip_data_processing``) whenever the data recipe is unchanged.
 """
 
@@ -34,6 +34,7 @@ TINY_PARAMS = 50_000_000
 PROBE_STEPS = 300
 MAX_STEPS_CAP = 4000
 MEMORISED_LOSS = 0.05  # per-token training loss below which we assume memorisation
+PLATEAU_LOSS = 0.1  # a converged loss above this is a plateau, not a fit
 
 
 def _params(scenario: ScenarioInfo) -> int:
@@ -160,8 +161,8 @@ def next_recipe(parent: Experiment | None, sota: Experiment | None, last: Experi
         if toggled is not None:
             return (toggled, f"Loop {ref.loop} drove the training loss to ~0 without beating the best score.",
                     f"The model memorises the data: switch to {toggled['finetuning_type']} fine-tuning.")
-    if not improved:
-        return (_scaled_steps(prev, 2.0), f"Loop {ref.loop} plateaued at a moderate loss without a better score.",
+    if final_loss(ref.hypothesis.get("loss_history", [])) > PLATEAU_LOSS or not improved:
+        return (_scaled_steps(prev, 2.0), f"Loop {ref.loop} plateaued at a moderate training loss.",
                 "The answer format is learnt but not the task yet: train twice as long (small models often "
                 "improve suddenly after such a plateau).")
     recipe = _scaled_steps(prev, 1.5)

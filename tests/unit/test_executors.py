@@ -25,12 +25,12 @@ from ftagent.jobs import executors as ex
 from ftagent.jobs.tasks import build_plan, load_scenarios, validate_tasks
 
 FAKE_FTAGENT = '''#!{python}
-"""Fake ftagent llm_finetune: a resumable session of FAKE_STEPS steps, FAKE_DELAY seconds each."""
+"""Fake ftagent llm_finetune: a resumable session of FT_FAKE_STEPS steps, FT_FAKE_DELAY seconds each."""
 import json, os, sys, time
 from pathlib import Path
 
 args = sys.argv[1:]
-steps, delay = int(os.environ.get("FAKE_STEPS", "4")), float(os.environ.get("FAKE_DELAY", "0.2"))
+steps, delay = int(os.environ.get("FT_FAKE_STEPS", "4")), float(os.environ.get("FT_FAKE_DELAY", "0.2"))
 if "--path" in args:
     session = Path(args[args.index("--path") + 1])
     done = [int(p.name.split("_")[0]) for p in (session / "__session__" / "0").iterdir()]
@@ -43,7 +43,7 @@ events = session / "events.jsonl"
 
 def event(**kw):
     with open(events, "a") as fh:
-        fh.write(json.dumps(kw) + "\\n")
+        fh.write(json.dumps(dict(kw, t=time.time())) + "\\n")
 
 event(kind="fake_start", start=start, pid=os.getpid(), argv=args,
       env={{k: os.environ.get(k) for k in ("LOG_PATH", "WORKSPACE_PATH", "CUDA_VISIBLE_DEVICES", "FT_MARK")}})
@@ -57,7 +57,7 @@ for i in range(start, steps):
     event(kind="fake_step", seq=i)
 event(kind="fake_end")
 print("fake ftagent done", flush=True)
-sys.exit(int(os.environ.get("FAKE_RC", "0")))
+sys.exit(int(os.environ.get("FT_FAKE_RC", "0")))
 '''
 
 
@@ -89,14 +89,14 @@ TWO = [{"model": "builtin/tiny-qwen2", "benchmark": "demo_add", "gpus": "0"},
 
 @pytest.fixture(autouse=True)
 def _fast(monkeypatch):
-    monkeypatch.setenv("FAKE_DELAY", "0.1")
-    monkeypatch.setenv("FAKE_STEPS", "3")
+    monkeypatch.setenv("FT_FAKE_DELAY", "0.1")
+    monkeypatch.setenv("FT_FAKE_STEPS", "3")
 
 
 def test_local_executor_runs_all_tasks(tmp_path, monkeypatch):
     monkeypatch.setenv("FT_MARK", "forwarded")
     plan = make_plan(tmp_path, TWO)
-    plan.tasks[1].env["FAKE_RC"] = "3"  # second task fails: its exit code is recorded, the first unaffected
+    plan.tasks[1].env["FT_FAKE_RC"] = "3"  # second task fails: its exit code is recorded, the first unaffected
     results = ex.LocalExecutor(workdir=tmp_path, poll_s=0.05).run(plan)
     assert results == {"demo_add_tiny-qwen2": 0, "demo_add_other": 3}
     job = Path(plan.job_dir)
@@ -115,7 +115,7 @@ def test_local_executor_runs_all_tasks(tmp_path, monkeypatch):
 
 
 def test_second_attempt_resumes_from_last_snapshot(tmp_path, monkeypatch):
-    monkeypatch.setenv("FAKE_STEPS", "5")
+    monkeypatch.setenv("FT_FAKE_STEPS", "5")
     plan = make_plan(tmp_path, TWO[:1])
     task, job = plan.tasks[0], Path(plan.job_dir)
     ex.prepare_job_dir(plan)
@@ -144,8 +144,8 @@ def test_second_attempt_resumes_from_last_snapshot(tmp_path, monkeypatch):
     assert f"attempt 2 on {st.node}: resuming {session}" in Path(task.log_file).read_text()
 
 
-def test_cancel_running_and_pending(tmp_path, monkeypatch):
-    monkeypatch.setenv("FAKE_STEPS", "200")
+def test_cancel_one_task_then_the_rest(tmp_path, monkeypatch):
+    monkeypatch.setenv("FT_FAKE_STEPS", "200")
     plan = make_plan(tmp_path, TWO)
     job = Path(plan.job_dir)
     runner = threading.Thread(target=lambda: results.update(ex.LocalExecutor(poll_s=0.05, grace_s=2).run(plan)))
@@ -194,7 +194,7 @@ def test_cli_run_local_and_status(tmp_path):
     tasks = tmp_path / "tasks.json"
     tasks.write_text(json.dumps({"tasks": TWO}))
     fake = write_fake_ftagent(tmp_path)
-    env = {**os.environ, "FTAGENT_BIN": str(fake), "FAKE_DELAY": "0.05", "FAKE_STEPS": "2",
+    env = {**os.environ, "FTAGENT_BIN": str(fake), "FT_FAKE_DELAY": "0.05", "FT_FAKE_STEPS": "2",
            "FT_JOB_LOG_BASE": str(tmp_path / "log"), "FT_JOB_WORKSPACE_BASE": str(tmp_path / "ws")}
     cmd = [str(Path(sys.executable).with_name("ftagent"))]
     res = subprocess.run([*cmd, "job", "run", str(tasks), "--job-id", "cli1"], env=env, cwd=tmp_path,

@@ -77,11 +77,15 @@ def test_memorisation_switches_to_lora():
     assert recipe["finetuning_type"] == "lora"
 
 
+LOW = curve([5, 1, 0.3, 0.1, 0.08, 0.07, 0.07, 0.07, 0.07, 0.07])
+
+
 def test_new_best_trains_longer():
     r0 = base_recipe(scenario())
     best = exp(0, r0, MODERATE, 0.5, decision=True)
-    recipe, _, _ = next_recipe(best, best, best, scenario())
-    assert recipe["max_steps"] == 450
+    assert next_recipe(best, best, best, scenario())[0]["max_steps"] == 600  # plateau: 2x
+    best = exp(0, r0, LOW, 0.5, decision=True)
+    assert next_recipe(best, best, best, scenario())[0]["max_steps"] == 450  # fitted + better: 1.5x
 
 
 def test_failures_oom_timeout_and_others():

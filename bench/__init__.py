@@ -1,0 +1,1 @@
+"""Benchmarks of ftagent (``make bench``); see docs/benchmarks-perf.md."""
