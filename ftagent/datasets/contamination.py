@@ -88,12 +88,21 @@ def scan_rows(rows: list[Mapping], items: Mapping[str, str], *, n: int = 8,
 
 
 def _exact_hit(row: Mapping, exact: dict[str, str]) -> tuple[str, float] | None:
+    """A short benchmark item (fewer than ``n`` words) found as a contiguous word run in a row field.
+
+    Containment, not equality: "What is 12 + 34? Put the answer in \\boxed{}." still holds the item
+    "What is 12 + 34?".
+    """
     if not exact:
         return None
+    lengths = sorted({key.count(" ") + 1 for key in exact})
     for key in ROW_FIELDS:
-        norm = " ".join(normalise(str(row.get(key) or "")))
-        if norm in exact:
-            return exact[norm], 1.0
+        toks = normalise(str(row.get(key) or ""))
+        for size in lengths:
+            for start in range(0, len(toks) - size + 1):
+                window = " ".join(toks[start:start + size])
+                if window in exact:
+                    return exact[window], 1.0
     return None
 
 

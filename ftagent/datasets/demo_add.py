@@ -1,6 +1,6 @@
 """demo_add: locally generated two-digit addition rows for the offline demo.
 
-Rows are ``{"instruction": "What is a + b?", "input": "", "output": "\\boxed{a+b}"}`` for seeded
+Rows are ``{"instruction": "What is a + b? Put the final answer in \\boxed{}.", "input": "", "output": "\\boxed{a+b}"}`` for seeded
 two-digit pairs, never one of the demo_add benchmark's pairs (validation or test).
 """
 
@@ -15,6 +15,8 @@ from ftagent.datasets.base import DatasetSpec, FunctionSource
 DEFAULT_ROWS = 6000
 DEFAULT_SEED = 1234
 FILE_NAME = "demo_add_train.json"
+# the demo_add benchmark's prompt wording, so training and evaluation ask the same way
+INSTRUCTION = "What is {a} + {b}? Put the final answer in \\boxed{{}}."
 
 
 def benchmark_pairs() -> set[tuple[int, int]]:
@@ -37,7 +39,7 @@ def generate_rows(n: int = DEFAULT_ROWS, seed: int = DEFAULT_SEED,
     if n > len(pool):
         raise ValueError(f"only {len(pool)} two-digit pairs are available, {n} requested")
     pairs = random.Random(seed).sample(pool, n)
-    return [{"instruction": f"What is {a} + {b}?", "input": "", "output": f"\\boxed{{{a + b}}}"}
+    return [{"instruction": INSTRUCTION.format(a=a, b=b), "input": "", "output": f"\\boxed{{{a + b}}}"}
             for a, b in pairs]
 
 

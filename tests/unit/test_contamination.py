@@ -56,3 +56,13 @@ def test_items_from_records():
     items = items_from_records([{"id": "a", "question": "Q1", "choices": ["x"]}, {"question": "Q2"}],
                                ["question"], prefix="test/")
     assert items == {"test/a": "Q1", "test/1": "Q2"}
+
+
+def test_short_item_inside_a_longer_instruction_is_caught():
+    from ftagent.datasets.contamination import scan_rows
+
+    items = {"test:0": "What is 12 + 34?"}
+    wrapped = {"instruction": "What is 12 + 34? Put the final answer in \\boxed{}.", "output": "\\boxed{46}"}
+    other = {"instruction": "What is 12 + 35? Put the final answer in \\boxed{}.", "output": "\\boxed{47}"}
+    report = scan_rows([other, wrapped], items)
+    assert [o.row_index for o in report.flagged] == [1]

@@ -18,7 +18,8 @@ def test_rows_are_seeded_and_well_formed():
     for r in rows:
         a, b = map(int, re.findall(r"\d+", r["instruction"]))
         assert 10 <= a <= 99 and 10 <= b <= 99
-        assert r == {"instruction": f"What is {a} + {b}?", "input": "", "output": f"\\boxed{{{a + b}}}"}
+        assert r == {"instruction": f"What is {a} + {b}? Put the final answer in \\boxed{{}}.", "input": "",
+                     "output": f"\\boxed{{{a + b}}}"}
 
 
 def test_exclusion_is_honoured():
