@@ -15,10 +15,10 @@ export FT_TOOLS_ENV ?= $(CURDIR)/git_ignore_folder/finetune_files/envs/tools
 $(BIN)/ftagent: pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/pip install -q -e '.[dev,ray]'
 	@touch $@
 
-dev: $(BIN)/ftagent  ## install ftagent (editable) with the dev extras into .venv
+dev: $(BIN)/ftagent  ## install ftagent (editable) with the dev and ray extras into .venv
 
 tools: dev  ## create the local tool environment (LLaMA-Factory + OpenCompass, CPU torch)
 	$(BIN)/ftagent env setup

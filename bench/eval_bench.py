@@ -58,7 +58,8 @@ def run(res: BenchResults, tools_env: Path, work: Path, quick: bool, model: Path
     small, large = counts
     startup, per_item = split_cost(small, walls[small], large, walls[large])
     res.add(SECTION, "fitted start-up per evaluation", startup, "s")
-    res.add(SECTION, "fitted cost per item", per_item, "s/item")
+    res.add(SECTION, "fitted cost per item", per_item, "s/item",
+            "" if per_item > 0 else "not above the noise of the start-up: per-item cost is negligible here")
     res.add(SECTION, "marginal throughput (1 / cost per item)", ratio(1.0, per_item), "items/s")
     with timed_children() as hit_t:
         hit = _evaluate(model, root, large, runner)

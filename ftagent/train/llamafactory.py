@@ -117,6 +117,21 @@ class LlamaFactoryTrainer:
             self._runner = default_runner(self.settings)
         return self._runner
 
+    @staticmethod
+    def _apply_ray(config: dict[str, Any], config_path: Path, env: dict[str, str]) -> Path:
+        """Multi-node trials: when the Ray executor marked this task as larger than one node, train
+        through LLaMA-Factory's Ray integration (``USE_RAY=1``, ``ray_num_workers`` ...)."""
+        from ftagent.jobs.ray_training import overrides_from_env
+
+        overrides, ray_env = overrides_from_env()
+        if not overrides:
+            return config_path
+        config.update(overrides)
+        env.update(ray_env)
+        ray_path = config_path.with_name("train.ray.yaml")
+        ray_path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+        return ray_path
+
     def train(self, code: CodeResult, report: ValidationReport, scenario: ScenarioInfo,
               ctx: StepContext | None) -> TrainResult:
         """Train; return where the model is and its loss history.
@@ -130,6 +145,7 @@ class LlamaFactoryTrainer:
         output_dir = Path(config.get("output_dir") or workspace / "output")
         timeout = ctx.limit(self.settings.ft.full_timeout) if ctx else float(self.settings.ft.full_timeout)
         env = lf_env(workspace, system_env(scenario.hardware))
+        config_path = self._apply_ray(config, config_path, env)
         mounts = [Mount(source=workspace, read_only=False), Mount(source=Path(scenario.base_model_path))]
         start = time.monotonic()
         result = run_llamafactory("train", config_path, self.runner, workdir=workspace, mounts=mounts, env=env,

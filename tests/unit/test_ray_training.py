@@ -78,3 +78,22 @@ def test_cluster_gpus():
     nodes = [{"Alive": True, "Resources": {"CPU": 4, "GPU": 2}}, {"Alive": False, "Resources": {"GPU": 8}},
              {"Alive": True, "Resources": {"CPU": 8, "GPU": 4, "fake_gpu": 1}}]
     assert cluster_gpus(nodes, "GPU") == 4 and cluster_gpus(nodes, "fake_gpu") == 1 and cluster_gpus([], "GPU") == 0
+
+
+def test_trainer_switches_to_ray_for_multi_node_tasks(tmp_path, monkeypatch):
+    import yaml
+
+    from ftagent.train.llamafactory import LlamaFactoryTrainer
+
+    cfg_path = tmp_path / "train.yaml"
+    config = {"stage": "sft", "finetuning_type": "lora"}
+    env: dict[str, str] = {}
+    monkeypatch.delenv("FT_RAY_TASK_GPUS", raising=False)
+    assert LlamaFactoryTrainer._apply_ray(dict(config), cfg_path, env) == cfg_path and env == {}
+    monkeypatch.setenv("FT_RAY_TASK_GPUS", "16")
+    monkeypatch.setenv("FT_RAY_NODE_GPUS", "8")
+    monkeypatch.setenv("RAY_ADDRESS", "10.0.0.1:6379")
+    ray_path = LlamaFactoryTrainer._apply_ray(dict(config), cfg_path, env)
+    written = yaml.safe_load(ray_path.read_text())
+    assert ray_path.name == "train.ray.yaml" and written["ray_num_workers"] == 16
+    assert env["USE_RAY"] == "1"
