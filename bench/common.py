@@ -121,7 +121,8 @@ def summary_table(results: BenchResults) -> str:
     for m in results.measurements:
         lines.append(f"| {m.section} | {m.name} | {_num(m.value)} | {m.unit} |")
     for r in results.ratios:
-        target = "" if r.target_max is None else f"target <= {r.target_max:g} ({'OK' if r.ok else 'MISSED'})"
+        verdict = "n/a" if r.ok is None else "OK" if r.ok else "MISSED"
+        target = "" if r.target_max is None else f"target <= {r.target_max:g} ({verdict})"
         lines.append(f"| {r.section} | ratio {r.name} | {_num(r.value, 3)} | {target} |")
     for section, reason in results.skipped.items():
         lines.append(f"| {section} | skipped | – | {reason} |")

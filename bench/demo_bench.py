@@ -138,8 +138,9 @@ def record(res: BenchResults, s: DemoSummary) -> None:
     res.add(SECTION, "time to first val score above baseline", s.first_better_s, "s",
             f"loop {s.first_better_loop}" if s.first_better_loop is not None else "never")
     for lt in s.loops:
+        note = "" if lt.train_eval_s > 0 else "; WARNING: no train/eval run events recorded in this loop"
         res.add(SECTION, f"loop {lt.loop} wall", lt.wall_s, "s",
-                f"{lt.status}; train+eval {lt.train_eval_s:.1f}s, all subprocesses {lt.all_subprocess_s:.1f}s")
+                f"{lt.status}; train+eval {lt.train_eval_s:.1f}s, all subprocesses {lt.all_subprocess_s:.1f}s{note}")
         res.add_ratio(SECTION, f"loop {lt.loop} wall / train+eval", lt.wall_s, lt.train_eval_s, target_max=1.05)
         res.add_ratio(SECTION, f"loop {lt.loop} wall / all subprocesses", lt.wall_s, lt.all_subprocess_s,
                       target_max=1.05)
