@@ -45,7 +45,7 @@ ui: dev  ## Streamlit UI over ./log
 	$(BIN)/ftagent ui --log-dir log
 
 bench: tools  ## benchmarks (ratios measured side by side), see docs/benchmarks-perf.md
-	$(BIN)/python -m bench.run_all
+	$(BIN)/python -m tests.bench.run_all
 
 clean:
 	rm -rf .pytest_cache .ruff_cache build dist *.egg-info

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from bench.common import BenchResults, RssSampler, format_ratio, ratio, run_command, summary_table, tree_rss
-from bench.demo_bench import loop_timings, read_jsonl, summarize
-from bench.eval_bench import split_cost
-from bench.run_all import main, parse_args, selected
+from tests.bench.common import BenchResults, RssSampler, format_ratio, ratio, run_command, summary_table, tree_rss
+from tests.bench.demo_bench import loop_timings, read_jsonl, summarize
+from tests.bench.eval_bench import split_cost
+from tests.bench.run_all import main, parse_args, selected
 
 
 def test_ratio_handles_missing_and_zero() -> None:

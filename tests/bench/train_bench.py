@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from bench.common import BenchResults, load_average, offline_env, run_command, timed_children
+from tests.bench.common import BenchResults, load_average, offline_env, run_command, timed_children
 
 SECTION = "train"
 ROWS = 5000
@@ -140,6 +140,12 @@ def bench_training(res: BenchResults, root: Path, runner, scen, settings, rows, 
     res.add_ratio(SECTION, "ftagent train / by-hand train (median)", f_wall, h_wall, target_max=1.05)
     res.add_ratio(SECTION, "ftagent train / by-hand train (min)", min(r[0] for r in runs["ftagent"]),
                   min(r[0] for r in runs["by_hand"]), target_max=1.05)
+    f_over = _median_overhead(runs["ftagent"])
+    h_over = _median_overhead(runs["by_hand"])
+    res.add(SECTION, "ftagent wall - train_runtime (median)", f_over, "s", "start-up, load, save, sandbox")
+    res.add(SECTION, "by-hand wall - train_runtime (median)", h_over, "s")
+    res.add(SECTION, "ftagent extra time outside training", None if f_over is None or h_over is None
+            else f_over - h_over, "s")
     f_rss = max(r[1] for r in runs["ftagent"])
     h_rss = max(r[1] for r in runs["by_hand"])
     res.add(SECTION, "peak RSS ftagent training tree", f_rss, "MiB")
@@ -147,6 +153,12 @@ def bench_training(res: BenchResults, root: Path, runner, scen, settings, rows, 
     res.add_ratio(SECTION, "peak RSS ftagent / by-hand", f_rss, h_rss)
     if reject_s is not None:
         res.add_ratio(SECTION, f"reject broken / full {steps}-step train", reject_s, f_wall)
+
+
+def _median_overhead(runs: list[tuple[float, float, float | None]]) -> float | None:
+    """Median of wall - train_runtime (None when a run did not report its train_runtime)."""
+    values = [wall - runtime for wall, _, runtime in runs if runtime is not None]
+    return statistics.median(values) if values else None
 
 
 def _train_runtime(output_dir: Path) -> float | None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bench.common import BenchResults, ratio, timed_children
+from tests.bench.common import BenchResults, ratio, timed_children
 
 SECTION = "eval"
 

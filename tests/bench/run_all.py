@@ -2,7 +2,7 @@
 
 Usage::
 
-    FT_TOOLS_ENV=/tmp/warm/tools python -m bench.run_all [--quick] [--only train|eval|demo|gpu]
+    FT_TOOLS_ENV=/tmp/warm/tools python -m tests.bench.run_all [--quick] [--only train|eval|demo|gpu]
         [--session DIR | --run-demo] [--gpu] [--work DIR] [--out bench-results.json]
 
 Each measurement is printed as it is taken; the end prints a Markdown table and writes the JSON.
@@ -19,15 +19,15 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 
-from bench.common import BenchResults, load_average, machine_info, summary_table, tools_env_from_environ
+from tests.bench.common import BenchResults, load_average, machine_info, summary_table, tools_env_from_environ
 
 SECTIONS = ("train", "eval", "demo", "gpu")
-DEFAULT_SESSION_ROOT = Path("/tmp/demo3/log")
+DEFAULT_SESSION_ROOT = Path(os.environ.get("LOG_PATH", "log"))  # where `make demo` writes sessions
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The command line (see the module docstring)."""
-    p = argparse.ArgumentParser(prog="python -m bench.run_all", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m tests.bench.run_all", description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="200 training steps, 10/40 eval items")
     p.add_argument("--only", choices=SECTIONS, help="run one section")
     p.add_argument("--session", type=Path, help="demo session folder (holding events.jsonl) to analyse")
@@ -48,9 +48,9 @@ def selected(args: argparse.Namespace) -> list[str]:
 
 
 def find_session(args: argparse.Namespace, work: Path, tools_env: Path | None) -> Path | None:
-    """``--session``, else a fresh ``ftagent demo`` (``--run-demo``), else the newest finished one in
-    ``/tmp/demo3/log`` (``/tmp/demo3/end`` marks it finished)."""
-    from bench import demo_bench
+    """``--session``, else a fresh ``ftagent demo`` (``--run-demo``), else the newest finished demo
+    session (one whose events end with ``session_end``) under ``LOG_PATH`` (default ``./log``)."""
+    from tests.bench import demo_bench
 
     if args.session:
         return args.session
@@ -58,9 +58,9 @@ def find_session(args: argparse.Namespace, work: Path, tools_env: Path | None) -
         if tools_env is None:
             raise RuntimeError("--run-demo needs FT_TOOLS_ENV")
         return demo_bench.run_demo(work, tools_env)
-    if (DEFAULT_SESSION_ROOT.parent / "end").exists():
-        return demo_bench.latest_session(DEFAULT_SESSION_ROOT)
-    return None
+    finished = [p for p in sorted(DEFAULT_SESSION_ROOT.glob("*/events.jsonl"))
+                if '"session_end"' in p.read_text(encoding="utf-8")]
+    return finished[-1].parent if finished else None
 
 
 def _section(res: BenchResults, name: str, fn: Callable[[], None]) -> None:
@@ -92,19 +92,19 @@ def main(argv: list[str] | None = None) -> int:
             print(f"[{name}] skipped: {res.skipped[name]}", flush=True)
             continue
         if name == "train":
-            from bench import train_bench
+            from tests.bench import train_bench
 
             _section(res, name, lambda: train_bench.run(res, tools_env, work, args.quick, args.sandbox, args.repeats))
         elif name == "eval":
-            from bench import eval_bench
+            from tests.bench import eval_bench
 
             _section(res, name, lambda: eval_bench.run(res, tools_env, work, args.quick))
         elif name == "gpu":
-            from bench import eval_bench
+            from tests.bench import eval_bench
 
             _section(res, name, lambda: eval_bench.run_gpu(res, tools_env, work, args.quick))
         elif name == "demo":
-            from bench import demo_bench
+            from tests.bench import demo_bench
 
             def _demo() -> None:
                 session = find_session(args, work, tools_env)

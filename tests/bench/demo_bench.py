@@ -21,7 +21,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from bench.common import BenchResults
+from tests.bench.common import BenchResults
 
 SECTION = "demo"
 TRAIN_EVAL = ("train", "eval")
