@@ -10,7 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.bench.common import BenchResults, RssSampler, format_ratio, ratio, run_command, summary_table, tree_rss
+from tests.bench.common import (
+    BenchResults,
+    RssSampler,
+    format_ratio,
+    ratio,
+    run_command,
+    summary_table,
+    tree_rss,
+)
 from tests.bench.demo_bench import loop_timings, read_jsonl, summarize
 from tests.bench.eval_bench import split_cost
 from tests.bench.run_all import main, parse_args, selected
