@@ -5,7 +5,8 @@ tool env does not have ftagent's dependencies). Registered names:
 
 * post-processors ``ftagent_last_boxed`` (:func:`last_boxed`), ``ftagent_extract_code`` (:func:`extract_code`);
 * evaluators :class:`BoxedIntAccEvaluator` (exact boxed-integer match) and
-  :class:`PythonTestsEvaluator` (pass@1 by running the tests), both with per-sample ``correct`` details.
+  :class:`PythonTestsEvaluator` (pass@1 by running the tests), both with per-sample ``correct`` details;
+* the model type :class:`TrainedFormatChatModel` (HF chat model, prompts in the training format).
 """
 
 from __future__ import annotations
@@ -16,8 +17,9 @@ import subprocess
 import sys
 import tempfile
 
+from opencompass.models import HuggingFacewithChatTemplate
 from opencompass.openicl.icl_evaluator import BaseEvaluator
-from opencompass.registry import ICL_EVALUATORS, TEXT_POSTPROCESSORS
+from opencompass.registry import ICL_EVALUATORS, MODELS, TEXT_POSTPROCESSORS
 
 _BOXED = re.compile(r"\\boxed\s*\{")
 _CODE_BLOCK = re.compile(r"```(?:python|py)?\s*\n(.*?)(?:```|$)", re.S)
@@ -105,3 +107,25 @@ class PythonTestsEvaluator(BaseEvaluator):
             passed += ok
             details.append({"pred": code, "answer": tests, "correct": bool(ok)})
         return {"pass@1": 100.0 * passed / max(len(references), 1), "details": details}
+
+
+def _strip_turn_ends(prompt):
+    """Drop the newline OpenCompass appends to each turn: LLaMA-Factory trains on the bare text, and a
+    small fine-tuned model can fail on a single unseen token before ``<|im_end|>``."""
+    if isinstance(prompt, str):
+        return prompt.rstrip("\n")
+    return [dict(item, prompt=item["prompt"].rstrip("\n")) if isinstance(item, dict) and
+            isinstance(item.get("prompt"), str) else item for item in prompt]
+
+
+@MODELS.register_module("ftagent_hf_chat")
+class TrainedFormatChatModel(HuggingFacewithChatTemplate):
+    """``HuggingFacewithChatTemplate`` whose user turns are formatted exactly as in training.
+
+    The chat template itself is the model folder's own (written by LLaMA-Factory at training time),
+    so evaluation and training share template and turn text by construction.
+    """
+
+    def generate(self, inputs, max_out_len, min_out_len=None, stopping_criteria=[], **kwargs):  # noqa: B006
+        return super().generate([_strip_turn_ends(p) for p in inputs], max_out_len, min_out_len,
+                                stopping_criteria, **kwargs)

@@ -21,7 +21,7 @@ from ftagent.errors import ErrorType, StepError
 
 TEMPLATE_DIR = Path(__file__).resolve().parents[2] / "configs" / "opencompass"
 TEMPLATE_NAME = "eval_config.py.j2"
-TEMPLATE_VERSION = "1"
+TEMPLATE_VERSION = "2"  # 2: HF chat turns keep the training format (no trailing newline)
 JUDGE_PROMPT = (
     "As a grading expert, decide whether the candidate's final answer matches the standard answer. "
     "Trust the standard answer, do not solve the problem again, accept equivalent forms and ignore "
