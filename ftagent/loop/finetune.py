@@ -121,6 +121,7 @@ class FinetuneWorkflow:
         if not report.passed:
             reason = report.failure.summary() if report.failure else "validation failed"
             return Goto("code", reason=reason, output=report)
+        ctx.emit(CodeRound(round=code.round, files=code.files, accepted=True))  # this round's code is kept
         return report
 
     def train(self, ctx: StepContext) -> TrainResult:

@@ -112,7 +112,7 @@ def show_files(lp: D.LoopView) -> None:
     if not lp.code_rounds:
         return
     last = lp.code_rounds[-1]
-    st.markdown(f"**Generated files** (round {last['round']} of {len(lp.code_rounds)}, "
+    st.markdown(f"**Generated files** (round {last['round']} of {len({r['round'] for r in lp.code_rounds})}, "
                 f"{'accepted' if last.get('accepted') else 'not accepted'})")
     for name, path in last.get("files", {}).items():
         p = Path(path)
