@@ -90,9 +90,9 @@ def test_llm_planner_loop_through_scripted_server(workdir, monkeypatch):
     assert "benchmarks" not in env_text
     _assert_no_test_text([env_text], questions)
     assert seen["env"].get("OPENAI_API_KEY") == SECRET
-    from ftagent.runners.sandbox import bwrap_usable
+    from ftagent.runners.sandbox import probe_bwrap
 
-    if bwrap_usable():
+    if probe_bwrap()[0]:
         assert seen["benchmarks_visible"] is False  # the sandbox hides FT_FILE_PATH/benchmarks
 
 
