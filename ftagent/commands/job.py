@@ -17,7 +17,7 @@ def status(job_dir: Path = typer.Argument(..., help="job folder (log/<job_id>), 
     from rich.console import Console
     from rich.table import Table
 
-    from ftagent.ui import data
+    from ftagent.ui import data, frames
 
     layout = data.detect_layout(job_dir)
     if layout.kind == "missing":
@@ -28,7 +28,7 @@ def status(job_dir: Path = typer.Argument(..., help="job folder (log/<job_id>), 
         typer.secho(f"error: {job_dir} holds no tasks or sessions{hint}", fg=typer.colors.RED, err=True)
         raise typer.Exit(2)
     job = data.load_job(job_dir)
-    rows, colours = data.summary_rows(job)
+    rows, colours = frames.summary_rows(job)
     table = Table(title=f"job {Path(job_dir).resolve().name}  (cells: validation / test)")
     for col in rows[0].keys() if rows else ["Task"]:
         table.add_column(col, no_wrap=col == "Task")
@@ -37,7 +37,7 @@ def status(job_dir: Path = typer.Argument(..., help="job folder (log/<job_id>), 
         table.add_row(*cells)
     console = Console(width=max(120, 24 + 14 * len(rows[0]) if rows else 120))
     console.print(table)
-    stats = data.job_stats(job)
+    stats = frames.job_stats(job)
     console.print("  ".join(f"{k}: {v}" for k, v in stats.items()))
     _print_run_states(console, job_dir)
 

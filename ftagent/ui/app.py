@@ -16,6 +16,7 @@ import pandas as pd
 import streamlit as st
 
 from ftagent.ui import data as D
+from ftagent.ui import frames as F
 
 CSS = {"green": "background-color: #c8f7c5", "red": "background-color: #f9c6c6",
        "blue": "background-color: #cfe3ff", "": ""}
@@ -65,7 +66,7 @@ def pick_job(log_dir: Path) -> Path | None:
 
 
 def styled_grid(job: D.JobView):
-    rows, colours = D.summary_rows(job)
+    rows, colours = F.summary_rows(job)
     df = pd.DataFrame(rows).set_index("Task")
     css = pd.DataFrame([{k: CSS[v] for k, v in c.items()} for c in colours], index=df.index)
     css = css.reindex(columns=df.columns, fill_value="").fillna("")
@@ -74,7 +75,7 @@ def styled_grid(job: D.JobView):
 
 def job_summary(job: D.JobView) -> None:
     st.subheader(f"Job summary · `{job.dir}`")
-    stats = D.job_stats(job)
+    stats = F.job_stats(job)
     cols = st.columns(len(stats))
     for col, (label, value) in zip(cols, stats.items(), strict=True):
         col.metric(label.capitalize(), value)
@@ -96,10 +97,10 @@ def session_header(s: D.SessionView) -> None:
                f"core metric {s.core_metric or '?'} ({s.direction})")
     cols = st.columns(6)
     cols[0].metric("Loops", len(s.loops))
-    cols[1].metric("Baseline val", D.fmt_score(s.baseline.get("validation")))
-    cols[2].metric("Baseline test", D.fmt_score(s.baseline.get("test")))
-    cols[3].metric("Best val", D.fmt_score(s.best("validation")))
-    cols[4].metric("Best test", D.fmt_score(s.best("test")))
+    cols[1].metric("Baseline val", F.fmt_score(s.baseline.get("validation")))
+    cols[2].metric("Baseline test", F.fmt_score(s.baseline.get("test")))
+    cols[3].metric("Best val", F.fmt_score(s.best("validation")))
+    cols[4].metric("Best test", F.fmt_score(s.best("test")))
     cols[5].metric("SOTA loop", "baseline" if s.sota_loop is None else str(s.sota_loop))
     for w in s.warnings:
         st.warning(w)
@@ -127,9 +128,9 @@ def show_files(lp: D.LoopView) -> None:
 def show_result(title: str, result: dict | None) -> None:
     if not result:
         return
-    st.markdown(f"**{title}**: {result.get('core_metric')} = {D.fmt_score(result.get('score'))}"
+    st.markdown(f"**{title}**: {result.get('core_metric')} = {F.fmt_score(result.get('score'))}"
                 + (" (cached)" if result.get("cached") else ""))
-    frame = D.metrics_frame(result)
+    frame = F.metrics_frame(result)
     if not frame.empty:
         st.dataframe(frame, width="stretch", hide_index=True)
     if result.get("error_samples"):
@@ -139,7 +140,7 @@ def show_result(title: str, result: dict | None) -> None:
 
 def loop_title(lp: D.LoopView) -> str:
     mark = {True: "· new SOTA", False: "· not accepted", None: "· pending"}[lp.decision]
-    return f"Loop {lp.index} · {lp.status} · val {D.fmt_score(lp.val_score)} · test {D.fmt_score(lp.test_score)} {mark}"
+    return f"Loop {lp.index} · {lp.status} · val {F.fmt_score(lp.val_score)} · test {F.fmt_score(lp.test_score)} {mark}"
 
 
 def show_loop(lp: D.LoopView) -> None:
@@ -160,7 +161,7 @@ def show_loop(lp: D.LoopView) -> None:
         st.json({k: v.get(k) for k in ("data_stats", "dropped_keys", "injected_keys", "failure")}, expanded=False)
     if lp.training:
         st.markdown(f"**Training** ({lp.training.get('finetuning_type') or '?'}), output `{lp.training['output_dir']}`")
-        loss = D.loss_frame(lp)
+        loss = F.loss_frame(lp)
         if not loss.empty:
             st.line_chart(loss)
     for run in lp.runs:
@@ -174,7 +175,7 @@ def show_loop(lp: D.LoopView) -> None:
                     + (f" · error type {fb['error_type']}" if fb.get("error_type") else ""))
         st.markdown(f"{fb.get('reason', '')}  \n**Next**: {fb.get('next_step', '')}")
     if lp.llm_calls:
-        st.dataframe(D.llm_frame(lp.llm_calls), width="stretch", hide_index=True)
+        st.dataframe(F.llm_frame(lp.llm_calls), width="stretch", hide_index=True)
 
 
 def single_task(job: D.JobView) -> None:
@@ -190,12 +191,12 @@ def single_task(job: D.JobView) -> None:
     if s.n_events == 0:
         st.info("This session has not written any events yet.")
         return
-    scores = D.scores_frame(s)
+    scores = F.scores_frame(s)
     if not scores.empty:
         st.markdown("**Core score by loop**")
         long = scores.reset_index().melt(id_vars="loop", var_name="series", value_name="score").dropna()
         st.line_chart(long, x="loop", y="score", color="series")
-    timeline = D.timeline_frame(s)
+    timeline = F.timeline_frame(s)
     if not timeline.empty:
         with st.expander("Step timeline", expanded=False):
             st.dataframe(timeline, width="stretch", hide_index=True)
@@ -203,7 +204,7 @@ def single_task(job: D.JobView) -> None:
         with st.expander(loop_title(lp), expanded=lp is s.loops[-1]):
             show_loop(lp)
     if s.llm_calls:
-        calls = D.llm_frame(s.llm_calls)
+        calls = F.llm_frame(s.llm_calls)
         st.markdown("**LLM calls**")
         c = st.columns(3)
         c[0].metric("LLM calls", len(calls))

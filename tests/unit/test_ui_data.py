@@ -6,6 +6,7 @@ from pathlib import Path
 
 from ftagent.jobs.tasks import TaskSpec
 from ftagent.ui import data as D
+from ftagent.ui import frames as F
 from tests.helpers.make_sessions import LoopPlan, SessionPlan, make_job, make_session
 
 
@@ -30,16 +31,16 @@ def test_load_finished_session(tmp_path):
 
 def test_frames(tmp_path):
     s = D.load_session(make_session(tmp_path / "log"))
-    timeline = D.timeline_frame(s)
+    timeline = F.timeline_frame(s)
     assert len(timeline) == 8 + 5 + 6 and set(timeline["status"]) == {"ok", "goto", "failed"}
-    scores = D.scores_frame(s)
+    scores = F.scores_frame(s)
     assert scores.loc[0, "validation"] == 0.4 and scores.loc[2, "test"] == 0.3
-    loss = D.loss_frame(s.loops[0])
+    loss = F.loss_frame(s.loops[0])
     assert list(loss.index) == list(range(1, 11)) and loss["loss"].iloc[0] == 2.0
-    assert D.loss_frame(s.loops[1]).empty
-    metrics = D.metrics_frame(s.loops[0].results["validation"])
+    assert F.loss_frame(s.loops[1]).empty
+    metrics = F.metrics_frame(s.loops[0].results["validation"])
     assert metrics.to_dict("records") == [{"dataset": "demo_add", "metric": "accuracy", "value": 0.4}]
-    llm = D.llm_frame(s.llm_calls)
+    llm = F.llm_frame(s.llm_calls)
     assert llm["prompt_tokens"].tolist() == [1000, 1001, 1002] and abs(llm["cost_usd"].sum() - 0.0375) < 1e-9
 
 
@@ -50,7 +51,7 @@ def test_running_and_truncated_session(tmp_path):
     s = D.load_session(sdir)
     assert s.running and s.loops[-1].status == "running"
     assert any("incomplete" in w for w in s.warnings)
-    assert D.loop_cell(s.loops[1]) == "R" and D.loop_colour(s.loops[1]) == "blue"
+    assert F.loop_cell(s.loops[1]) == "R" and F.loop_colour(s.loops[1]) == "blue"
 
 
 def test_session_without_snapshots_or_events(tmp_path):
@@ -82,7 +83,7 @@ def test_job_summary_rows(tmp_path):
     ])
     job = D.load_job(job_dir)
     assert job.kind == "job" and job.plan is not None
-    rows, colours = D.summary_rows(job)
+    rows, colours = F.summary_rows(job)
     by = {r["Task"]: r for r in rows}
     assert list(by) == ["demo_add_tiny-qwen2", "aime25_Qwen2.5-7B-Instruct", "gsm8k_m"]
     a = by["demo_add_tiny-qwen2"]
@@ -92,9 +93,9 @@ def test_job_summary_rows(tmp_path):
     b = by["aime25_Qwen2.5-7B-Instruct"]
     assert (b["State"], b["L0"], b["L1"], b["L2"], b["Loops"]) == ("running", "0.2 / 0.1", "R", "-", 1)
     assert by["gsm8k_m"]["State"] == "waiting"
-    assert D.job_stats(job) == {"tasks": 3, "running": 1, "finished": 1, "waiting": 1,
+    assert F.job_stats(job) == {"tasks": 3, "running": 1, "finished": 1, "waiting": 1,
                                 "loops done": 4, "failures": 1, "improved": 2}
-    assert list(D.summary_frame(job).index) == list(by)
+    assert list(F.summary_frame(job).index) == list(by)
 
 
 def test_signature_changes_when_events_grow(tmp_path):
