@@ -152,8 +152,9 @@ def run_demo(loop_n: int = 3, timeout: str | None = None) -> RunSummary:
     os.environ.setdefault("FT_UPPER_DATA_SIZE_LIMIT", "5000")
     from ftagent.settings import load_settings
 
-    if load_settings().ft.env_type == "local":
-        ensure_tools_env(load_settings())
+    settings = load_settings()
+    if settings.ft.env_type == "local":
+        ensure_tools_env(settings)
     options = FinetuneOptions(benchmark="demo_add", base_model="builtin/tiny-qwen2", loop_n=loop_n,
                               timeout=timeout)
     summary = run_finetune(options)
