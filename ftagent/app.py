@@ -7,7 +7,6 @@ passes), builds or resumes a session, initialises the scenario, and runs the loo
 from __future__ import annotations
 
 import json
-import re
 from functools import lru_cache
 from pathlib import Path
 
@@ -19,7 +18,6 @@ from ftagent.errors import UserInputError
 from ftagent.loop.engine import RunSummary
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
-_HF_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*/[\w.\-]+$")
 console = Console(stderr=True)
 
 
@@ -58,31 +56,16 @@ def check_benchmark(key: str) -> None:
     get_benchmark(key)
 
 
-def check_base_model(name: str | None) -> None:
-    """A base model must be builtin/<name>, an existing local folder, or an HF repo id ``org/name``."""
+def check_base_model(name: str | None, file_path: Path | None = None) -> None:
+    """A base model must be given, and be builtin/<name>, a local folder or an HF repo id."""
     if not name or not name.strip():
         raise UserInputError(
             "no base model: pass --base-model (e.g. builtin/tiny-qwen2 or Qwen/Qwen2.5-7B-Instruct) "
             "or set FT_BASE_MODEL"
         )
-    if name.startswith("builtin/"):
-        from ftagent.models.builtin import BUILTIN_MODELS
+    from ftagent.models.builtin import check_model_name
 
-        known = [f"builtin/{key}" for key in BUILTIN_MODELS]
-        if name not in known:
-            from ftagent.registry import did_you_mean
-
-            raise UserInputError(
-                f"unknown built-in model '{name}'.{did_you_mean(name, known)} Available: {', '.join(known)}"
-            )
-        return
-    if Path(name).expanduser().is_dir():
-        return
-    if name.startswith(("/", ".", "~")) or not _HF_ID.match(name):
-        raise UserInputError(
-            f"base model '{name}' is neither a built-in model (builtin/...), an existing local folder, "
-            "nor a Hugging Face repo id like 'Qwen/Qwen2.5-7B-Instruct'"
-        )
+    check_model_name(name, file_path)
 
 
 def run_finetune(options: FinetuneOptions) -> RunSummary:
@@ -117,7 +100,7 @@ def run_finetune(options: FinetuneOptions) -> RunSummary:
             "to measure progress; --user-target-scenario only adds a free-text goal to the prompts"
         )
     check_benchmark(benchmark)
-    check_base_model(base_model)
+    check_base_model(base_model, settings.ft.file_path)
     if not settings.ft.benchmark_description:
         settings.ft.benchmark_description = default_description(benchmark)
 

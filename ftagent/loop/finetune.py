@@ -6,7 +6,6 @@ events. Step outputs are pydantic models stored in the snapshot, so any step can
 
 from __future__ import annotations
 
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -192,15 +191,6 @@ def _benchmark_event(res: EvalResult, baseline: bool = False) -> BenchmarkResult
     return BenchmarkResult(split=res.split, benchmark=res.benchmark, core_metric=res.core_metric,
                            score=res.score, metrics=res.metrics, error_samples=res.error_samples,
                            cached=res.cached, baseline=baseline)
-
-
-def copy_parent_data(parent_workspace: str, workspace: Path) -> bool:
-    """Reuse the parent's processed data (``skip_data_processing``); True when it was copied."""
-    src = Path(parent_workspace) / "data.json"
-    if not src.is_file():
-        return False
-    shutil.copyfile(src, workspace / "data.json")
-    return True
 
 
 def build_components(scenario: ScenarioInfo, settings: Any, runner: Any) -> tuple[Components, str]:

@@ -68,8 +68,10 @@ def _spec(name: str) -> BuiltinModel:
     if name not in BUILTIN_MODELS:
         from ftagent.registry import did_you_mean
 
-        raise UserInputError(f"unknown built-in model '{name}'.{did_you_mean(name, list(BUILTIN_MODELS))}"
-                             f" Valid: {', '.join(BUILTIN_MODELS)}")
+        known = [BUILTIN_PREFIX + key for key in BUILTIN_MODELS]
+        full = BUILTIN_PREFIX + name
+        raise UserInputError(f"unknown built-in model '{full}'.{did_you_mean(full, known)}"
+                             f" Available: {', '.join(known)}")
     return BUILTIN_MODELS[name]
 
 
@@ -195,6 +197,28 @@ def _has_model_files(folder: Path) -> bool:
     return folder.is_dir() and (folder / "config.json").is_file()
 
 
+def check_model_name(name: str, file_path: Path | None = None) -> None:
+    """Validate a ``--base-model`` value without building or downloading anything.
+
+    Valid: ``builtin/<known name>``, an existing folder, a folder under ``FT_FILE_PATH/models``, or an
+    HF repo id ``org/name``.
+
+    Raises:
+        UserInputError: with one message naming the value and the accepted forms.
+    """
+    name = name.strip()
+    if name.startswith(BUILTIN_PREFIX):
+        _spec(name[len(BUILTIN_PREFIX):])
+        return
+    if Path(name).expanduser().is_dir():
+        return
+    if file_path is not None and _has_model_files(Path(file_path) / "models" / name):
+        return
+    if name.startswith(("/", ".", "~")) or not _HF_ID.match(name):
+        raise UserInputError(f"base model '{name}' is neither a built-in model (builtin/...), an existing "
+                             "local folder, nor a Hugging Face repo id like 'Qwen/Qwen2.5-7B-Instruct'")
+
+
 def resolve_base_model(name: str, file_path: Path, python_or_runner: Path | str | Runner) -> Path:
     """Turn a ``--base-model`` value into a local model folder (building or downloading when needed).
 
@@ -218,10 +242,8 @@ def resolve_base_model(name: str, file_path: Path, python_or_runner: Path | str 
     under_models = Path(file_path) / "models" / name
     if _has_model_files(under_models):
         return under_models.absolute()
-    if _HF_ID.match(name):
-        return _download(name, under_models.absolute())
-    raise UserInputError(f"base model '{name}' is not a folder, not under {Path(file_path) / 'models'}, "
-                         f"and not a Hugging Face id like 'Qwen/Qwen2.5-0.5B-Instruct' or builtin/<name>")
+    check_model_name(name, file_path)  # raises for anything that is not an HF id
+    return _download(name, under_models.absolute())
 
 
 def list_models(file_path: Path) -> list[dict[str, str]]:
