@@ -58,10 +58,11 @@ class FinetuneWorkflow:
     feedback_step = "feedback"
 
     def __init__(self, scenario: ScenarioInfo, components: Components, coder_max_loop: int,
-                 sota_min_delta: float = 0.0) -> None:
+                 sota_min_delta: float = 0.0, runner: Any = None) -> None:
         self.scenario = scenario
         self.c = components
         self.min_delta = sota_min_delta
+        self.runner = runner  # a RecordingRunner: its subprocess runs are attributed to the current step
         # rounds of code → validate in one loop: the first plus at most max_loop - 1 retries
         self.goto_caps = {"code": max(0, coder_max_loop - 1)}
 
@@ -72,9 +73,8 @@ class FinetuneWorkflow:
         """Let a recording runner attribute its subprocess runs to the step being executed."""
 
         def step(ctx: StepContext):
-            runner = getattr(self.c.data, "runner", None)
-            if hasattr(runner, "ctx"):
-                runner.ctx = ctx
+            if hasattr(self.runner, "ctx"):
+                self.runner.ctx = ctx
             return fn(ctx)
 
         return step
@@ -266,7 +266,7 @@ def start_or_resume(settings: Any, *, resumed: Any = None, checkout: bool = True
                              settings=settings.redacted()))
     if resumed is None:
         events.emit(Message(text=f"planner: {note}"))
-    workflow = FinetuneWorkflow(scenario, components, ft.coder_max_loop, ft.sota_min_delta)
+    workflow = FinetuneWorkflow(scenario, components, ft.coder_max_loop, ft.sota_min_delta, runner=runner)
     total = loop_n or session.state.config.get("run", {}).get("loop_n") or 1
     summary = LoopEngine(workflow, session, loop_n=total, step_n=step_n, timeout_s=timeout_s).run()
     md, _ = write_report(session.dir)

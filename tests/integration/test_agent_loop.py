@@ -78,6 +78,8 @@ def test_llm_planner_loop_through_scripted_server(workdir, monkeypatch):
     assert {"hypothesis", "code_round", "validation", "training", "benchmark_result", "feedback"} <= by_type
     validation = next(e for e in events if e.type == "validation")
     assert any(k.startswith("this_key_does_not_exist") for k in validation.dropped_keys)
+    purposes = {e.purpose for e in events if e.type == "run" and e.loop == 0}
+    assert {"data_debug", "train_micro_batch", "data", "train", "eval"} <= purposes  # every subprocess recorded
     scores = {(e.split, e.baseline): e.score for e in events if e.type == "benchmark_result"}
     assert scores[("validation", False)] is not None and scores[("test", False)] is not None
     # the key reaches the data script (it may call the LLM) but no log, record or snapshot
