@@ -38,8 +38,9 @@ test-integration: tools
 test-gpu: dev
 	$(BIN)/python -m pytest tests/gpu -q -rs
 
-lint: dev
+lint: dev  ## ruff + the import-linter layer contracts (pyproject.toml [tool.importlinter])
 	$(BIN)/ruff check ftagent tests
+	$(BIN)/lint-imports
 
 ui: dev  ## Streamlit UI over ./log
 	$(BIN)/ftagent ui --log-dir log

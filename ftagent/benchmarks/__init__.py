@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import json
 from functools import lru_cache
-from pathlib import Path
 from typing import TYPE_CHECKING
+
+from ftagent.core.paths import config_file
 
 if TYPE_CHECKING:
     from ftagent.benchmarks.base import BenchmarkAdapter
 
-_SCENARIOS = Path(__file__).resolve().parents[2] / "configs" / "scenarios.json"
+_SCENARIOS = config_file("scenarios.json")
 
 
 @lru_cache(maxsize=1)

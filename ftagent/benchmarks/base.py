@@ -100,9 +100,9 @@ class TableAdapter:
     """
 
     spec: BenchmarkSpec
-    evaluator: str = "ftagent.evaluate.oc_ext:BoxedIntAccEvaluator"
+    evaluator: str = "ftagent.tools.opencompass.oc_ext:BoxedIntAccEvaluator"
     evaluator_kwargs: dict[str, Any] = {}
-    postprocessor: str | None = "ftagent.evaluate.oc_ext:last_boxed"
+    postprocessor: str | None = "ftagent.tools.opencompass.oc_ext:last_boxed"
     postprocessor_kwargs: dict[str, Any] = {}
     supports_judge: bool = False
 
@@ -170,7 +170,7 @@ def hub_snapshot(repo_id: str, dest: Path, allow_patterns: list[str] | None = No
     Raises:
         EnvironmentFailure: when the Hub cannot be reached (offline mode or no network).
     """
-    from ftagent.errors import EnvironmentFailure
+    from ftagent.core.errors import EnvironmentFailure
 
     marker = dest / ".complete"
     if marker.exists():

@@ -3,7 +3,7 @@
 Published layouts: HumanEval (``openai/openai_humaneval``) rows ``{"task_id", "prompt",
 "canonical_solution", "test", "entry_point"}``; MBPP (``google-research-datasets/mbpp``) rows
 ``{"task_id", "text", "code", "test_list": [...]}``. The gold column ``answer`` holds the test program
-the extracted code must pass (``ftagent.evaluate.oc_ext:PythonTestsEvaluator``, one subprocess per
+the extracted code must pass (``ftagent.tools.opencompass.oc_ext:PythonTestsEvaluator``, one subprocess per
 sample with a timeout).
 """
 
@@ -35,9 +35,9 @@ def mbpp_item(row: dict[str, Any]) -> dict[str, Any]:
 
 class _CodeAdapter(TableAdapter):
     repo_id = ""
-    evaluator = "ftagent.evaluate.oc_ext:PythonTestsEvaluator"
+    evaluator = "ftagent.tools.opencompass.oc_ext:PythonTestsEvaluator"
     evaluator_kwargs = {"timeout": 10.0}
-    postprocessor = "ftagent.evaluate.oc_ext:extract_code"
+    postprocessor = "ftagent.tools.opencompass.oc_ext:extract_code"
 
     def raw_subsets(self, root: Path) -> dict[str, list[dict[str, Any]]]:
         raw = hub_snapshot(self.repo_id, self.bench_dir(root) / "raw")
@@ -52,7 +52,7 @@ class HumanEvalAdapter(_CodeAdapter):
     spec = BenchmarkSpec(
         key="humaneval", category="code", data_source="hf:openai/openai_humaneval", related_datasets=[],
         prompt=HUMANEVAL_PROMPT, answer_rule="first ```python block (or raw text); run with the tests",
-        evaluator="ftagent.evaluate.oc_ext:PythonTestsEvaluator", core_metric="pass@1",
+        evaluator="ftagent.tools.opencompass.oc_ext:PythonTestsEvaluator", core_metric="pass@1",
         max_out_len=512, input_columns=["prompt"],
     )
 
@@ -67,7 +67,7 @@ class MbppAdapter(_CodeAdapter):
     spec = BenchmarkSpec(
         key="mbpp", category="code", data_source="hf:google-research-datasets/mbpp", related_datasets=[],
         prompt=MBPP_PROMPT, answer_rule="first ```python block (or raw text); run with the asserts",
-        evaluator="ftagent.evaluate.oc_ext:PythonTestsEvaluator", core_metric="pass@1",
+        evaluator="ftagent.tools.opencompass.oc_ext:PythonTestsEvaluator", core_metric="pass@1",
         max_out_len=512, input_columns=["question", "tests"],
     )
 

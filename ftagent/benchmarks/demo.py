@@ -45,7 +45,7 @@ class DemoAddAdapter(TableAdapter):
         related_datasets=["demo_add"],
         prompt="{question} Put the final answer in \\boxed{}.",
         answer_rule="last \\boxed{...} content, integer exact match",
-        evaluator="ftagent.evaluate.oc_ext:BoxedIntAccEvaluator", max_out_len=16,
+        evaluator="ftagent.tools.opencompass.oc_ext:BoxedIntAccEvaluator", max_out_len=16,
     )
 
     def raw_subsets(self, root: Path) -> dict[str, list[dict[str, Any]]]:

@@ -5,7 +5,7 @@ Data come from the published HF dataset, downloaded once into ``<root>/<key>/raw
 the files there yourself, see :func:`raw_dir`). Each prepared JSONL row holds the fully built prompt
 (``prompt``), a short gold text for reports (``answer``), the sub-task (``subset``) and the whole
 loaded item as a JSON string (``item_json``); the OpenCompass evaluator
-(:class:`ftagent.evaluate.oc_domain.DomainEvaluator`) reads ``item_json`` back, so metrics that need
+(:class:`ftagent.tools.opencompass.oc_domain.DomainEvaluator`) reads ``item_json`` back, so metrics that need
 the full record (PANORAMA silver answers, the mol_opt source molecule, table contents) get it.
 
 Sub-datasets are the sub-tasks of the key (one OpenCompass dataset each); the key's headline is
@@ -23,7 +23,7 @@ from typing import Any
 from ftagent.benchmarks.base import BenchmarkSpec, DatasetBlock, Split, TableAdapter, hub_snapshot
 from ftagent.benchmarks.domain import KEY_SPECS, MEAN_CORE, family_module
 
-EVALUATOR = "ftagent.evaluate.oc_domain:DomainEvaluator"
+EVALUATOR = "ftagent.tools.opencompass.oc_domain:DomainEvaluator"
 DATA_SUFFIXES = (".json", ".jsonl", ".parquet")
 
 # Files each family's loader reads under raw/ (also the download filter; None = the whole repo).
@@ -122,7 +122,7 @@ class DomainAdapter(TableAdapter):
         Raises:
             EnvironmentFailure: offline/unreachable Hub; the message says where to put which files.
         """
-        from ftagent.errors import EnvironmentFailure
+        from ftagent.core.errors import EnvironmentFailure
 
         raw = raw_dir(root, self.key)
         if _has_data(raw) or (raw / ".complete").exists():
@@ -173,7 +173,7 @@ class DomainAdapter(TableAdapter):
         return [{"role": "HUMAN", "prompt": "{prompt}"}]
 
     def evaluator_kwargs_for(self, subset: str, path: Path) -> dict[str, Any]:
-        """Keyword arguments of :class:`~ftagent.evaluate.oc_domain.DomainEvaluator` for a sub-dataset."""
+        """Keyword arguments of :class:`~ftagent.tools.opencompass.oc_domain.DomainEvaluator` for a sub-dataset."""
         return {"family": self.family, "subtask": subset, "core_metric": self.info["subtasks"][subset],
                 "headline": MEAN_CORE if self.info["core_metric"] == MEAN_CORE else None,
                 "items_path": str(path.resolve())}

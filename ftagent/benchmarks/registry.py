@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from ftagent.registry import Registry
+from ftagent.core.registry import Registry
 
 BENCHMARKS: Registry = Registry("benchmark", entry_point_group="ftagent.benchmarks")
 

@@ -4,7 +4,7 @@ Text is normalised (NFKC, lower case, word tokens; CJK characters count as one t
 benchmark item with at least ``n`` tokens is *hit* by a training row when the row contains at least
 ``min_coverage`` of the item's n-grams; shorter items (e.g. "What is 12 + 45?") are hit only by an
 exact match of the normalised text of a row field. Rows hitting any item are flagged; more than
-``max_flagged`` flagged rows raise :class:`~ftagent.errors.StepError` (``ErrorType.DATA``).
+``max_flagged`` flagged rows raise :class:`~ftagent.core.errors.StepError` (``ErrorType.DATA``).
 
 The error names benchmark items only by id and split, never by text, because the message is shown to
 the planner and the test split must stay hidden from it.
@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 
 from pydantic import BaseModel, Field
 
-from ftagent.errors import ErrorType, StepError
+from ftagent.core.errors import ErrorType, StepError
 
 _TOKEN = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]|[^\W_]+", re.UNICODE)
 ROW_FIELDS = ("instruction", "input", "output")

@@ -17,9 +17,9 @@ from pathlib import Path
 from filelock import FileLock
 from pydantic import BaseModel
 
+from ftagent.core.errors import EnvironmentFailure
 from ftagent.datasets.base import DatasetSource, read_packaged_readme
 from ftagent.datasets.registry import dataset_names, get_source, resolve_dataset_choice
-from ftagent.errors import EnvironmentFailure
 
 MARKER = ".prepared"
 NOTES_FILE = "FTAGENT_NOTES.md"

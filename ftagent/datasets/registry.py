@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ftagent.registry import Registry
+from ftagent.core.registry import Registry
 
 if TYPE_CHECKING:
     from ftagent.datasets.base import DatasetSource

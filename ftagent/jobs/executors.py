@@ -146,7 +146,7 @@ def forwarded_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
 
 def latest_session(log_path: Path | str) -> Path | None:
     """The most recent session folder under a task's ``LOG_PATH`` that has at least one snapshot."""
-    from ftagent.loop.session import list_snapshots
+    from ftagent.engine.session import list_snapshots
 
     root = Path(log_path)
     if not root.is_dir():

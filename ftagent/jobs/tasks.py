@@ -20,11 +20,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from ftagent.durations import parse_duration
-from ftagent.errors import UserInputError
+from ftagent.core.durations import parse_duration
+from ftagent.core.errors import UserInputError
+from ftagent.core.paths import config_file
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-DEFAULT_SCENARIOS = REPO_ROOT / "configs" / "scenarios.json"
+DEFAULT_SCENARIOS = config_file("scenarios.json")
 DEFAULT_TIMEOUT = "12h"
 JOB_FILE = "job.json"
 _GPUS = re.compile(r"\d+(,\d+)*")

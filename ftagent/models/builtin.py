@@ -24,7 +24,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from ftagent.errors import EnvironmentFailure, UserInputError
+from ftagent.core.errors import EnvironmentFailure, UserInputError
 from ftagent.runners.base import Mount, Runner
 
 BUILTIN_PREFIX = "builtin/"
@@ -66,7 +66,7 @@ def builtin_dir(file_path: Path, name: str) -> Path:
 
 def _spec(name: str) -> BuiltinModel:
     if name not in BUILTIN_MODELS:
-        from ftagent.registry import did_you_mean
+        from ftagent.core.registry import did_you_mean
 
         known = [BUILTIN_PREFIX + key for key in BUILTIN_MODELS]
         full = BUILTIN_PREFIX + name

@@ -14,7 +14,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from ftagent.errors import EnvironmentFailure
+from ftagent.core.errors import EnvironmentFailure
 from ftagent.runners.base import Mount, RunResult, ToolEnv
 from ftagent.runners.process import is_secret_name, passthrough_env, run_process
 
@@ -41,8 +41,8 @@ class CondaRunner:
 
     @classmethod
     def from_settings(cls, settings) -> CondaRunner:
-        """Build from :class:`ftagent.settings.Settings` (GPU detected with NVML)."""
-        from ftagent.hardware import detect_gpus
+        """Build from :class:`ftagent.core.settings.Settings` (GPU detected with NVML)."""
+        from ftagent.core.hardware import detect_gpus
 
         return cls(gpu=detect_gpus().gpu_count > 0)
 
@@ -74,7 +74,7 @@ class CondaRunner:
 
     def install_commands(self) -> list[tuple[str, list[str]]]:
         """The conda commands that create and fill the env: ``(description, args)`` pairs."""
-        from ftagent.toolenv import cpu_fix_script, pip_install_steps
+        from ftagent.runners.toolenv import cpu_fix_script, pip_install_steps
 
         run = ["run", "-n", self.env_name, "--no-capture-output"]
         steps = [("conda create", ["create", "-y", "-n", self.env_name, f"python={PYTHON_VERSION}", "pip"])]

@@ -19,13 +19,14 @@ import threading
 import time
 from pathlib import Path
 
-from ftagent.errors import EnvironmentFailure
+from ftagent.core.errors import EnvironmentFailure
+from ftagent.core.paths import docker_dir
 from ftagent.runners.base import Mount, RunResult, ToolEnv
 from ftagent.runners.process import LogSink, passthrough_env
 
 IMAGES = {"train": "ftagent-llm-finetune:latest", "data": "ftagent-llm-finetune:latest",
           "eval": "ftagent-opencompass:latest"}
-DOCKER_DIR = Path(__file__).resolve().parents[2] / "docker"
+DOCKER_DIR = docker_dir()
 _DOCKERFILE_DIRS = {"ftagent-llm-finetune:latest": "llm_finetune", "ftagent-opencompass:latest": "opencompass"}
 
 
@@ -71,8 +72,8 @@ class DockerRunner:
 
     @classmethod
     def from_settings(cls, settings) -> DockerRunner:
-        """Build from :class:`ftagent.settings.Settings`; fails at once when no engine answers."""
-        from ftagent.hardware import detect_gpus
+        """Build from :class:`ftagent.core.settings.Settings`; fails at once when no engine answers."""
+        from ftagent.core.hardware import detect_gpus
 
         runner = cls(benchmarks_dir=Path(settings.ft.file_path) / "benchmarks",
                      use_gpu=detect_gpus().gpu_count > 0)

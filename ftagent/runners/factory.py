@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ftagent.registry import Registry, load_object
+from ftagent.core.registry import Registry, load_object
 from ftagent.runners.base import Runner
 
 RUNNERS: Registry[Any] = Registry("runner", entry_point_group="ftagent.runners")

@@ -15,7 +15,7 @@ import functools
 import shutil
 from pathlib import Path
 
-from ftagent.errors import EnvironmentFailure
+from ftagent.core.errors import EnvironmentFailure
 from ftagent.runners.base import Mount, RunResult, ToolEnv
 from ftagent.runners.process import passthrough_env, run_process
 from ftagent.runners.sandbox import bwrap_argv, use_sandbox
@@ -25,7 +25,7 @@ SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 @functools.lru_cache(maxsize=1)
 def _host_has_gpu() -> bool:
-    from ftagent.hardware import detect_gpus
+    from ftagent.core.hardware import detect_gpus
 
     return detect_gpus().gpu_count > 0
 
@@ -51,8 +51,8 @@ class LocalRunner:
 
     @classmethod
     def from_settings(cls, settings) -> LocalRunner:
-        """Build from :class:`ftagent.settings.Settings`."""
-        from ftagent.toolenv import tools_env_path
+        """Build from :class:`ftagent.core.settings.Settings`."""
+        from ftagent.runners.toolenv import tools_env_path
 
         return cls(tools_env_path(settings), sandbox=settings.ft.sandbox)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ftagent.loop.events import RunEvent
+from ftagent.engine.events import RunEvent
 from ftagent.runners.base import Mount, Runner, RunResult, ToolEnv
 
 

@@ -19,7 +19,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from ftagent.errors import EnvironmentFailure
+from ftagent.core.errors import EnvironmentFailure
 from ftagent.runners.base import Mount
 
 log = logging.getLogger(__name__)

@@ -19,9 +19,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
+from ftagent.engine.events import EVENT_ADAPTER
+from ftagent.engine.session import EVENTS_FILE, SESSION_DIR, SessionState, list_snapshots
 from ftagent.jobs.tasks import JobPlan, load_job_plan
-from ftagent.loop.events import EVENT_ADAPTER
-from ftagent.loop.session import EVENTS_FILE, SESSION_DIR, SessionState, list_snapshots
 
 LayoutKind = Literal["missing", "empty", "session", "sessions", "job", "jobs"]
 

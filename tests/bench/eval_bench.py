@@ -30,8 +30,8 @@ def _model(root: Path, tools_env: Path) -> Path:
 
 
 def _evaluate(model: Path, root: Path, n: int, runner, gpu_count: int = 0, tag: str = "hf"):
-    from ftagent.evaluate.opencompass import evaluate_model_path
-    from ftagent.settings import load_settings
+    from ftagent.core.settings import load_settings
+    from ftagent.tools.opencompass.evaluator import evaluate_model_path
 
     settings = load_settings(file_path=root / f"fp_{tag}_{n}", benchmark_limit=n)
     return evaluate_model_path(model, None, benchmark="demo_add", split="validation", settings=settings,
@@ -72,7 +72,7 @@ def run(res: BenchResults, tools_env: Path, work: Path, quick: bool, model: Path
 
 def run_gpu(res: BenchResults, tools_env: Path | None, work: Path, quick: bool) -> None:
     """vLLM vs HF on the same items when a GPU is present; otherwise record why it was skipped."""
-    from ftagent.hardware import detect_gpus
+    from ftagent.core.hardware import detect_gpus
     from ftagent.runners.local import LocalRunner
 
     info = detect_gpus()

@@ -52,12 +52,12 @@ def _workspace(root: Path, name: str, config: dict[str, Any], rows: list[dict]) 
 
 def setup(root: Path, tools_env: Path, sandbox: str = "auto"):
     """Tiny model, catalogue, scenario, settings and runner under ``root`` (not timed)."""
+    from ftagent.core.settings import load_settings
+    from ftagent.core.types import ScenarioInfo
     from ftagent.datasets.demo_add import benchmark_pairs, generate_rows
     from ftagent.models.builtin import build_builtin
     from ftagent.runners.local import LocalRunner
-    from ftagent.scenario import ScenarioInfo
-    from ftagent.settings import load_settings
-    from ftagent.train.lf_catalogue import load_or_build_catalogue
+    from ftagent.tools.llamafactory.catalogue import load_or_build_catalogue
 
     runner = LocalRunner(tools_env, sandbox=sandbox, gpu=False)
     model = build_builtin("tiny-qwen2", root / "models" / "builtin" / "tiny-qwen2", tools_env / "bin" / "python")
@@ -73,8 +73,8 @@ def setup(root: Path, tools_env: Path, sandbox: str = "auto"):
 
 def bench_fail_fast(res: BenchResults, root: Path, runner, scen, settings, rows) -> float:
     """Validate the broken config; record and return its wall time."""
-    from ftagent.agent.base import CodeResult
-    from ftagent.agent.validate import LlamaFactoryValidator
+    from ftagent.core.types import CodeResult
+    from ftagent.tools.llamafactory.validator import LlamaFactoryValidator
 
     ws = _workspace(root, "broken", {**DEMO_CONFIG, "lr_scheduler_type": "bogus", "max_steps": 800}, rows)
     with timed_children() as t:
@@ -91,9 +91,9 @@ def bench_fail_fast(res: BenchResults, root: Path, runner, scen, settings, rows)
 def bench_training(res: BenchResults, root: Path, runner, scen, settings, rows, steps: int,
                    reject_s: float | None, repeats: int = 2) -> None:
     """Validate the demo config, then train it with ftagent and by hand, ``repeats`` times each (ABBA)."""
-    from ftagent.agent.base import CodeResult
-    from ftagent.agent.validate import LlamaFactoryValidator
-    from ftagent.train.llamafactory import LlamaFactoryTrainer
+    from ftagent.core.types import CodeResult
+    from ftagent.tools.llamafactory.trainer import LlamaFactoryTrainer
+    from ftagent.tools.llamafactory.validator import LlamaFactoryValidator
 
     ws = _workspace(root, "demo_full", {**DEMO_CONFIG, "max_steps": steps}, rows)
     with timed_children() as tv:
@@ -162,7 +162,7 @@ def _median_overhead(runs: list[tuple[float, float, float | None]]) -> float | N
 
 
 def _train_runtime(output_dir: Path) -> float | None:
-    from ftagent.train.lf_logs import read_loss_history
+    from ftagent.tools.llamafactory.logs import read_loss_history
 
     return read_loss_history(output_dir)[1].get("train_runtime")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ftagent.hardware import detect_gpus
+from ftagent.core.hardware import detect_gpus
 from tests.integration.conftest import tiny_model, tools_env, tools_python  # noqa: F401 (shared fixtures)
 
 

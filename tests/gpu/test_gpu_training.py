@@ -13,7 +13,7 @@ pytestmark = pytest.mark.gpu
 
 
 def test_gpu_facts_are_per_gpu():
-    from ftagent.hardware import detect_gpus
+    from ftagent.core.hardware import detect_gpus
 
     info = detect_gpus()
     assert info.gpu_count >= 1 and info.per_gpu_memory_gb > 1
@@ -21,8 +21,8 @@ def test_gpu_facts_are_per_gpu():
 
 
 def test_memory_estimate_uses_the_real_gpu(tiny_model):
-    from ftagent.hardware import detect_gpus
-    from ftagent.train.memory import estimate_for_hardware
+    from ftagent.core.hardware import detect_gpus
+    from ftagent.tools.llamafactory.memory import estimate_for_hardware
 
     report = estimate_for_hardware(tiny_model, detect_gpus())
     assert report.device == "gpu" and report.get("full").fits
@@ -46,13 +46,12 @@ def _workspace(tmp_path, tiny_model, finetuning_type):
 
 @pytest.mark.parametrize("finetuning_type", ["full", "lora"])
 def test_training_on_gpu(tools_env, tiny_model, tmp_path, finetuning_type):
-    from ftagent.agent.base import CodeResult
-    from ftagent.agent.validate import LlamaFactoryValidator
-    from ftagent.hardware import detect_gpus
+    from ftagent.core.hardware import detect_gpus
+    from ftagent.core.settings import load_settings
+    from ftagent.core.types import CodeResult, ScenarioInfo
     from ftagent.runners.local import LocalRunner
-    from ftagent.scenario import ScenarioInfo
-    from ftagent.settings import load_settings
-    from ftagent.train.llamafactory import LlamaFactoryTrainer
+    from ftagent.tools.llamafactory.trainer import LlamaFactoryTrainer
+    from ftagent.tools.llamafactory.validator import LlamaFactoryValidator
 
     settings = load_settings(file_path=tmp_path / "ft")
     runner = LocalRunner(tools_env, gpu=True)
@@ -80,8 +79,8 @@ def test_docker_runner_sees_the_gpu(tmp_path):
 
 
 def test_tensor_parallel_auto_uses_visible_gpus():
-    from ftagent.evaluate.inference import tensor_parallel_size
-    from ftagent.hardware import detect_gpus
+    from ftagent.core.hardware import detect_gpus
+    from ftagent.tools.opencompass.inference import tensor_parallel_size
 
     n = detect_gpus().gpu_count
     tp = tensor_parallel_size("auto", n)

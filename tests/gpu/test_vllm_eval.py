@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from ftagent.hardware import detect_gpus
+from ftagent.core.hardware import detect_gpus
 
 pytestmark = pytest.mark.gpu
 
@@ -14,9 +14,9 @@ pytestmark = pytest.mark.gpu
 def test_vllm_demo_add(tools_env, tiny_model, tmp_path):
     if subprocess.run([str(tools_env / "bin" / "python"), "-c", "import vllm"], capture_output=True).returncode:
         pytest.skip("vLLM is not installed in the tool env (pip install vllm there on a GPU machine)")
-    from ftagent.evaluate.opencompass import evaluate_model_path
+    from ftagent.core.settings import load_settings
     from ftagent.runners.local import LocalRunner
-    from ftagent.settings import load_settings
+    from ftagent.tools.opencompass.evaluator import evaluate_model_path
 
     settings = load_settings(file_path=tmp_path / "ft", benchmark_limit=20)
     result = evaluate_model_path(tiny_model, None, benchmark="demo_add", split="validation", settings=settings,

@@ -11,10 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ftagent.errors import ErrorType, StepError
-from ftagent.jobs.tasks import JOB_FILE, TasksFile, TaskSpec, build_plan, load_scenarios
-from ftagent.loop.engine import Goto, LoopEngine, StepContext
-from ftagent.loop.events import (
+from ftagent.core.errors import ErrorType, StepError
+from ftagent.core.trace import Experiment
+from ftagent.engine.events import (
     BenchmarkResult,
     CodeRound,
     EventLog,
@@ -27,8 +26,9 @@ from ftagent.loop.events import (
     TrainingEvent,
     ValidationEvent,
 )
-from ftagent.loop.session import Session
-from ftagent.loop.trace import Experiment
+from ftagent.engine.loop import Goto, LoopEngine, StepContext
+from ftagent.engine.session import Session
+from ftagent.jobs.tasks import JOB_FILE, TasksFile, TaskSpec, build_plan, load_scenarios
 
 
 @dataclass

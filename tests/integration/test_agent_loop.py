@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from ftagent.app import FinetuneOptions, run_finetune
 from ftagent.benchmarks.base import read_jsonl
-from ftagent.loop.events import read_events
-from ftagent.loop.session import list_snapshots
+from ftagent.engine.events import read_events
+from ftagent.engine.session import list_snapshots
+from ftagent.finetune.app import FinetuneOptions, run_finetune
 from tests.fakes.openai_server import FakeOpenAIServer, Reply
 
 pytestmark = pytest.mark.integration

@@ -21,9 +21,9 @@ from ftagent.benchmarks.base import BenchmarkSpec
 from ftagent.benchmarks.domain import KEY_SPECS, MEAN_CORE
 from ftagent.benchmarks.domain_adapters import raw_dir
 from ftagent.benchmarks.registry import BENCHMARKS
-from ftagent.evaluate import parse
-from ftagent.evaluate.opencompass import evaluate_model_path
-from ftagent.settings import load_settings
+from ftagent.core.settings import load_settings
+from ftagent.tools.opencompass import parse
+from ftagent.tools.opencompass.evaluator import evaluate_model_path
 
 pytestmark = pytest.mark.integration
 

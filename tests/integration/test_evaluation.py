@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from ftagent.errors import StepError
-from ftagent.evaluate.opencompass import evaluate_model_path
-from ftagent.settings import load_settings
+from ftagent.core.errors import StepError
+from ftagent.core.settings import load_settings
+from ftagent.tools.opencompass.evaluator import evaluate_model_path
 
 pytestmark = pytest.mark.integration
 

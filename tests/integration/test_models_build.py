@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ftagent.errors import EnvironmentFailure
+from ftagent.core.errors import EnvironmentFailure
 from ftagent.models.builtin import build_builtin, is_built, resolve_base_model
 
 pytestmark = pytest.mark.integration
@@ -80,7 +80,7 @@ def test_build_through_the_local_runner_sandboxed(tools_env: Path, tiny_model: P
 
 
 def test_check_real_tools_env(tools_env: Path) -> None:
-    from ftagent.toolenv import check_tools_env
+    from ftagent.runners.toolenv import check_tools_env
 
     report = check_tools_env(tools_env, gpu=False)
     assert report.ok, report.errors

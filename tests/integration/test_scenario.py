@@ -6,10 +6,10 @@ import time
 
 import pytest
 
-from ftagent.loop.events import ScenarioStage
+from ftagent.core.settings import load_settings
+from ftagent.engine.events import ScenarioStage
+from ftagent.finetune.scenario import FinetuneScenario
 from ftagent.runners.local import LocalRunner
-from ftagent.scenario import FinetuneScenario
-from ftagent.settings import load_settings
 
 pytestmark = pytest.mark.integration
 STAGES = ["datasets", "model", "llama_factory_catalogue", "dataset_catalogue", "hardware", "memory"]

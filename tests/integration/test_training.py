@@ -13,14 +13,18 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ftagent.agent.base import CodeResult
-from ftagent.agent.validate import LlamaFactoryValidator
-from ftagent.errors import ErrorType, StepError
+from ftagent.core.errors import ErrorType, StepError
+from ftagent.core.settings import load_settings
+from ftagent.core.types import CodeResult, ScenarioInfo
 from ftagent.runners.local import LocalRunner
-from ftagent.scenario import ScenarioInfo
-from ftagent.settings import load_settings
-from ftagent.train.lf_catalogue import load_or_build_catalogue, read_catalogue
-from ftagent.train.llamafactory import LlamaFactoryTrainer, merge_lora, model_kind, run_data_processing
+from ftagent.tools.llamafactory.catalogue import load_or_build_catalogue, read_catalogue
+from ftagent.tools.llamafactory.trainer import (
+    LlamaFactoryTrainer,
+    merge_lora,
+    model_kind,
+    run_data_processing,
+)
+from ftagent.tools.llamafactory.validator import LlamaFactoryValidator
 
 pytestmark = pytest.mark.integration
 

@@ -1,4 +1,4 @@
-"""Test-only workflows for the loop engine (the real steps live in ftagent.loop.finetune)."""
+"""Test-only workflows for the loop engine (the real steps live in ftagent.finetune.workflow)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import os
 import time
 from pathlib import Path
 
-from ftagent.errors import EnvironmentFailure, ErrorType, StepError
-from ftagent.loop.engine import Goto, StepContext
-from ftagent.loop.trace import Experiment
+from ftagent.core.errors import EnvironmentFailure, ErrorType, StepError
+from ftagent.core.trace import Experiment
+from ftagent.engine.loop import Goto, StepContext
 
 STEPS = ["propose", "code", "validate", "train", "evaluate", "feedback"]
 

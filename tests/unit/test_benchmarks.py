@@ -8,7 +8,7 @@ from ftagent.benchmarks.code import humaneval_item, mbpp_item
 from ftagent.benchmarks.demo import demo_add_items, demo_add_pairs
 from ftagent.benchmarks.knowledge import mmlu_item
 from ftagent.benchmarks.math import Aime24Adapter, MathAdapter, gsm8k_gold, last_boxed_content
-from ftagent.errors import EnvironmentFailure, UserInputError
+from ftagent.core.errors import EnvironmentFailure, UserInputError
 
 KEYS = {"demo_add", "aime24", "aime25", "gsm8k", "math", "mmlu", "humaneval", "mbpp", "FinanceIQ_gen"}
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from ftagent.durations import parse_duration
-from ftagent.errors import UserInputError
+from ftagent.core.durations import parse_duration
+from ftagent.core.errors import UserInputError
 
 REPO = Path(__file__).resolve().parents[2]
 HEAVY = ("litellm", "torch", "datasets", "streamlit", "transformers", "pandas")

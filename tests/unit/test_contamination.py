@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from ftagent.core.errors import ErrorType, StepError
 from ftagent.datasets.contamination import check_contamination, items_from_records, normalise, scan_rows
 from ftagent.datasets.demo_add import generate_rows
-from ftagent.errors import ErrorType, StepError
 
 ITEMS = {
     "test/7": "Let $x$ be the number of ordered pairs of positive integers whose product is 3600 and whose "

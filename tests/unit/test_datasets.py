@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from ftagent.core.errors import UserInputError
 from ftagent.datasets.base import DatasetSource, converter_source
 from ftagent.datasets.registry import (
     dataset_names,
@@ -16,7 +17,6 @@ from ftagent.datasets.registry import (
     get_source,
     resolve_dataset_choice,
 )
-from ftagent.errors import UserInputError
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "datasets"
 

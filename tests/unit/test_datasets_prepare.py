@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from ftagent.core.errors import EnvironmentFailure
 from ftagent.datasets.demo_add import DEFAULT_ROWS
 from ftagent.datasets.prepare import LOG_FILE, MARKER, is_prepared, prepare_dataset
-from ftagent.errors import EnvironmentFailure
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "datasets"
 

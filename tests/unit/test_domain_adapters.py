@@ -20,8 +20,8 @@ from ftagent.benchmarks import benchmark_keys, describe, get_benchmark
 from ftagent.benchmarks.base import BenchmarkAdapter, read_jsonl
 from ftagent.benchmarks.domain import KEY_SPECS, MEAN_CORE, family_module
 from ftagent.benchmarks.domain_adapters import DomainAdapter, raw_dir
-from ftagent.errors import EnvironmentFailure
-from ftagent.evaluate.render import ModelSpec, render_config
+from ftagent.core.errors import EnvironmentFailure
+from ftagent.tools.opencompass.render import ModelSpec, render_config
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "benchmarks"
 
@@ -36,7 +36,7 @@ def _prepared(tmp_path: Path, key: str) -> tuple[DomainAdapter, Path]:
 
 @pytest.fixture()
 def oc_domain(monkeypatch):
-    """``ftagent.evaluate.oc_domain`` imported against a minimal OpenCompass stand-in."""
+    """``ftagent.tools.opencompass.oc_domain`` imported against a minimal OpenCompass stand-in."""
     registered: dict[str, type] = {}
 
     class BaseEvaluator:
@@ -58,11 +58,11 @@ def oc_domain(monkeypatch):
                       "opencompass.openicl": types.ModuleType("opencompass.openicl"),
                       "opencompass.openicl.icl_evaluator": icl, "opencompass.registry": reg}.items():
         monkeypatch.setitem(sys.modules, name, mod)
-    monkeypatch.delitem(sys.modules, "ftagent.evaluate.oc_domain", raising=False)
-    module = importlib.import_module("ftagent.evaluate.oc_domain")
+    monkeypatch.delitem(sys.modules, "ftagent.tools.opencompass.oc_domain", raising=False)
+    module = importlib.import_module("ftagent.tools.opencompass.oc_domain")
     assert registered["DomainEvaluator"] is module.DomainEvaluator
     yield module
-    sys.modules.pop("ftagent.evaluate.oc_domain", None)
+    sys.modules.pop("ftagent.tools.opencompass.oc_domain", None)
 
 
 class Rows:
@@ -154,7 +154,7 @@ def test_dataset_blocks_pass_evaluator_kwargs_and_render(tmp_path):
     assert block.abbr == "bioprobench_err" and block.evaluator_kwargs["headline"] is None
     source = render_config(blocks, ModelSpec(abbr="m", path="/m", tokenizer_path="/m"),
                            benchmark="tablebench_gen", split="validation")
-    assert "from ftagent.evaluate.oc_domain import DomainEvaluator" in source
+    assert "from ftagent.tools.opencompass.oc_domain import DomainEvaluator" in source
     assert "core_metric='Pass@1'" in source and "pred_postprocessor" not in source
 
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from ftagent.loop.engine import LoopEngine
-from ftagent.loop.events import read_events
-from ftagent.loop.session import Session
+from ftagent.engine.events import read_events
+from ftagent.engine.loop import LoopEngine
+from ftagent.engine.session import Session
 from tests.unit._workflows import STEPS, RecordingWorkflow
 
 

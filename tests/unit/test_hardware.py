@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pynvml
 import pytest
 
-from ftagent.hardware import GIB, detect_gpus, visible_indices
+from ftagent.core.hardware import GIB, detect_gpus, visible_indices
 
 
 def test_no_gpu_is_a_clean_result() -> None:

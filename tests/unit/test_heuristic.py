@@ -7,8 +7,10 @@ import ast
 import pytest
 import yaml
 
-from ftagent.errors import ErrorType, StepFailure
-from ftagent.llm.heuristic import (
+from ftagent.core.errors import ErrorType, StepFailure
+from ftagent.core.trace import Experiment, Trace
+from ftagent.core.types import ScenarioInfo
+from ftagent.planners.heuristic.planner import (
     HeuristicCoder,
     HeuristicFeedback,
     HeuristicProposer,
@@ -16,8 +18,6 @@ from ftagent.llm.heuristic import (
     loss_trend,
     next_recipe,
 )
-from ftagent.loop.trace import Experiment, Trace
-from ftagent.scenario import ScenarioInfo
 
 
 def scenario(params=558_208, full_fits=True, **kw) -> ScenarioInfo:

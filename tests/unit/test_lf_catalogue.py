@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ftagent.train.lf_catalogue import load_or_build_catalogue, read_catalogue
+from ftagent.tools.llamafactory.catalogue import load_or_build_catalogue, read_catalogue
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "llamafactory"
 

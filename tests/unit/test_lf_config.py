@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from ftagent.train.lf_catalogue import LFCatalogue, read_catalogue
-from ftagent.train.lf_config import (
+from ftagent.tools.llamafactory.catalogue import LFCatalogue, read_catalogue
+from ftagent.tools.llamafactory.config import (
     convert_warmup,
     estimate_total_steps,
     filter_config,

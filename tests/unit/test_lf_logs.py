@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from ftagent.errors import ErrorType
-from ftagent.train.lf_logs import (
+from ftagent.core.errors import ErrorType
+from ftagent.tools.llamafactory.logs import (
     classify_failure,
     finite_loss_steps,
     parse_trainer_log,

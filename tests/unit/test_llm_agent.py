@@ -14,18 +14,21 @@ import yaml
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from ftagent.agent.base import Coder, Feedback, Hypothesis, Proposer  # noqa: E402
-from ftagent.agent.code import LLMCoder  # noqa: E402
-from ftagent.agent.feedback import LLMFeedback, decide_numeric  # noqa: E402
-from ftagent.agent.propose import LLMProposer  # noqa: E402
-from ftagent.errors import ErrorType, StepFailure  # noqa: E402
-from ftagent.llm.client import LLMClient  # noqa: E402
-from ftagent.loop.engine import StepContext  # noqa: E402
-from ftagent.loop.events import EventLog, read_events  # noqa: E402
-from ftagent.loop.session import LoopState, Session  # noqa: E402
-from ftagent.loop.trace import Experiment, Trace  # noqa: E402
-from ftagent.scenario import ScenarioInfo  # noqa: E402
-from ftagent.settings import FTSettings, LLMSettings, PathSettings, Settings  # noqa: E402
+from ftagent.core.errors import ErrorType, StepFailure  # noqa: E402
+from ftagent.core.settings import FTSettings, LLMSettings, PathSettings, Settings  # noqa: E402
+from ftagent.core.trace import Experiment, Trace  # noqa: E402
+from ftagent.core.types import (
+    Hypothesis,  # noqa: E402
+    ScenarioInfo,  # noqa: E402
+)
+from ftagent.engine.events import EventLog, read_events  # noqa: E402
+from ftagent.engine.loop import StepContext  # noqa: E402
+from ftagent.engine.session import LoopState, Session  # noqa: E402
+from ftagent.finetune.protocols import Coder, Feedback, Proposer  # noqa: E402
+from ftagent.planners.llm.client import LLMClient  # noqa: E402
+from ftagent.planners.llm.code import LLMCoder  # noqa: E402
+from ftagent.planners.llm.feedback import LLMFeedback, decide_numeric  # noqa: E402
+from ftagent.planners.llm.propose import LLMProposer  # noqa: E402
 from tests.fakes.openai_server import FakeOpenAIServer, Reply  # noqa: E402
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "llm"

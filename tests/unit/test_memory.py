@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from ftagent.hardware import GPUInfo, HardwareInfo
-from ftagent.train.memory import (
+from ftagent.core.hardware import GPUInfo, HardwareInfo
+from ftagent.tools.llamafactory.memory import (
     METHODS,
     estimate_for_hardware,
     estimate_memory,

@@ -1,8 +1,8 @@
 from pathlib import Path
 
-from ftagent.agent.base import EvalResult
-from ftagent.evaluate import parse
-from ftagent.evaluate.cache import EvalCache, artefact_digest, cache_key
+from ftagent.core.types import EvalResult
+from ftagent.tools.opencompass import parse
+from ftagent.tools.opencompass.cache import EvalCache, artefact_digest, cache_key
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "opencompass"
 

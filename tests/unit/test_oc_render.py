@@ -6,17 +6,17 @@ from pathlib import Path
 import pytest
 
 from ftagent.benchmarks.base import DatasetBlock
-from ftagent.errors import StepError
-from ftagent.evaluate.inference import inference_config, lookup_specific, tensor_parallel_size
-from ftagent.evaluate.merge import is_lora_adapter, merge_reasons
-from ftagent.evaluate.render import ModelSpec, chat_template_of, render_config, template_folder
+from ftagent.core.errors import StepError
+from ftagent.tools.opencompass.inference import inference_config, lookup_specific, tensor_parallel_size
+from ftagent.tools.opencompass.merge import is_lora_adapter, merge_reasons
+from ftagent.tools.opencompass.render import ModelSpec, chat_template_of, render_config, template_folder
 
 GOLDEN = Path(__file__).resolve().parents[1] / "fixtures" / "opencompass" / "golden"
 BLOCK = DatasetBlock(abbr="demo_add", path="/data/benchmarks/demo_add/validation/default.jsonl",
                      input_columns=["question"], output_column="answer",
                      rounds=[{"role": "HUMAN", "prompt": "{question} Put the final answer in \\boxed{}."}],
-                     max_out_len=16, evaluator="ftagent.evaluate.oc_ext:BoxedIntAccEvaluator",
-                     postprocessor="ftagent.evaluate.oc_ext:last_boxed")
+                     max_out_len=16, evaluator="ftagent.tools.opencompass.oc_ext:BoxedIntAccEvaluator",
+                     postprocessor="ftagent.tools.opencompass.oc_ext:last_boxed")
 VARIANTS = {
     "hf": ModelSpec(abbr="ft-demo_add", path="/m/full", tokenizer_path="/m/full", max_out_len=16),
     "hf_lora": ModelSpec(abbr="ft-demo_add", path="/m/base", adapter_path="/m/lora", tokenizer_path="/m/lora"),

@@ -5,12 +5,12 @@ from __future__ import annotations
 import jinja2
 import pytest
 
-from ftagent.agent.propose import build_proposal_messages, planner_view
-from ftagent.errors import ErrorType, StepFailure
-from ftagent.llm.templates import PROMPTS_DIR, clip, render, sample_loss_history
-from ftagent.loop.trace import Experiment, Trace
-from ftagent.scenario import ScenarioInfo
-from ftagent.settings import FTSettings, LLMSettings, PathSettings, Settings
+from ftagent.core.errors import ErrorType, StepFailure
+from ftagent.core.settings import FTSettings, LLMSettings, PathSettings, Settings
+from ftagent.core.trace import Experiment, Trace
+from ftagent.core.types import ScenarioInfo
+from ftagent.planners.llm.propose import build_proposal_messages, planner_view
+from ftagent.planners.llm.templates import PROMPTS_DIR, clip, render, sample_loss_history
 
 TEST_SCORE = 0.918273
 BASELINE_TEST = 0.827364

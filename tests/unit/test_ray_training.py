@@ -83,7 +83,7 @@ def test_cluster_gpus():
 def test_trainer_switches_to_ray_for_multi_node_tasks(tmp_path, monkeypatch):
     import yaml
 
-    from ftagent.train.llamafactory import LlamaFactoryTrainer
+    from ftagent.tools.llamafactory.trainer import LlamaFactoryTrainer
 
     cfg_path = tmp_path / "train.yaml"
     config = {"stage": "sft", "finetuning_type": "lora"}

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from ftagent.errors import EnvironmentFailure, UserInputError
+from ftagent.core.errors import EnvironmentFailure, UserInputError
+from ftagent.core.settings import load_settings
 from ftagent.runners.base import Mount
 from ftagent.runners.conda import CondaRunner
 from ftagent.runners.docker import DockerRunner, connect, gpu_device_ids
 from ftagent.runners.factory import get_runner
-from ftagent.settings import load_settings
 
 FAKE_CONDA = """#!/usr/bin/env python3
 import json, os, subprocess, sys

@@ -13,7 +13,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from ftagent.errors import EnvironmentFailure
+from ftagent.core.errors import EnvironmentFailure
 from ftagent.runners import sandbox
 from ftagent.runners.base import Mount
 from ftagent.runners.local import LocalRunner

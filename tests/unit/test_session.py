@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from ftagent.errors import UserInputError
-from ftagent.loop.engine import LoopEngine
-from ftagent.loop.events import read_events
-from ftagent.loop.session import Session, list_snapshots
+from ftagent.core.errors import UserInputError
+from ftagent.engine.events import read_events
+from ftagent.engine.loop import LoopEngine
+from ftagent.engine.session import Session, list_snapshots
 from tests.unit._workflows import STEPS, RecordingWorkflow
 
 
@@ -117,8 +117,8 @@ def test_goto_rewrites_stale_later_snapshots(tmp_path):
 CHILD = """
 import sys
 from pathlib import Path
-from ftagent.loop.engine import LoopEngine
-from ftagent.loop.session import Session
+from ftagent.engine.loop import LoopEngine
+from ftagent.engine.session import Session
 from tests.unit._workflows import RecordingWorkflow
 log_dir, marker = Path(sys.argv[1]), Path(sys.argv[2])
 session = Session.create(log_dir)

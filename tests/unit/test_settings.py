@@ -7,9 +7,9 @@ import json
 import pytest
 from pydantic import ValidationError
 
-from ftagent.envfile import load_env_file
-from ftagent.errors import UserInputError
-from ftagent.settings import FTSettings, LLMSettings, PathSettings, load_settings
+from ftagent.core.envfile import load_env_file
+from ftagent.core.errors import UserInputError
+from ftagent.core.settings import FTSettings, LLMSettings, PathSettings, load_settings
 
 
 @pytest.fixture
@@ -96,9 +96,9 @@ def test_comments_and_blank_lines_are_fine(in_tmp, monkeypatch):
 
 
 def test_env_example_and_docs_list_every_setting():
-    from ftagent import settings_doc
+    from ftagent.core import settings_doc
 
     repo = settings_doc.REPO
     assert (repo / ".env.example").read_text() == settings_doc.render_env_example(), \
-        "run `python -m ftagent.settings_doc`"
+        "run `python -m ftagent.core.settings_doc`"
     assert settings_doc.render_table() in (repo / "docs" / "configuration.md").read_text()

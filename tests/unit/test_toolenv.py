@@ -8,9 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from ftagent.errors import EnvironmentFailure
-from ftagent.settings import load_settings
-from ftagent.toolenv import ENVS_DIR, MARKER, check_tools_env, marker_current, setup_tools_env, tools_env_path
+from ftagent.core.errors import EnvironmentFailure
+from ftagent.core.settings import load_settings
+from ftagent.runners.toolenv import (
+    ENVS_DIR,
+    MARKER,
+    check_tools_env,
+    marker_current,
+    setup_tools_env,
+    tools_env_path,
+)
 
 FAKE_BASE_PYTHON = """#!/bin/sh
 # fake `python -m venv DIR`: DIR/bin/python logs its arguments and succeeds

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from ftagent.errors import UserInputError
-from ftagent.loop.trace import Experiment, Trace, beats
-from ftagent.registry import Registry, load_object
+from ftagent.core.errors import UserInputError
+from ftagent.core.registry import Registry, load_object
+from ftagent.core.trace import Experiment, Trace, beats
 
 
 @pytest.mark.parametrize("cand,inc,direction,delta,expected", [

@@ -8,13 +8,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ftagent.agent.alpaca import approx_tokens, check_alpaca, describe
-from ftagent.agent.base import CodeResult
-from ftagent.agent.validate import ORIGINAL_CONFIG, LlamaFactoryValidator
-from ftagent.errors import ErrorType
-from ftagent.scenario import ScenarioInfo
-from ftagent.settings import load_settings
-from ftagent.train.lf_catalogue import read_catalogue
+from ftagent.core.errors import ErrorType
+from ftagent.core.settings import load_settings
+from ftagent.core.types import CodeResult, ScenarioInfo
+from ftagent.tools.llamafactory.alpaca import approx_tokens, check_alpaca, describe
+from ftagent.tools.llamafactory.catalogue import read_catalogue
+from ftagent.tools.llamafactory.validator import ORIGINAL_CONFIG, LlamaFactoryValidator
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "llamafactory"
 GOOD = {"instruction": "What is 2 + 3?", "input": "", "output": "\\boxed{5}"}

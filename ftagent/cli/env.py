@@ -1,0 +1,67 @@
+"""`ftagent env ...` commands: create and check the shared tool env."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from ftagent.cli.common import prepare_env
+
+app = typer.Typer(help="Create and check the tool environments (LLaMA-Factory, OpenCompass).", no_args_is_help=True)
+
+
+def _env_path(path: Path | None) -> Path:
+    from ftagent.core.settings import load_settings
+    from ftagent.runners.toolenv import tools_env_path
+
+    return path.absolute() if path else tools_env_path(load_settings())
+
+
+@app.command("setup")
+def env_setup(
+    path: Path | None = typer.Option(None, "--path", help="default: FT_TOOLS_ENV or FT_FILE_PATH/envs/tools"),
+    gpu: bool | None = typer.Option(None, "--gpu/--cpu", help="torch flavour; default: detect with NVML"),
+    force: bool = typer.Option(False, "--force", help="reinstall even when the env is up to date"),
+) -> None:
+    """Create the tool env (torch, LLaMA-Factory, OpenCompass, peft), or confirm it is up to date."""
+    from rich.console import Console
+
+    from ftagent.core.hardware import detect_gpus
+    from ftagent.runners.toolenv import setup_tools_env
+
+    prepare_env()
+    target = _env_path(path)
+    use_gpu = detect_gpus().gpu_count > 0 if gpu is None else gpu
+    console = Console(stderr=True)
+    with console.status(f"tool env {target} ({'GPU' if use_gpu else 'CPU'})") as status:
+        result = setup_tools_env(target, use_gpu, force=force,
+                                 progress=lambda msg: (status.update(msg), console.log(msg)))
+    verb = "up to date" if result.skipped else f"ready in {result.duration_s:.0f}s"
+    typer.echo(f"tool env {target}: {verb}")
+    typer.echo(", ".join(f"{k} {v}" for k, v in result.report.versions.items()))
+
+
+@app.command("check")
+def env_check(
+    path: Path | None = typer.Option(None, "--path", help="default: FT_TOOLS_ENV or FT_FILE_PATH/envs/tools"),
+    as_json: bool = typer.Option(False, "--json", help="print the report as JSON"),
+) -> None:
+    """Import the tools in the env and report versions; exit 1 when something is wrong."""
+    from ftagent.runners.toolenv import check_tools_env
+
+    prepare_env()
+    report = check_tools_env(_env_path(path))
+    if as_json:
+        typer.echo(report.model_dump_json(indent=2))
+    else:
+        typer.echo(f"tool env {report.path}: {'ok' if report.ok else 'NOT OK'}")
+        for name, version in report.versions.items():
+            typer.echo(f"  {name:13s} {version}")
+        if not report.marker_current and report.exists:
+            typer.echo("  (no setup marker for the current configs/envs files: created elsewhere, or the "
+                       "requirement files changed; `ftagent env setup` would reinstall)")
+        for err in report.errors:
+            typer.secho(f"  error: {err}", fg=typer.colors.RED)
+    if not report.ok:
+        raise typer.Exit(1)

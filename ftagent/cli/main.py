@@ -1,0 +1,60 @@
+"""The root ``ftagent`` command: it only assembles the command groups (each module owns its app).
+
+Start-up must stay fast: no module here imports anything heavy (no litellm, torch, datasets,
+streamlit) at import time; every command imports what it needs inside its body.
+``tests/unit/test_cli.py`` checks it.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from ftagent.cli import benchmarks, datasets, env, job, models, prompts, run, ui
+from ftagent.cli.common import print_error
+from ftagent.cli.doctor import doctor
+from ftagent.core.errors import EnvironmentFailure, UserInputError
+
+app = typer.Typer(
+    name="ftagent",
+    help="Autonomous, benchmark-driven LLM fine-tuning: propose → code → validate → train → evaluate → feedback.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+app.command("llm_finetune")(run.llm_finetune)
+app.command("demo")(run.demo)
+app.command("report")(run.report)
+app.command("doctor")(doctor)
+app.command("ui")(ui.ui)
+app.add_typer(benchmarks.app, name="benchmarks")
+app.add_typer(datasets.app, name="datasets")
+app.add_typer(env.app, name="env")
+app.add_typer(models.app, name="models")
+app.add_typer(job.app, name="job")
+app.add_typer(prompts.app, name="prompts")
+
+
+def main() -> None:
+    """Console-script entry point: user errors exit 2 with one clear message."""
+    from pydantic import ValidationError
+    from pydantic_settings import SettingsError
+
+    try:
+        app()
+    except UserInputError as exc:
+        print_error(str(exc))
+        sys.exit(2)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or exc.title
+        print_error(f"invalid setting {where}: {first['msg']}")
+        sys.exit(2)
+    except SettingsError as exc:
+        cause = f": {exc.__cause__}" if exc.__cause__ else ""
+        print_error(f"invalid setting ({exc}){cause}")
+        sys.exit(2)
+    except EnvironmentFailure as exc:
+        print_error(str(exc))
+        sys.exit(1)

@@ -1,0 +1,68 @@
+"""Where things are: the shipped data folders (``configs/``, ``docker/``) and the FT_FILE_PATH layout.
+
+``configs/`` and ``docker/`` sit at the top of the repository and are shipped inside the wheel as
+the packages ``ftagent._configs`` and ``ftagent._docker`` (see ``[tool.setuptools.package-dir]`` in
+pyproject.toml). They are found through :mod:`importlib.resources`, so a source checkout, an
+editable install and a plain ``pip install .`` all resolve them the same way.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from importlib import resources
+from pathlib import Path
+
+
+@cache
+def _package_dir(package: str) -> Path:
+    try:
+        return Path(str(resources.files(package)))
+    except ModuleNotFoundError:
+        # a bare source tree on PYTHONPATH (tool processes): the folder beside the package
+        return package_root() / package.removeprefix("ftagent._")
+
+
+def configs_dir() -> Path:
+    """The shipped ``configs/`` folder (models.yaml, benchmarks/, envs/, llamafactory/, opencompass/ ...)."""
+    return _package_dir("ftagent._configs")
+
+
+def config_file(*parts: str) -> Path:
+    """A file under ``configs/``, e.g. ``config_file("llamafactory", "defaults.yaml")``."""
+    return configs_dir().joinpath(*parts)
+
+
+def docker_dir() -> Path:
+    """The shipped ``docker/`` folder (one sub-folder per image, each with its Dockerfile)."""
+    return _package_dir("ftagent._docker")
+
+
+def package_root() -> Path:
+    """The folder that contains the ``ftagent`` package (put on PYTHONPATH for tool processes)."""
+    return Path(__file__).resolve().parents[2]
+
+
+# -- FT_FILE_PATH layout (DESIGN §5) -------------------------------------------------------------
+def datasets_dir(file_path: Path | str) -> Path:
+    """Raw training datasets: ``FT_FILE_PATH/datasets``."""
+    return Path(file_path) / "datasets"
+
+
+def models_dir(file_path: Path | str) -> Path:
+    """Base models: ``FT_FILE_PATH/models``."""
+    return Path(file_path) / "models"
+
+
+def benchmarks_dir(file_path: Path | str) -> Path:
+    """Evaluation data (mounted only into evaluation runs): ``FT_FILE_PATH/benchmarks``."""
+    return Path(file_path) / "benchmarks"
+
+
+def llama_factory_info_dir(file_path: Path | str) -> Path:
+    """LLaMA-Factory's extracted parameter catalogue: ``FT_FILE_PATH/.llama_factory_info``."""
+    return Path(file_path) / ".llama_factory_info"
+
+
+def envs_dir(file_path: Path | str) -> Path:
+    """The local runner's tool virtualenvs: ``FT_FILE_PATH/envs``."""
+    return Path(file_path) / "envs"

@@ -1,0 +1,183 @@
+"""Settings for ftagent, read from the process environment and `.env` (pydantic-settings).
+
+Three groups, each a small settings class:
+
+* :class:`FTSettings` — every ``FT_*`` setting (the fine-tuning scenario, budgets, paths, components).
+* :class:`LLMSettings` — the planner's LLM (``CHAT_MODEL``, ``OPENAI_API_KEY`` ...), no prefix.
+* :class:`PathSettings` — ``LOG_PATH`` (alias ``LOG_TRACE_PATH``) and ``WORKSPACE_PATH``.
+
+Precedence: explicit arguments > process environment > ``.env`` in the working directory > defaults.
+`.env` is validated by :func:`ftagent.core.envfile.load_env_file` before settings are read (a malformed file
+is a user error, exit code 2). Env var names are case-insensitive, as in the reference.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import AliasChoices, Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+EnvType = Literal["local", "conda", "docker"]
+
+
+def _cwd_path(*parts: str) -> Path:
+    return Path.cwd().joinpath(*parts)
+
+
+class FTSettings(BaseSettings):
+    """The ``FT_*`` settings of the fine-tuning scenario (reference §2.1, minus the unused ones)."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="FT_", env_file=".env", extra="ignore", case_sensitive=False, populate_by_name=True
+    )
+
+    # --- target ---------------------------------------------------------------------------------
+    target_benchmark: str | None = Field(None, description="benchmark key, e.g. aime25")
+    benchmark_description: str | None = Field(None, description="free text; default from scenarios.json")
+    base_model: str | None = Field(None, description="HF repo id or builtin/<name>")
+    dataset: str | None = Field(None, description="one raw dataset name, or 'all'")
+    user_target_scenario: str | None = Field(None, description="free-text target carried into prompts")
+    upper_data_size_limit: int = Field(2000, gt=0, description="max training samples")
+
+    # --- components (dotted paths "module:Object") -----------------------------------------------
+    scen: str = "ftagent.finetune.scenario:FinetuneScenario"
+    proposer: str = "auto"
+    coder: str = "auto"
+    validator: str = "ftagent.tools.llamafactory.validator:LlamaFactoryValidator"
+    trainer: str = "ftagent.tools.llamafactory.trainer:LlamaFactoryTrainer"
+    evaluator: str = "ftagent.tools.opencompass.evaluator:OpenCompassEvaluator"
+    feedback: str = "auto"
+    planner: Literal["auto", "llm", "heuristic"] = Field(
+        "auto", description="auto = llm when CHAT_MODEL and a key are configured, else heuristic"
+    )
+
+    # --- runners -------------------------------------------------------------------------------
+    env_type: EnvType = Field(
+        "local",
+        validation_alias=AliasChoices("FT_ENV_TYPE", "FT_Coder_CoSTEER_env_type", "env_type"),
+        description="runner for heavy commands: local | conda | docker",
+    )
+    sandbox: Literal["auto", "bwrap", "none"] = "auto"
+    tools_env: Path | None = Field(None, description="tool virtualenv (default FT_FILE_PATH/envs/tools)")
+
+    # --- time budgets (seconds) ----------------------------------------------------------------
+    full_timeout: int = Field(360000, gt=0)
+    data_processing_timeout: int = Field(3600, gt=0)
+    debug_data_processing_timeout: int = Field(1200, gt=0)
+    micro_batch_timeout: int = Field(1800, gt=0)
+    benchmark_timeout: int = Field(0, ge=0, description="0 = 7 days")
+
+    # --- evaluation ------------------------------------------------------------------------------
+    judge_model: str = "gpt-5.1"
+    judge_api_key: SecretStr | None = None
+    judge_api_base: str | None = None
+    judge_retry: int = 10
+    benchmark_limit: int | None = Field(None, gt=0, description="cap validation and test size")
+    benchmark_num_runs: int = Field(1, gt=0)
+    benchmark_pass_k: int | None = Field(None, gt=0)
+    sota_min_delta: float = Field(0.0, ge=0.0, description="margin a candidate must beat SOTA by")
+
+    # --- data processing -------------------------------------------------------------------------
+    strong_models: Annotated[list[str], NoDecode] = ["gpt-5", "gpt-5.1"]
+    weak_models: Annotated[list[str], NoDecode] = ["gpt-4o-mini", "o4-mini", "gpt-5-mini"]
+    data_sample_count: int = 3
+    api_max_workers: int = Field(8, gt=0)
+    coder_max_loop: int = Field(10, gt=0)
+    force_think_token: bool = False
+    llm_budget_usd: float | None = Field(None, gt=0)
+
+    # --- paths -----------------------------------------------------------------------------------
+    file_path: Path = Field(default_factory=lambda: _cwd_path("git_ignore_folder", "finetune_files"))
+
+    @field_validator("strong_models", "weak_models", mode="before")
+    @classmethod
+    def _json_or_csv_list(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            value = value.strip()
+            return json.loads(value) if value.startswith("[") else [v.strip() for v in value.split(",") if v]
+        return value
+
+    @field_validator("env_type", mode="before")
+    @classmethod
+    def _lower(cls, value: Any) -> Any:
+        return value.lower() if isinstance(value, str) else value
+
+    @property
+    def benchmark_timeout_s(self) -> int:
+        """OpenCompass wall-clock limit; 0 means 7 days, as in the reference."""
+        return self.benchmark_timeout or 7 * 86400
+
+
+class LLMSettings(BaseSettings):
+    """The planner LLM, reached through LiteLLM. No prefix (``CHAT_MODEL``, ``OPENAI_API_KEY`` ...)."""
+
+    model_config = SettingsConfigDict(env_file=".env", extra="ignore", case_sensitive=False)
+
+    chat_model: str | None = None
+    chat_temperature: float = 0.5
+    chat_stream: bool = True
+    chat_max_tokens: int | None = None
+    openai_api_key: SecretStr | None = None
+    openai_api_base: str | None = None
+    embedding_model: str = "text-embedding-3-small"
+    max_retry: int = Field(10, ge=0)
+    retry_wait_seconds: float = Field(1.0, ge=0)
+    llm_timeout_seconds: float = Field(600.0, gt=0)
+    chat_model_map: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+    @field_validator("chat_model_map", mode="before")
+    @classmethod
+    def _parse_map(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return json.loads(value) if value.strip() else {}
+        return value
+
+    @property
+    def configured(self) -> bool:
+        """True when an LLM planner can be used (a model name, and a key or a custom base URL)."""
+        return bool(self.chat_model) and (self.openai_api_key is not None or bool(self.openai_api_base))
+
+
+class PathSettings(BaseSettings):
+    """Where sessions (logs, snapshots) and workspaces go."""
+
+    model_config = SettingsConfigDict(env_file=".env", extra="ignore", case_sensitive=False)
+
+    log_path: Path = Field(
+        default_factory=lambda: _cwd_path("log"),
+        validation_alias=AliasChoices("LOG_PATH", "LOG_TRACE_PATH"),
+    )
+    workspace_path: Path = Field(
+        default_factory=lambda: _cwd_path("git_ignore_folder", "workspace"),
+        validation_alias=AliasChoices("WORKSPACE_PATH"),
+    )
+
+
+class Settings:
+    """All settings groups together; build once per command with :func:`load_settings`."""
+
+    def __init__(self, ft: FTSettings, llm: LLMSettings, paths: PathSettings) -> None:
+        self.ft = ft
+        self.llm = llm
+        self.paths = paths
+
+    def redacted(self) -> dict[str, Any]:
+        """A JSON-safe dump with secrets masked (for snapshots, events and logs)."""
+        return {
+            "ft": json.loads(self.ft.model_dump_json()),
+            "llm": json.loads(self.llm.model_dump_json()),
+            "paths": json.loads(self.paths.model_dump_json()),
+        }
+
+
+def load_settings(**ft_overrides: Any) -> Settings:
+    """Read all settings groups; keyword arguments override ``FT_*`` values (e.g. from the CLI).
+
+    Raises:
+        pydantic.ValidationError: when a value is invalid (the CLI turns it into exit code 2).
+    """
+    overrides = {k: v for k, v in ft_overrides.items() if v is not None}
+    return Settings(FTSettings(**overrides), LLMSettings(), PathSettings())

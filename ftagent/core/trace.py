@@ -1,0 +1,82 @@
+"""The experiment trace: a DAG of experiments (one a loop) and the numeric SOTA rule."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from ftagent.core.errors import StepFailure
+
+Direction = Literal["max", "min"]
+
+
+class Experiment(BaseModel):
+    """One loop's experiment, as the proposer, the UI and the report see it."""
+
+    loop: int
+    parent: int | None = None
+    hypothesis: dict[str, Any] = Field(default_factory=dict)
+    artefacts: dict[str, str] = Field(default_factory=dict)  # name -> path (workspace, model, logs)
+    config: dict[str, Any] = Field(default_factory=dict)  # key training settings
+    val_score: float | None = None
+    val_metrics: dict[str, Any] = Field(default_factory=dict)
+    test_score: float | None = None  # report only: never shown to a planner
+    decision: bool = False
+    reason: str = ""
+    failure: StepFailure | None = None
+
+    @property
+    def succeeded(self) -> bool:
+        return self.failure is None and self.val_score is not None
+
+
+def beats(candidate: float | None, incumbent: float | None, direction: Direction, min_delta: float) -> bool:
+    """True when ``candidate`` beats ``incumbent`` by more than ``min_delta`` in the metric's direction.
+
+    Ties (and differences within ``min_delta``) keep the incumbent. A missing incumbent is beaten by
+    any real score; a missing candidate never wins.
+    """
+    if candidate is None:
+        return False
+    if incumbent is None:
+        return True
+    diff = candidate - incumbent if direction == "max" else incumbent - candidate
+    return diff > min_delta
+
+
+class Trace(BaseModel):
+    """All experiments of a session plus the baseline; decides and remembers the SOTA."""
+
+    core_metric: str = "score"
+    direction: Direction = "max"
+    baseline_val: float | None = None
+    baseline_test: float | None = None
+    experiments: list[Experiment] = Field(default_factory=list)
+    sota_loop: int | None = None
+
+    def sota(self) -> Experiment | None:
+        """The current best experiment, or None while the baseline is still best."""
+        return self.get(self.sota_loop) if self.sota_loop is not None else None
+
+    def get(self, loop: int) -> Experiment | None:
+        return next((e for e in self.experiments if e.loop == loop), None)
+
+    def incumbent_score(self) -> float | None:
+        sota = self.sota()
+        return sota.val_score if sota is not None else self.baseline_val
+
+    def is_new_sota(self, val_score: float | None, min_delta: float) -> bool:
+        """The numeric SOTA rule: beat the current SOTA (or the baseline) by more than ``min_delta``."""
+        return beats(val_score, self.incumbent_score(), self.direction, min_delta)
+
+    def record(self, experiment: Experiment) -> None:
+        """Add (or replace) a loop's experiment; it becomes SOTA only if ``decision`` is True."""
+        self.experiments = [e for e in self.experiments if e.loop != experiment.loop] + [experiment]
+        self.experiments.sort(key=lambda e: e.loop)
+        if experiment.decision:
+            self.sota_loop = experiment.loop
+
+    def siblings(self, parent: int | None) -> list[Experiment]:
+        """Experiments that share ``parent`` (what was already tried from the same starting point)."""
+        return [e for e in self.experiments if e.parent == parent]

@@ -1,0 +1,226 @@
+"""Typed, append-only event log (``events.jsonl``), one JSON object a line.
+
+The UI, the report and ``ftagent job status`` read only this file and the snapshots. Every event has a
+``type`` discriminator; readers skip a half-written last line (a killed writer) instead of failing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, Field, TypeAdapter, ValidationError
+
+from ftagent.core.errors import StepFailure
+
+
+class _Event(BaseModel):
+    ts: float = Field(default_factory=time.time)
+    loop: int | None = None
+
+
+class SessionStart(_Event):
+    type: Literal["session_start"] = "session_start"
+    session_id: str
+    benchmark: str | None = None
+    base_model: str | None = None
+    planner: str | None = None
+    runner: str | None = None
+    resumed_from: str | None = None
+    settings: dict[str, Any] = Field(default_factory=dict)
+
+
+class SessionEnd(_Event):
+    type: Literal["session_end"] = "session_end"
+    status: Literal["completed", "timeout", "step_limit", "budget", "env_error", "interrupted"]
+    message: str = ""
+
+
+class ScenarioStage(_Event):
+    type: Literal["scenario_stage"] = "scenario_stage"
+    stage: str
+    status: Literal["start", "done", "cached", "skipped", "failed"] = "done"
+    detail: dict[str, Any] = Field(default_factory=dict)
+
+
+class StepStart(_Event):
+    type: Literal["step_start"] = "step_start"
+    step: str
+
+
+class StepEnd(_Event):
+    type: Literal["step_end"] = "step_end"
+    step: str
+    status: Literal["ok", "failed", "goto"]
+    duration_s: float
+    failure: StepFailure | None = None
+    goto: str | None = None
+
+
+class LLMCall(_Event):
+    type: Literal["llm_call"] = "llm_call"
+    stage: str
+    model: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    latency_s: float = 0.0
+    record: str | None = None  # path of the llm/<n>.json file with messages and reply
+    error: str | None = None
+
+
+class HypothesisEvent(_Event):
+    type: Literal["hypothesis"] = "hypothesis"
+    reason: str = ""
+    hypothesis: str
+    task: str = ""
+    skip_data_processing: bool = False
+    parent: int | None = None
+    planner: str = ""
+
+
+class CodeRound(_Event):
+    type: Literal["code_round"] = "code_round"
+    round: int
+    files: dict[str, str] = Field(default_factory=dict)  # name -> path
+    accepted: bool = False
+    failure: StepFailure | None = None
+
+
+class ValidationEvent(_Event):
+    type: Literal["validation"] = "validation"
+    passed: bool
+    data_stats: dict[str, Any] = Field(default_factory=dict)
+    dropped_keys: list[str] = Field(default_factory=list)
+    injected_keys: list[str] = Field(default_factory=list)
+    failure: StepFailure | None = None
+
+
+class RunEvent(_Event):
+    type: Literal["run"] = "run"
+    purpose: str
+    command: str
+    exit_code: int | None
+    duration_s: float
+    timed_out: bool = False
+    log_file: str | None = None
+    runner: str = ""
+
+
+class TrainingEvent(_Event):
+    type: Literal["training"] = "training"
+    output_dir: str
+    finetuning_type: str | None = None
+    loss_history: list[dict[str, Any]] = Field(default_factory=list)
+    train_runtime_s: float | None = None
+    config: dict[str, Any] = Field(default_factory=dict)
+
+
+class BenchmarkResult(_Event):
+    type: Literal["benchmark_result"] = "benchmark_result"
+    split: Literal["validation", "test"]
+    benchmark: str
+    core_metric: str
+    score: float | None
+    metrics: dict[str, Any] = Field(default_factory=dict)
+    error_samples: list[dict[str, Any]] = Field(default_factory=list)
+    baseline: bool = False
+    cached: bool = False
+
+
+class FeedbackEvent(_Event):
+    type: Literal["feedback"] = "feedback"
+    decision: bool
+    reason: str = ""
+    error_type: str | None = None
+    next_step: str = ""
+    score: float | None = None
+    sota_score: float | None = None
+
+
+class LoopEnd(_Event):
+    type: Literal["loop_end"] = "loop_end"
+    status: Literal["succeeded", "failed"]
+    duration_s: float = 0.0
+    is_sota: bool = False
+
+
+class Message(_Event):
+    type: Literal["message"] = "message"
+    level: Literal["info", "warning", "error"] = "info"
+    text: str
+
+
+Event = Annotated[
+    SessionStart
+    | SessionEnd
+    | ScenarioStage
+    | StepStart
+    | StepEnd
+    | LLMCall
+    | HypothesisEvent
+    | CodeRound
+    | ValidationEvent
+    | RunEvent
+    | TrainingEvent
+    | BenchmarkResult
+    | FeedbackEvent
+    | LoopEnd
+    | Message,
+    Field(discriminator="type"),
+]
+EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
+
+
+class EventLog:
+    """Append-only writer; each line is flushed and fsynced so a SIGKILL loses at most one line."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+
+    def emit(self, event: _Event) -> None:
+        """Append one event."""
+        line = event.model_dump_json() + "\n"
+        with self._lock, open(self.path, "a", encoding="utf-8") as fh:
+            fh.write(line)
+            fh.flush()
+            os.fsync(fh.fileno())
+
+    def count(self) -> int:
+        """Number of complete lines written so far."""
+        if not self.path.exists():
+            return 0
+        with open(self.path, "rb") as fh:
+            return sum(1 for line in fh if line.endswith(b"\n"))
+
+    def truncate(self, n_lines: int) -> None:
+        """Keep only the first ``n_lines`` complete lines (used by resume with checkout)."""
+        if not self.path.exists():
+            return
+        with open(self.path, "rb") as fh:
+            lines = [line for line in fh if line.endswith(b"\n")][:n_lines]
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_bytes(b"".join(lines))
+        os.replace(tmp, self.path)
+
+
+def read_events(path: Path) -> Iterator[Event]:
+    """Yield the events of a log, skipping lines that do not parse (e.g. a half-written last line)."""
+    if not path.exists():
+        return
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                yield EVENT_ADAPTER.validate_python(json.loads(line))
+            except (json.JSONDecodeError, ValidationError):
+                continue

@@ -1,0 +1,242 @@
+"""The loop engine: runs a workflow's steps in order, loop after loop, with budgets and resume.
+
+A *workflow* is an ordered list of named steps plus the name of its feedback step. The engine:
+
+* runs steps in order; after the last step of a loop the next loop starts;
+* stops on ``loop_n`` (total loops in the session), ``step_n`` (steps in this invocation) or the
+  wall-clock ``timeout`` (checked between steps and handed to every step as a deadline);
+* lets a step return :class:`Goto` to jump back (validate → code) at most ``goto_caps[target]``
+  times per loop; past the cap the loop fails and goes to feedback;
+* turns any exception from a step into a :class:`StepFailure` and jumps to the feedback step; only
+  :class:`EnvironmentFailure` (and a failing feedback step) stops the session;
+* snapshots the session after every step and writes typed events.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from pydantic import BaseModel
+
+from ftagent.core.errors import BudgetExhausted, EnvironmentFailure, ErrorType, StepError, StepFailure
+from ftagent.engine.events import EventLog, LoopEnd, SessionEnd, StepEnd, StepStart, _Event
+from ftagent.engine.session import LoopState, Session
+
+SessionStatus = Literal["completed", "timeout", "step_limit", "budget", "env_error", "interrupted"]
+
+
+@dataclass
+class Goto:
+    """Returned by a step to send the loop back to an earlier step."""
+
+    step: str
+    reason: str = ""
+    output: Any = None  # stored as this step's output, so the target step can read why
+
+
+class StepContext:
+    """What a step gets: the session, the current loop, the event log and the deadline."""
+
+    def __init__(self, session: Session, events: EventLog, deadline: float | None,
+                 clock: Callable[[], float]) -> None:
+        self.session = session
+        self.events = events
+        self.deadline = deadline
+        self._clock = clock
+
+    @property
+    def state(self):
+        return self.session.state
+
+    @property
+    def loop(self) -> LoopState:
+        assert self.session.state.current is not None
+        return self.session.state.current
+
+    def output(self, step: str, default: Any = None) -> Any:
+        """The stored output of an earlier step of this loop."""
+        return self.loop.outputs.get(step, default)
+
+    def time_left(self) -> float | None:
+        """Seconds until the session deadline (None when there is no timeout)."""
+        if self.deadline is None:
+            return None
+        return max(0.0, self.deadline - self._clock())
+
+    def limit(self, seconds: float) -> float:
+        """``seconds`` capped by the session deadline: the timeout to give a subprocess."""
+        left = self.time_left()
+        return seconds if left is None else min(seconds, left)
+
+    def emit(self, event: _Event) -> None:
+        """Write an event tagged with the current loop."""
+        if event.loop is None and self.session.state.current is not None:
+            event.loop = self.session.state.current.index
+        self.events.emit(event)
+
+
+StepFn = Callable[[StepContext], Any]
+
+
+class Workflow(Protocol):
+    """An ordered set of steps; ``ftagent.finetune.workflow`` has the real one."""
+
+    feedback_step: str
+    goto_caps: dict[str, int]
+
+    def steps(self) -> Sequence[tuple[str, StepFn]]: ...
+
+
+@dataclass
+class RunSummary:
+    status: SessionStatus
+    loops_done: int
+    steps_run: int
+    message: str = ""
+    failures: list[StepFailure] = field(default_factory=list)
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    return value
+
+
+def _failure_from(exc: BaseException, stage: str) -> StepFailure:
+    if isinstance(exc, StepError):
+        return exc.to_failure(stage)
+    tail = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))[-3000:]
+    return StepFailure(stage=stage, error_type=ErrorType.UNKNOWN, message=f"{type(exc).__name__}: {exc}",
+                       log_tail=tail)
+
+
+class LoopEngine:
+    """Drives a :class:`Workflow` over a :class:`Session`."""
+
+    def __init__(
+        self,
+        workflow: Workflow,
+        session: Session,
+        *,
+        loop_n: int | None = None,
+        step_n: int | None = None,
+        timeout_s: float | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.workflow = workflow
+        self.session = session
+        self.events = EventLog(session.events_path)
+        self.loop_n = loop_n
+        self.step_n = step_n
+        self.timeout_s = timeout_s
+        self.clock = clock
+        self._steps = list(workflow.steps())
+        self._names = [name for name, _ in self._steps]
+        if workflow.feedback_step not in self._names:
+            raise ValueError(f"feedback step '{workflow.feedback_step}' is not a step of the workflow")
+
+    def _index(self, name: str) -> int:
+        return self._names.index(name)
+
+    def run(self) -> RunSummary:
+        """Run until a stop condition; returns why it stopped. Snapshots after every step."""
+        state = self.session.state
+        start = self.clock()
+        elapsed_before = state.elapsed_s
+        self._time_base = (start, elapsed_before)
+        deadline = None if self.timeout_s is None else start + self.timeout_s - elapsed_before
+        ctx = StepContext(self.session, self.events, deadline, self.clock)
+        steps_run = 0
+        failures: list[StepFailure] = []
+        status: SessionStatus = "completed"
+        message = ""
+        while True:
+            if self.loop_n is not None and state.loop_index >= self.loop_n:
+                status, message = "completed", f"{state.loop_index} loop(s) done"
+                break
+            if self.step_n is not None and steps_run >= self.step_n:
+                status, message = "step_limit", f"step limit {self.step_n} reached"
+                break
+            if deadline is not None and self.clock() >= deadline:
+                status, message = "timeout", f"time budget of {self.timeout_s:.0f}s used up"
+                break
+            if state.current is None or state.current.index != state.loop_index:
+                state.current = LoopState(index=state.loop_index)
+            try:
+                self._run_one_step(ctx, failures)
+            except EnvironmentFailure as exc:
+                status, message = "env_error", str(exc)
+                break
+            except BudgetExhausted as exc:
+                status, message = "budget", str(exc)
+                break
+            except KeyboardInterrupt:
+                status, message = "interrupted", "interrupted by the user"
+                break
+            finally:
+                state.elapsed_s = elapsed_before + (self.clock() - start)
+            steps_run += 1
+        self.events.emit(SessionEnd(status=status, message=message))
+        return RunSummary(status, state.loop_index, steps_run, message, failures)
+
+    def _run_one_step(self, ctx: StepContext, failures: list[StepFailure]) -> None:
+        state = self.session.state
+        loop = state.current
+        assert loop is not None
+        seq = state.step_index
+        name, fn = self._steps[seq]
+        ctx.emit(StepStart(step=name))
+        t0 = self.clock()
+        next_seq = seq + 1
+        status: Literal["ok", "failed", "goto"] = "ok"
+        goto_target = None
+        failure: StepFailure | None = None
+        try:
+            result = fn(ctx)
+            if isinstance(result, Goto):
+                loop.outputs[name] = _jsonable(result.output)
+                cap = self.workflow.goto_caps.get(result.step, 0)
+                used = loop.gotos.get(result.step, 0)
+                if used >= cap:
+                    failure = StepFailure(
+                        stage=name, error_type=ErrorType.CONFIG,
+                        message=f"gave up after {used} round(s) back to '{result.step}': {result.reason}",
+                    )
+                else:
+                    loop.gotos[result.step] = used + 1
+                    status, goto_target, next_seq = "goto", result.step, self._index(result.step)
+            else:
+                loop.outputs[name] = _jsonable(result)
+        except (EnvironmentFailure, BudgetExhausted, KeyboardInterrupt) as exc:
+            failure = _failure_from(exc, name)
+            ctx.emit(StepEnd(step=name, status="failed", duration_s=self.clock() - t0, failure=failure))
+            raise
+        except Exception as exc:  # noqa: BLE001 - every step failure becomes feedback
+            failure = _failure_from(exc, name)
+        if failure is not None:
+            if name == self.workflow.feedback_step:
+                ctx.emit(StepEnd(step=name, status="failed", duration_s=self.clock() - t0, failure=failure))
+                raise EnvironmentFailure(f"the feedback step failed: {failure.message}")
+            loop.failure = failure
+            failures.append(failure)
+            status, next_seq = "failed", self._index(self.workflow.feedback_step)
+        ctx.emit(StepEnd(step=name, status=status, duration_s=self.clock() - t0, failure=failure,
+                         goto=goto_target))
+        state.steps_done += 1
+        state.last_step = name
+        state.step_index = next_seq
+        if next_seq >= len(self._steps):
+            sota = state.trace.sota_loop == loop.index
+            ctx.emit(LoopEnd(status="failed" if loop.failure else "succeeded",
+                             duration_s=self.clock() - loop.started_at, is_sota=sota))
+            state.loop_index += 1
+            state.step_index = 0
+            state.current = None
+        state.event_count = self.events.count()
+        start, elapsed_before = self._time_base
+        state.elapsed_s = elapsed_before + (self.clock() - start)
+        self.session.save(loop.index, seq, name)

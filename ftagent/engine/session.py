@@ -1,0 +1,210 @@
+"""Sessions: one directory per ``llm_finetune`` run, JSON snapshots after every step, resume.
+
+Layout of a session directory::
+
+    <LOG_PATH>/<session_id>/
+        events.jsonl
+        __session__/<loop>/<seq>_<step>     JSON snapshot written after that step
+        llm/<n>.json                        one file per LLM call
+
+A snapshot is a :class:`SessionState` as JSON. Loading one never executes code. Writes are atomic
+(temp file + rename), so a SIGKILL leaves either the old or the new snapshot, never half of one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+import uuid
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field, ValidationError
+
+from ftagent.core.errors import StepFailure, UserInputError
+from ftagent.core.trace import Trace
+
+SNAPSHOT_SCHEMA = 1
+SESSION_DIR = "__session__"
+EVENTS_FILE = "events.jsonl"
+
+
+class LoopState(BaseModel):
+    """What one loop has produced so far: each finished step's output, and its failure if any."""
+
+    index: int
+    outputs: dict[str, Any] = Field(default_factory=dict)
+    failure: StepFailure | None = None
+    gotos: dict[str, int] = Field(default_factory=dict)  # target step -> times jumped back
+    started_at: float = Field(default_factory=time.time)
+
+
+class SessionState(BaseModel):
+    """Everything needed to continue a session after any step."""
+
+    schema_version: int = SNAPSHOT_SCHEMA
+    session_id: str
+    created_at: float = Field(default_factory=time.time)
+    config: dict[str, Any] = Field(default_factory=dict)  # run settings (redacted), for the record
+    scenario: dict[str, Any] = Field(default_factory=dict)  # facts gathered before loop 0
+    loop_index: int = 0
+    step_index: int = 0  # the next step to run within ``loop_index``
+    current: LoopState | None = None
+    trace: Trace = Field(default_factory=Trace)
+    components: dict[str, Any] = Field(default_factory=dict)  # state of stateful components
+    elapsed_s: float = 0.0  # wall time used by earlier runs of this session (for the timeout)
+    steps_done: int = 0
+    event_count: int = 0  # lines of events.jsonl that belong to this snapshot
+    last_step: str | None = None
+
+
+def new_session_id() -> str:
+    """A sortable, unique session id: UTC timestamp plus a short random suffix."""
+    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d_%H-%M-%S")
+    return f"{stamp}_{uuid.uuid4().hex[:6]}"
+
+
+def snapshot_name(seq: int, step: str) -> str:
+    return f"{seq}_{step}"
+
+
+def _sort_key(path: Path) -> tuple[int, int]:
+    seq = path.name.split("_", 1)[0]
+    return int(path.parent.name), int(seq)
+
+
+def list_snapshots(session_dir: Path) -> list[Path]:
+    """All snapshot files of a session, in (loop, seq) order."""
+    root = session_dir / SESSION_DIR
+    if not root.is_dir():
+        return []
+    files = [
+        p
+        for p in root.glob("*/*")
+        if p.is_file() and p.parent.name.isdigit() and p.name.split("_", 1)[0].isdigit()
+    ]
+    return sorted(files, key=_sort_key)
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temp file and a rename (fsynced)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+class Session:
+    """A session directory plus its current :class:`SessionState`."""
+
+    def __init__(self, directory: Path, state: SessionState) -> None:
+        self.dir = directory
+        self.state = state
+
+    @property
+    def events_path(self) -> Path:
+        return self.dir / EVENTS_FILE
+
+    @property
+    def llm_dir(self) -> Path:
+        return self.dir / "llm"
+
+    @classmethod
+    def create(cls, log_path: Path, config: dict[str, Any] | None = None) -> Session:
+        """Start a new session directory under ``log_path``."""
+        sid = new_session_id()
+        directory = log_path / sid
+        directory.mkdir(parents=True, exist_ok=False)
+        return cls(directory, SessionState(session_id=sid, config=config or {}))
+
+    def save(self, loop: int, seq: int, step: str) -> Path:
+        """Write the snapshot taken after step ``seq`` of ``loop``; drop now-stale later ones.
+
+        A step can run twice in one loop (validate → code), so snapshots that sort after this one in
+        the same loop belong to an earlier round and would mislead a resume: they are removed.
+        """
+        path = self.dir / SESSION_DIR / str(loop) / snapshot_name(seq, step)
+        write_atomic(path, self.state.model_dump_json(indent=1))
+        for other in list_snapshots(self.dir):
+            if _sort_key(other) > _sort_key(path):
+                other.unlink(missing_ok=True)
+        return path
+
+    @classmethod
+    def load(cls, path: Path) -> tuple[Session, Path]:
+        """Load a snapshot file, or the latest snapshot of a session directory.
+
+        Returns the session and the snapshot file it came from.
+
+        Raises:
+            UserInputError: when ``path`` is not a snapshot or is corrupted or incompatible.
+        """
+        path = Path(path)
+        if path.is_dir():
+            session_dir = path.parent if path.name == SESSION_DIR else path
+            snaps = list_snapshots(session_dir)
+            if not snaps:
+                raise UserInputError(f"--path {path}: no snapshots under {session_dir / SESSION_DIR}")
+            snapshot = snaps[-1]
+        elif path.is_file():
+            if path.parent.parent.name != SESSION_DIR:
+                raise UserInputError(
+                    f"--path {path} is not a snapshot (expected <session>/{SESSION_DIR}/<loop>/<seq>_<step>)"
+                )
+            snapshot, session_dir = path, path.parent.parent.parent
+        else:
+            raise UserInputError(f"--path {path} does not exist")
+        try:
+            raw = json.loads(snapshot.read_text(encoding="utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise UserInputError(f"snapshot {snapshot} is corrupted (not JSON): {exc}") from exc
+        if not isinstance(raw, dict) or raw.get("schema_version") != SNAPSHOT_SCHEMA:
+            found = raw.get("schema_version") if isinstance(raw, dict) else None
+            raise UserInputError(
+                f"snapshot {snapshot} has schema version {found!r}; this ftagent reads {SNAPSHOT_SCHEMA}"
+            )
+        try:
+            state = SessionState.model_validate(raw)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            raise UserInputError(f"snapshot {snapshot} is incompatible: {where}: {first['msg']}") from exc
+        return cls(session_dir, state), snapshot
+
+    def checkout(self, snapshot: Path) -> None:
+        """Make ``snapshot`` the head: delete later snapshots and truncate later events."""
+        from ftagent.engine.events import EventLog
+
+        for other in list_snapshots(self.dir):
+            if _sort_key(other) > _sort_key(snapshot):
+                other.unlink(missing_ok=True)
+        for loop_dir in (self.dir / SESSION_DIR).iterdir():
+            if loop_dir.is_dir() and not any(loop_dir.iterdir()):
+                loop_dir.rmdir()
+        EventLog(self.events_path).truncate(self.state.event_count)
+
+    def fork(self, log_path: Path) -> Session:
+        """Continue in a new session directory (``--no-checkout``), leaving the original untouched.
+
+        Events up to the snapshot are copied so the new session's log is complete on its own.
+        """
+        from ftagent.engine.events import EventLog
+
+        sid = new_session_id()
+        directory = log_path / sid
+        directory.mkdir(parents=True, exist_ok=False)
+        if self.events_path.exists():
+            shutil.copyfile(self.events_path, directory / EVENTS_FILE)
+            EventLog(directory / EVENTS_FILE).truncate(self.state.event_count)
+        if self.llm_dir.is_dir():
+            shutil.copytree(self.llm_dir, directory / "llm")
+        state = self.state.model_copy(deep=True)
+        state.session_id = sid
+        state.config = {**state.config, "forked_from": str(self.dir)}
+        return Session(directory, state)

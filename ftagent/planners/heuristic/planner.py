@@ -1,0 +1,299 @@
+"""The offline heuristic planner: Proposer, Coder and Feedback without any LLM.
+
+It is the embedded default when no ``CHAT_MODEL`` + key is configured (or ``FT_PLANNER=heuristic``),
+and it announces itself as such. The policy, documented in docs/architecture.md:
+
+1. **First loop** — a recipe from the memory estimate: full fine-tuning when it fits, else LoRA;
+   learning rate by model size; a short "probe" run (``PROBE_STEPS`` for tiny models, one epoch
+   otherwise). Data comes from the selected datasets' default Alpaca converters.
+2. **After a failure** of the parent recipe — OOM: switch full → LoRA, halve the batch and the
+   cutoff; TIMEOUT: halve the steps; anything else: back to the SOTA recipe with half the lr.
+3. **After a success**, reading the parent's loss curve — still falling at the end: train twice as
+   long (under-trained); flat and high: halve the lr (a too-high lr stalls small models silently);
+   near-zero loss but not better than the SOTA (memorisation): switch full ↔ LoRA; a plateau at a
+   moderate loss (or no better score): train twice as long; a low loss and a new best: 1.5× the steps.
+   Data processing is reused (``skip_data_processing``) whenever the data recipe is unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ftagent.core.errors import StepFailure
+from ftagent.core.trace import Experiment, Trace
+from ftagent.core.types import CodeResult, FeedbackResult, Hypothesis, ScenarioInfo
+
+PLANNER = "heuristic"
+TINY_PARAMS = 50_000_000
+PROBE_STEPS = 300
+MAX_STEPS_CAP = 4000
+MEMORISED_LOSS = 0.05  # per-token training loss below which we assume memorisation
+PLATEAU_LOSS = 0.1  # a converged loss above this is a plateau, not a fit
+
+
+def _params(scenario: ScenarioInfo) -> int:
+    return int(scenario.model_info.get("num_parameters") or scenario.model_info.get("params") or 0)
+
+
+def _is_tiny(scenario: ScenarioInfo) -> bool:
+    n = _params(scenario)
+    return 0 < n < TINY_PARAMS
+
+
+def _full_fits(scenario: ScenarioInfo) -> bool:
+    methods = {m.get("method"): m for m in scenario.memory.get("methods") or []}
+    full = methods.get("full") or methods.get("full_gc") or {}
+    if "fits" in full:
+        return bool(full["fits"])
+    return _is_tiny(scenario)
+
+
+def base_recipe(scenario: ScenarioInfo) -> dict[str, Any]:
+    """The first loop's training recipe (a plan dict that the coder turns into train.yaml)."""
+    tiny = _is_tiny(scenario)
+    full = _full_fits(scenario)
+    recipe: dict[str, Any] = {
+        "finetuning_type": "full" if full else "lora",
+        "learning_rate": 1e-3 if tiny else (1e-5 if full else 2e-4),
+        "per_device_train_batch_size": 32 if tiny else 2,
+        "gradient_accumulation_steps": 1 if tiny else 8,
+        "cutoff_len": 64 if tiny else 2048,
+        "max_steps": PROBE_STEPS if tiny else None,
+        "num_train_epochs": None if tiny else 1.0,
+        "lr_scheduler_type": "cosine",
+        "warmup_steps": 50 if tiny else 10,
+        "seed": 2,
+    }
+    if recipe["finetuning_type"] == "lora":
+        recipe.update(lora_rank=16, lora_alpha=32, lora_target="all")
+    return recipe
+
+
+def loss_trend(history: list[dict[str, Any]]) -> str:
+    """'falling', 'plateau_high', 'converged' or 'unknown' from a loss history."""
+    losses = [float(p["loss"]) for p in history if p.get("loss") is not None]
+    if len(losses) < 5:
+        return "unknown"
+    k = max(1, len(losses) // 5)
+    last, before, first = sum(losses[-k:]) / k, sum(losses[-2 * k:-k]) / k, losses[0]
+    if last < 0.9 * before:
+        return "falling"
+    if first > 0 and last > 0.5 * first:
+        return "plateau_high"
+    return "converged"
+
+
+def final_loss(history: list[dict[str, Any]]) -> float:
+    """Mean of the last few logged losses (inf when there are none)."""
+    losses = [float(p["loss"]) for p in history if p.get("loss") is not None]
+    return sum(losses[-3:]) / len(losses[-3:]) if losses else float("inf")
+
+
+def _scaled_steps(recipe: dict[str, Any], factor: float) -> dict[str, Any]:
+    out = dict(recipe)
+    if out.get("max_steps"):
+        out["max_steps"] = int(min(MAX_STEPS_CAP, max(10, round(out["max_steps"] * factor))))
+    else:
+        out["num_train_epochs"] = round(min(10.0, (out.get("num_train_epochs") or 1.0) * factor), 2)
+    return out
+
+
+def _toggle_method(recipe: dict[str, Any], scenario: ScenarioInfo) -> dict[str, Any] | None:
+    out = dict(recipe)
+    if recipe["finetuning_type"] == "full":
+        out.update(finetuning_type="lora", lora_rank=16, lora_alpha=32, lora_target="all",
+                   learning_rate=min(2e-3, recipe["learning_rate"] * 2))
+        return out
+    if _full_fits(scenario):
+        for key in ("lora_rank", "lora_alpha", "lora_target"):
+            out.pop(key, None)
+        out.update(finetuning_type="full", learning_rate=recipe["learning_rate"] / 2)
+        return out
+    return None
+
+
+def next_recipe(parent: Experiment | None, sota: Experiment | None, last: Experiment | None,
+                scenario: ScenarioInfo) -> tuple[dict[str, Any], str, str]:
+    """Choose the next recipe. Returns (recipe, reason, hypothesis)."""
+    if last is None:
+        recipe = base_recipe(scenario)
+        return (recipe, "No experiment yet: start from a recipe sized by the memory estimate.",
+                f"A short {recipe['finetuning_type']} probe run teaches the answer format and gives a "
+                "loss curve to plan from.")
+    base = dict((sota or last).config.get("recipe") or base_recipe(scenario))
+    if last.failure is not None:
+        prev = dict(last.config.get("recipe") or base)
+        kind = last.failure.error_type.value
+        if kind == "OOM":
+            recipe = _toggle_method(prev, scenario) if prev["finetuning_type"] == "full" else dict(prev)
+            recipe = recipe or dict(prev)
+            recipe["per_device_train_batch_size"] = max(1, prev["per_device_train_batch_size"] // 2)
+            recipe["gradient_accumulation_steps"] = prev.get("gradient_accumulation_steps", 1) * 2
+            recipe["cutoff_len"] = max(32, prev["cutoff_len"] // 2)
+            return recipe, f"Loop {last.loop} ran out of memory.", "Lower memory use: LoRA, smaller batch and cutoff."
+        if kind == "TIMEOUT":
+            return (_scaled_steps(prev, 0.5), f"Loop {last.loop} ran out of time.",
+                    "Half the training length finishes within the budget.")
+        recipe = dict(base)
+        recipe["learning_rate"] = base["learning_rate"] / 2
+        return (recipe, f"Loop {last.loop} failed ({kind}): {last.failure.message[:200]}",
+                "Return to the best known recipe with a more conservative learning rate.")
+    ref = parent or last
+    prev = dict(ref.config.get("recipe") or base)
+    trend = loss_trend(ref.hypothesis.get("loss_history", []))
+    improved = sota is not None and sota.loop == ref.loop
+    if trend == "falling":
+        return (_scaled_steps(prev, 2.0), f"Loop {ref.loop}: the training loss was still falling at the end.",
+                "The model is under-trained: twice the steps should raise the validation score.")
+    if trend == "plateau_high":
+        recipe = dict(prev)
+        recipe["learning_rate"] = prev["learning_rate"] / 2
+        return (recipe, f"Loop {ref.loop}: the loss flattened while still high.",
+                "The learning rate is too high for this model: halve it.")
+    if not improved and final_loss(ref.hypothesis.get("loss_history", [])) < MEMORISED_LOSS:
+        toggled = _toggle_method(prev, scenario)
+        if toggled is not None:
+            return (toggled, f"Loop {ref.loop} drove the training loss to ~0 without beating the best score.",
+                    f"The model memorises the data: switch to {toggled['finetuning_type']} fine-tuning.")
+    if final_loss(ref.hypothesis.get("loss_history", [])) > PLATEAU_LOSS or not improved:
+        return (_scaled_steps(prev, 2.0), f"Loop {ref.loop} plateaued at a moderate training loss.",
+                "The answer format is learnt but not the task yet: train twice as long (small models often "
+                "improve suddenly after such a plateau).")
+    recipe = _scaled_steps(prev, 1.5)
+    recipe["learning_rate"] = prev["learning_rate"] / 2 if not improved else prev["learning_rate"]
+    return (recipe, f"Loop {ref.loop} converged (score {ref.val_score}).",
+            "Train longer to consolidate the gains.")
+
+
+class HeuristicProposer:
+    """Proposes the next recipe from the trace (see the module docstring for the policy)."""
+
+    def __init__(self, scenario: ScenarioInfo, settings: Any = None, **_: Any) -> None:
+        self.scenario = scenario
+
+    def propose(self, scenario: ScenarioInfo, trace: Trace, ctx: Any) -> Hypothesis:
+        sota = trace.sota()
+        last = trace.experiments[-1] if trace.experiments else None
+        parent = sota or (last if last is not None and last.failure is None else None)
+        recipe, reason, hypothesis = next_recipe(parent, sota, last, scenario)
+        reuse = parent is not None and bool(parent.artefacts.get("workspace"))
+        return Hypothesis(reason=reason, hypothesis=hypothesis,
+                          task=f"Train with {json.dumps(recipe, sort_keys=True)}",
+                          skip_data_processing=reuse, parent=parent.loop if parent else None,
+                          planner=PLANNER, plan={"recipe": recipe})
+
+
+def render_process_data(scenario: ScenarioInfo, limit: int, seed: int = 0) -> str:
+    """A self-contained ``process_data.py`` built from the datasets' default converters."""
+    from ftagent.datasets.base import converter_source
+    from ftagent.datasets.registry import get_dataset
+
+    blocks, calls = [], []
+    for i, name in enumerate(scenario.datasets):
+        src = converter_source(get_dataset(name))
+        blocks.append(src.replace("def to_alpaca(", f"def convert_{i}(", 1))
+        calls.append(f"    rows += convert_{i}(os.path.join(root, {name!r}), per_dataset, {seed})")
+    body = "\n\n".join(blocks)
+    return f'''"""Generated by ftagent's heuristic planner: raw datasets -> Alpaca data.json."""
+import argparse
+import json
+import os
+import random
+
+{body}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--debug", action="store_true", help="write about 100 rows only")
+    args = ap.parse_args()
+    root = os.environ["FT_DATASETS_DIR"]
+    total = 100 if args.debug else {limit}
+    per_dataset = max(1, total // {max(1, len(calls))})
+    rows = []
+{chr(10).join(calls) if calls else "    pass"}
+    rows = [r for r in rows if r.get("instruction") and r.get("output")]
+    random.Random({seed}).shuffle(rows)
+    rows = rows[:total]
+    with open("data.json", "w", encoding="utf-8") as fh:
+        json.dump(rows, fh, ensure_ascii=False, indent=1)
+    print(f"wrote {{len(rows)}} rows")
+
+
+if __name__ == "__main__":
+    main()
+'''
+
+
+def render_train_yaml(recipe: dict[str, Any], template: str) -> str:
+    """The LLaMA-Factory config for a recipe (paths and system keys are injected by the validator)."""
+    cfg: dict[str, Any] = {"stage": "sft", "do_train": True, "template": template}
+    cfg.update({k: v for k, v in recipe.items() if v is not None})
+    cfg.setdefault("logging_steps", 10)
+    cfg.setdefault("save_strategy", "no")
+    return yaml.safe_dump(cfg, sort_keys=False)
+
+
+class HeuristicCoder:
+    """Writes ``process_data.py`` and ``train.yaml`` for the proposed recipe."""
+
+    def __init__(self, scenario: ScenarioInfo, settings: Any = None, **_: Any) -> None:
+        self.scenario = scenario
+        self.limit = scenario.upper_data_size_limit
+
+    def code(self, hypothesis: Hypothesis, scenario: ScenarioInfo, trace: Trace, workspace: Path,
+             feedback: StepFailure | None, ctx: Any) -> CodeResult:
+        recipe = dict(hypothesis.plan.get("recipe") or base_recipe(scenario))
+        if feedback is not None:  # a validation round failed: fall back to the safest recipe
+            recipe = _conservative(recipe, feedback)
+            hypothesis.plan["recipe"] = recipe
+        template = scenario.model_info.get("template") or "chatml"
+        files = {
+            "process_data.py": render_process_data(scenario, self.limit),
+            "train.yaml": render_train_yaml(recipe, template),
+        }
+        for name, text in files.items():
+            (workspace / name).write_text(text, encoding="utf-8")
+        (workspace / "recipe.json").write_text(json.dumps(recipe, indent=1), encoding="utf-8")
+        return CodeResult(workspace=str(workspace), files={n: str(workspace / n) for n in files},
+                          notes="heuristic planner")
+
+
+def _conservative(recipe: dict[str, Any], failure: StepFailure) -> dict[str, Any]:
+    out = dict(recipe)
+    if failure.error_type.value == "OOM":
+        out["per_device_train_batch_size"] = max(1, recipe["per_device_train_batch_size"] // 2)
+        out["cutoff_len"] = max(32, recipe["cutoff_len"] // 2)
+    else:
+        out["learning_rate"] = recipe["learning_rate"] / 2
+    return out
+
+
+class HeuristicFeedback:
+    """Explains the numeric decision and names the next step of the policy."""
+
+    def __init__(self, scenario: ScenarioInfo, settings: Any = None, **_: Any) -> None:
+        self.scenario = scenario
+        self.min_delta = float(getattr(getattr(settings, "ft", None), "sota_min_delta", 0.0) or 0.0)
+
+    def feedback(self, experiment: Experiment, trace: Trace, scenario: ScenarioInfo, ctx: Any) -> FeedbackResult:
+        if experiment.failure is not None:
+            f = experiment.failure
+            return FeedbackResult(decision=False, error_type=f.error_type.value,
+                                  reason=f"Loop failed at {f.stage}: {f.message[:300]}",
+                                  next_step=f.suggestion or "Retry with the best known recipe, more conservatively.")
+        incumbent = trace.incumbent_score()
+        better = trace.is_new_sota(experiment.val_score, self.min_delta)
+        delta = None if incumbent is None or experiment.val_score is None else experiment.val_score - incumbent
+        trend = loss_trend(experiment.hypothesis.get("loss_history", []))
+        reason = (f"Validation {scenario.core_metric} {experiment.val_score} vs best {incumbent}"
+                  + (f" ({delta:+.2f})" if delta is not None and not math.isnan(delta) else "")
+                  + (": new best." if better else ": not better."))
+        advice = {"falling": "loss still falling: train longer", "plateau_high": "loss flat and high: lower lr",
+                  "converged": "loss converged", "unknown": "too few loss points to judge"}[trend]
+        return FeedbackResult(decision=better, reason=reason, next_step=advice)

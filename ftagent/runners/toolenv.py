@@ -1,0 +1,258 @@
+"""The shared tool virtualenv (LLaMA-Factory + OpenCompass + peft): location, setup and check.
+
+One env serves training, evaluation and data scripts, so a model saved by training always loads in
+evaluation (same transformers major). Its location is ``FT_TOOLS_ENV`` or ``FT_FILE_PATH/envs/tools``.
+
+Setup (``ftagent env setup``), following cpu-recipes §2:
+
+1. ``python -m venv``;
+2. torch on its own first (``configs/envs/torch-cpu.txt`` or ``torch-gpu.txt``);
+3. ``pip install -c tools.lock.txt -r tools.txt torch==2.13.0 torchvision==0.28.0`` (torch and
+   torchvision pinned in the same command);
+4. on CPU: uninstall torchvision and delete ``torchaudio/lib/*.so`` (CUDA-linked PyPI wheels);
+5. verify the imports (and ``+cpu`` torch on CPU).
+
+A marker file in the env holds the hash of the requirement files; setup is skipped while it matches.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from ftagent.core.errors import EnvironmentFailure
+from ftagent.core.paths import config_file
+
+TORCH_PIN = "torch==2.13.0"
+TORCHVISION_PIN = "torchvision==0.28.0"
+MARKER = ".ftagent_tools.json"
+SETUP_LOG = "ftagent-setup.log"
+CHECKED_MODULES = ("torch", "transformers", "llamafactory", "opencompass", "peft")
+ENVS_DIR = config_file("envs")
+
+
+def tools_env_path(settings) -> Path:
+    """The tool env of these settings: ``FT_TOOLS_ENV``, else ``FT_FILE_PATH/envs/tools``."""
+    return Path(settings.ft.tools_env or Path(settings.ft.file_path) / "envs" / "tools").absolute()
+
+
+def tools_python(env_path: Path) -> Path:
+    """The env's python executable."""
+    return Path(env_path) / "bin" / "python"
+
+
+def requirement_files(gpu: bool, envs_dir: Path = ENVS_DIR) -> list[Path]:
+    """The files that define the env, in install order (torch, tools, lock)."""
+    return [envs_dir / ("torch-gpu.txt" if gpu else "torch-cpu.txt"), envs_dir / "tools.txt",
+            envs_dir / "tools.lock.txt"]
+
+
+def requirements_hash(gpu: bool, envs_dir: Path = ENVS_DIR) -> str:
+    """sha256 over the requirement files, the pins and the CPU/GPU flavour."""
+    h = hashlib.sha256(f"{TORCH_PIN} {TORCHVISION_PIN} gpu={gpu}\n".encode())
+    for path in requirement_files(gpu, envs_dir):
+        h.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def pip_install_steps(gpu: bool, envs_dir: Path = ENVS_DIR) -> list[tuple[str, list[str]]]:
+    """``(description, pip arguments)`` for the two installs (shared with the conda runner)."""
+    torch_req, tools_req, lock = requirement_files(gpu, envs_dir)
+    return [
+        ("install torch", ["install", "-r", str(torch_req)]),
+        ("install LLaMA-Factory + OpenCompass",
+         ["install", "-c", str(lock), "-r", str(tools_req), TORCH_PIN, TORCHVISION_PIN]),
+    ]
+
+
+def cpu_fix_script() -> str:
+    """Python code (run by the env's python) that removes the CUDA-linked torchvision/torchaudio parts."""
+    return (
+        "import glob, os, subprocess, sys, sysconfig\n"
+        "subprocess.run([sys.executable, '-m', 'pip', 'uninstall', '-y', 'torchvision'], check=True)\n"
+        "sp = sysconfig.get_paths()['purelib']\n"
+        "for so in glob.glob(os.path.join(sp, 'torchaudio', 'lib', '*.so')):\n"
+        "    os.remove(so)\n"
+        "print('cpu fix applied')\n"
+    )
+
+
+VERIFY_SCRIPT = """
+import importlib, json, sys
+from ftagent.core.paths import config_file
+out = {"versions": {}, "errors": []}
+for name in sys.argv[1:]:
+    try:
+        out["versions"][name] = str(getattr(importlib.import_module(name), "__version__", "?"))
+    except Exception as exc:
+        out["errors"].append(f"import {name}: {type(exc).__name__}: {str(exc)[:300]}")
+try:
+    from llamafactory.train.tuner import run_exp  # noqa: F401
+except Exception as exc:
+    out["errors"].append(f"from llamafactory.train.tuner import run_exp: {type(exc).__name__}: {str(exc)[:300]}")
+print("FTAGENT_CHECK " + json.dumps(out))
+"""
+
+
+class ToolEnvReport(BaseModel):
+    """What ``check_tools_env`` found."""
+
+    path: Path
+    exists: bool
+    versions: dict[str, str] = Field(default_factory=dict)
+    torch_cpu: bool | None = None
+    gpu_expected: bool = False
+    marker_current: bool = False
+    errors: list[str] = Field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.exists and not self.errors and all(m in self.versions for m in CHECKED_MODULES)
+
+
+class SetupResult(BaseModel):
+    """What ``setup_tools_env`` did."""
+
+    path: Path
+    skipped: bool
+    duration_s: float
+    report: ToolEnvReport
+
+
+def read_marker(env_path: Path) -> dict:
+    """The env's marker (empty when missing or unreadable)."""
+    try:
+        return json.loads((Path(env_path) / MARKER).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
+def marker_current(env_path: Path, gpu: bool, envs_dir: Path = ENVS_DIR) -> bool:
+    """True when the env exists and was set up from the current requirement files."""
+    return (tools_python(env_path).exists()
+            and read_marker(env_path).get("requirements_sha256") == requirements_hash(gpu, envs_dir))
+
+
+def check_tools_env(env_path: Path, gpu: bool | None = None, timeout: float = 300) -> ToolEnvReport:
+    """Import the tools in the env and report versions and problems (never raises)."""
+    env_path = Path(env_path).absolute()
+    if gpu is None:
+        from ftagent.core.hardware import detect_gpus
+
+        gpu = detect_gpus().gpu_count > 0
+    report = ToolEnvReport(path=env_path, exists=tools_python(env_path).exists(), gpu_expected=gpu)
+    if not report.exists:
+        report.errors.append(f"no tool env at {env_path}; run `ftagent env setup`")
+        return report
+    report.marker_current = marker_current(env_path, gpu)
+    try:
+        proc = subprocess.run([str(tools_python(env_path)), "-c", VERIFY_SCRIPT, *CHECKED_MODULES], capture_output=True,
+                              text=True, timeout=timeout, env=_pip_env(), check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        report.errors.append(f"cannot run the env's python: {exc}")
+        return report
+    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("FTAGENT_CHECK ")), None)
+    if line is None:
+        report.errors.append(f"check script failed (exit {proc.returncode}): {proc.stderr.strip()[-500:]}")
+        return report
+    found = json.loads(line.split(" ", 1)[1])
+    report.versions, report.errors = found["versions"], found["errors"]
+    torch_version = report.versions.get("torch")
+    if torch_version:
+        report.torch_cpu = torch_version.endswith("+cpu")
+        if not gpu and not report.torch_cpu:
+            report.errors.append(f"torch {torch_version} is not the CPU build on a machine without a GPU")
+    return report
+
+
+def _pip_env() -> dict[str, str]:
+    from ftagent.runners.process import passthrough_env
+
+    env = passthrough_env()
+    env.update({k: v for k, v in __import__("os").environ.items() if k.startswith("PIP_")})
+    env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
+    env["OMP_NUM_THREADS"] = "1"
+    return env
+
+
+def _run_step(argv: list[str], what: str, log: Path, timeout: float) -> None:
+    with open(log, "a", encoding="utf-8") as fh:
+        fh.write(f"\n$ {' '.join(argv)}\n")
+        fh.flush()
+        try:
+            proc = subprocess.run(argv, stdout=fh, stderr=subprocess.STDOUT, timeout=timeout,
+                                  env=_pip_env(), check=False)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise EnvironmentFailure(f"{what} failed: {exc} (log: {log})") from exc
+    if proc.returncode != 0:
+        tail = "\n".join(log.read_text(encoding="utf-8", errors="replace").splitlines()[-25:])
+        raise EnvironmentFailure(f"{what} failed (exit {proc.returncode}); log: {log}\n{tail}")
+
+
+def setup_tools_env(
+    env_path: Path,
+    gpu: bool,
+    *,
+    force: bool = False,
+    base_python: str = sys.executable,
+    pip_cmd: list[str] | None = None,
+    envs_dir: Path = ENVS_DIR,
+    step_timeout: float = 3600,
+    progress: Callable[[str], None] | None = None,
+    verify: bool = True,
+) -> SetupResult:
+    """Create (or reuse) the tool env at ``env_path``.
+
+    Args:
+        env_path: where the venv lives.
+        gpu: install the GPU flavour (no CPU fix, no ``+cpu`` check).
+        force: reinstall even when the marker matches.
+        base_python: interpreter that creates the venv.
+        pip_cmd: pip invocation (default ``<env>/bin/python -m pip``); tests pass a fake.
+        envs_dir: folder with the requirement files.
+        step_timeout: seconds per install step.
+        progress: called with a short message before each step (the CLI shows a spinner).
+        verify: run :func:`check_tools_env` at the end and fail when it reports errors.
+
+    Raises:
+        EnvironmentFailure: when a step fails (with the tail of the pip log) or the check fails.
+    """
+    env_path = Path(env_path).absolute()
+    say = progress or (lambda _msg: None)
+    start = time.monotonic()
+    if not force and marker_current(env_path, gpu, envs_dir):
+        say("tool env is up to date")
+        report = check_tools_env(env_path, gpu) if verify else ToolEnvReport(path=env_path, exists=True)
+        return SetupResult(path=env_path, skipped=True, duration_s=time.monotonic() - start, report=report)
+    env_path.mkdir(parents=True, exist_ok=True)
+    (env_path / MARKER).unlink(missing_ok=True)
+    log = env_path / SETUP_LOG
+    if not tools_python(env_path).exists():
+        say(f"creating venv {env_path}")
+        _run_step([base_python, "-m", "venv", str(env_path)], "python -m venv", log, step_timeout)
+    pip = pip_cmd or [str(tools_python(env_path)), "-m", "pip"]
+    for what, args in pip_install_steps(gpu, envs_dir):
+        say(what)
+        _run_step([*pip, *args], what, log, step_timeout)
+    if not gpu:
+        say("CPU fix: remove torchvision, neutralise torchaudio")
+        _run_step([str(tools_python(env_path)), "-c", cpu_fix_script()], "CPU fix", log, step_timeout)
+    report = ToolEnvReport(path=env_path, exists=True)
+    if verify:
+        say("verifying imports")
+        report = check_tools_env(env_path, gpu)
+        if not report.ok:
+            raise EnvironmentFailure("tool env check failed: " + "; ".join(report.errors))
+    (env_path / MARKER).write_text(json.dumps({
+        "requirements_sha256": requirements_hash(gpu, envs_dir), "gpu": gpu,
+        "versions": report.versions, "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
+    }, indent=2), encoding="utf-8")
+    report.marker_current = True
+    return SetupResult(path=env_path, skipped=False, duration_s=time.monotonic() - start, report=report)

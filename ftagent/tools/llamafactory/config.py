@@ -1,0 +1,215 @@
+"""Build the LLaMA-Factory config ftagent runs: filter the planner's keys, inject system-managed ones.
+
+The planner writes ``train.yaml``; before any run the validator (``ftagent.tools.llamafactory.validator``) passes it
+through :func:`filter_config` (drop keys LLaMA-Factory does not know, and values of the wrong shape)
+and :func:`manage_config` (paths, caching, reporting, CPU speed settings, warmup conversion). The
+system-managed values are data: ``configs/llamafactory/defaults.yaml``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, Field
+
+from ftagent.core.paths import config_file
+from ftagent.tools.llamafactory.catalogue import LFCatalogue
+
+DEFAULTS_FILE = config_file("llamafactory", "defaults.yaml")
+DATASET_INFO = "dataset_info.json"
+DATA_FILE = "data.json"
+
+
+class LFDefaults(BaseModel):
+    """The contents of ``configs/llamafactory/defaults.yaml``."""
+
+    dataset_name: str = "ftagent_data"
+    system_managed: dict[str, Any] = Field(default_factory=dict)
+    cpu: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    env: dict[str, str] = Field(default_factory=dict)
+    micro_batch: dict[str, Any] = Field(default_factory=dict)
+    prompt_exclude_patterns: list[str] = Field(default_factory=list)
+
+
+def load_lf_defaults(path: Path | None = None) -> LFDefaults:
+    """Read the system-managed settings (default: ``configs/llamafactory/defaults.yaml``)."""
+    path = Path(path or DEFAULTS_FILE)
+    return LFDefaults(**(yaml.safe_load(path.read_text(encoding="utf-8")) or {}))
+
+
+class DroppedKey(BaseModel):
+    """A key removed from the planner's config, and why."""
+
+    key: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.key} ({self.reason})"
+
+
+def _shape_ok(value: Any, accepts_mapping: bool, accepts_list: bool) -> bool:
+    if isinstance(value, dict):
+        return accepts_mapping
+    if isinstance(value, list):
+        # LLaMA-Factory takes comma-separated strings for its own list-like keys; a flat list of
+        # scalars is joined later, nested lists are junk.
+        return accepts_list or all(isinstance(v, (str, int, float)) for v in value)
+    return True
+
+
+def filter_config(config: dict[str, Any], catalogue: LFCatalogue) -> tuple[dict[str, Any], list[DroppedKey]]:
+    """Keep only keys LLaMA-Factory knows, with values of an acceptable shape.
+
+    Returns:
+        ``(kept, dropped)``. Flat lists of scalars for string parameters become comma-separated strings
+        (``lora_target: [q_proj, v_proj]`` → ``"q_proj,v_proj"``).
+    """
+    kept: dict[str, Any] = {}
+    dropped: list[DroppedKey] = []
+    for key, value in config.items():
+        name = str(key)
+        param = catalogue.parameters.get(name)
+        if param is None:
+            dropped.append(DroppedKey(key=name, reason="unknown to LLaMA-Factory"))
+            continue
+        if not _shape_ok(value, param.accepts_mapping, param.accepts_list):
+            kind = "mapping" if isinstance(value, dict) else "nested list"
+            dropped.append(DroppedKey(key=name, reason=f"a {kind} is not valid for type {param.type}"))
+            continue
+        if isinstance(value, list) and not param.accepts_list:
+            value = ",".join(str(v) for v in value)
+        kept[name] = value
+    return kept, dropped
+
+
+def _gpu_count(hardware: dict[str, Any]) -> int:
+    """GPUs in ``ScenarioInfo.hardware`` (keys ``gpu_count``/``num_gpus``, or a ``gpus`` list)."""
+    for key in ("gpu_count", "num_gpus"):
+        if isinstance(hardware.get(key), int):
+            return hardware[key]
+    gpus = hardware.get("gpus")
+    return len(gpus) if isinstance(gpus, list) else 0
+
+
+def system_env(hardware: dict[str, Any], defaults: LFDefaults | None = None) -> dict[str, str]:
+    """Environment variables of every LLaMA-Factory run (plus the CPU ones when there is no GPU)."""
+    defaults = defaults or load_lf_defaults()
+    env = dict(defaults.env)
+    if _gpu_count(hardware) == 0:
+        env.update({k: str(v) for k, v in defaults.cpu.get("env", {}).items()})
+    return env
+
+
+def estimate_total_steps(config: dict[str, Any], n_samples: int, n_devices: int = 1) -> int:
+    """Optimizer steps of a run: ``max_steps`` when set, else epochs × ceil(samples / global batch)."""
+    if int(config.get("max_steps", -1) or -1) > 0:
+        return int(config["max_steps"])
+    if config.get("max_samples"):
+        n_samples = min(n_samples, int(config["max_samples"]))
+    val = float(config.get("val_size") or 0.0)
+    n_train = n_samples - (int(val) if val >= 1 else n_samples * val)
+    batch = int(config.get("per_device_train_batch_size", 8)) * int(config.get("gradient_accumulation_steps", 1))
+    batch *= max(1, n_devices)
+    epochs = float(config.get("num_train_epochs", 3.0))
+    return max(1, math.ceil(math.ceil(max(1.0, n_train) / batch) * epochs))
+
+
+def convert_warmup(config: dict[str, Any], total_steps: int) -> dict[str, Any]:
+    """Replace ``warmup_ratio`` by ``warmup_steps`` (the ratio is deprecated in transformers 5).
+
+    An explicit ``warmup_steps`` wins; the ratio is dropped either way.
+    """
+    config = dict(config)
+    ratio = config.pop("warmup_ratio", None)
+    if ratio is not None and not config.get("warmup_steps"):
+        config["warmup_steps"] = int(math.ceil(float(ratio) * total_steps))
+    return config
+
+
+def write_dataset_info(workspace: Path, dataset_name: str, data_file: str = DATA_FILE) -> Path:
+    """Register the workspace's Alpaca ``data.json`` for LLaMA-Factory under ``dataset_name``."""
+    info = {
+        dataset_name: {
+            "file_name": data_file,
+            "formatting": "alpaca",
+            "columns": {"prompt": "instruction", "query": "input", "response": "output"},
+        }
+    }
+    path = Path(workspace) / DATASET_INFO
+    path.write_text(json.dumps(info, indent=2), encoding="utf-8")
+    return path
+
+
+class ManagedConfig(BaseModel):
+    """The final config and what the system changed."""
+
+    config: dict[str, Any]
+    injected: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    notes: list[str] = Field(default_factory=list)
+
+
+def manage_config(
+    config: dict[str, Any],
+    *,
+    workspace: Path,
+    base_model_path: str,
+    hardware: dict[str, Any],
+    n_samples: int,
+    defaults: LFDefaults | None = None,
+) -> ManagedConfig:
+    """Inject the system-managed keys into a filtered config.
+
+    Paths are never the planner's choice: ``model_name_or_path`` is the scenario's base model,
+    ``output_dir`` is ``<workspace>/output``, the dataset is the workspace's ``data.json`` registered
+    as ``defaults.dataset_name``. Without a GPU the CPU settings of cpu-recipes §4.1 are added.
+    """
+    defaults = defaults or load_lf_defaults()
+    workspace = Path(workspace).absolute()
+    forced: dict[str, Any] = dict(defaults.system_managed)
+    forced.update(
+        model_name_or_path=str(base_model_path),
+        output_dir=str(workspace / "output"),
+        dataset_dir=str(workspace),
+        dataset=defaults.dataset_name,
+    )
+    env = system_env(hardware, defaults)
+    n_gpus = _gpu_count(hardware)
+    if n_gpus == 0:
+        forced.update(defaults.cpu.get("config", {}))
+    notes: list[str] = []
+    for key in ("eval_dataset", "tokenized_path", "adapter_name_or_path"):
+        if key in config:
+            notes.append(f"removed {key}: the system manages data and model paths")
+    final = {k: v for k, v in config.items() if k not in ("eval_dataset", "tokenized_path", "adapter_name_or_path")}
+    injected = sorted(k for k, v in forced.items() if final.get(k, object()) != v)
+    final.update(forced)
+    if "warmup_ratio" in final:
+        total = estimate_total_steps(final, n_samples, max(1, n_gpus))
+        final = convert_warmup(final, total)
+        notes.append(f"warmup_ratio converted to warmup_steps={final.get('warmup_steps')} "
+                     f"(of ~{total} steps)")
+        injected.append("warmup_steps")
+    return ManagedConfig(config=final, injected=injected, env=env, notes=notes)
+
+
+def micro_batch_config(config: dict[str, Any], debug_dir: Path, defaults: LFDefaults | None = None) -> dict[str, Any]:
+    """A copy of the final config for the micro-batch run: a few steps, output in ``debug_dir``."""
+    defaults = defaults or load_lf_defaults()
+    micro = dict(config)
+    micro.update(defaults.micro_batch)
+    micro["output_dir"] = str(Path(debug_dir).absolute() / "output")
+    if "warmup_steps" in micro:
+        micro["warmup_steps"] = min(int(micro["warmup_steps"]), 1)
+    micro.pop("num_train_epochs", None)
+    return micro
+
+
+def dump_yaml(config: dict[str, Any], path: Path) -> Path:
+    """Write a config as YAML (keys in insertion order)."""
+    Path(path).write_text(yaml.safe_dump(config, sort_keys=False, allow_unicode=True), encoding="utf-8")
+    return Path(path)

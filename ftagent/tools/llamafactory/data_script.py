@@ -1,0 +1,116 @@
+"""Data processing around the generated ``process_data.py``: debug/full runs, reuse, size cap, and the
+contamination scan against the benchmark's validation and test items (which stay in ftagent's own
+process: generated code never sees them)."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+from pathlib import Path
+from typing import Any
+
+from ftagent.core.errors import ErrorType, StepError
+from ftagent.core.trace import Trace
+from ftagent.core.types import CodeResult, Hypothesis, ScenarioInfo
+from ftagent.engine.events import Message
+from ftagent.runners.base import Mount, Runner
+
+DATA_FILE = "data.json"
+
+
+class DataProcessor:
+    """Runs ``process_data.py`` for the debug round (validate) and the full run (train)."""
+
+    def __init__(self, scenario: ScenarioInfo, settings: Any, runner: Runner) -> None:
+        self.scenario = scenario
+        self.settings = settings
+        self.runner = runner
+        self._bench_items: dict[str, str] | None = None
+
+    def script_env(self) -> dict[str, str]:
+        """What a data script may see: dataset path, model pools, worker count, and the LLM keys."""
+        ft, llm = self.settings.ft, self.settings.llm
+        env = {"FT_DATASETS_DIR": self.scenario.dataset_root or "",
+               "STRONG_MODEL_POOL": json.dumps(ft.strong_models), "WEAK_MODEL_POOL": json.dumps(ft.weak_models),
+               "FT_API_MAX_WORKERS": str(ft.api_max_workers)}
+        if llm.openai_api_key is not None:  # the one secret a data script may need
+            env["OPENAI_API_KEY"] = llm.openai_api_key.get_secret_value()
+        if llm.openai_api_base:
+            env["OPENAI_API_BASE"] = llm.openai_api_base
+        return env
+
+    def prepare(self, code: CodeResult, hypothesis: Hypothesis, trace: Trace, ctx, *, debug: bool) -> None:
+        """Produce ``data.json`` in the workspace (or reuse the parent's) and check it.
+
+        Raises:
+            StepError: DATA/TIMEOUT from the script, the size cap or the contamination scan.
+        """
+        from ftagent.tools.llamafactory.trainer import run_data_processing
+
+        workspace = Path(code.workspace)
+        if hypothesis.skip_data_processing and self._reuse_parent(hypothesis, trace, workspace):
+            ctx.emit(Message(text=f"reusing data.json of loop {hypothesis.parent} (skip_data_processing)"))
+        else:
+            ft = self.settings.ft
+            limit = ft.debug_data_processing_timeout if debug else ft.data_processing_timeout
+            mounts = [Mount(source=Path(self.scenario.dataset_root))] if self.scenario.dataset_root else []
+            run_data_processing(workspace, self.runner, ctx.limit(limit), debug=debug,
+                                env=self.script_env(), mounts=mounts)
+        rows = self._load(workspace)
+        if not debug:
+            rows = self._cap(rows, workspace, ctx)
+        self._scan(rows)
+
+    def _reuse_parent(self, hypothesis: Hypothesis, trace: Trace, workspace: Path) -> bool:
+        parent = trace.get(hypothesis.parent) if hypothesis.parent is not None else None
+        src = Path(parent.artefacts.get("workspace", "")) / DATA_FILE if parent else None
+        if src is None or not src.is_file() or src.parent == workspace:
+            return False
+        (workspace / DATA_FILE).write_bytes(src.read_bytes())
+        return True
+
+    def _load(self, workspace: Path) -> list[dict]:
+        try:
+            rows = json.loads((workspace / DATA_FILE).read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as exc:
+            raise StepError(f"data.json is not readable JSON: {exc}", error_type=ErrorType.DATA) from exc
+        if not isinstance(rows, list):
+            raise StepError("data.json must be a JSON list of Alpaca rows", error_type=ErrorType.DATA)
+        return rows
+
+    def _cap(self, rows: list[dict], workspace: Path, ctx) -> list[dict]:
+        cap = self.scenario.upper_data_size_limit
+        if len(rows) <= cap:
+            return rows
+        kept = random.Random(0).sample(rows, cap)
+        tmp = workspace / (DATA_FILE + ".tmp")
+        tmp.write_text(json.dumps(kept, ensure_ascii=False), encoding="utf-8")
+        os.replace(tmp, workspace / DATA_FILE)
+        ctx.emit(Message(level="warning", text=f"data.json had {len(rows)} rows; sampled {cap} "
+                                               "(FT_UPPER_DATA_SIZE_LIMIT)"))
+        return kept
+
+    def _scan(self, rows: list[dict]) -> None:
+        from ftagent.datasets.contamination import check_contamination
+
+        if self._bench_items is None:
+            self._bench_items = benchmark_items(self.scenario)
+        if self._bench_items:
+            check_contamination(rows, self._bench_items)
+
+
+def benchmark_items(scenario: ScenarioInfo) -> dict[str, str]:
+    """Question texts of the benchmark's validation and test splits, keyed by ``split:index``."""
+    from ftagent.benchmarks import get_benchmark
+    from ftagent.benchmarks.base import read_jsonl
+
+    adapter = get_benchmark(scenario.benchmark)
+    root = Path(scenario.file_path) / "benchmarks" / scenario.benchmark
+    items: dict[str, str] = {}
+    for split in ("validation", "test"):
+        for path in sorted(root.glob(f"**/{split}.jsonl")):
+            for i, row in enumerate(read_jsonl(path)):
+                text = " ".join(str(row.get(f, "")) for f in adapter.spec.input_columns)
+                items[f"{path.parent.name}/{split}:{i}"] = text
+    return items

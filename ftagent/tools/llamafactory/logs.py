@@ -1,0 +1,193 @@
+"""Read what LLaMA-Factory leaves behind: loss histories and failure logs.
+
+* :func:`read_loss_history` merges ``trainer_log.jsonl`` (one line per ``logging_steps``, and a final
+  line without ``loss``) with ``trainer_state.json``'s ``log_history`` into :class:`LossPoint` rows.
+* :func:`classify_failure` turns a failed run's log into an :class:`~ftagent.core.errors.ErrorType`, the
+  relevant log lines and a suggestion for the next round.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from ftagent.core.errors import ErrorType
+
+TRAINER_LOG = "trainer_log.jsonl"
+TRAINER_STATE = "trainer_state.json"
+
+
+class LossPoint(BaseModel):
+    """One logged point of a training run."""
+
+    step: int
+    loss: float | None = None
+    eval_loss: float | None = None
+    lr: float | None = None
+    epoch: float | None = None
+
+
+def _num(value: Any) -> float | None:
+    try:
+        return float(value) if value is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+def parse_trainer_log(path: Path) -> list[LossPoint]:
+    """Rows of ``trainer_log.jsonl`` that carry a loss or an eval loss (bad lines are skipped)."""
+    points: list[LossPoint] = []
+    path = Path(path)
+    if not path.is_file():
+        return points
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # a half-written last line
+        if not isinstance(row, dict) or ("loss" not in row and "eval_loss" not in row):
+            continue
+        step = row.get("current_steps", row.get("step"))
+        if step is None:
+            continue
+        points.append(LossPoint(step=int(step), loss=_num(row.get("loss")), eval_loss=_num(row.get("eval_loss")),
+                                lr=_num(row.get("lr", row.get("learning_rate"))), epoch=_num(row.get("epoch"))))
+    return points
+
+
+def parse_trainer_state(path: Path) -> tuple[list[LossPoint], dict[str, Any]]:
+    """``(points, summary)`` from ``trainer_state.json``: log_history rows with loss/eval_loss, and the
+    final summary row (``train_loss``, ``train_runtime`` ...)."""
+    path = Path(path)
+    if not path.is_file():
+        return [], {}
+    try:
+        state = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return [], {}
+    points: list[LossPoint] = []
+    summary: dict[str, Any] = {}
+    for row in state.get("log_history", []) if isinstance(state, dict) else []:
+        if not isinstance(row, dict):
+            continue
+        if "train_loss" in row or "train_runtime" in row:
+            summary.update(row)
+            continue
+        if "loss" not in row and "eval_loss" not in row:
+            continue
+        points.append(LossPoint(step=int(row.get("step", 0)), loss=_num(row.get("loss")),
+                                eval_loss=_num(row.get("eval_loss")), lr=_num(row.get("learning_rate")),
+                                epoch=_num(row.get("epoch"))))
+    return points, summary
+
+
+def _merge(rows: list[LossPoint]) -> list[LossPoint]:
+    by_step: dict[int, LossPoint] = {}
+    for row in rows:
+        have = by_step.get(row.step)
+        if have is None:
+            by_step[row.step] = row.model_copy()
+            continue
+        for field in ("loss", "eval_loss", "lr", "epoch"):
+            if getattr(have, field) is None and getattr(row, field) is not None:
+                setattr(have, field, getattr(row, field))
+    return [by_step[s] for s in sorted(by_step)]
+
+
+def read_loss_history(output_dir: Path) -> tuple[list[LossPoint], dict[str, Any]]:
+    """The loss history of a run in ``output_dir`` (state file first, the jsonl fills gaps)."""
+    output_dir = Path(output_dir)
+    state_points, summary = parse_trainer_state(output_dir / TRAINER_STATE)
+    return _merge(state_points + parse_trainer_log(output_dir / TRAINER_LOG)), summary
+
+
+def finite_loss_steps(points: list[LossPoint]) -> list[LossPoint]:
+    """Points of completed steps (step ≥ 1) whose training loss is a finite number."""
+    return [p for p in points if p.step >= 1 and p.loss is not None and math.isfinite(p.loss)]
+
+
+# --- failure classification -------------------------------------------------------------------------
+
+# (error type, regex, suggestion); first match wins, so specific causes come before generic ones.
+_RULES: list[tuple[ErrorType, str, str]] = [
+    (ErrorType.OOM, r"out of memory|OutOfMemoryError|Cannot allocate memory|MemoryError|oom-kill|Killed",
+     "Lower per_device_train_batch_size or cutoff_len, raise gradient_accumulation_steps, use LoRA, "
+     "or enable gradient checkpointing."),
+    (ErrorType.ENV, r"ModuleNotFoundError|ImportError|command not found|No such file or directory: '[^']*cli'"
+                    r"|undefined symbol|CUDA driver|No CUDA GPUs are available|Torch not compiled with CUDA",
+     "The tool environment is broken or lacks a package; this is not fixable by changing train.yaml."),
+    (ErrorType.DATA, r"Cannot find valid samples|Undefined dataset|dataset_info\.json|DatasetGenerationError"
+                     r"|JSONDecodeError|Dataset is empty|No (?:valid )?samples|num_samples=0|empty dataset"
+                     r"|File .* not found|corresponds to no data",
+     "Check data.json: a non-empty list of Alpaca rows with non-empty instruction and output, and rows "
+     "shorter than cutoff_len."),
+    (ErrorType.CONFIG, r"ValueError|TypeError|KeyError|AssertionError|NotImplementedError|is not a valid"
+                       r"|invalid choice|argument|unrecognized|must be|Please|not supported|yaml",
+     "Fix the value named in the error in train.yaml; use only parameters and values LLaMA-Factory accepts."),
+]
+# A generic error raised inside dataset loading code is a data problem.
+_DATA_FRAMES = re.compile(r"llamafactory/data/(?:loader|parser|converter)\.py|site-packages/datasets/")
+_ERROR_LINE = re.compile(r"(Error|Exception|error:|Traceback|Killed|out of memory)", re.IGNORECASE)
+
+
+class FailureInfo(BaseModel):
+    """A classified failure of a LLaMA-Factory run."""
+
+    error_type: ErrorType
+    message: str
+    log_tail: str
+    suggestion: str
+
+
+def relevant_lines(log: str, max_chars: int = 4000) -> str:
+    """The last traceback (or error lines) plus the last lines of the log, bounded."""
+    lines = log.splitlines()
+    start = max((i for i, line in enumerate(lines) if line.startswith("Traceback")), default=None)
+    if start is not None:
+        picked = lines[start:]
+    else:
+        errors = [line for line in lines if _ERROR_LINE.search(line)]
+        picked = errors[-20:] + ["..."] + lines[-20:]
+    text = "\n".join(picked)
+    return text if len(text) <= max_chars else "...\n" + text[-max_chars:]
+
+
+def _last_error_line(log: str) -> str:
+    for line in reversed(log.splitlines()):
+        stripped = line.strip()
+        if re.match(r"^[\w.]*(Error|Exception|Killed)\b", stripped) or "out of memory" in stripped.lower():
+            return stripped[:500]
+    return ""
+
+
+def classify_failure(log: str, *, exit_code: int | None, timed_out: bool = False,
+                     timeout_s: float | None = None) -> FailureInfo:
+    """Classify a failed LLaMA-Factory run from its log text and exit status."""
+    tail = relevant_lines(log)
+    if timed_out:
+        return FailureInfo(error_type=ErrorType.TIMEOUT, log_tail=tail,
+                           message=f"run did not finish within {timeout_s or '?'} s",
+                           suggestion="Train fewer steps or samples, shorten cutoff_len, or use a smaller "
+                                      "batch per step.")
+    error_line = _last_error_line(log)
+    if exit_code in (137, -9) and not error_line:
+        return FailureInfo(error_type=ErrorType.OOM, log_tail=tail, message="process killed (likely out of memory)",
+                           suggestion=_RULES[0][2])
+    if exit_code == 127:
+        return FailureInfo(error_type=ErrorType.ENV, log_tail=tail, message="executable not found",
+                           suggestion=_RULES[1][2])
+    for text in (error_line, tail):  # the final error line decides; the tail only when it is silent
+        for error_type, pattern, suggestion in _RULES:
+            flags = re.IGNORECASE if error_type is not ErrorType.CONFIG else 0
+            if text and re.search(pattern, text, flags):
+                if error_type is ErrorType.CONFIG and _DATA_FRAMES.search(tail):
+                    error_type, suggestion = ErrorType.DATA, _RULES[2][2]  # raised while loading data
+                return FailureInfo(error_type=error_type, log_tail=tail, suggestion=suggestion,
+                                   message=error_line or f"LLaMA-Factory failed (exit {exit_code})")
+    return FailureInfo(error_type=ErrorType.UNKNOWN, log_tail=tail, suggestion="Read the log tail.",
+                       message=error_line or f"LLaMA-Factory failed (exit {exit_code})")

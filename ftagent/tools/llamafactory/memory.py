@@ -1,0 +1,201 @@
+"""Rule-of-thumb training-memory estimator: which fine-tuning methods fit, and how long a sequence.
+
+Per method (``full``, ``full_gc`` = full with gradient checkpointing, ``lora``, ``qlora``) at batch 1:
+
+* **static memory per GPU** (weights, gradients, optimizer state). Mixed-precision AdamW needs
+  16 bytes per trained parameter (bf16 weights 2 + grads 2 + fp32 master 4 + moments 8). Full
+  fine-tuning shards all of it across the GPUs with DeepSpeed ZeRO-3 (``16·P / N``). LoRA/QLoRA keep
+  the frozen base on every GPU (data parallel, no sharding): 2 bytes/param (bf16) or ~0.55 (4-bit
+  NF4 plus quantisation constants), plus 16 bytes per adapter parameter.
+* **activations per token** (not sharded: every GPU holds its own sequence). Following the
+  EleutherAI transformer-math rule with flash attention: ``34·h`` bytes per layer and token without
+  checkpointing; with checkpointing ``2·h`` per layer plus one layer recomputed (``34·h``). LoRA and
+  QLoRA use gradient checkpointing (LLaMA-Factory's default). Plus the logits: ``6·V`` bytes per token
+  (bf16 logits and their fp32 upcast in the loss).
+* **usable memory per GPU**: ``0.9 · per_gpu_gb − 1.5 GB`` (CUDA context, allocator fragmentation).
+
+``max_seq_len = (usable − static) / per_token`` and a method "fits" when at least 512 tokens fit.
+The per-GPU memory is that of ONE GPU (never a sum over GPUs; the reference multiplied a sum by N).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+Method = Literal["full", "full_gc", "lora", "qlora"]
+METHODS: tuple[Method, ...] = ("full", "full_gc", "lora", "qlora")
+GB = 1e9
+MIN_SEQ = 512
+USABLE_FRACTION = 0.9
+RESERVED_GB = 1.5
+ADAM_BYTES = 16.0
+FROZEN_BYTES = {"lora": 2.0, "qlora": 0.55}
+# (max params in billions, hidden, layers): rough architecture by size when config.json is absent
+_SIZE_BUCKETS = ((0.2, 576, 30), (0.6, 1024, 24), (1.0, 1536, 28), (2.0, 2048, 28), (4.0, 2560, 36),
+                 (9.0, 4096, 36), (15.0, 5120, 40), (35.0, 5120, 64), (80.0, 8192, 80), (1e9, 8192, 96))
+
+
+class ModelSpec(BaseModel):
+    """What the estimator needs to know about a model."""
+
+    name: str
+    params: int
+    hidden_size: int
+    num_layers: int
+    vocab_size: int = 32000
+    intermediate_size: int = 0
+    num_heads: int = 0
+    num_kv_heads: int = 0
+    max_position_embeddings: int | None = None
+    from_config: bool = Field(False, description="False when guessed from the name")
+
+    @property
+    def params_b(self) -> float:
+        return self.params / 1e9
+
+
+def params_from_config(cfg: dict) -> int:
+    """Parameter count of a decoder-only transformer from a HF ``config.json`` dict."""
+    h, layers, vocab = cfg["hidden_size"], cfg["num_hidden_layers"], cfg["vocab_size"]
+    inter = cfg.get("intermediate_size") or 4 * h
+    heads = cfg.get("num_attention_heads") or max(h // 128, 1)
+    kv_heads = cfg.get("num_key_value_heads") or heads
+    head_dim = cfg.get("head_dim") or h // heads
+    attn = h * heads * head_dim * 2 + h * kv_heads * head_dim * 2
+    if cfg.get("attention_bias", cfg.get("model_type") == "qwen2"):  # Qwen2 has q/k/v biases
+        attn += (heads + 2 * kv_heads) * head_dim
+    mlp = 3 * h * inter
+    per_layer = attn + mlp + 2 * h
+    embed = vocab * h * (1 if cfg.get("tie_word_embeddings", False) else 2)
+    return layers * per_layer + embed + h
+
+
+def parse_param_count(name: str) -> int | None:
+    """Parameters from a name such as ``Qwen3-1.7B``, ``Llama-3.1-8B-Instruct`` or ``SmolLM2-135M``."""
+    matches = re.findall(r"(?<![\w.])(\d+(?:\.\d+)?)\s*([BbMm])(?![a-zA-Z])", name.replace("_", "-"))
+    if not matches:
+        return None
+    value, unit = matches[-1]
+    return int(float(value) * (1e9 if unit in "Bb" else 1e6))
+
+
+def model_spec(model: str | Path) -> ModelSpec:
+    """Build a :class:`ModelSpec` from a model folder (``config.json``) or a name like ``8B``.
+
+    Raises:
+        ValueError: when neither a config nor a size in the name is available.
+    """
+    path = Path(model)
+    cfg_file = path / "config.json"
+    if cfg_file.is_file():
+        cfg = json.loads(cfg_file.read_text(encoding="utf-8"))
+        cfg = cfg.get("text_config", cfg) if "hidden_size" not in cfg else cfg
+        return ModelSpec(
+            name=path.name, params=params_from_config(cfg), hidden_size=cfg["hidden_size"],
+            num_layers=cfg["num_hidden_layers"], vocab_size=cfg["vocab_size"],
+            intermediate_size=cfg.get("intermediate_size") or 4 * cfg["hidden_size"],
+            num_heads=cfg.get("num_attention_heads") or 0, num_kv_heads=cfg.get("num_key_value_heads") or 0,
+            max_position_embeddings=cfg.get("max_position_embeddings"), from_config=True,
+        )
+    params = parse_param_count(str(model))
+    if params is None:
+        raise ValueError(f"cannot tell the size of '{model}': no config.json and no size like 7B in the name")
+    _, hidden, layers = next(b for b in _SIZE_BUCKETS if params / 1e9 <= b[0])
+    return ModelSpec(name=str(model), params=params, hidden_size=hidden, num_layers=layers,
+                     vocab_size=152064 if params > 3e8 else 49152, intermediate_size=int(hidden * 8 / 3))
+
+
+def lora_params(spec: ModelSpec, rank: int = 64) -> int:
+    """Adapter parameters for LoRA on all linear layers (q, k, v, o, gate, up, down)."""
+    h, inter = spec.hidden_size, spec.intermediate_size or 4 * spec.hidden_size
+    kv = h * spec.num_kv_heads // spec.num_heads if spec.num_heads and spec.num_kv_heads else h
+    shapes = [(h, h), (h, kv), (h, kv), (h, h), (h, inter), (h, inter), (inter, h)]
+    return spec.num_layers * sum(rank * (i + o) for i, o in shapes)
+
+
+class MethodEstimate(BaseModel):
+    """One method's verdict."""
+
+    method: Method
+    fits: bool
+    static_gb_per_gpu: float
+    per_token_mb: float
+    max_seq_len: int = Field(description="tokens at batch 1 on one GPU, not capped by the model context")
+    sharded: bool = Field(description="weights/optimizer sharded across GPUs (ZeRO-3)")
+
+
+class MemoryReport(BaseModel):
+    """The estimate for one model on one hardware setup."""
+
+    model: str
+    params_b: float
+    per_gpu_gb: float
+    num_gpus: int
+    device: str = "gpu"
+    max_position_embeddings: int | None = None
+    methods: list[MethodEstimate]
+
+    def get(self, method: Method) -> MethodEstimate:
+        return next(m for m in self.methods if m.method == method)
+
+    def to_markdown(self) -> str:
+        """A "Hardware Memory Constraints" block for prompts and reports."""
+        ctx = self.max_position_embeddings
+        lines = [
+            "## Hardware Memory Constraints",
+            f"- Hardware: {self.num_gpus} × {self.per_gpu_gb:.0f} GB ({self.device})",
+            f"- Model: {self.model}, {self.params_b:.2f}B parameters, max_position_embeddings: {ctx or 'unknown'}",
+            "",
+            "| Method | Fits | Static GB/GPU | Max seq_len (batch=1) |",
+            "|---|---|---|---|",
+        ]
+        for m in self.methods:
+            seq = f"{m.max_seq_len:,}" if m.fits else "not viable"
+            lines.append(f"| {m.method}{' (ZeRO-3)' if m.sharded else ''} | {'yes' if m.fits else 'no'} | "
+                         f"{m.static_gb_per_gpu:.1f} | {seq} |")
+        lines += ["", f"- Keep cutoff_len ≤ min(max seq_len of the chosen method, {ctx or 'model context'}).",
+                  "- A longer cutoff_len needs a smaller per-device batch (activations grow with batch × length).",
+                  "- Quality usually: full > lora > qlora; memory needs the other way round."]
+        return "\n".join(lines)
+
+
+def _estimate(spec: ModelSpec, method: Method, per_gpu_gb: float, num_gpus: int, rank: int) -> MethodEstimate:
+    h, layers = spec.hidden_size, spec.num_layers
+    if method in ("full", "full_gc"):
+        static = ADAM_BYTES * spec.params / max(num_gpus, 1)
+    else:
+        static = FROZEN_BYTES[method] * spec.params + ADAM_BYTES * lora_params(spec, rank)
+    checkpointing = method != "full"
+    per_layer = 2 * h * layers + 34 * h if checkpointing else 34 * h * layers
+    per_token = per_layer + 6 * spec.vocab_size
+    usable = USABLE_FRACTION * per_gpu_gb * GB - RESERVED_GB * GB
+    max_seq = max(int((usable - static) // per_token), 0) if usable > static else 0
+    return MethodEstimate(method=method, fits=max_seq >= MIN_SEQ, static_gb_per_gpu=round(static / GB, 2),
+                          per_token_mb=round(per_token / 1e6, 4), max_seq_len=max_seq,
+                          sharded=method in ("full", "full_gc") and num_gpus > 1)
+
+
+def estimate_memory(spec: ModelSpec, per_gpu_gb: float, num_gpus: int = 1, *, lora_rank: int = 64,
+                    device: str = "gpu") -> MemoryReport:
+    """Estimate every method for ``spec`` on ``num_gpus`` GPUs of ``per_gpu_gb`` GB each."""
+    return MemoryReport(model=spec.name, params_b=round(spec.params_b, 3), per_gpu_gb=per_gpu_gb,
+                        num_gpus=num_gpus, device=device, max_position_embeddings=spec.max_position_embeddings,
+                        methods=[_estimate(spec, m, per_gpu_gb, num_gpus, lora_rank) for m in METHODS])
+
+
+def estimate_for_hardware(model: str | Path, hardware=None) -> MemoryReport:
+    """Estimate for the GPUs this process sees (:func:`ftagent.core.hardware.detect_gpus`); CPU RAM without GPUs."""
+    from ftagent.core.hardware import detect_gpus
+
+    hardware = hardware or detect_gpus()
+    spec = model_spec(model)
+    if hardware.gpu_count:
+        return estimate_memory(spec, hardware.per_gpu_memory_gb * 1024**3 / GB, hardware.gpu_count)
+    import psutil
+
+    return estimate_memory(spec, psutil.virtual_memory().total / GB, 1, device="cpu")

@@ -1,0 +1,212 @@
+"""Training with LLaMA-Factory through a runner: data processing, ``llamafactory-cli train``, merge.
+
+* :func:`run_data_processing` — ``python process_data.py [--debug]`` in the workspace (tool "data").
+* :class:`LlamaFactoryTrainer` — the train step (``FT_TRAINER`` default): runs the validated
+  ``train.yaml``, parses the loss history, keeps the model under ``<workspace>/output``.
+* :func:`merge_lora` — ``llamafactory-cli export`` of a LoRA adapter onto its base model.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+from ftagent.core.errors import ErrorType, StepError
+from ftagent.core.types import CodeResult, TrainResult, ValidationReport
+from ftagent.runners.base import Mount, Runner, RunResult
+from ftagent.tools.llamafactory.config import DATA_FILE, dump_yaml, load_lf_defaults, system_env
+from ftagent.tools.llamafactory.logs import classify_failure, read_loss_history, relevant_lines
+
+if TYPE_CHECKING:
+    from ftagent.core.settings import Settings
+    from ftagent.core.types import ScenarioInfo
+    from ftagent.engine.loop import StepContext
+
+MODEL_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
+               "pytorch_model.bin.index.json")
+ADAPTER_FILES = ("adapter_model.safetensors", "adapter_model.bin")
+
+
+def default_runner(settings: Settings) -> Runner:
+    """The runner chosen by ``FT_ENV_TYPE`` (imported lazily: runners may pull heavy SDKs)."""
+    from ftagent.runners.factory import get_runner
+
+    return get_runner(settings)
+
+
+def lf_env(workspace: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """Environment of a LLaMA-Factory run: defaults.yaml ``env``, a workspace-local datasets cache."""
+    env = dict(load_lf_defaults().env)
+    env["HF_DATASETS_CACHE"] = str(Path(workspace).absolute() / ".cache" / "datasets")
+    env.update(extra or {})
+    return env
+
+
+def read_run_log(result: RunResult, max_bytes: int = 400_000) -> str:
+    """The run's full log (its tail when large), else ``result.log_tail``."""
+    if result.log_file and Path(result.log_file).is_file():
+        data = Path(result.log_file).read_bytes()
+        return data[-max_bytes:].decode("utf-8", errors="replace")
+    return result.log_tail or ""
+
+
+def run_llamafactory(subcommand: str, config_path: Path, runner: Runner, *, workdir: Path,
+                     mounts: list[Mount], env: dict[str, str], timeout: float | None,
+                     log_file: Path) -> RunResult:
+    """``llamafactory-cli <subcommand> <config>`` in the training tool env."""
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    return runner.run(["llamafactory-cli", subcommand, str(config_path)], tool="train", workdir=workdir,
+                      env=env, mounts=mounts, timeout=timeout, log_file=log_file)
+
+
+def run_data_processing(workspace: Path, runner: Runner, timeout: float, debug: bool = False,
+                        env: dict[str, str] | None = None, mounts: list[Mount] | None = None) -> RunResult:
+    """Run ``python process_data.py [--debug]`` in the workspace (tool "data"); expect ``data.json``.
+
+    Raises:
+        StepError: DATA (non-zero exit, or no data.json) or TIMEOUT, with the log tail.
+    """
+    workspace = Path(workspace).absolute()
+    cmd = ["python", "process_data.py"] + (["--debug"] if debug else [])
+    log_file = workspace / "logs" / f"process_data{'_debug' if debug else ''}.log"
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    result = runner.run(cmd, tool="data", workdir=workspace, env=env,
+                        mounts=[Mount(source=workspace, read_only=False), *(mounts or [])],
+                        timeout=timeout, log_file=log_file)
+    if result.timed_out:
+        raise StepError(f"process_data.py did not finish within {timeout:.0f} s", error_type=ErrorType.TIMEOUT,
+                        log_tail=relevant_lines(read_run_log(result)),
+                        suggestion="Process fewer samples or make the script faster.")
+    if not result.ok:
+        raise StepError(f"process_data.py failed (exit {result.exit_code})", error_type=ErrorType.DATA,
+                        log_tail=relevant_lines(read_run_log(result)),
+                        suggestion="Fix the traceback in process_data.py.")
+    if not (workspace / DATA_FILE).is_file():
+        raise StepError("process_data.py exited 0 but wrote no data.json", error_type=ErrorType.DATA,
+                        log_tail=result.log_tail[-2000:],
+                        suggestion="Write the Alpaca list to data.json in the current directory.")
+    return result
+
+
+def model_kind(output_dir: Path) -> str | None:
+    """``"lora"`` when ``output_dir`` holds an adapter, ``"full"`` for full weights, else None."""
+    output_dir = Path(output_dir)
+    if (output_dir / "adapter_config.json").is_file() and any((output_dir / f).is_file() for f in ADAPTER_FILES):
+        return "lora"
+    if (output_dir / "config.json").is_file() and (
+        any((output_dir / f).is_file() for f in MODEL_FILES) or any(output_dir.glob("model-*.safetensors"))
+    ):
+        return "full"
+    return None
+
+
+class LlamaFactoryTrainer:
+    """The train step: ``llamafactory-cli train train.yaml`` on the validated workspace."""
+
+    def __init__(self, scenario: ScenarioInfo, settings: Settings, runner: Runner | None = None) -> None:
+        self.scenario = scenario
+        self.settings = settings
+        self._runner = runner
+
+    @property
+    def runner(self) -> Runner:
+        if self._runner is None:
+            self._runner = default_runner(self.settings)
+        return self._runner
+
+    @staticmethod
+    def _apply_ray(config: dict[str, Any], config_path: Path, env: dict[str, str]) -> Path:
+        """Multi-node trials: when the Ray executor marked this task as larger than one node, train
+        through LLaMA-Factory's Ray integration (``USE_RAY=1``, ``ray_num_workers`` ...)."""
+        from ftagent.jobs.ray_training import overrides_from_env
+
+        overrides, ray_env = overrides_from_env()
+        if not overrides:
+            return config_path
+        config.update(overrides)
+        env.update(ray_env)
+        ray_path = config_path.with_name("train.ray.yaml")
+        ray_path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+        return ray_path
+
+    def train(self, code: CodeResult, report: ValidationReport, scenario: ScenarioInfo,
+              ctx: StepContext | None) -> TrainResult:
+        """Train; return where the model is and its loss history.
+
+        Raises:
+            StepError: the run failed (classified CONFIG/OOM/DATA/ENV/TIMEOUT) or left no model.
+        """
+        workspace = Path(code.workspace).absolute()
+        config_path = Path(report.config_path or workspace / "train.yaml")
+        config: dict[str, Any] = yaml.safe_load(config_path.read_text(encoding="utf-8")) or {}
+        output_dir = Path(config.get("output_dir") or workspace / "output")
+        timeout = ctx.limit(self.settings.ft.full_timeout) if ctx else float(self.settings.ft.full_timeout)
+        env = lf_env(workspace, system_env(scenario.hardware))
+        config_path = self._apply_ray(config, config_path, env)
+        mounts = [Mount(source=workspace, read_only=False), Mount(source=Path(scenario.base_model_path))]
+        start = time.monotonic()
+        result = run_llamafactory("train", config_path, self.runner, workdir=workspace, mounts=mounts, env=env,
+                                  timeout=timeout, log_file=workspace / "logs" / "train.log")
+        duration = time.monotonic() - start
+        if not result.ok:
+            info = classify_failure(read_run_log(result), exit_code=result.exit_code,
+                                    timed_out=result.timed_out, timeout_s=timeout)
+            raise StepError(f"training failed: {info.message}", error_type=info.error_type, log_tail=info.log_tail,
+                            suggestion=info.suggestion, details={"exit_code": result.exit_code})
+        kind = model_kind(output_dir)
+        if kind is None:
+            raise StepError(f"training exited 0 but {output_dir} holds no model or adapter",
+                            error_type=ErrorType.CONFIG, log_tail=relevant_lines(read_run_log(result)),
+                            suggestion="Do not change output_dir or saving options.")
+        points, summary = read_loss_history(output_dir)
+        return TrainResult(
+            output_dir=str(output_dir),
+            model_path=str(output_dir),
+            adapter_of=str(config.get("model_name_or_path")) if kind == "lora" else None,
+            finetuning_type=str(config.get("finetuning_type", "lora" if kind == "lora" else "full")),
+            template=config.get("template"),
+            enable_thinking=config.get("enable_thinking"),
+            loss_history=[p.model_dump() for p in points],
+            train_runtime_s=summary.get("train_runtime"),
+            config=config,
+            duration_s=round(duration, 2),
+        )
+
+
+def merge_lora(adapter_dir: Path, base_path: Path, template: str | None, out_dir: Path, runner: Runner,
+               timeout: float = 3600, env: dict[str, str] | None = None) -> Path:
+    """Merge a LoRA adapter into its base model with ``llamafactory-cli export``.
+
+    Returns:
+        ``out_dir``, holding ``config.json``, the merged weights and the tokenizer files.
+
+    Raises:
+        StepError: the export failed or wrote no model (classified like a training failure).
+    """
+    adapter_dir, base_path, out_dir = (Path(p).absolute() for p in (adapter_dir, base_path, out_dir))
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    config = {
+        "model_name_or_path": str(base_path),
+        "adapter_name_or_path": str(adapter_dir),
+        "template": template or "empty",
+        "finetuning_type": "lora",
+        "trust_remote_code": False,
+        "export_dir": str(out_dir),
+        "export_size": 5,
+        "export_device": "cpu",
+        "export_legacy_format": False,
+    }
+    config_path = dump_yaml(config, out_dir.parent / f"{out_dir.name}.merge.yaml")
+    mounts = [Mount(source=adapter_dir), Mount(source=base_path), Mount(source=out_dir.parent, read_only=False)]
+    result = run_llamafactory("export", config_path, runner, workdir=out_dir.parent, mounts=mounts,
+                              env=lf_env(out_dir.parent, env), timeout=timeout,
+                              log_file=out_dir.parent / f"{out_dir.name}.merge.log")
+    if not result.ok or model_kind(out_dir) != "full":
+        info = classify_failure(read_run_log(result), exit_code=result.exit_code, timed_out=result.timed_out,
+                                timeout_s=timeout)
+        raise StepError(f"LoRA merge failed: {info.message}", error_type=info.error_type, log_tail=info.log_tail,
+                        suggestion=info.suggestion)
+    return out_dir

@@ -1,0 +1,202 @@
+"""The validate step: check the data, clean the config, prove it trains for a few steps.
+
+:class:`LlamaFactoryValidator` (``FT_VALIDATOR`` default) runs three checks on a code-step workspace
+and returns a :class:`ValidationReport` (never raises for the planner's mistakes, so the engine can
+send the coder another round):
+
+1. ``data.json`` is a list of valid Alpaca rows (DATA on failure);
+2. ``train.yaml`` parses; unknown keys and wrong-shaped values are dropped and reported; the
+   system-managed keys are injected and the result is written back (the original is kept as
+   ``train.orig.yaml``) with the workspace ``dataset_info.json`` (CONFIG on failure);
+3. a micro-batch run (a few optimizer steps on a few samples) must log at least one completed step
+   with a finite loss; failures are classified CONFIG/OOM/DATA/ENV/TIMEOUT from the log.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+from ftagent.core.errors import ErrorType, StepFailure
+from ftagent.core.types import CodeResult, ValidationReport
+from ftagent.runners.base import Mount, Runner
+from ftagent.tools.llamafactory.alpaca import check_alpaca, describe
+from ftagent.tools.llamafactory.catalogue import LFCatalogue, load_or_build_catalogue
+from ftagent.tools.llamafactory.config import (
+    DATA_FILE,
+    dump_yaml,
+    filter_config,
+    load_lf_defaults,
+    manage_config,
+    micro_batch_config,
+    system_env,
+    write_dataset_info,
+)
+from ftagent.tools.llamafactory.logs import (
+    classify_failure,
+    finite_loss_steps,
+    read_loss_history,
+    relevant_lines,
+)
+from ftagent.tools.llamafactory.trainer import default_runner, lf_env, read_run_log, run_llamafactory
+
+if TYPE_CHECKING:
+    from ftagent.core.settings import Settings
+    from ftagent.core.types import ScenarioInfo
+    from ftagent.engine.loop import StepContext
+
+STAGE = "validate"
+CONFIG_FILE = "train.yaml"
+ORIGINAL_CONFIG = "train.orig.yaml"
+DEBUG_DIR = "debug"
+MANAGED_MARKER = ".train.yaml.managed"  # sha256 of the train.yaml the validator wrote
+
+
+def _fail(report: ValidationReport, error_type: ErrorType, message: str, *, log_tail: str = "",
+          suggestion: str = "", details: dict[str, Any] | None = None) -> ValidationReport:
+    report.passed = False
+    report.failure = StepFailure(stage=STAGE, error_type=error_type, message=message, log_tail=log_tail,
+                                 suggestion=suggestion, details=details or {})
+    return report
+
+
+class LlamaFactoryValidator:
+    """Data check, key filtering + system-managed injection, micro-batch run."""
+
+    def __init__(self, scenario: ScenarioInfo, settings: Settings, runner: Runner | None = None,
+                 catalogue: LFCatalogue | None = None) -> None:
+        self.scenario = scenario
+        self.settings = settings
+        self._runner = runner
+        self._catalogue = catalogue
+        self.defaults = load_lf_defaults()
+
+    @property
+    def runner(self) -> Runner:
+        if self._runner is None:
+            self._runner = default_runner(self.settings)
+        return self._runner
+
+    @property
+    def catalogue(self) -> LFCatalogue:
+        if self._catalogue is None:
+            info_dir = self.scenario.llama_factory_info_dir or Path(self.settings.ft.file_path) / ".llama_factory_info"
+            self._catalogue = load_or_build_catalogue(Path(info_dir), self.runner)
+        return self._catalogue
+
+    def validate(self, code: CodeResult, scenario: ScenarioInfo, ctx: StepContext | None) -> ValidationReport:
+        """Run the three checks; the report's ``failure`` says what to fix when ``passed`` is False."""
+        workspace = Path(code.workspace).absolute()
+        report = ValidationReport(passed=False)
+        original = self._read_config(workspace, report)
+        if original is None:
+            return report
+        data = check_alpaca(workspace / DATA_FILE, cutoff_len=_int(original.get("cutoff_len")))
+        report.data_stats = data.model_dump()
+        if not data.ok:
+            return _fail(report, ErrorType.DATA, f"data.json is not usable: {describe(data)}",
+                         suggestion="process_data.py must write a JSON list of objects with non-empty string "
+                                    "'instruction' and 'output' (and an optional string 'input').",
+                         details={"bad_examples": [b.model_dump() for b in data.bad_examples]})
+        final = self._build_config(workspace, original, scenario, data.valid, report)
+        if not report.failure:
+            self._micro_batch(workspace, final, ctx, report)
+        return report
+
+    # --- steps -------------------------------------------------------------------------------------
+
+    def _read_config(self, workspace: Path, report: ValidationReport) -> dict[str, Any] | None:
+        path = workspace / CONFIG_FILE
+        if not path.is_file():
+            _fail(report, ErrorType.CONFIG, "train.yaml was not written", suggestion="Write train.yaml.")
+            return None
+        text = path.read_text(encoding="utf-8", errors="replace")
+        try:
+            config = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            _fail(report, ErrorType.CONFIG, f"train.yaml is not valid YAML: {exc}".splitlines()[0],
+                  log_tail=str(exc)[-2000:], suggestion="Write a flat YAML mapping of LLaMA-Factory keys.")
+            return None
+        if not isinstance(config, dict):
+            _fail(report, ErrorType.CONFIG, f"train.yaml must be a mapping, got {type(config).__name__}",
+                  suggestion="Write a flat YAML mapping of LLaMA-Factory keys.")
+            return None
+        if _managed_marker(workspace) == _sha(text) and (workspace / ORIGINAL_CONFIG).is_file():
+            # train.yaml is our own output of an earlier validation: start again from the original.
+            text = (workspace / ORIGINAL_CONFIG).read_text(encoding="utf-8")
+            config = yaml.safe_load(text)
+        else:
+            (workspace / ORIGINAL_CONFIG).write_text(text, encoding="utf-8")
+        return config
+
+    def _build_config(self, workspace: Path, original: dict[str, Any], scenario: ScenarioInfo, n_samples: int,
+                      report: ValidationReport) -> dict[str, Any]:
+        kept, dropped = filter_config(original, self.catalogue)
+        report.dropped_keys = [str(d) for d in dropped]
+        managed = manage_config(kept, workspace=workspace, base_model_path=scenario.base_model_path,
+                                hardware=scenario.hardware, n_samples=n_samples, defaults=self.defaults)
+        report.injected_keys = managed.injected
+        report.micro_batch["notes"] = managed.notes
+        template = managed.config.get("template")
+        if template and self.catalogue.templates and template not in self.catalogue.templates:
+            _fail(report, ErrorType.CONFIG, f"unknown chat template '{template}'",
+                  suggestion=f"Use one of LLaMA-Factory's templates, e.g. {', '.join(self.catalogue.templates[:12])}.")
+        write_dataset_info(workspace, self.defaults.dataset_name)
+        final_path = dump_yaml(managed.config, workspace / CONFIG_FILE)
+        (workspace / MANAGED_MARKER).write_text(_sha(final_path.read_text(encoding="utf-8")), encoding="utf-8")
+        report.config_path = str(final_path)
+        return managed.config
+
+    def _micro_batch(self, workspace: Path, config: dict[str, Any], ctx: StepContext | None,
+                     report: ValidationReport) -> None:
+        debug = workspace / DEBUG_DIR
+        shutil.rmtree(debug, ignore_errors=True)
+        debug.mkdir(parents=True)
+        micro = micro_batch_config(config, debug, self.defaults)
+        path = dump_yaml(micro, debug / "train_micro.yaml")
+        timeout = float(self.settings.ft.micro_batch_timeout)
+        timeout = ctx.limit(timeout) if ctx else timeout
+        mounts = [Mount(source=workspace, read_only=False), Mount(source=Path(self.scenario.base_model_path))]
+        start = time.monotonic()
+        result = run_llamafactory("train", path, self.runner, workdir=workspace, mounts=mounts,
+                                  env=lf_env(workspace, system_env(self.scenario.hardware, self.defaults)),
+                                  timeout=timeout, log_file=debug / "train_micro.log")
+        points, _ = read_loss_history(Path(micro["output_dir"]))
+        good = finite_loss_steps(points)
+        report.micro_batch.update(
+            config_path=str(path), exit_code=result.exit_code, timed_out=result.timed_out,
+            duration_s=round(time.monotonic() - start, 2), steps_logged=len(points),
+            losses=[p.loss for p in points], log_file=str(debug / "train_micro.log"),
+        )
+        if result.ok and good:
+            report.passed = True
+            return
+        log = read_run_log(result)
+        if result.ok:
+            _fail(report, ErrorType.CONFIG, "micro-batch run exited 0 but logged no step with a finite loss",
+                  log_tail=relevant_lines(log), suggestion="Check learning_rate (NaN loss), cutoff_len and the data.")
+            return
+        info = classify_failure(log, exit_code=result.exit_code, timed_out=result.timed_out, timeout_s=timeout)
+        _fail(report, info.error_type, f"micro-batch run failed: {info.message}", log_tail=info.log_tail,
+              suggestion=info.suggestion, details={"exit_code": result.exit_code})
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _managed_marker(workspace: Path) -> str | None:
+    path = workspace / MANAGED_MARKER
+    return path.read_text(encoding="utf-8").strip() if path.is_file() else None
+
+
+def _int(value: Any) -> int | None:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None

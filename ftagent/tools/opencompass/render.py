@@ -1,0 +1,120 @@
+"""Render an OpenCompass config from ``configs/opencompass/eval_config.py.j2``.
+
+StrictUndefined + a ``py`` filter (``repr``) for every literal; the result is checked with
+``ast.parse``. The chat template is never set by ftagent: the config points ``tokenizer_path`` at the
+folder whose tokenizer carries the template the model was trained with (the adapter/model folder
+written by LLaMA-Factory, else the base model), so evaluation prompts are exactly the training ones.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+from jinja2 import Environment, FileSystemLoader, StrictUndefined
+from pydantic import BaseModel
+
+from ftagent.benchmarks.base import DatasetBlock
+from ftagent.core.errors import ErrorType, StepError
+from ftagent.core.paths import config_file
+
+TEMPLATE_DIR = config_file("opencompass")
+TEMPLATE_NAME = "eval_config.py.j2"
+TEMPLATE_VERSION = "2"  # 2: HF chat turns keep the training format (no trailing newline)
+JUDGE_PROMPT = (
+    "As a grading expert, decide whether the candidate's final answer matches the standard answer. "
+    "Trust the standard answer, do not solve the problem again, accept equivalent forms and ignore "
+    "\\boxed{} wrappers. Reply with one letter: A (CORRECT) or B (INCORRECT).\n"
+    "<Original Question Begin>\n{question}\n<Original Question End>\n"
+    "<Gold Target Begin>\n{answer}\n<Gold Target End>\n"
+    "<Predicted Answer Begin>\n{prediction}\n<Predicted End>\nGrade:"
+)
+
+
+class ModelSpec(BaseModel):
+    """The model block of the config."""
+
+    backend: Literal["hf", "vllm"] = "hf"
+    abbr: str
+    path: str  # full model, or the base model when adapter_path is set
+    adapter_path: str | None = None
+    tokenizer_path: str  # folder whose tokenizer holds the chat template used in training
+    max_seq_len: int = 2048
+    max_out_len: int = 512
+    batch_size: int = 8
+    temperature: float = 0.0
+    top_p: float = 1.0
+    top_k: int = 1
+    do_sample: bool = False
+    tensor_parallel_size: int = 1
+    gpu_memory_utilization: float = 0.9
+    dtype: str = "bfloat16"
+    max_lora_rank: int = 64
+    enable_thinking: bool = False
+
+
+def chat_template_of(folder: Path | str) -> str | None:
+    """The chat template stored with a tokenizer (``chat_template.jinja`` or tokenizer_config.json)."""
+    folder = Path(folder)
+    jinja = folder / "chat_template.jinja"
+    if jinja.exists():
+        return jinja.read_text(encoding="utf-8")
+    cfg = folder / "tokenizer_config.json"
+    if cfg.exists():
+        value = json.loads(cfg.read_text(encoding="utf-8")).get("chat_template")
+        if isinstance(value, str):
+            return value
+        if isinstance(value, list) and value:  # named templates: use "default"
+            named = {t.get("name"): t.get("template") for t in value}
+            return named.get("default") or value[0].get("template")
+    return None
+
+
+def template_folder(model_path: Path | str, base_path: Path | str | None = None) -> Path:
+    """The folder whose tokenizer chat template evaluation must use: the trained model/adapter
+    folder when it has one (LLaMA-Factory saves its template there), else the base model.
+
+    Raises:
+        StepError(EVAL): when neither folder has a chat template (a fallback would mismatch training).
+    """
+    for folder in (model_path, base_path):
+        if folder and chat_template_of(folder):
+            return Path(folder).resolve()
+    raise StepError(f"no chat template in the tokenizer files of {model_path}"
+                    + (f" or {base_path}" if base_path else ""), error_type=ErrorType.EVAL,
+                    suggestion="save the tokenizer (with its chat_template) next to the model")
+
+
+def _import_name(dotted: str) -> tuple[str, str]:
+    module, _, name = dotted.partition(":")
+    return module, name
+
+
+def render_config(datasets: list[DatasetBlock], model: ModelSpec, *, benchmark: str, split: str,
+                  num_runs: int = 1, pass_k: int | None = None, max_workers: int = 1) -> str:
+    """The OpenCompass config source (validated with ``ast.parse``)."""
+    env = Environment(loader=FileSystemLoader(str(TEMPLATE_DIR)), undefined=StrictUndefined,
+                      trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
+    env.filters["py"] = repr
+    imports: list[tuple[str, str]] = []
+    rows: list[dict[str, Any]] = []
+    for ds in datasets:
+        row = ds.model_dump()
+        for field in ("evaluator", "postprocessor"):
+            dotted = getattr(ds, field)
+            row[f"{field}_name"] = None
+            if dotted:
+                module, name = _import_name(dotted)
+                if (module, name) not in imports:
+                    imports.append((module, name))
+                row[f"{field}_name"] = name
+        rows.append(row)
+    source = env.get_template(TEMPLATE_NAME).render(
+        datasets=rows, model=model.model_dump(), imports=imports, benchmark=benchmark, split=split,
+        num_runs=num_runs, pass_k=pass_k, max_workers=max_workers, template_version=TEMPLATE_VERSION,
+        judge_used=any(ds.judge for ds in datasets), judge_prompt=JUDGE_PROMPT,
+    )
+    ast.parse(source)
+    return source
