@@ -129,3 +129,112 @@ class TrainedFormatChatModel(HuggingFacewithChatTemplate):
     def generate(self, inputs, max_out_len, min_out_len=None, stopping_criteria=[], **kwargs):  # noqa: B006
         return super().generate([_strip_turn_ends(p) for p in inputs], max_out_len, min_out_len,
                                 stopping_criteria, **kwargs)
+
+
+# --- Answer extractors and evaluators named by benchmark YAML files (``metric:`` / ``extractor:``) ---
+# exact_match, boxed_integer (BoxedIntAccEvaluator above), multiple_choice, numeric_tolerance, contains.
+_NUMBER = re.compile(r"[-+]?(?:\d[\d,]*(?:\.\d+)?|\.\d+)(?:[eE][-+]?\d+)?")
+_LETTER = r"(?<![A-Za-z]){}(?![A-Za-z])"
+
+
+def _norm(text) -> str:
+    """Whitespace collapsed, surrounding quotes and a trailing full stop removed."""
+    return " ".join(str(text if text is not None else "").split()).strip("\"'`").rstrip(".").strip()
+
+
+def _accuracy(predictions, references, same) -> dict:
+    if len(predictions) != len(references):
+        return {"error": "predictions and references have different length"}
+    details, correct = [], 0
+    for pred, ref in zip(predictions, references, strict=False):
+        ok = bool(same(pred, ref))
+        correct += ok
+        details.append({"pred": pred, "answer": ref, "correct": ok})
+    return {"accuracy": 100.0 * correct / max(len(references), 1), "details": details}
+
+
+@TEXT_POSTPROCESSORS.register_module("ftagent_strip")
+def strip_answer(text: str) -> str:
+    """The output without surrounding whitespace, quotes and trailing full stop (for exact match)."""
+    return _norm(text)
+
+
+@TEXT_POSTPROCESSORS.register_module("ftagent_option_letter")
+def option_letter(text: str, options: str = "ABCD") -> str:
+    """The first stand-alone option letter of the output (``B``, ``(B)``, ``Answer: B.``), or ''."""
+    text = last_boxed(text) or (text or "")
+    for match in re.finditer(_LETTER.format(f"[{re.escape(options)}]"), text):
+        return match.group(0)
+    return ""
+
+
+@TEXT_POSTPROCESSORS.register_module("ftagent_last_number")
+def last_number(text: str) -> str:
+    """The last number of the output (of its last ``\\boxed{}`` when present), commas removed; or ''."""
+    text = last_boxed(text) or (text or "")
+    found = _NUMBER.findall(text)
+    return found[-1].replace(",", "") if found else ""
+
+
+def _as_float(value) -> float | None:
+    try:
+        return float(str(value).strip().replace(",", "").rstrip("."))
+    except ValueError:
+        return None
+
+
+@ICL_EVALUATORS.register_module()
+class ExactMatchEvaluator(BaseEvaluator):
+    """Accuracy of exact answers: equal after whitespace/quote/full-stop normalisation (``_norm``)."""
+
+    def __init__(self, ignore_case: bool = False, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.ignore_case = ignore_case
+
+    def score(self, predictions, references):
+        fold = str.casefold if self.ignore_case else str
+        return _accuracy(predictions, references, lambda p, r: fold(_norm(p)) == fold(_norm(r)))
+
+
+@ICL_EVALUATORS.register_module()
+class OptionLetterEvaluator(BaseEvaluator):
+    """Accuracy of multiple-choice answers: the predicted option letter equals the gold letter."""
+
+    def __init__(self, options: str = "ABCD", **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.options = options
+
+    def score(self, predictions, references):
+        def same(pred, ref):
+            gold = _norm(ref).upper()
+            gold = gold if len(gold) == 1 else option_letter(gold, self.options)
+            letter = _norm(pred).upper()
+            letter = letter if len(letter) == 1 else option_letter(str(pred), self.options)
+            return bool(gold) and letter == gold
+        return _accuracy(predictions, references, same)
+
+
+@ICL_EVALUATORS.register_module()
+class NumericToleranceEvaluator(BaseEvaluator):
+    """Accuracy of numeric answers: ``|pred - gold| <= max(abs_tol, rel_tol * |gold|)``."""
+
+    def __init__(self, rel_tol: float = 1e-4, abs_tol: float = 1e-6, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.rel_tol, self.abs_tol = float(rel_tol), float(abs_tol)
+
+    def score(self, predictions, references):
+        def same(pred, ref):
+            p, r = _as_float(pred), _as_float(ref)
+            if p is None or r is None:
+                return False
+            return abs(p - r) <= max(self.abs_tol, self.rel_tol * abs(r))
+        return _accuracy(predictions, references, same)
+
+
+@ICL_EVALUATORS.register_module()
+class ContainsEvaluator(BaseEvaluator):
+    """Accuracy of free text: the normalised gold text occurs in the normalised output (case-folded)."""
+
+    def score(self, predictions, references):
+        return _accuracy(predictions, references,
+                         lambda p, r: bool(_norm(r)) and _norm(r).casefold() in _norm(p).casefold())
