@@ -1,14 +1,17 @@
 """The dataset catalogue ``FT_FILE_PATH/datasets/dataset_info.json`` (planner material).
 
-Per dataset: README excerpts, a bounded file tree, tasks (data files grouped by parent folder), sample
-counts, per-column token statistics and a few truncated samples. Building is incremental: a dataset
-already catalogued with the same token counter is not analysed again.
+Per dataset: README excerpts, a bounded file tree, tasks (data files grouped by parent folder), row
+counts per file and task, per-column token statistics (empty count, min/p50/p90/p99/max) and a few
+truncated samples. Building is incremental: a dataset already catalogued with the same token counter
+and catalogue version is not analysed again. :func:`render_entry` turns an entry into the Markdown the
+planner's prompts show (``detail="full"`` for the data coder, ``"summary"`` for the proposal).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -24,6 +27,7 @@ MAX_RECORDS = 50_000
 README_CHARS = 4000
 SAMPLE_CHARS = 2000
 TREE_LINES = 120
+CATALOGUE_VERSION = 2  # entries written by an older layout are analysed again
 
 
 class ColumnStats(BaseModel):
@@ -33,6 +37,7 @@ class ColumnStats(BaseModel):
     min_tokens: int = 0
     max_tokens: int = 0
     p50_tokens: int = 0
+    p90_tokens: int = 0
     p99_tokens: int = 0
 
 
@@ -40,6 +45,7 @@ class TaskInfo(BaseModel):
     """Data files sharing one parent folder."""
 
     files: list[str]
+    file_rows: dict[str, int] = Field(default_factory=dict)  # rows read per file (capped at MAX_RECORDS)
     sample_count: int = 0
     column_stats: dict[str, ColumnStats] = Field(default_factory=dict)
     samples: list[dict[str, Any]] = Field(default_factory=list)
@@ -54,6 +60,7 @@ class DatasetEntry(BaseModel):
     total_size_mb: float = 0.0
     tasks: dict[str, TaskInfo] = Field(default_factory=dict)
     token_counter: str = ""
+    version: int = 0
 
 
 def _percentile(sorted_vals: list[int], q: float) -> int:
@@ -81,7 +88,7 @@ def column_stats(records: list[dict], counter: TokenCounter) -> dict[str, Column
         vals = sorted(lengths[key])
         stats[key] = ColumnStats(empty_count=empties[key], min_tokens=vals[0] if vals else 0,
                                  max_tokens=vals[-1] if vals else 0, p50_tokens=_percentile(vals, 50),
-                                 p99_tokens=_percentile(vals, 99))
+                                 p90_tokens=_percentile(vals, 90), p99_tokens=_percentile(vals, 99))
     return stats
 
 
@@ -155,17 +162,21 @@ def analyze_dataset(root: Path, counter: TokenCounter) -> DatasetEntry:
     tasks, size = {}, 0
     for task, files in groups.items():
         records: list[dict] = []
+        file_rows: dict[str, int] = {}
         for path in files:
             size += path.stat().st_size
             if len(records) < MAX_RECORDS:
-                records.extend(load_records(path, MAX_RECORDS - len(records)))
+                rows = load_records(path, MAX_RECORDS - len(records))
+                file_rows[str(path.relative_to(root))] = len(rows)
+                records.extend(rows)
         first = load_records(files[0], 3)
-        tasks[task] = TaskInfo(files=[str(p.relative_to(root)) for p in files], sample_count=len(records),
-                               column_stats=column_stats(records, counter),
+        tasks[task] = TaskInfo(files=[str(p.relative_to(root)) for p in files], file_rows=file_rows,
+                               sample_count=len(records), column_stats=column_stats(records, counter),
                                samples=[_truncate(r) for r in first])
     return DatasetEntry(readme=_readmes(root), file_tree=file_tree(root),
                         total_samples=sum(t.sample_count for t in tasks.values()),
-                        total_size_mb=round(size / 1024**2, 2), tasks=tasks, token_counter=counter.name)
+                        total_size_mb=round(size / 1024**2, 2), tasks=tasks, token_counter=counter.name,
+                        version=CATALOGUE_VERSION)
 
 
 def build_catalogue(datasets_root: Path, names: list[str] | None = None, *,
@@ -187,7 +198,8 @@ def build_catalogue(datasets_root: Path, names: list[str] | None = None, *,
         p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")) if root.is_dir() else []
     for name in wanted:
         entry = existing.get(name)
-        if (root / name).is_dir() and (entry is None or entry.token_counter != counter.name):
+        stale = entry is None or entry.token_counter != counter.name or entry.version != CATALOGUE_VERSION
+        if (root / name).is_dir() and stale:
             existing[name] = analyze_dataset(root / name, counter)
     root.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".json.tmp")
@@ -197,16 +209,87 @@ def build_catalogue(datasets_root: Path, names: list[str] | None = None, *,
     return existing
 
 
-def render_entry(name: str, entry: DatasetEntry, max_chars: int = 6000) -> str:
-    """Markdown for prompts: counts, tasks with column stats and the first sample, README excerpt."""
-    lines = [f"## Dataset {name}", f"- total samples: {entry.total_samples}, size: {entry.total_size_mb} MB"]
-    for task, info in entry.tasks.items():
-        lines.append(f"### task `{task}` ({info.sample_count} samples; files: {', '.join(info.files[:5])})")
-        for col, st in info.column_stats.items():
-            lines.append(f"- {col}: empty {st.empty_count}, tokens min {st.min_tokens} / p50 {st.p50_tokens}"
-                         f" / p99 {st.p99_tokens} / max {st.max_tokens}")
-        if info.samples:
-            lines.append("first sample: " + json.dumps(info.samples[0], ensure_ascii=False)[:1500])
-    lines += ["### README", entry.readme]
-    text = "\n".join(lines)
-    return text if len(text) <= max_chars else text[:max_chars] + "\n...(truncated)"
+_KIND = {"dict": "mapping", "list": "list", "int": "integer", "float": "number", "bool": "boolean",
+         "NoneType": "null"}
+
+
+def read_catalogue(datasets_root: Path) -> dict[str, DatasetEntry]:
+    """The entries of ``datasets_root/dataset_info.json`` ({} when it is missing or unreadable)."""
+    path = Path(datasets_root) / CATALOGUE_FILE
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+        return {k: DatasetEntry.model_validate(v) for k, v in raw.items()}
+    except (OSError, ValueError):
+        return {}
+
+
+def _clip_value(value: Any, limit: int) -> Any:
+    """Strings cut to ``limit`` characters (with the number left out), recursively."""
+    if isinstance(value, str):
+        value = value.split("...(omitted", 1)[0] if "...(omitted" in value else value
+        return value if len(value) <= limit else value[:limit] + f"…[+{len(value) - limit} chars]"
+    if isinstance(value, dict):
+        return {k: _clip_value(v, limit) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_clip_value(v, limit) for v in value[:5]] + (["…"] if len(value) > 5 else [])
+    return value
+
+
+def _readme_excerpt(readme: str, limit: int) -> str:
+    """The README without HTML comments/badges, cut at a line break before ``limit`` characters."""
+    text = re.sub(r"<!--.*?-->", "", readme, flags=re.DOTALL)
+    text = re.sub(r"(^|\n)---\n.*?\n---\n", r"\1", text, flags=re.DOTALL)  # YAML front matter of HF cards
+    text = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith(("![", "<img", "[!["))).strip()
+    if len(text) <= limit:
+        return text
+    cut = text[:limit].rsplit("\n", 1)[0]
+    return cut + f"\n…(README continues, {len(text) - len(cut)} more characters)"
+
+
+def render_entry(name: str, entry: DatasetEntry, detail: str = "full", *, max_tasks: int = 12) -> str:
+    """Markdown about one dataset for the planner's prompts.
+
+    Args:
+        name: the dataset's folder name under ``FT_DATASETS_DIR``.
+        entry: its catalogue entry.
+        detail: ``"full"`` (data coder: README excerpt, file tree, per-file rows, every column's token
+            statistics, 2 sample rows per task) or ``"summary"`` (proposal: counts, columns, one short
+            sample, a short README excerpt).
+        max_tasks: tasks listed in full; the others are named with their row counts.
+    """
+    full = detail == "full"
+    lines = [f"## Dataset `{name}`",
+             f"- {entry.total_samples:,} rows in {sum(len(t.files) for t in entry.tasks.values())} data file(s), "
+             f"{entry.total_size_mb} MB; token counts by `{entry.token_counter or 'unknown'}`"]
+    tasks = list(entry.tasks.items())
+    for task, info in tasks[:max_tasks]:
+        label = "(top level)" if task == "_root" else f"`{task}`"
+        lines.append(f"### task {label}: {info.sample_count:,} rows")
+        if full:
+            for file, rows in (info.file_rows or {f: None for f in info.files}).items():
+                lines.append(f"- file `{file}`" + (f": {rows:,} rows" if rows is not None else ""))
+        cols = [f"`{c}` (empty {st.empty_count}; tokens p50 {st.p50_tokens}, p90 {st.p90_tokens}, "
+                f"p99 {st.p99_tokens}, max {st.max_tokens})" if full else f"`{c}` (p50 {st.p50_tokens} tokens)"
+                for c, st in info.column_stats.items()]
+        other = sorted({k for r in info.samples for k, v in r.items()
+                        if k not in info.column_stats and not isinstance(v, str)})
+        kinds = {k: type(next(r[k] for r in info.samples if k in r)).__name__ for k in other}
+        cols += [f"`{k}` ({_KIND.get(kinds[k], kinds[k])})" for k in other]
+        if cols:
+            lines.append("- columns: " + "; ".join(cols))
+        samples = info.samples[:2] if full else info.samples[:1]
+        for i, sample in enumerate(samples, 1):
+            text = json.dumps(_clip_value(sample, 400 if full else 160), ensure_ascii=False)
+            cap = 1500 if full else 400
+            text = text if len(text) <= cap else text[:cap] + f"…[row continues, +{len(text) - cap} chars]"
+            lines.append(f"- sample {i}: {text}")
+    if len(tasks) > max_tasks:
+        rest = ", ".join(f"{t} ({i.sample_count})" for t, i in tasks[max_tasks:])
+        lines.append(f"- {len(tasks) - max_tasks} more tasks: {rest}")
+    if full and entry.file_tree:
+        tree = entry.file_tree.splitlines()
+        shown = tree[:40] + ([f"... ({len(tree) - 40} more lines)"] if len(tree) > 40 else [])
+        lines += ["### Files", "```", *shown, "```"]
+    if entry.readme:
+        lines += ["### README (excerpt)", _readme_excerpt(entry.readme, 2500 if full else 600)]
+    return "\n".join(lines)

@@ -40,7 +40,21 @@ def test_analysis_of_fixtures(tmp_path):
     assert "deepscaler.json" in cat["deepscaler"].file_tree
     on_disk = json.loads((root / "dataset_info.json").read_text())
     assert on_disk["deepscaler"]["tasks"]["_root"]["sample_count"] == 5
-    assert "## Dataset deepscaler" in catalogue.render_entry("deepscaler", cat["deepscaler"])
+    text = catalogue.render_entry("deepscaler", cat["deepscaler"])
+    assert "## Dataset `deepscaler`" in text and "5 rows" in text and "`solution` (empty 3;" in text
+    assert "sample 2:" in text and "deepscaler.json (0.6 KiB)" in text and "license: mit" not in text
+    summary = catalogue.render_entry("deepscaler", cat["deepscaler"], "summary")
+    assert "sample 1:" in summary and "sample 2:" not in summary and len(summary) < len(text)
+
+
+def test_render_lists_non_string_columns_and_bounds_samples(tmp_path):
+    root = _root(tmp_path, "panorama")
+    entry = catalogue.build_catalogue(root)["panorama"]
+    text = catalogue.render_entry("panorama", entry)
+    assert "`options` (mapping)" in text and "`claim_number` (integer)" in text
+    assert "row continues" in text  # a long row is cut, with the size of what was left out
+    assert max(len(line) for line in text.splitlines()) < 1700
+    assert catalogue.read_catalogue(root).keys() == {"panorama"}
 
 
 def test_parquet_csv_and_truncation(tmp_path, monkeypatch):

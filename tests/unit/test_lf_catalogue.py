@@ -32,16 +32,38 @@ def test_read_catalogue_holds_all_sections() -> None:
     assert cat.parameters["deepspeed"].accepts_mapping and not cat.parameters["cutoff_len"].accepts_mapping
 
 
+def _names(text: str) -> list[str]:
+    return [line[2:].split(" ", 1)[0] for line in text.splitlines() if line.startswith("- ")]
+
+
 def test_format_for_prompt_excludes_noise_and_is_bounded() -> None:
     cat = read_catalogue(FIXTURES)
-    text = cat.format_for_prompt()
-    names = {line[2:].split(" ", 1)[0] for line in text.splitlines() if line.startswith("- ")}
-    assert {"learning_rate", "lora_rank", "cutoff_len", "num_train_epochs"} <= names
+    text = cat.format_for_prompt(gpu=False)
+    names = set(_names(text))
+    assert {"learning_rate", "lora_rank", "cutoff_len", "num_train_epochs", "finetuning_type",
+            "per_device_train_batch_size", "gradient_accumulation_steps", "packing", "warmup_ratio"} <= names
     assert not {n for n in names if n.startswith(("push_to_hub", "hub_", "deepspeed", "vllm_"))}
     assert "output_dir" not in names and "model_name_or_path" not in names  # system-managed
+    assert "stage" not in names and "do_train" not in names
     assert len(text) <= 14000 and "truncated" not in text
     small = cat.format_for_prompt(["LoraArguments"], max_chars=2000)
     assert "lora_rank" in small and "learning_rate" not in small and len(small) <= 2000
+
+
+def test_essential_arguments_survive_any_budget_and_nothing_is_cut_mid_line() -> None:
+    cat = read_catalogue(FIXTURES)
+    full = cat.format_for_prompt(gpu=True)
+    tight = cat.format_for_prompt(gpu=True, max_tokens=1600)
+    assert "deepspeed" in _names(full)  # essential on GPUs although an exclusion pattern matches it
+    essential = ["finetuning_type", "lora_rank", "learning_rate", "cutoff_len", "per_device_train_batch_size",
+                 "num_train_epochs", "bf16", "deepspeed", "eval_strategy", "save_strategy"]
+    assert set(essential) <= set(_names(tight))
+    assert "more valid arguments not listed for space" in tight and len(tight) < len(full)
+    full_lines = set(full.splitlines())
+    kept = [line for line in tight.splitlines() if line.startswith("- ")]
+    assert all(line in full_lines for line in kept)  # whole lines only
+    # grouped: the essential topics come first, the others by section
+    assert tight.index("### Learning rate and schedule") < tight.index("## Other finetuning arguments")
 
 
 def test_cached_catalogue_is_used_and_mismatched_files_are_rejected(tmp_path: Path) -> None:

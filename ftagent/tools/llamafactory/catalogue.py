@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -56,42 +57,109 @@ class LFCatalogue(BaseModel):
         exclude_patterns: list[str] | None = None,
         max_help: int = 100,
         max_chars: int = 14000,
+        max_tokens: int | None = None,
+        gpu: bool = True,
+        count: Callable[[str], int] | None = None,
     ) -> str:
-        """A compact, bounded description of the parameters for the planner's prompt.
+        """A grouped, bounded description of the parameters for the planner's prompt.
+
+        The arguments the planner actually tunes (:data:`ESSENTIAL`: method, LoRA/QLoRA, learning rate
+        and schedule, batch and accumulation, epochs/steps, cutoff, packing, precision, DeepSpeed,
+        evaluation/saving) come first, grouped by topic, and are always kept (exclusion patterns do
+        not hide them; DeepSpeed only with ``gpu``). The other arguments follow by section, minus the
+        exclusion patterns, as long as the budget allows: whole lines are added until the next one
+        would not fit, and a last line says how many were left out. Nothing is cut in the middle.
 
         Args:
             categories: sections (``model``, ``data``, ``finetuning``, ``training``, ``generating``) or
-                groups (``LoraArguments``...) to include; None = model, data, finetuning, training.
+                groups (``LoraArguments``...) of the other arguments; None = model, data, finetuning,
+                training. When given, only essential arguments of these categories are listed.
             exclude_patterns: regexes of names to hide; None = ``prompt_exclude_patterns`` of
                 ``configs/llamafactory/defaults.yaml``.
-            max_help: help text is cut to this many characters.
-            max_chars: the whole text is cut to this many characters (with a note).
+            max_help: help text of the other arguments is cut to this many characters.
+            max_chars: character budget of the whole text.
+            max_tokens: token budget of the whole text (with ``count``, default ``ceil(chars / 4)``).
+            gpu: the run has GPUs (DeepSpeed and the mixed-precision flags matter).
+            count: token counter for ``max_tokens``.
         """
         if exclude_patterns is None:
             from ftagent.tools.llamafactory.config import load_lf_defaults
 
-            exclude_patterns = load_lf_defaults().prompt_exclude_patterns
+            defaults = load_lf_defaults()
+            exclude_patterns = defaults.prompt_exclude_patterns + [re.escape(k) for k in defaults.system_managed]
         excluded = re.compile("|".join(f"(?:{p})" for p in exclude_patterns)) if exclude_patterns else None
+        count = count or (lambda text: -(-len(text) // 4))
         wanted = set(categories or ["model", "data", "finetuning", "training"])
-        lines = [f"LLaMA-Factory {self.version}; methods: {', '.join(self.methods)}"]
+
+        def chosen(param: LFParam) -> bool:
+            return categories is None or param.section in wanted or param.group in wanted
+
+        lines = [f"LLaMA-Factory {self.version}; finetuning_type is one of: {', '.join(self.methods)}"]
+        essential: set[str] = set()
+        groups = [(title, names) for title, names in ESSENTIAL if gpu or title not in GPU_ONLY]
+        if groups:
+            lines.append("## Training arguments you tune (all valid keys)")
+        for title, names in groups:
+            params = [self.parameters[n] for n in names if n in self.parameters and chosen(self.parameters[n])]
+            essential.update(names)
+            if params:
+                lines.append(f"### {title}")
+                lines += [_param_line(p, max(max_help, 220)) for p in params]
+        head = "\n".join(lines)
+        used_chars, used_tokens = len(head), count(head)
+        rest: list[LFParam] = [p for p in self.parameters.values() if p.name not in essential and chosen(p)
+                               and (categories is not None or p.section in wanted)
+                               and (excluded is None or not excluded.fullmatch(p.name))]
+        rest.sort(key=lambda p: SECTION_ORDER.index(p.section) if p.section in SECTION_ORDER else 99)
+        body: list[str] = []
+        left_out: dict[str, int] = {}
         current = None
-        for param in self.parameters.values():
-            if param.section not in wanted and param.group not in wanted:
+        for param in rest:
+            line = _param_line(param, max_help)
+            title = f"## Other {param.section} arguments" if param.section != current else None
+            chunk = "\n".join([title, line] if title else [line])
+            fits = used_chars + len(chunk) + 200 <= max_chars and (
+                max_tokens is None or used_tokens + count(chunk) + 60 <= max_tokens)
+            if not fits or left_out:
+                left_out[param.section] = left_out.get(param.section, 0) + 1
                 continue
-            if excluded is not None and excluded.fullmatch(param.name):
-                continue
-            if param.section != current:
-                current = param.section
-                lines.append(f"## {current}")
-            text = " ".join(param.help.split())
-            if len(text) > max_help:
-                text = text[: max_help - 3] + "..."
-            type_name = re.sub(r"\b(?:\w+\.)+(\w+)", r"\1", param.type)  # drop module paths
-            lines.append(f"- {param.name} ({type_name}, default={param.default!r}): {text}")
-        out = "\n".join(lines)
-        if len(out) > max_chars:
-            out = out[: max_chars - 40].rsplit("\n", 1)[0] + "\n... (truncated)"
+            current = param.section
+            body.append(chunk)
+            used_chars += len(chunk) + 1
+            used_tokens += count(chunk)
+        out = "\n".join([head, *body])
+        if left_out:
+            what = ", ".join(f"{n} {s}" for s, n in left_out.items())
+            out += f"\n({sum(left_out.values())} more valid arguments not listed for space: {what}.)"
         return out
+
+
+# The arguments the planner tunes, by topic: always listed (see LFCatalogue.format_for_prompt).
+ESSENTIAL: list[tuple[str, list[str]]] = [
+    ("Method", ["finetuning_type", "template", "enable_thinking"]),
+    ("LoRA / QLoRA", ["lora_rank", "lora_alpha", "lora_dropout", "lora_target", "use_rslora", "use_dora",
+                      "additional_target", "quantization_bit", "quantization_method"]),
+    ("Learning rate and schedule", ["learning_rate", "lr_scheduler_type", "warmup_ratio", "warmup_steps",
+                                    "weight_decay", "max_grad_norm", "optim"]),
+    ("Batch and accumulation", ["per_device_train_batch_size", "gradient_accumulation_steps"]),
+    ("Epochs and steps", ["num_train_epochs", "max_steps", "max_samples", "seed"]),
+    ("Sequence length and packing", ["cutoff_len", "packing", "neat_packing", "train_on_prompt",
+                                     "mask_history"]),
+    ("Precision and memory", ["bf16", "fp16", "pure_bf16", "flash_attn", "disable_gradient_checkpointing"]),
+    ("DeepSpeed", ["deepspeed"]),
+    ("Evaluation, logging and saving", ["val_size", "eval_strategy", "eval_steps", "logging_steps",
+                                        "save_strategy", "save_steps", "save_total_limit"]),
+]
+GPU_ONLY = {"DeepSpeed"}
+SECTION_ORDER = ["finetuning", "training", "data", "model", "generating"]
+
+
+def _param_line(param: LFParam, max_help: int) -> str:
+    text = " ".join(param.help.split())
+    if len(text) > max_help:
+        text = text[: max_help - 3].rsplit(" ", 1)[0] + "..."
+    type_name = re.sub(r"\b(?:\w+\.)+(\w+)", r"\1", param.type)  # drop module paths
+    return f"- {param.name} ({type_name}, default={param.default!r}): {text}"
 
 
 def read_catalogue(info_dir: Path) -> LFCatalogue:
