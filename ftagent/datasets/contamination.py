@@ -1,9 +1,18 @@
 """Contamination scan: do generated training rows contain benchmark items (validation or test)?
 
-Text is normalised (NFKC, lower case, word tokens; CJK characters count as one token each). A
-benchmark item with at least ``n`` tokens is *hit* by a training row when the row contains at least
-``min_coverage`` of the item's n-grams; shorter items (e.g. "What is 12 + 45?") are hit only by an
-exact match of the normalised text of a row field. Rows hitting any item are flagged; more than
+Text is normalised before tokenising, the same way on both sides (see :func:`normalise`): NFKC, zero-width
+characters and soft hyphens removed, option labels (``A.``, ``(B)``, ``C)``, ``D、``) and list
+enumerators (``1.``, ``Step 2:`` at a line start) dropped, thousands separators and in-word apostrophes
+removed, LaTeX layout commands (``\\left``, ``\\dfrac`` …) unified, lower case, word tokens (CJK
+characters count as one token each; whitespace and punctuation never matter).
+
+A benchmark item is either one text or a sequence of field texts (the first is the item's *primary*
+field: question, prompt). An item with at least ``n`` tokens is *hit* by a training row when the row
+contains at least ``min_coverage`` of the item's n-grams -- of the whole item, or of its primary field
+alone (a training row that copies an MBPP question without its test asserts, or a multiple-choice stem
+with other options, still holds the item). N-grams that most items share (a prompt template wrapped
+around every item, see :func:`template_threshold`) are not item content and are left out. Shorter items (e.g. "What is 12 + 45?") are hit only by an
+exact match of the normalised text inside a row field. Rows hitting any item are flagged; more than
 ``max_flagged`` flagged rows raise :class:`~ftagent.core.errors.StepError` (``ErrorType.DATA``).
 
 The error names benchmark items only by id and split, never by text, because the message is shown to
@@ -12,10 +21,11 @@ the planner and the test split must stay hidden from it.
 
 from __future__ import annotations
 
+import math
 import re
 import unicodedata
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 from pydantic import BaseModel, Field
 
@@ -23,11 +33,34 @@ from ftagent.core.errors import ErrorType, StepError
 
 _TOKEN = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]|[^\W_]+", re.UNICODE)
 ROW_FIELDS = ("instruction", "input", "output")
+Item = str | Sequence[str]
+
+_INVISIBLE = dict.fromkeys(map(ord, "\u200b\u200c\u200d\u2060\ufeff\u00ad"), None)
+# An option label: "(A)", "A.", "A)", "A:", "A、" (capital A-H), "a)" / "(a)"; never inside a word or number.
+_OPTION_LABEL = re.compile(r"(?<![A-Za-z0-9])(?:\(\s*[A-Ha-h]\s*\)|[A-H]\s*[.):、]|[a-h]\))(?!\d)")
+# A list enumerator at a line start: "1.", "2)", "(3)", "Step 4:".
+_ENUMERATOR = re.compile(r"(?im)^[ \t]*(?:step[ \t]*\d{1,3}[ \t]*[.):]?|\(?\d{1,3}[.):、](?=\s))")
+_THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
+_APOSTROPHE = re.compile(r"(?<=[^\W\d_])['\u2019\u02bc](?=[^\W\d_])")
+_LATEX_LAYOUT = re.compile(r"\\(?:left|right|displaystyle|big|Big|bigg|Bigg|mathrm|mathbf|mathit|text|textbf"
+                           r"|operatorname)(?![A-Za-z])")
+_LATEX_FRAC = re.compile(r"\\[dt]frac(?![A-Za-z])")
+
+
+def clean(text: str) -> str:
+    """The text :func:`normalise` tokenises: NFKC, invisible characters, labels, separators, LaTeX."""
+    text = unicodedata.normalize("NFKC", text or "").translate(_INVISIBLE)
+    text = _ENUMERATOR.sub(" ", text)
+    text = _OPTION_LABEL.sub(" ", text)
+    text = _THOUSANDS.sub("", text)
+    text = _APOSTROPHE.sub("", text)
+    text = _LATEX_FRAC.sub(r"\\frac", text)
+    return _LATEX_LAYOUT.sub(" ", text)
 
 
 def normalise(text: str) -> list[str]:
-    """Word tokens of ``text`` after NFKC and lower-casing (punctuation dropped)."""
-    return _TOKEN.findall(unicodedata.normalize("NFKC", text or "").lower())
+    """Word tokens of ``text`` after :func:`clean` and lower-casing (whitespace and punctuation dropped)."""
+    return _TOKEN.findall(clean(text).lower())
 
 
 def ngrams(tokens: list[str], n: int) -> set[tuple[str, ...]]:
@@ -58,32 +91,68 @@ class ContaminationReport(BaseModel):
         return len({o.row_index for o in self.flagged})
 
 
+_PRIMARY = "\x00primary:"
+TEMPLATE_SHARE = 0.05
+
+
 def _row_text(row: Mapping) -> str:
     return "\n".join(str(row.get(k) or "") for k in ROW_FIELDS)
 
 
-def scan_rows(rows: list[Mapping], items: Mapping[str, str], *, n: int = 8,
-              min_coverage: float = 0.5) -> ContaminationReport:
-    """Compare Alpaca ``rows`` against benchmark ``items`` (item id → question text)."""
-    index: dict[tuple[str, ...], set[str]] = defaultdict(set)
-    sizes: dict[str, int] = {}
+def _segments(item: Item) -> list[str]:
+    return [item] if isinstance(item, str) else [str(part or "") for part in item]
+
+
+def template_threshold(n_items: int) -> int:
+    """An n-gram found in at least this many items is prompt boilerplate, not item content."""
+    return max(3, math.ceil(TEMPLATE_SHARE * n_items))
+
+
+def _index(items: Mapping[str, Item], n: int):
+    """(n-gram → keys, key → n-gram count, exact short items); keys are item ids or primary-field keys.
+
+    N-grams shared by :func:`template_threshold` items or more (a prompt template around every item,
+    "Give the correct order of the steps as a list ...") are dropped, unless nothing else is left of an
+    item: otherwise an item whose text is half template could never reach ``min_coverage``.
+    """
+    grams_of: dict[str, set[tuple[str, ...]]] = {}
     exact: dict[str, str] = {}
-    for item_id, text in items.items():
-        toks = normalise(text)
+    df: dict[tuple[str, ...], int] = defaultdict(int)
+    for item_id, item in items.items():
+        parts = _segments(item)
+        toks = normalise("\n".join(parts))
         grams = ngrams(toks, n)
         if grams:
-            sizes[item_id] = len(grams)
+            grams_of[item_id] = grams
             for g in grams:
-                index[g].add(item_id)
+                df[g] += 1
         elif toks:
             exact[" ".join(toks)] = item_id
+        primary = ngrams(normalise(parts[0]), n) if len(parts) > 1 else set()
+        if primary and len(primary) < len(grams):  # the primary field alone, as its own key
+            grams_of[_PRIMARY + item_id] = primary
+    limit = template_threshold(len(items))
+    index: dict[tuple[str, ...], set[str]] = defaultdict(set)
+    sizes: dict[str, int] = {}
+    for key, grams in grams_of.items():
+        kept = {g for g in grams if df[g] < limit} or grams
+        sizes[key] = len(kept)
+        for g in kept:
+            index[g].add(key)
+    return index, sizes, exact
+
+
+def scan_rows(rows: list[Mapping], items: Mapping[str, Item], *, n: int = 8,
+              min_coverage: float = 0.5) -> ContaminationReport:
+    """Compare Alpaca ``rows`` against benchmark ``items`` (item id → text, or its field texts)."""
+    index, sizes, exact = _index(items, n)
     report = ContaminationReport(rows_checked=len(rows), items_checked=len(items), n=n)
     for i, row in enumerate(rows):
         hit = _exact_hit(row, exact) or _ngram_hit(_row_text(row), index, sizes, n, min_coverage)
         if hit:
             item_id, cov = hit
-            report.flagged.append(Overlap(row_index=i, item_id=item_id, coverage=round(cov, 3),
-                                          row_excerpt=_row_text(row).strip()[:160]))
+            report.flagged.append(Overlap(row_index=i, item_id=item_id.removeprefix(_PRIMARY),
+                                          coverage=round(cov, 3), row_excerpt=_row_text(row).strip()[:160]))
     return report
 
 
@@ -120,7 +189,7 @@ def _ngram_hit(text: str, index: Mapping, sizes: Mapping[str, int], n: int,
     return None
 
 
-def check_contamination(rows: list[Mapping], items: Mapping[str, str], *, n: int = 8,
+def check_contamination(rows: list[Mapping], items: Mapping[str, Item], *, n: int = 8,
                         min_coverage: float = 0.5, max_flagged: int = 0,
                         examples: int = 3) -> ContaminationReport:
     """Scan and raise when more than ``max_flagged`` rows overlap benchmark items.

@@ -26,7 +26,7 @@ class DataProcessor:
         self.scenario = scenario
         self.settings = settings
         self.runner = runner
-        self._bench_items: dict[str, str] | None = None
+        self._bench_items: dict[str, list[str]] | None = None
 
     def script_env(self) -> dict[str, str]:
         """What a data script may see: dataset path, model pools, worker count, and the LLM keys."""
@@ -100,17 +100,17 @@ class DataProcessor:
             check_contamination(rows, self._bench_items)
 
 
-def benchmark_items(scenario: ScenarioInfo) -> dict[str, str]:
-    """Question texts of the benchmark's validation and test splits, keyed by ``split:index``."""
+def benchmark_items(scenario: ScenarioInfo) -> dict[str, list[str]]:
+    """The input fields (question first) of the benchmark's validation and test items, keyed by
+    ``subset/split:index``."""
     from ftagent.benchmarks import get_benchmark
     from ftagent.benchmarks.base import read_jsonl
 
     adapter = get_benchmark(scenario.benchmark)
     root = Path(scenario.file_path) / "benchmarks" / scenario.benchmark
-    items: dict[str, str] = {}
+    items: dict[str, list[str]] = {}
     for split in ("validation", "test"):
         for path in sorted(root.glob(f"**/{split}.jsonl")):
             for i, row in enumerate(read_jsonl(path)):
-                text = " ".join(str(row.get(f, "")) for f in adapter.spec.input_columns)
-                items[f"{path.parent.name}/{split}:{i}"] = text
+                items[f"{path.parent.name}/{split}:{i}"] = [str(row.get(f, "")) for f in adapter.spec.input_columns]
     return items
