@@ -20,7 +20,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-EnvType = Literal["local", "conda", "docker"]
+BUILTIN_RUNNERS = ("local", "conda", "docker")
 
 
 def _cwd_path(*parts: str) -> Path:
@@ -35,8 +35,8 @@ class FTSettings(BaseSettings):
     )
 
     # --- target ---------------------------------------------------------------------------------
-    target_benchmark: str | None = Field(None, description="benchmark key, e.g. aime25")
-    benchmark_description: str | None = Field(None, description="free text; default from scenarios.json")
+    target_benchmark: str | None = Field(None, description="benchmark key (e.g. aime25) or a benchmark YAML file")
+    benchmark_description: str | None = Field(None, description="free text; default: the benchmark YAML's description")
     base_model: str | None = Field(None, description="HF repo id or builtin/<name>")
     dataset: str | None = Field(None, description="one raw dataset name, or 'all'")
     user_target_scenario: str | None = Field(None, description="free-text target carried into prompts")
@@ -55,10 +55,10 @@ class FTSettings(BaseSettings):
     )
 
     # --- runners -------------------------------------------------------------------------------
-    env_type: EnvType = Field(
+    env_type: str = Field(
         "local",
         validation_alias=AliasChoices("FT_ENV_TYPE", "FT_Coder_CoSTEER_env_type", "env_type"),
-        description="runner for heavy commands: local | conda | docker",
+        description="runner for heavy commands: local | conda | docker | a plug-in 'package.module:Runner'",
     )
     sandbox: Literal["auto", "bwrap", "none"] = "auto"
     tools_env: Path | None = Field(None, description="tool virtualenv (default FT_FILE_PATH/envs/tools)")
@@ -78,6 +78,9 @@ class FTSettings(BaseSettings):
     benchmark_limit: int | None = Field(None, gt=0, description="cap validation and test size")
     benchmark_num_runs: int = Field(1, gt=0)
     benchmark_pass_k: int | None = Field(None, gt=0)
+    benchmark_paths: Annotated[list[Path], NoDecode] = Field(
+        default_factory=list,
+        description="directories scanned for more benchmark YAML files (separated by ':')")
     sota_min_delta: float = Field(0.0, ge=0.0, description="margin a candidate must beat SOTA by")
 
     # --- data processing -------------------------------------------------------------------------
@@ -100,10 +103,27 @@ class FTSettings(BaseSettings):
             return json.loads(value) if value.startswith("[") else [v.strip() for v in value.split(",") if v]
         return value
 
+    @field_validator("benchmark_paths", mode="before")
+    @classmethod
+    def _path_list(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            import os
+
+            return [v.strip() for v in value.split(os.pathsep) if v.strip()]
+        return value
+
     @field_validator("env_type", mode="before")
     @classmethod
-    def _lower(cls, value: Any) -> Any:
-        return value.lower() if isinstance(value, str) else value
+    def _runner_name(cls, value: Any) -> Any:
+        """A built-in runner name (any case) or a plug-in's dotted path ``package.module:Runner``."""
+        if not isinstance(value, str):
+            return value
+        if value.lower() in BUILTIN_RUNNERS:
+            return value.lower()
+        module, _, attr = value.partition(":")
+        if module and attr and all(part.isidentifier() for part in module.split(".")) and attr.isidentifier():
+            return value
+        raise ValueError(f"'{value}' is neither one of {', '.join(BUILTIN_RUNNERS)} nor a 'package.module:Runner' path")
 
     @property
     def benchmark_timeout_s(self) -> int:

@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from ftagent.core.errors import StepFailure
+from ftagent.core.types import Hypothesis
 
 Direction = Literal["max", "min"]
 
@@ -16,9 +17,14 @@ class Experiment(BaseModel):
 
     loop: int
     parent: int | None = None
-    hypothesis: dict[str, Any] = Field(default_factory=dict)
+    hypothesis: Hypothesis | None = None
     artefacts: dict[str, str] = Field(default_factory=dict)  # name -> path (workspace, model, logs)
-    config: dict[str, Any] = Field(default_factory=dict)  # key training settings
+    plan: dict[str, Any] = Field(default_factory=dict)  # the plan the coder actually wrote (heuristic recipe)
+    config: dict[str, Any] = Field(default_factory=dict)  # the train.yaml that was actually trained
+    system_changes: list[str] = Field(default_factory=list)  # what the validator changed in the planner's config
+    data_rows: int | None = None  # rows of data.json that training used
+    loss_history: list[dict[str, Any]] = Field(default_factory=list)
+    error_samples: list[dict[str, Any]] = Field(default_factory=list)  # validation only
     val_score: float | None = None
     val_metrics: dict[str, Any] = Field(default_factory=dict)
     test_score: float | None = None  # report only: never shown to a planner

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from ftagent.core.errors import StepFailure
+from ftagent.core.hardware import HardwareInfo
 
 
 class Hypothesis(BaseModel):
@@ -33,6 +34,7 @@ class CodeResult(BaseModel):
     files: dict[str, str] = Field(default_factory=dict)  # logical name -> path
     round: int = 1
     notes: str = ""
+    plan: dict[str, Any] = Field(default_factory=dict)  # machine-readable plan actually written (heuristic recipe)
 
 
 class ValidationReport(BaseModel):
@@ -86,8 +88,64 @@ class FeedbackResult(BaseModel):
     next_step: str = ""
 
 
+class ModelInfo(BaseModel):
+    """What the planner and the memory estimator need to know about a base model."""
+
+    name: str
+    path: str
+    architecture: str = ""
+    model_type: str = ""
+    num_parameters: int | None = None
+    parameter_source: str = "unknown"  # safetensors | config | unknown
+    max_position_embeddings: int | None = None
+    vocab_size: int | None = None
+    hidden_size: int | None = None
+    num_hidden_layers: int | None = None
+    torch_dtype: str | None = None
+    has_think_token: bool = False
+    template: str | None = None  # LLaMA-Factory chat template name (chatml ...), when known
+    readme_excerpt: str = ""
+
+    def to_markdown(self) -> str:
+        """A short markdown block for prompts and reports."""
+        params = f"{self.num_parameters:,} ({self.parameter_source})" if self.num_parameters else "unknown"
+        lines = [f"### Base model `{self.name}`",
+                 f"- architecture: {self.architecture or '?'} (model_type {self.model_type or '?'})",
+                 f"- parameters: {params}",
+                 f"- layers: {self.num_hidden_layers}, hidden size: {self.hidden_size}, vocab: {self.vocab_size}",
+                 f"- max positions: {self.max_position_embeddings}, dtype: {self.torch_dtype}",
+                 f"- has a `<think>` token: {'yes' if self.has_think_token else 'no'}"]
+        if self.readme_excerpt:
+            lines += ["", self.readme_excerpt]
+        return "\n".join(lines)
+
+
+class TimeLimits(BaseModel):
+    """Per-run time limits of the session, in seconds."""
+
+    full_timeout: float
+    data_processing_timeout: float
+    benchmark_timeout: float
+
+
+class Scores(BaseModel):
+    """One model's evaluation on both splits. ``test`` is for the report only: no planner reads it."""
+
+    validation: EvalResult | None = None
+    test: EvalResult | None = None
+    test_error: str | None = None  # why the test run failed (report/UI only, never the agent)
+
+
 class ScenarioInfo(BaseModel):
     """Facts gathered before the first loop."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_model_info(cls, data: Any) -> Any:
+        """Without a model card, the card of the named model folder (name and path only)."""
+        if isinstance(data, dict) and data.get("model_info") is None and "base_model" in data:
+            data = {**data, "model_info": {"name": data["base_model"], "path": data.get("base_model_path", "")}}
+        return data
 
     benchmark: str
     benchmark_description: str = ""
@@ -96,16 +154,17 @@ class ScenarioInfo(BaseModel):
     direction: str = "max"
     base_model: str  # as the user named it (builtin/tiny-qwen2, Qwen/Qwen2.5-7B-Instruct, /abs/path)
     base_model_path: str  # local folder with the weights
-    model_info: dict[str, Any] = Field(default_factory=dict)
+    model_info: ModelInfo
     datasets: list[str] = Field(default_factory=list)  # raw datasets selected for this benchmark
     dataset_root: str | None = None  # FT_FILE_PATH/datasets
-    hardware: dict[str, Any] = Field(default_factory=dict)
-    memory: dict[str, Any] = Field(default_factory=dict)
+    hardware: HardwareInfo = Field(default_factory=HardwareInfo)
+    memory: dict[str, Any] = Field(default_factory=dict)  # MemoryReport as JSON (tools.llamafactory.memory)
     memory_report: str = ""
     llama_factory_info_dir: str | None = None
+    llama_factory_version: str | None = None
     file_path: str
     workspace_root: str
     upper_data_size_limit: int = 2000
-    time_limits: dict[str, float] = Field(default_factory=dict)
-    baseline: dict[str, Any] = Field(default_factory=dict)  # split -> EvalResult as dict
+    time_limits: TimeLimits | None = None
+    baseline: EvalResult | None = None  # the base model on the validation split (the test score: trace only)
     description_text: str = ""  # the rendered scenario text prompts use (never contains test data)

@@ -112,12 +112,3 @@ def converter_source(source: DatasetSource) -> str:
     if name != "to_alpaca":
         code = code.replace(f"def {name}(", "def to_alpaca(", 1)
     return code
-
-
-def sample_limit(rows: list[dict], limit: int | None, seed: int) -> list[dict]:
-    """Shuffle with ``seed`` and keep ``limit`` rows (helper for tests and plug-ins)."""
-    import random
-
-    rows = list(rows)
-    random.Random(seed).shuffle(rows)
-    return rows if limit is None else rows[:limit]

@@ -7,10 +7,11 @@ The UI, the report and ``ftagent job status`` read only this file and the snapsh
 from __future__ import annotations
 
 import json
+import logging
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -184,14 +185,24 @@ class EventLog:
         self.path = path
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
+        self._subscribers: list[Callable[[_Event], None]] = []
+
+    def subscribe(self, callback: Callable[[_Event], None]) -> None:
+        """Call ``callback`` with every event after it is written (e.g. the live console display)."""
+        self._subscribers.append(callback)
 
     def emit(self, event: _Event) -> None:
-        """Append one event."""
+        """Append one event, then hand it to the subscribers (whose errors never reach the step)."""
         line = event.model_dump_json() + "\n"
         with self._lock, open(self.path, "a", encoding="utf-8") as fh:
             fh.write(line)
             fh.flush()
             os.fsync(fh.fileno())
+        for callback in self._subscribers:
+            try:
+                callback(event)
+            except Exception:  # noqa: BLE001 - a display problem must not fail the loop
+                logging.getLogger(__name__).debug("event subscriber failed", exc_info=True)
 
     def count(self) -> int:
         """Number of complete lines written so far."""

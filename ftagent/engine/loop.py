@@ -10,6 +10,9 @@ A *workflow* is an ordered list of named steps plus the name of its feedback ste
 * turns any exception from a step into a :class:`StepFailure` and jumps to the feedback step; only
   :class:`EnvironmentFailure` (and a failing feedback step) stops the session;
 * snapshots the session after every step and writes typed events.
+
+Steps keep what they produce in the typed loop state the workflow defines (``ctx.loop``, created by
+``workflow.new_loop``); the engine only keeps the loop's index, failure and jumps back.
 """
 
 from __future__ import annotations
@@ -20,8 +23,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from pydantic import BaseModel
-
 from ftagent.core.errors import BudgetExhausted, EnvironmentFailure, ErrorType, StepError, StepFailure
 from ftagent.engine.events import EventLog, LoopEnd, SessionEnd, StepEnd, StepStart, _Event
 from ftagent.engine.session import LoopState, Session
@@ -31,11 +32,10 @@ SessionStatus = Literal["completed", "timeout", "step_limit", "budget", "env_err
 
 @dataclass
 class Goto:
-    """Returned by a step to send the loop back to an earlier step."""
+    """Returned by a step to send the loop back to an earlier step (why: in the loop state)."""
 
     step: str
     reason: str = ""
-    output: Any = None  # stored as this step's output, so the target step can read why
 
 
 class StepContext:
@@ -56,10 +56,6 @@ class StepContext:
     def loop(self) -> LoopState:
         assert self.session.state.current is not None
         return self.session.state.current
-
-    def output(self, step: str, default: Any = None) -> Any:
-        """The stored output of an earlier step of this loop."""
-        return self.loop.outputs.get(step, default)
 
     def time_left(self) -> float | None:
         """Seconds until the session deadline (None when there is no timeout)."""
@@ -100,12 +96,6 @@ class RunSummary:
     failures: list[StepFailure] = field(default_factory=list)
 
 
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, BaseModel):
-        return value.model_dump(mode="json")
-    return value
-
-
 def _failure_from(exc: BaseException, stage: str) -> StepFailure:
     if isinstance(exc, StepError):
         return exc.to_failure(stage)
@@ -129,7 +119,7 @@ class LoopEngine:
     ) -> None:
         self.workflow = workflow
         self.session = session
-        self.events = EventLog(session.events_path)
+        self.events = session.events
         self.loop_n = loop_n
         self.step_n = step_n
         self.timeout_s = timeout_s
@@ -165,7 +155,7 @@ class LoopEngine:
                 status, message = "timeout", f"time budget of {self.timeout_s:.0f}s used up"
                 break
             if state.current is None or state.current.index != state.loop_index:
-                state.current = LoopState(index=state.loop_index)
+                state.current = self.workflow.new_loop(state.loop_index)
             try:
                 self._run_one_step(ctx, failures)
             except EnvironmentFailure as exc:
@@ -198,7 +188,6 @@ class LoopEngine:
         try:
             result = fn(ctx)
             if isinstance(result, Goto):
-                loop.outputs[name] = _jsonable(result.output)
                 cap = self.workflow.goto_caps.get(result.step, 0)
                 used = loop.gotos.get(result.step, 0)
                 if used >= cap:
@@ -209,8 +198,6 @@ class LoopEngine:
                 else:
                     loop.gotos[result.step] = used + 1
                     status, goto_target, next_seq = "goto", result.step, self._index(result.step)
-            else:
-                loop.outputs[name] = _jsonable(result)
         except (EnvironmentFailure, BudgetExhausted, KeyboardInterrupt) as exc:
             failure = _failure_from(exc, name)
             ctx.emit(StepEnd(step=name, status="failed", duration_s=self.clock() - t0, failure=failure))
@@ -230,7 +217,7 @@ class LoopEngine:
         state.last_step = name
         state.step_index = next_seq
         if next_seq >= len(self._steps):
-            sota = state.trace.sota_loop == loop.index
+            sota = self.workflow.is_best_loop(state, loop.index)
             ctx.emit(LoopEnd(status="failed" if loop.failure else "succeeded",
                              duration_s=self.clock() - loop.started_at, is_sota=sota))
             state.loop_index += 1

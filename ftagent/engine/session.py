@@ -25,7 +25,7 @@ from typing import Any
 from pydantic import BaseModel, Field, ValidationError
 
 from ftagent.core.errors import StepFailure, UserInputError
-from ftagent.core.trace import Trace
+from ftagent.engine.events import EventLog
 
 SNAPSHOT_SCHEMA = 1
 SESSION_DIR = "__session__"
@@ -33,28 +33,33 @@ EVENTS_FILE = "events.jsonl"
 
 
 class LoopState(BaseModel):
-    """What one loop has produced so far: each finished step's output, and its failure if any."""
+    """The engine's part of one loop: its index, failure and jumps back.
+
+    A workflow subclasses it with typed fields that its steps read and write (see
+    :class:`ftagent.finetune.state.FinetuneLoop`); the engine never looks inside them.
+    """
 
     index: int
-    outputs: dict[str, Any] = Field(default_factory=dict)
     failure: StepFailure | None = None
     gotos: dict[str, int] = Field(default_factory=dict)  # target step -> times jumped back
     started_at: float = Field(default_factory=time.time)
 
 
 class SessionState(BaseModel):
-    """Everything needed to continue a session after any step."""
+    """Everything the engine needs to continue a session after any step.
+
+    An application subclasses it with its own typed state (``FinetuneSessionState`` adds the
+    scenario and the trace, and types ``current``); :meth:`Session.load` validates a snapshot with
+    the class it is given.
+    """
 
     schema_version: int = SNAPSHOT_SCHEMA
     session_id: str
     created_at: float = Field(default_factory=time.time)
     config: dict[str, Any] = Field(default_factory=dict)  # run settings (redacted), for the record
-    scenario: dict[str, Any] = Field(default_factory=dict)  # facts gathered before loop 0
     loop_index: int = 0
     step_index: int = 0  # the next step to run within ``loop_index``
     current: LoopState | None = None
-    trace: Trace = Field(default_factory=Trace)
-    components: dict[str, Any] = Field(default_factory=dict)  # state of stateful components
     elapsed_s: float = 0.0  # wall time used by earlier runs of this session (for the timeout)
     steps_done: int = 0
     event_count: int = 0  # lines of events.jsonl that belong to this snapshot
@@ -101,11 +106,12 @@ def write_atomic(path: Path, text: str) -> None:
 
 
 class Session:
-    """A session directory plus its current :class:`SessionState`."""
+    """A session directory plus its current :class:`SessionState` and its one :class:`EventLog`."""
 
     def __init__(self, directory: Path, state: SessionState) -> None:
         self.dir = directory
         self.state = state
+        self.events = EventLog(directory / EVENTS_FILE)
 
     @property
     def events_path(self) -> Path:
@@ -116,12 +122,13 @@ class Session:
         return self.dir / "llm"
 
     @classmethod
-    def create(cls, log_path: Path, config: dict[str, Any] | None = None) -> Session:
-        """Start a new session directory under ``log_path``."""
+    def create(cls, log_path: Path, config: dict[str, Any] | None = None, *,
+               state_cls: type[SessionState] = SessionState, **state: Any) -> Session:
+        """Start a new session directory under ``log_path`` with a fresh ``state_cls`` state."""
         sid = new_session_id()
-        directory = log_path / sid
+        directory = Path(log_path) / sid
         directory.mkdir(parents=True, exist_ok=False)
-        return cls(directory, SessionState(session_id=sid, config=config or {}))
+        return cls(directory, state_cls(session_id=sid, config=config or {}, **state))
 
     def save(self, loop: int, seq: int, step: str) -> Path:
         """Write the snapshot taken after step ``seq`` of ``loop``; drop now-stale later ones.
@@ -137,10 +144,11 @@ class Session:
         return path
 
     @classmethod
-    def load(cls, path: Path) -> tuple[Session, Path]:
+    def load(cls, path: Path, state_cls: type[SessionState] = SessionState) -> tuple[Session, Path]:
         """Load a snapshot file, or the latest snapshot of a session directory.
 
-        Returns the session and the snapshot file it came from.
+        The snapshot is validated as ``state_cls`` (the engine's own fields by default; an
+        application passes its subclass). Returns the session and the snapshot file it came from.
 
         Raises:
             UserInputError: when ``path`` is not a snapshot or is corrupted or incompatible.
@@ -170,7 +178,7 @@ class Session:
                 f"snapshot {snapshot} has schema version {found!r}; this ftagent reads {SNAPSHOT_SCHEMA}"
             )
         try:
-            state = SessionState.model_validate(raw)
+            state = state_cls.model_validate(raw)
         except ValidationError as exc:
             first = exc.errors()[0]
             where = ".".join(str(p) for p in first["loc"])
@@ -179,23 +187,19 @@ class Session:
 
     def checkout(self, snapshot: Path) -> None:
         """Make ``snapshot`` the head: delete later snapshots and truncate later events."""
-        from ftagent.engine.events import EventLog
-
         for other in list_snapshots(self.dir):
             if _sort_key(other) > _sort_key(snapshot):
                 other.unlink(missing_ok=True)
         for loop_dir in (self.dir / SESSION_DIR).iterdir():
             if loop_dir.is_dir() and not any(loop_dir.iterdir()):
                 loop_dir.rmdir()
-        EventLog(self.events_path).truncate(self.state.event_count)
+        self.events.truncate(self.state.event_count)
 
     def fork(self, log_path: Path) -> Session:
         """Continue in a new session directory (``--no-checkout``), leaving the original untouched.
 
         Events up to the snapshot are copied so the new session's log is complete on its own.
         """
-        from ftagent.engine.events import EventLog
-
         sid = new_session_id()
         directory = log_path / sid
         directory.mkdir(parents=True, exist_ok=False)

@@ -1,24 +1,30 @@
-"""Application layer behind ``ftagent llm_finetune`` and ``ftagent demo``.
+"""The one owner of a session's start: ``ftagent llm_finetune`` and ``ftagent demo`` come here.
 
-Validates the user's options (one clear message, exit code 2, nothing written before validation
-passes), builds or resumes a session, initialises the scenario, and runs the loop engine.
+Order (nothing is written under ``LOG_PATH`` before the first three succeed):
+
+1. validate the options: benchmark, base model name, dataset choice, settings (UserInputError → exit 2);
+2. resume: load the snapshot (checkout in place, or fork with its own workspace);
+3. new session: prepare datasets, base model and benchmark data (bad input → exit 2 / 1, no session);
+4. create the session, then build the rest of the scenario and the baseline inside the time budget
+   (a failed baseline → one clear error, the session ends ``env_error``, exit 1);
+5. build the components once, run the loop engine, write the report.
 """
 
 from __future__ import annotations
 
-import json
-from functools import lru_cache
+import time
 from pathlib import Path
 
 from pydantic import BaseModel
 from rich.console import Console
 
 from ftagent.core.durations import parse_duration
-from ftagent.core.errors import UserInputError
-from ftagent.core.paths import configs_dir
+from ftagent.core.errors import EnvironmentFailure, UserInputError
+from ftagent.engine.events import Message, SessionEnd, SessionStart, _Event
 from ftagent.engine.loop import RunSummary
+from ftagent.engine.session import Session
+from ftagent.finetune.state import FinetuneSessionState
 
-CONFIGS = configs_dir()
 console = Console(stderr=True)
 
 
@@ -36,18 +42,6 @@ class FinetuneOptions(BaseModel):
     path: Path | None = None
     checkout: bool = True
     user_target_scenario: str | None = None
-
-
-@lru_cache(maxsize=1)
-def scenario_descriptions() -> dict[str, dict]:
-    """Benchmark descriptions from ``configs/scenarios.json`` (key -> entry)."""
-    data = json.loads((CONFIGS / "scenarios.json").read_text(encoding="utf-8"))
-    return {k: v for k, v in data.items() if not k.startswith("_")}
-
-
-def default_description(benchmark: str) -> str:
-    """The configured description of a benchmark, or '' when none is configured."""
-    return scenario_descriptions().get(benchmark, {}).get("benchmark_description", "")
 
 
 def check_benchmark(key: str) -> None:
@@ -69,46 +63,187 @@ def check_base_model(name: str | None, file_path: Path | None = None) -> None:
     check_model_name(name, file_path)
 
 
+def check_dataset(choice: str | None, benchmark: str) -> None:
+    """``--dataset`` must be a registered dataset name or ``all`` (raises UserInputError)."""
+    from ftagent.datasets.registry import resolve_dataset_choice
+
+    resolve_dataset_choice(choice, benchmark)
+
+
+def choose_planner(settings) -> str:
+    """``FT_PLANNER``: ``llm`` or ``heuristic`` (``auto`` = the LLM when one is configured)."""
+    planner = settings.ft.planner
+    if planner == "auto":
+        planner = "llm" if settings.llm.configured else "heuristic"
+    return planner
+
+
+class SessionEmitter:
+    """The single way events reach ``events.jsonl``.
+
+    Events emitted before the session exists (scenario preparation, the runs it makes) are kept
+    and written, in order, once :meth:`attach` is called; later events are tagged with the loop
+    that is running.
+    """
+
+    def __init__(self) -> None:
+        self._session: Session | None = None
+        self._pending: list[_Event] = []
+
+    def __call__(self, event: _Event) -> None:
+        if self._session is None:
+            self._pending.append(event)
+            return
+        current = self._session.state.current
+        if event.loop is None and current is not None:
+            event.loop = current.index
+        self._session.events.emit(event)
+
+    def attach(self, session: Session) -> None:
+        self._session = session
+        pending, self._pending = self._pending, []
+        for event in pending:
+            session.events.emit(event)
+
+
 def run_finetune(options: FinetuneOptions) -> RunSummary:
-    """Validate, then start or resume a session and run the loop. Returns the engine's summary.
+    """Validate, start or resume a session, run the loop and write the report.
 
     Raises:
-        UserInputError: bad options (the CLI exits 2; nothing has been written).
+        UserInputError: bad options (the CLI exits 2; nothing has been written under LOG_PATH).
         EnvironmentFailure: the environment cannot run a session (exit 1).
     """
     from ftagent.core.settings import load_settings
-    from ftagent.engine.session import Session
 
+    started = time.time()
     timeout_s = parse_duration(options.timeout) if options.timeout else None
-    resumed = None
-    if options.path is not None:
-        resumed = Session.load(options.path)  # validates before anything is written
-        config = resumed[0].state.config.get("run", {})
-        benchmark = options.benchmark or config.get("benchmark")
-        base_model = options.base_model or config.get("base_model")
-    else:
-        benchmark, base_model = options.benchmark, options.base_model
+    resumed = Session.load(options.path, FinetuneSessionState) if options.path is not None else None
+    run_cfg = resumed[0].state.config.get("run", {}) if resumed else {}
     settings = load_settings(
-        target_benchmark=benchmark, base_model=base_model, dataset=options.dataset,
-        upper_data_size_limit=options.upper_data_size_limit,
+        target_benchmark=options.benchmark or run_cfg.get("benchmark"),
+        base_model=options.base_model or run_cfg.get("base_model"),
+        dataset=options.dataset, upper_data_size_limit=options.upper_data_size_limit,
         user_target_scenario=options.user_target_scenario,
         benchmark_description=options.benchmark_description,
     )
-    benchmark, base_model = settings.ft.target_benchmark, settings.ft.base_model
-    if not benchmark:
+    ft = settings.ft
+    if not ft.target_benchmark:
         raise UserInputError(
             "no benchmark: pass --benchmark KEY (see `ftagent benchmarks list`). ftagent needs a benchmark "
             "to measure progress; --user-target-scenario only adds a free-text goal to the prompts"
         )
-    check_benchmark(benchmark)
-    check_base_model(base_model, settings.ft.file_path)
-    if not settings.ft.benchmark_description:
-        settings.ft.benchmark_description = default_description(benchmark)
+    check_benchmark(ft.target_benchmark)
+    check_base_model(ft.base_model, ft.file_path)
+    if resumed is None:
+        check_dataset(ft.dataset, ft.target_benchmark)
+    if not ft.benchmark_description:
+        from ftagent.benchmarks import get_benchmark
 
-    from ftagent.finetune.workflow import start_or_resume
+        ft.benchmark_description = get_benchmark(ft.target_benchmark).spec.description
+    planner = choose_planner(settings)
 
-    return start_or_resume(settings, resumed=resumed, checkout=options.checkout,
-                           loop_n=options.loop_n, step_n=options.step_n, timeout_s=timeout_s)
+    from ftagent.runners.factory import get_runner
+    from ftagent.runners.recording import RecordingRunner
+
+    emit = SessionEmitter()
+    runner = RecordingRunner(get_runner(settings), on_run=emit)
+    if resumed is not None:
+        session = _resume(resumed, options.checkout, settings, emit)
+    else:
+        session = _start(settings, runner, emit, planner, options.loop_n, timeout_s, started)
+    return _run(session, settings, runner, emit, planner, options, timeout_s)
+
+
+def _session_start(session: Session, settings, planner: str, resumed_from: str | None) -> SessionStart:
+    ft = settings.ft
+    return SessionStart(session_id=session.state.session_id, benchmark=ft.target_benchmark,
+                        base_model=ft.base_model, planner=planner, runner=ft.env_type,
+                        resumed_from=resumed_from, settings=settings.redacted())
+
+
+def _start(settings, runner, emit: SessionEmitter, planner: str, loop_n: int | None,
+           timeout_s: float | None, started: float) -> Session:
+    """Prepare (no session yet), create the session, then build the scenario and the baseline."""
+    from ftagent.core.registry import load_object
+
+    ft = settings.ft
+    builder = load_object(ft.scen)(settings, runner, emit)
+    prepared = builder.prepare()  # bad dataset / model / benchmark data: raises before any session exists
+    run_cfg = {"benchmark": ft.target_benchmark, "base_model": ft.base_model, "loop_n": loop_n}
+    session = Session.create(Path(settings.paths.log_path), config={"run": run_cfg, "settings": settings.redacted()},
+                             state_cls=FinetuneSessionState)
+    session.events.emit(_session_start(session, settings, planner, None))
+    emit.attach(session)
+    emit(Message(text=f"planner: {_planner_note(planner, settings)}"))
+    state: FinetuneSessionState = session.state  # type: ignore[assignment]
+
+    def budget(seconds: float) -> float:
+        """A stage's own limit, capped by what is left of ``--timeout``."""
+        if timeout_s is None:
+            return seconds
+        left = timeout_s - (time.time() - started)
+        if left <= 0:
+            raise EnvironmentFailure(f"the time budget of {timeout_s:.0f}s was used up before the baseline")
+        return min(seconds, left)
+
+    try:
+        scenario = builder.build(prepared)
+        builder.baseline(scenario, state.trace, budget)
+        state.scenario = scenario
+    except EnvironmentFailure as exc:
+        session.events.emit(SessionEnd(status="env_error", message=str(exc)))
+        raise
+    state.elapsed_s = time.time() - started  # scenario time counts against --timeout
+    return session
+
+
+def _resume(resumed: tuple[Session, Path], checkout: bool, settings, emit: SessionEmitter) -> Session:
+    from ftagent.finetune.workflow import fork_workspace
+
+    session, snapshot = resumed
+    if checkout:
+        session.checkout(snapshot)
+    else:
+        old_id = session.state.session_id
+        session = session.fork(Path(settings.paths.log_path))
+        fork_workspace(session.state, _workspace_root(settings), old_id)  # type: ignore[arg-type]
+    state: FinetuneSessionState = session.state  # type: ignore[assignment]
+    if state.scenario is None:
+        raise UserInputError(f"--path {snapshot}: the snapshot has no scenario (it was taken before loop 0)")
+    emit.attach(session)
+    session.events.emit(_session_start(session, settings, choose_planner(settings), str(snapshot)))
+    return session
+
+
+def _workspace_root(settings) -> Path:
+    return Path(settings.paths.workspace_path).absolute()
+
+
+def _planner_note(planner: str, settings) -> str:
+    if planner == "heuristic":
+        return "offline heuristic planner (no LLM: set CHAT_MODEL and OPENAI_API_KEY to use one)"
+    return f"LLM planner ({settings.llm.chat_model})"
+
+
+def _run(session: Session, settings, runner, emit: SessionEmitter, planner: str, options: FinetuneOptions,
+         timeout_s: float | None) -> RunSummary:
+    from ftagent.engine.loop import LoopEngine
+    from ftagent.finetune.workflow import FinetuneWorkflow, build_components
+    from ftagent.views.report import write_report
+
+    ft = settings.ft
+    state: FinetuneSessionState = session.state  # type: ignore[assignment]
+    assert state.scenario is not None
+    console.print(f"[bold]ftagent[/bold] session {session.dir} — planner: {_planner_note(planner, settings)}; "
+                  f"runner: {ft.env_type}")
+    components = build_components(state.scenario, settings, runner, planner)
+    workflow = FinetuneWorkflow(state.scenario, components, coder_max_loop=ft.coder_max_loop,
+                                sota_min_delta=ft.sota_min_delta, workspace_root=_workspace_root(settings))
+    total = options.loop_n or state.config.get("run", {}).get("loop_n") or 1
+    summary = LoopEngine(workflow, session, loop_n=total, step_n=options.step_n, timeout_s=timeout_s).run()
+    md, _ = write_report(session.dir)
+    console.print(md.read_text(encoding="utf-8"))
+    return summary
 
 
 def ensure_tools_env(settings) -> Path:

@@ -1,7 +1,9 @@
 """The six pluggable loop components, as ``typing.Protocol``s (satisfied by shape, not inheritance).
 
 Each loop step is a component chosen by a dotted-path setting (``FT_PROPOSER``, ``FT_CODER``,
-``FT_VALIDATOR``, ``FT_TRAINER``, ``FT_EVALUATOR``, ``FT_FEEDBACK``).
+``FT_VALIDATOR``, ``FT_TRAINER``, ``FT_EVALUATOR``, ``FT_FEEDBACK``) and built once per session as
+``Component(scenario, settings, **extra)`` (``runner=`` for those that run commands): the scenario
+is given once, at construction, never again per call.
 """
 
 from __future__ import annotations
@@ -16,7 +18,6 @@ from ftagent.core.types import (
     EvalResult,
     FeedbackResult,
     Hypothesis,
-    ScenarioInfo,
     TrainResult,
     ValidationReport,
 )
@@ -27,33 +28,56 @@ if TYPE_CHECKING:
 
 @runtime_checkable
 class Proposer(Protocol):
-    def propose(self, scenario: ScenarioInfo, trace: Trace, ctx: StepContext) -> Hypothesis: ...
+    """Step 0: the next hypothesis from the trace (the SOTA and its siblings)."""
+
+    def propose(self, trace: Trace, ctx: StepContext) -> Hypothesis: ...
 
 
 @runtime_checkable
 class Coder(Protocol):
-    def code(self, hypothesis: Hypothesis, scenario: ScenarioInfo, trace: Trace, workspace: Path,
-             feedback: StepFailure | None, ctx: StepContext) -> CodeResult: ...
+    """Step 1: write ``process_data.py`` and ``train.yaml`` into the loop workspace.
+
+    ``feedback`` is the failed validation of the previous round of this loop, if any.
+    """
+
+    def code(self, hypothesis: Hypothesis, trace: Trace, workspace: Path, feedback: StepFailure | None,
+             ctx: StepContext) -> CodeResult: ...
+
+
+@runtime_checkable
+class DataStep(Protocol):
+    """Runs the data script (debug rows for validate, the full data for train) and checks its rows.
+
+    Returns the number of rows written to ``data.json``.
+    """
+
+    def prepare(self, code: CodeResult, hypothesis: Hypothesis, trace: Trace, ctx: StepContext, *,
+                debug: bool) -> int | None: ...
 
 
 @runtime_checkable
 class Validator(Protocol):
-    def validate(self, code: CodeResult, scenario: ScenarioInfo, ctx: StepContext) -> ValidationReport: ...
+    """Step 2: fail-fast checks of the config and data (a failure sends the loop back to code)."""
+
+    def validate(self, code: CodeResult, ctx: StepContext) -> ValidationReport: ...
 
 
 @runtime_checkable
 class Trainer(Protocol):
-    def train(self, code: CodeResult, report: ValidationReport, scenario: ScenarioInfo,
-              ctx: StepContext) -> TrainResult: ...
+    """Step 3: train with the validated config; the model it saved."""
+
+    def train(self, code: CodeResult, report: ValidationReport, ctx: StepContext) -> TrainResult: ...
 
 
 @runtime_checkable
 class Evaluator(Protocol):
-    def evaluate(self, model: TrainResult, scenario: ScenarioInfo, split: Literal["validation", "test"],
-                 ctx: StepContext) -> EvalResult: ...
+    """Step 4: one split of the target benchmark (only the validation split reaches the agent)."""
+
+    def evaluate(self, model: TrainResult, split: Literal["validation", "test"], ctx: StepContext) -> EvalResult: ...
 
 
 @runtime_checkable
 class Feedback(Protocol):
-    def feedback(self, experiment: Experiment, trace: Trace, scenario: ScenarioInfo,
-                 ctx: StepContext) -> FeedbackResult: ...
+    """Step 5: explain the loop and advise the next step (the SOTA decision itself is numeric)."""
+
+    def feedback(self, experiment: Experiment, trace: Trace, ctx: StepContext) -> FeedbackResult: ...

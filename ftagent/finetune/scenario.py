@@ -1,93 +1,164 @@
 """The scenario builder: everything known before loop 0 (DESIGN §4).
 
-It produces a :class:`ftagent.core.types.ScenarioInfo`, which every component receives. It runs once
-per session (``FT_SCEN``) and is stored in the session snapshot, so a resume never re-runs it.
+It produces a :class:`ftagent.core.types.ScenarioInfo`, which every component receives once. It runs
+in three parts so that bad input never leaves a session behind:
+
+* :meth:`FinetuneScenario.prepare` — datasets, base model and benchmark data: everything that can
+  fail because of what the user asked for. It runs *before* the session directory exists.
+* :meth:`FinetuneScenario.build` — LLaMA-Factory catalogue, dataset catalogue, GPU facts, memory
+  estimate.
+* :meth:`FinetuneScenario.baseline` — the base model on both splits, inside the session's time
+  budget; its failure is one clear :class:`EnvironmentFailure`.
+
+Every stage is a ``scenario_stage`` event; the result is stored in the session snapshot, so a
+resume never re-runs it.
 """
 
 from __future__ import annotations
 
-from ftagent.core.types import ScenarioInfo
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ftagent.core.errors import EnvironmentFailure, StepError
+from ftagent.core.paths import benchmarks_dir, llama_factory_info_dir
+from ftagent.core.trace import Trace
+from ftagent.core.types import EvalResult, ScenarioInfo, TimeLimits
+from ftagent.engine.events import ScenarioStage
+
+Emit = Callable[[Any], None]
+
+
+class Prepared:
+    """What :meth:`FinetuneScenario.prepare` found: the selected datasets and the model folder."""
+
+    def __init__(self, datasets: dict[str, Path], model_path: Path) -> None:
+        self.datasets = datasets
+        self.model_path = model_path
 
 
 class FinetuneScenario:
-    """Builds :class:`ScenarioInfo` in the order of DESIGN §4; each stage is an event and cached.
+    """Builds :class:`ScenarioInfo` in the order of DESIGN §4 (``FT_SCEN`` may name another class)."""
 
-    Stages: file path → datasets → base model → LLaMA-Factory catalogue → dataset catalogue →
-    dataset selection → GPU facts → memory estimate → baseline evaluation.
-    """
-
-    def __init__(self, settings, runner, emit) -> None:
+    def __init__(self, settings, runner, emit: Emit) -> None:
         self.settings = settings
         self.runner = runner
         self.emit = emit
 
     def _stage(self, name: str, fn, **detail):
-        from ftagent.engine.events import ScenarioStage
-
         self.emit(ScenarioStage(stage=name, status="start", detail=detail))
-        result = fn()
+        try:
+            result = fn()
+        except Exception:
+            self.emit(ScenarioStage(stage=name, status="failed", detail=detail))
+            raise
         self.emit(ScenarioStage(stage=name, status="done", detail=detail))
         return result
 
-    def build(self) -> ScenarioInfo:
-        """Run every stage and return the scenario (raises EnvironmentFailure when one cannot run)."""
-        from pathlib import Path
-
-        from ftagent.benchmarks import get_benchmark
-        from ftagent.core.hardware import detect_gpus
-        from ftagent.datasets.catalogue import build_catalogue
-        from ftagent.datasets.prepare import datasets_root, prepare_for
+    def prepare(self) -> Prepared:
+        """Datasets, base model and benchmark data (UserInputError / EnvironmentFailure on bad input)."""
+        from ftagent.datasets.prepare import prepare_for
         from ftagent.models.builtin import resolve_base_model
-        from ftagent.models.describe import describe_model
-        from ftagent.tools.llamafactory.catalogue import load_or_build_catalogue
+        from ftagent.tools.opencompass.evaluator import prepare_benchmark
 
-        ft, paths = self.settings.ft, self.settings.paths
+        ft = self.settings.ft
         file_path = Path(ft.file_path).absolute()
         file_path.mkdir(parents=True, exist_ok=True)
-        adapter = get_benchmark(ft.target_benchmark)
-        spec = adapter.spec
         token = _hf_token()
         prepared = self._stage("datasets", lambda: prepare_for(ft.dataset, ft.target_benchmark, file_path,
                                                                token=token), dataset=ft.dataset)
         model_path = self._stage("model", lambda: resolve_base_model(ft.base_model, file_path, self.runner),
                                  base_model=ft.base_model)
-        info_dir = file_path / ".llama_factory_info"
+        self._stage("benchmark_data", lambda: prepare_benchmark(ft.target_benchmark, benchmarks_dir(file_path),
+                                                                ft.benchmark_limit), benchmark=ft.target_benchmark)
+        return Prepared(prepared, Path(model_path))
+
+    def build(self, prepared: Prepared) -> ScenarioInfo:
+        """The catalogues, GPU facts and memory estimate on top of :meth:`prepare`'s result.
+
+        Raises:
+            EnvironmentFailure: a stage cannot run here.
+        """
+        from ftagent.benchmarks import get_benchmark
+        from ftagent.core.hardware import detect_gpus
+        from ftagent.datasets.catalogue import build_catalogue
+        from ftagent.datasets.prepare import datasets_root
+        from ftagent.models.describe import describe_model
+        from ftagent.tools.llamafactory.catalogue import load_or_build_catalogue
+
+        ft, paths = self.settings.ft, self.settings.paths
+        file_path = Path(ft.file_path).absolute()
+        model_path = prepared.model_path
+        spec = get_benchmark(ft.target_benchmark).spec
+        info_dir = llama_factory_info_dir(file_path)
         catalogue = self._stage("llama_factory_catalogue", lambda: load_or_build_catalogue(info_dir, self.runner))
-        self._stage("dataset_catalogue", lambda: build_catalogue(datasets_root(file_path), list(prepared),
+        self._stage("dataset_catalogue", lambda: build_catalogue(datasets_root(file_path), list(prepared.datasets),
                                                                  model_dir=model_path))
-        model = describe_model(model_path, ft.base_model).model_dump()
-        model.setdefault("template", "chatml" if _is_chatml(model_path) else None)
-        hw = self._stage("hardware", detect_gpus)
-        hardware = hw.model_dump()
-        memory, memory_report = self._stage("memory", lambda: _memory(model_path, hw))
+        model = describe_model(model_path, ft.base_model)
+        if model.template is None and _is_chatml(model_path):
+            model.template = "chatml"
+        hardware = self._stage("hardware", detect_gpus)
+        memory = self._stage("memory", lambda: _memory(model_path, hardware))
         info = ScenarioInfo(
             benchmark=ft.target_benchmark, benchmark_description=ft.benchmark_description or "",
             user_target_scenario=ft.user_target_scenario, core_metric=spec.core_metric,
             direction=spec.direction, base_model=ft.base_model, base_model_path=str(model_path),
-            model_info=model, datasets=sorted(prepared), dataset_root=str(datasets_root(file_path)),
-            hardware=hardware, memory=memory, memory_report=memory_report,
-            llama_factory_info_dir=str(info_dir), file_path=str(file_path),
-            workspace_root=str(Path(paths.workspace_path).absolute()),
+            model_info=model, datasets=sorted(prepared.datasets), dataset_root=str(datasets_root(file_path)),
+            hardware=hardware, memory=memory.model_dump(mode="json"), memory_report=memory.to_markdown(),
+            llama_factory_info_dir=str(info_dir), llama_factory_version=catalogue.version,
+            file_path=str(file_path), workspace_root=str(Path(paths.workspace_path).absolute()),
             upper_data_size_limit=ft.upper_data_size_limit,
-            time_limits={"full_timeout": ft.full_timeout, "data_processing_timeout": ft.data_processing_timeout,
-                         "benchmark_timeout": ft.benchmark_timeout_s},
+            time_limits=TimeLimits(full_timeout=ft.full_timeout, data_processing_timeout=ft.data_processing_timeout,
+                                   benchmark_timeout=ft.benchmark_timeout_s),
         )
-        info.model_info["llama_factory_version"] = catalogue.version
         return info
+
+    def baseline(self, info: ScenarioInfo, trace: Trace, timeout: Callable[[float], float]) -> None:
+        """Evaluate the base model on both splits; fills ``info.baseline`` (validation) and ``trace``.
+
+        Args:
+            info: the scenario from :meth:`build`.
+            trace: the session's trace (gets the core metric, direction and both baseline scores).
+            timeout: caps the evaluation's own limit by what is left of the session budget.
+
+        Raises:
+            EnvironmentFailure: the baseline evaluation failed or gave no validation score.
+        """
+        trace.core_metric, trace.direction = info.core_metric, info.direction  # type: ignore[assignment]
+        limit = timeout(self.settings.ft.benchmark_timeout_s)
+        results = self._stage("baseline", lambda: self._baseline(info, limit))
+        info.baseline = results["validation"]
+        trace.baseline_val = results["validation"].score
+        trace.baseline_test = results["test"].score
+
+    def _baseline(self, info: ScenarioInfo, timeout: float) -> dict[str, EvalResult]:
+        """Both splits of the base model; any failure is one clear :class:`EnvironmentFailure`."""
+        from ftagent.finetune.workflow import benchmark_event
+        from ftagent.tools.opencompass.evaluator import evaluate_baseline
+
+        try:
+            results = evaluate_baseline(info, self.settings, self.runner, timeout=timeout)
+        except (StepError, OSError, ValueError) as exc:
+            raise EnvironmentFailure(f"the baseline evaluation of {info.base_model} on {info.benchmark} "
+                                     f"failed, so no loop can be judged: {exc}") from exc
+        for res in results.values():
+            self.emit(benchmark_event(res, baseline=True))
+        if results["validation"].score is None:
+            raise EnvironmentFailure(f"the baseline evaluation of {info.base_model} on {info.benchmark} "
+                                     "produced no validation score (see the OpenCompass logs under "
+                                     f"{results['validation'].run_dir or info.file_path})")
+        return results
 
 
 def _hf_token() -> str | None:
-    import os
-
     for key in ("HF_TOKEN", "HUGGINGFACE_TOKEN", "HUGGING_FACE_HUB_TOKEN"):
         if os.environ.get(key):
             return os.environ[key]
     return None
 
 
-def _is_chatml(model_path) -> bool:
-    from pathlib import Path
-
+def _is_chatml(model_path: Path) -> bool:
     cfg = Path(model_path) / "tokenizer_config.json"
     tpl = Path(model_path) / "chat_template.jinja"
     text = (cfg.read_text(encoding="utf-8") if cfg.is_file() else "") + (
@@ -95,8 +166,8 @@ def _is_chatml(model_path) -> bool:
     return "<|im_start|>" in text
 
 
-def _memory(model_path, hardware) -> tuple[dict, str]:
+def _memory(model_path: Path, hardware):
     from ftagent.tools.llamafactory.memory import estimate_for_hardware
 
-    result = estimate_for_hardware(model_path, hardware)
-    return result.model_dump(), result.to_markdown()
+    return estimate_for_hardware(model_path, hardware)
+

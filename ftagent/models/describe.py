@@ -13,42 +13,11 @@ import math
 import struct
 from pathlib import Path
 
-from pydantic import BaseModel
+from ftagent.core.types import ModelInfo
 
 README_NAMES = ("README.md", "readme.md", "model_card.md")
 README_CHARS = 1000
 THINK = "<think>"
-
-
-class ModelInfo(BaseModel):
-    """What the planner and the memory estimator need to know about a base model."""
-
-    name: str
-    path: str
-    architecture: str = ""
-    model_type: str = ""
-    num_parameters: int | None = None
-    parameter_source: str = "unknown"  # safetensors | config | unknown
-    max_position_embeddings: int | None = None
-    vocab_size: int | None = None
-    hidden_size: int | None = None
-    num_hidden_layers: int | None = None
-    torch_dtype: str | None = None
-    has_think_token: bool = False
-    readme_excerpt: str = ""
-
-    def to_markdown(self) -> str:
-        """A short markdown block for prompts and reports."""
-        params = f"{self.num_parameters:,} ({self.parameter_source})" if self.num_parameters else "unknown"
-        lines = [f"### Base model `{self.name}`",
-                 f"- architecture: {self.architecture or '?'} (model_type {self.model_type or '?'})",
-                 f"- parameters: {params}",
-                 f"- layers: {self.num_hidden_layers}, hidden size: {self.hidden_size}, vocab: {self.vocab_size}",
-                 f"- max positions: {self.max_position_embeddings}, dtype: {self.torch_dtype}",
-                 f"- has a `<think>` token: {'yes' if self.has_think_token else 'no'}"]
-        if self.readme_excerpt:
-            lines += ["", self.readme_excerpt]
-        return "\n".join(lines)
 
 
 def _config_for(cfg: dict) -> dict:

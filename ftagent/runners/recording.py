@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,12 +26,12 @@ def purpose_of(cmd: list[str], tool: str) -> str:
 
 
 class RecordingRunner:
-    """Delegates to ``inner`` and emits a :class:`RunEvent` through the bound step context."""
+    """Delegates to ``inner`` and reports every finished command as a :class:`RunEvent` to ``on_run``."""
 
-    def __init__(self, inner: Runner) -> None:
+    def __init__(self, inner: Runner, on_run: Callable[[RunEvent], None]) -> None:
         self.inner = inner
         self.name = getattr(inner, "name", type(inner).__name__)
-        self.ctx: Any = None  # set by the workflow before each step
+        self.on_run = on_run
 
     def __getattr__(self, item: str) -> Any:  # expose the inner runner's extras (tools_env, bin_dir ...)
         return getattr(self.inner, item)
@@ -40,8 +41,7 @@ class RecordingRunner:
             log_file: Path | None = None) -> RunResult:
         result = self.inner.run(cmd, tool=tool, workdir=workdir, env=env, mounts=mounts, gpus=gpus,
                                 timeout=timeout, log_file=log_file)
-        if self.ctx is not None:
-            self.ctx.emit(RunEvent(purpose=purpose_of(cmd, tool), command=" ".join(cmd)[:500],
-                                   exit_code=result.exit_code, duration_s=result.duration_s,
-                                   timed_out=result.timed_out, log_file=result.log_file, runner=self.name))
+        self.on_run(RunEvent(purpose=purpose_of(cmd, tool), command=" ".join(cmd)[:500],
+                             exit_code=result.exit_code, duration_s=result.duration_s,
+                             timed_out=result.timed_out, log_file=result.log_file, runner=self.name))
         return result

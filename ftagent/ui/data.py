@@ -19,8 +19,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
+from ftagent.core.trace import Trace
 from ftagent.engine.events import EVENT_ADAPTER
-from ftagent.engine.session import EVENTS_FILE, SESSION_DIR, SessionState, list_snapshots
+from ftagent.engine.session import EVENTS_FILE, SESSION_DIR, list_snapshots
 from ftagent.jobs.tasks import JobPlan, load_job_plan
 
 LayoutKind = Literal["missing", "empty", "session", "sessions", "job", "jobs"]
@@ -282,11 +283,18 @@ def _apply_loop(view: SessionView, lp: LoopView, ev: dict[str, Any]) -> None:
             view.sota_loop = lp.index
 
 
-def _latest_state(session_dir: Path) -> tuple[SessionState | None, str | None, list[str]]:
+class SnapshotFacts(BaseModel):
+    """What a view reads from a snapshot: the trace and the scenario's names (other fields ignored)."""
+
+    trace: Trace = Field(default_factory=Trace)
+    scenario: dict[str, Any] | None = None
+
+
+def _latest_state(session_dir: Path) -> tuple[SnapshotFacts | None, str | None, list[str]]:
     snaps = list_snapshots(session_dir)
     for snap in reversed(snaps):
         try:
-            return SessionState.model_validate_json(snap.read_text(encoding="utf-8")), str(snap), []
+            return SnapshotFacts.model_validate_json(snap.read_text(encoding="utf-8")), str(snap), []
         except (OSError, ValueError):
             continue
     return None, None, ([] if not snaps else ["no readable snapshot"])
@@ -313,8 +321,9 @@ def load_session(session_dir: Path) -> SessionView:
     view.baseline.setdefault("validation", trace.baseline_val)
     view.baseline.setdefault("test", trace.baseline_test)
     view.sota_loop = trace.sota_loop if trace.sota_loop is not None else view.sota_loop
-    view.benchmark = view.benchmark or state.scenario.get("benchmark")
-    view.base_model = view.base_model or state.scenario.get("base_model")
+    scenario = state.scenario or {}
+    view.benchmark = view.benchmark or scenario.get("benchmark")
+    view.base_model = view.base_model or scenario.get("base_model")
     return view
 
 

@@ -79,7 +79,7 @@ def bench_fail_fast(res: BenchResults, root: Path, runner, scen, settings, rows)
     ws = _workspace(root, "broken", {**DEMO_CONFIG, "lr_scheduler_type": "bogus", "max_steps": 800}, rows)
     with timed_children() as t:
         report = LlamaFactoryValidator(scen, settings, runner=runner).validate(CodeResult(workspace=str(ws)),
-                                                                               scen, None)
+                                                                               None)
     failure = report.failure
     detail = f"passed={report.passed}, {failure.error_type.value if failure else '-'}"
     res.add(SECTION, "reject broken config (validate)", t.wall_s, "s", detail)
@@ -98,7 +98,7 @@ def bench_training(res: BenchResults, root: Path, runner, scen, settings, rows, 
     ws = _workspace(root, "demo_full", {**DEMO_CONFIG, "max_steps": steps}, rows)
     with timed_children() as tv:
         report = LlamaFactoryValidator(scen, settings, runner=runner).validate(CodeResult(workspace=str(ws)),
-                                                                               scen, None)
+                                                                               None)
     if not report.passed:
         res.errors["train.validate"] = report.failure.summary() if report.failure else "validation failed"
         return
@@ -114,7 +114,7 @@ def bench_training(res: BenchResults, root: Path, runner, scen, settings, rows, 
 
     def ftagent_run() -> tuple[float, float, float | None]:
         with timed_children() as t:
-            result = trainer.train(CodeResult(workspace=str(ws)), report, scen, None)
+            result = trainer.train(CodeResult(workspace=str(ws)), report, None)
         return t.wall_s, t.peak_rss_mib, result.train_runtime_s
 
     def by_hand_run() -> tuple[float, float, float | None]:

@@ -60,11 +60,11 @@ def test_training_on_gpu(tools_env, tiny_model, tmp_path, finetuning_type):
                             hardware=detect_gpus().model_dump())
     ws = _workspace(tmp_path, tiny_model, finetuning_type)
     code = CodeResult(workspace=str(ws), files={"train.yaml": str(ws / "train.yaml")})
-    report = LlamaFactoryValidator(scenario, settings, runner).validate(code, scenario, None)
+    report = LlamaFactoryValidator(scenario, settings, runner).validate(code, None)
     assert report.passed, report.failure
     cfg = yaml.safe_load((ws / "train.yaml").read_text())
     assert not cfg.get("disable_gradient_checkpointing")  # CPU-only settings are not applied on GPU
-    result = LlamaFactoryTrainer(scenario, settings, runner).train(code, report, scenario, None)
+    result = LlamaFactoryTrainer(scenario, settings, runner).train(code, report, None)
     assert result.loss_history and result.loss_history[-1]["loss"] < result.loss_history[0]["loss"]
 
 

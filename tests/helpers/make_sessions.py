@@ -13,10 +13,10 @@ from pathlib import Path
 
 from ftagent.core.errors import ErrorType, StepError
 from ftagent.core.trace import Experiment
+from ftagent.core.types import CodeResult, EvalResult, Hypothesis, ModelInfo, ScenarioInfo
 from ftagent.engine.events import (
     BenchmarkResult,
     CodeRound,
-    EventLog,
     FeedbackEvent,
     HypothesisEvent,
     LLMCall,
@@ -28,6 +28,7 @@ from ftagent.engine.events import (
 )
 from ftagent.engine.loop import Goto, LoopEngine, StepContext
 from ftagent.engine.session import Session
+from ftagent.finetune.state import FinetuneLoop, FinetuneSessionState
 from ftagent.jobs.tasks import JOB_FILE, TasksFile, TaskSpec, build_plan, load_scenarios
 
 
@@ -68,6 +69,12 @@ class ScriptedWorkflow:
         return [("propose", self.propose), ("code", self.code), ("validate", self.validate),
                 ("train", self.train), ("evaluate", self.evaluate), ("feedback", self.feedback)]
 
+    def new_loop(self, index: int) -> FinetuneLoop:
+        return FinetuneLoop(index=index)
+
+    def is_best_loop(self, state, index: int) -> bool:
+        return state.trace.sota_loop == index
+
     def _lp(self, ctx: StepContext) -> LoopPlan:
         return self.plan.loops[ctx.loop.index]
 
@@ -78,7 +85,7 @@ class ScriptedWorkflow:
         hyp = {"hypothesis": f"LoRA rank {8 * (i + 1)} with lr 2e-4", "reason": f"loop {i} idea",
                "task": f"Train on demo_add data, loop {i}", "parent": ctx.state.trace.sota_loop}
         ctx.emit(HypothesisEvent(**hyp, planner="scripted"))
-        return hyp
+        ctx.loop.hypothesis = Hypothesis(**hyp, planner="scripted")
 
     def code(self, ctx: StepContext):
         ws = self.workspace / f"loop_{ctx.loop.index}"
@@ -89,7 +96,7 @@ class ScriptedWorkflow:
         files = {"train.yaml": str(ws / "train.yaml"), "process_data.py": str(ws / "process_data.py"),
                  "missing.json": str(ws / "missing.json")}
         ctx.emit(CodeRound(round=rnd, files=files, accepted=True))
-        return {"workspace": str(ws), "files": files, "round": rnd}
+        ctx.loop.code = CodeResult(workspace=str(ws), files=files, round=rnd)
 
     def validate(self, ctx: StepContext):
         if self._lp(ctx).goto_once and not ctx.loop.gotos.get("code"):
@@ -97,7 +104,6 @@ class ScriptedWorkflow:
             return Goto("code", reason="bogus_key is not a LLaMA-Factory parameter")
         ctx.emit(ValidationEvent(passed=True, data_stats={"rows": 200, "max_len": 64},
                                  dropped_keys=["report_to"], injected_keys=["output_dir"]))
-        return {"passed": True}
 
     def train(self, ctx: StepContext):
         ctx.emit(RunEvent(purpose="train", command="llamafactory-cli train train.yaml", exit_code=0,
@@ -109,7 +115,6 @@ class ScriptedWorkflow:
         out = str(self.workspace / f"loop_{ctx.loop.index}" / "output")
         ctx.emit(TrainingEvent(output_dir=out, finetuning_type="lora", loss_history=history,
                                train_runtime_s=12.0, config={"lora_rank": 8}))
-        return {"output_dir": out}
 
     def evaluate(self, ctx: StepContext):
         lp = self._lp(ctx)
@@ -118,23 +123,26 @@ class ScriptedWorkflow:
                 split=split, benchmark=self.plan.benchmark, core_metric=self.plan.core_metric, score=score,
                 metrics={self.plan.benchmark: {self.plan.core_metric: score}},
                 error_samples=[{"question": "What is 12 + 30?", "gold": "42", "prediction": "41"}]))
-        return {"val": lp.val, "test": lp.test}
+        ctx.loop.scores.validation = EvalResult(benchmark=self.plan.benchmark, split="validation",
+                                                core_metric=self.plan.core_metric, score=lp.val)
+        ctx.loop.scores.test = EvalResult(benchmark=self.plan.benchmark, split="test",
+                                          core_metric=self.plan.core_metric, score=lp.test)
 
     def feedback(self, ctx: StepContext):
         trace = ctx.state.trace
         failure = ctx.loop.failure
-        ev = ctx.output("evaluate") or {}
-        val = None if failure else ev.get("val")
+        scores = ctx.loop.scores
+        val = None if failure or scores.validation is None else scores.validation.score
+        test = None if failure or scores.test is None else scores.test.score
         decision = failure is None and trace.is_new_sota(val, 0.0)
         sota_before = trace.incumbent_score()
         trace.record(Experiment(loop=ctx.loop.index, parent=trace.sota_loop,
-                                hypothesis=ctx.output("propose") or {}, val_score=val,
-                                test_score=None if failure else ev.get("test"), decision=decision,
+                                hypothesis=ctx.loop.hypothesis, val_score=val,
+                                test_score=test, decision=decision,
                                 reason="numbers", failure=failure))
         ctx.emit(FeedbackEvent(decision=decision, reason="beats SOTA" if decision else "no gain",
                                error_type=failure.error_type.value if failure else None,
                                next_step="try a higher rank", score=val, sota_score=sota_before))
-        return {"decision": decision}
 
 
 def make_session(log_path: Path, plan: SessionPlan | None = None, *, running_after_steps: int | None = None,
@@ -145,8 +153,9 @@ def make_session(log_path: Path, plan: SessionPlan | None = None, *, running_aft
     line is removed, which is what a live session looks like to a reader.
     """
     plan = plan or SessionPlan()
-    session = Session.create(Path(log_path), config={"benchmark": plan.benchmark})
-    log = EventLog(session.events_path)
+    session = Session.create(Path(log_path), config={"benchmark": plan.benchmark},
+                             state_cls=FinetuneSessionState)
+    log = session.events
     log.emit(SessionStart(session_id=session.state.session_id, benchmark=plan.benchmark,
                           base_model=plan.base_model, planner="scripted", runner="local"))
     log.emit(ScenarioStage(stage="datasets", status="done"))
@@ -155,7 +164,10 @@ def make_session(log_path: Path, plan: SessionPlan | None = None, *, running_aft
     for split, score in zip(("validation", "test"), plan.baseline, strict=True):
         log.emit(BenchmarkResult(split=split, benchmark=plan.benchmark, core_metric=plan.core_metric,
                                  score=score, baseline=True))
-    session.state.scenario = {"benchmark": plan.benchmark, "base_model": plan.base_model}
+    session.state.scenario = ScenarioInfo(
+        benchmark=plan.benchmark, base_model=plan.base_model, base_model_path="/models/scripted",
+        model_info=ModelInfo(name=plan.base_model, path="/models/scripted"), file_path="/ft",
+        workspace_root=str(workspace or session.dir / "workspace"))
     engine = LoopEngine(ScriptedWorkflow(plan, workspace or session.dir / "workspace"), session,
                         loop_n=len(plan.loops), step_n=running_after_steps)
     engine.run()

@@ -12,7 +12,8 @@ from ftagent.finetune.scenario import FinetuneScenario
 from ftagent.runners.local import LocalRunner
 
 pytestmark = pytest.mark.integration
-STAGES = ["datasets", "model", "llama_factory_catalogue", "dataset_catalogue", "hardware", "memory"]
+STAGES = ["datasets", "model", "benchmark_data", "llama_factory_catalogue", "dataset_catalogue", "hardware",
+          "memory"]
 
 
 def test_scenario_builds_offline_in_order_and_caches(tools_env, tmp_path, monkeypatch):
@@ -22,20 +23,22 @@ def test_scenario_builds_offline_in_order_and_caches(tools_env, tmp_path, monkey
     runner = LocalRunner(tools_env)
     events: list[ScenarioStage] = []
     start = time.monotonic()
-    info = FinetuneScenario(settings, runner, events.append).build()
+    builder = FinetuneScenario(settings, runner, events.append)
+    info = builder.build(builder.prepare())
     first = time.monotonic() - start
     done = [e.stage for e in events if e.status == "done"]
     assert done == STAGES  # DESIGN §4 order, one event per stage
     assert info.datasets == ["demo_add"]  # only the benchmark's datasets are prepared
     assert not (tmp_path / "ft" / "datasets" / "deepscaler").exists()
-    assert info.model_info["num_parameters"] == 558_208 and info.model_info["template"] == "chatml"
+    assert info.model_info.num_parameters == 558_208 and info.model_info.template == "chatml"
     assert info.user_target_scenario == "be precise" and info.core_metric == "accuracy"
-    assert "| full" in info.memory_report and info.hardware["gpus"] == []
+    assert "| full" in info.memory_report and info.hardware.gpus == []
     assert (tmp_path / "ft" / ".llama_factory_info" / "parameters.json").is_file()
     assert (tmp_path / "ft" / "datasets" / "dataset_info.json").is_file()
     events.clear()
     start = time.monotonic()
-    again = FinetuneScenario(settings, runner, events.append).build()
+    builder = FinetuneScenario(settings, runner, events.append)
+    again = builder.build(builder.prepare())
     second = time.monotonic() - start
     assert again.base_model_path == info.base_model_path
     print(f"scenario init: first {first:.1f}s, cached {second:.1f}s")

@@ -20,7 +20,6 @@ from ftagent.runners.local import LocalRunner
 from ftagent.tools.llamafactory.catalogue import load_or_build_catalogue, read_catalogue
 from ftagent.tools.llamafactory.trainer import (
     LlamaFactoryTrainer,
-    merge_lora,
     model_kind,
     run_data_processing,
 )
@@ -70,7 +69,7 @@ def env(tiny_model: Path, runner: LocalRunner, tmp_path_factory: pytest.TempPath
 def _validate(env, runner, ws: Path):
     _, scen, settings = env
     start = time.monotonic()
-    report = LlamaFactoryValidator(scen, settings, runner=runner).validate(CodeResult(workspace=str(ws)), scen, None)
+    report = LlamaFactoryValidator(scen, settings, runner=runner).validate(CodeResult(workspace=str(ws)), None)
     print(f"validate {ws.name}: {time.monotonic() - start:.1f}s")
     return report
 
@@ -98,7 +97,7 @@ def test_full_finetune_validate_then_train(env, runner: LocalRunner) -> None:
     final = yaml.safe_load((ws / "train.yaml").read_text())
     assert final["model_name_or_path"] == scen.base_model_path and final["warmup_steps"] == 5
     start = time.monotonic()
-    result = LlamaFactoryTrainer(scen, settings, runner=runner).train(CodeResult(workspace=str(ws)), report, scen,
+    result = LlamaFactoryTrainer(scen, settings, runner=runner).train(CodeResult(workspace=str(ws)), report,
                                                                      None)
     print(f"full FT 100 steps: {time.monotonic() - start:.1f}s (train_runtime {result.train_runtime_s}s)")
     assert result.finetuning_type == "full" and result.adapter_of is None and result.template == "chatml"
@@ -128,14 +127,16 @@ def test_lora_train_and_merge(env, runner: LocalRunner) -> None:
     report = _validate(env, runner, ws)
     assert report.passed, report.failure
     start = time.monotonic()
-    result = LlamaFactoryTrainer(scen, settings, runner=runner).train(CodeResult(workspace=str(ws)), report, scen,
+    result = LlamaFactoryTrainer(scen, settings, runner=runner).train(CodeResult(workspace=str(ws)), report,
                                                                      None)
     print(f"LoRA 40 steps: {time.monotonic() - start:.1f}s")
     assert model_kind(Path(result.model_path)) == "lora" and result.adapter_of == scen.base_model_path
     losses = [p["loss"] for p in result.loss_history]
     assert len(losses) == 8 and losses[-1] < losses[0]
     start = time.monotonic()
-    merged = merge_lora(Path(result.model_path), Path(scen.base_model_path), result.template, ws / "merged", runner)
+    from ftagent.tools.opencompass.evaluator import _merge  # the one LoRA merge, used before vLLM serving
+
+    merged = _merge(Path(result.model_path), Path(scen.base_model_path), ws / "merged", runner, None)
     print(f"merge: {time.monotonic() - start:.1f}s")
     assert (merged / "model.safetensors").is_file() and (merged / "tokenizer.json").is_file()
     assert (Path(result.model_path) / "adapter_model.safetensors").is_file()  # the adapter is kept
@@ -148,7 +149,7 @@ def test_training_failure_raises_classified_step_error(env, runner: LocalRunner)
     assert report.passed, report.failure
     (ws / "data.json").write_text("[]")  # data vanished between validation and training
     with pytest.raises(StepError) as err:
-        LlamaFactoryTrainer(scen, settings, runner=runner).train(CodeResult(workspace=str(ws)), report, scen, None)
+        LlamaFactoryTrainer(scen, settings, runner=runner).train(CodeResult(workspace=str(ws)), report, None)
     assert err.value.error_type is ErrorType.DATA, err.value.log_tail
 
 

@@ -6,12 +6,29 @@ import json
 import os
 import time
 from pathlib import Path
+from typing import Any
+
+from pydantic import Field
 
 from ftagent.core.errors import EnvironmentFailure, ErrorType, StepError
-from ftagent.core.trace import Experiment
+from ftagent.core.trace import Experiment, Trace
 from ftagent.engine.loop import Goto, StepContext
+from ftagent.engine.session import LoopState, SessionState
 
 STEPS = ["propose", "code", "validate", "train", "evaluate", "feedback"]
+
+
+class RecordedLoop(LoopState):
+    """A test loop state: each step's return value, by step name."""
+
+    results: dict[str, Any] = Field(default_factory=dict)
+
+
+class TraceState(SessionState):
+    """A test session state with a trace (the engine itself knows none)."""
+
+    current: RecordedLoop | None = None
+    trace: Trace = Field(default_factory=Trace)
 
 
 class RecordingWorkflow:
@@ -32,6 +49,12 @@ class RecordingWorkflow:
 
     def steps(self):
         return [(name, self._make(name)) for name in STEPS]
+
+    def new_loop(self, index: int) -> RecordedLoop:
+        return RecordedLoop(index=index)
+
+    def is_best_loop(self, state: TraceState, index: int) -> bool:
+        return state.trace.sota_loop == index
 
     def _make(self, name: str):
         def step(ctx: StepContext):
@@ -59,7 +82,9 @@ class RecordingWorkflow:
                                  failure=ctx.loop.failure)
                 exp.decision = exp.failure is None and ctx.state.trace.is_new_sota(score, 0.0)
                 ctx.state.trace.record(exp)
-                return {"decision": exp.decision}
-            return {"step": name, "loop": loop}
+                ctx.loop.results[name] = {"decision": exp.decision}
+                return None
+            ctx.loop.results[name] = {"step": name, "loop": loop}
+            return None
 
         return step

@@ -5,11 +5,11 @@ from __future__ import annotations
 from ftagent.engine.events import read_events
 from ftagent.engine.loop import LoopEngine
 from ftagent.engine.session import Session
-from tests.unit._workflows import STEPS, RecordingWorkflow
+from tests.unit._workflows import STEPS, RecordingWorkflow, TraceState
 
 
 def _engine(tmp_path, wf, **kw):
-    session = Session.create(tmp_path / "log")
+    session = Session.create(tmp_path / "log", state_cls=TraceState)
     return LoopEngine(wf, session, **kw), session
 
 

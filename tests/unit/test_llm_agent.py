@@ -17,19 +17,17 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 from ftagent.core.errors import ErrorType, StepFailure  # noqa: E402
 from ftagent.core.settings import FTSettings, LLMSettings, PathSettings, Settings  # noqa: E402
 from ftagent.core.trace import Experiment, Trace  # noqa: E402
-from ftagent.core.types import (
-    Hypothesis,  # noqa: E402
-    ScenarioInfo,  # noqa: E402
-)
+from ftagent.core.types import EvalResult, Hypothesis, ModelInfo, ScenarioInfo  # noqa: E402
 from ftagent.engine.events import EventLog, read_events  # noqa: E402
 from ftagent.engine.loop import StepContext  # noqa: E402
-from ftagent.engine.session import LoopState, Session  # noqa: E402
+from ftagent.engine.session import Session  # noqa: E402
 from ftagent.finetune.protocols import Coder, Feedback, Proposer  # noqa: E402
 from ftagent.planners.llm.client import LLMClient  # noqa: E402
 from ftagent.planners.llm.code import LLMCoder  # noqa: E402
 from ftagent.planners.llm.feedback import LLMFeedback, decide_numeric  # noqa: E402
 from ftagent.planners.llm.propose import LLMProposer  # noqa: E402
 from tests.fakes.openai_server import FakeOpenAIServer, Reply  # noqa: E402
+from tests.unit._workflows import RecordedLoop, TraceState  # noqa: E402
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "llm"
 TEST_SCORE = 0.713579  # planted: must never reach the server
@@ -51,8 +49,8 @@ def settings(server) -> Settings:
 
 @pytest.fixture()
 def ctx(tmp_path) -> StepContext:
-    session = Session.create(tmp_path / "log")
-    session.state.current = LoopState(index=3)
+    session = Session.create(tmp_path / "log", state_cls=TraceState)
+    session.state.current = RecordedLoop(index=3)
     return StepContext(session, EventLog(session.events_path), None, time.time)
 
 
@@ -60,9 +58,10 @@ def ctx(tmp_path) -> StepContext:
 def scenario(tmp_path) -> ScenarioInfo:
     return ScenarioInfo(benchmark="demo", benchmark_description="add two numbers", base_model="builtin/tiny",
                         base_model_path="/models/tiny", file_path=str(tmp_path), workspace_root=str(tmp_path / "ws"),
-                        model_info={"template": "qwen", "max_position_embeddings": 1024},
+                        model_info=ModelInfo(name="builtin/tiny", path="/models/tiny", template="qwen",
+                                             max_position_embeddings=1024),
                         memory_report="lora: 1.2 GiB; full: 3.4 GiB",
-                        baseline={"validation": {"score": 0.2}, "test": {"score": BASELINE_TEST}})
+                        baseline=EvalResult(benchmark="demo", split="validation", core_metric="accuracy", score=0.2))
 
 
 def _trace(tmp_path: Path) -> Trace:
@@ -71,7 +70,7 @@ def _trace(tmp_path: Path) -> Trace:
     (parent_ws / "process_data.py").write_text("print('parent script')\n")
     (parent_ws / "train.yaml").write_text("learning_rate: 1.0e-4\n")
     trace = Trace(core_metric="accuracy", baseline_val=0.2, baseline_test=BASELINE_TEST)
-    trace.record(Experiment(loop=0, hypothesis={"hypothesis": "parent idea"}, val_score=0.5, test_score=TEST_SCORE,
+    trace.record(Experiment(loop=0, hypothesis=Hypothesis(hypothesis="parent idea"), val_score=0.5, test_score=TEST_SCORE,
                             decision=True, artefacts={"process_data.py": str(parent_ws / "process_data.py"),
                                                       "train.yaml": str(parent_ws / "train.yaml")}))
     trace.record(Experiment(loop=1, parent=0, hypothesis={"hypothesis": "sibling idea"}, val_score=0.45,
@@ -91,7 +90,7 @@ def test_components_satisfy_protocols(scenario, settings):
 
 def test_proposal_becomes_hypothesis(server, scenario, settings, ctx, tmp_path):
     server.queue(Reply.from_file(FIXTURES / "hypothesis.json"))
-    hyp = LLMProposer(scenario, settings).propose(scenario, _trace(tmp_path), ctx)
+    hyp = LLMProposer(scenario, settings).propose(_trace(tmp_path), ctx)
     expected = json.loads((FIXTURES / "hypothesis.json").read_text())
     assert hyp.hypothesis == expected["hypothesis"] and hyp.task == expected["task"]
     assert hyp.parent == 0 and hyp.skip_data_processing is True and hyp.planner == "llm"
@@ -107,7 +106,7 @@ def test_proposal_becomes_hypothesis(server, scenario, settings, ctx, tmp_path):
 
 def test_skip_without_parent_is_ignored(server, scenario, settings, ctx):
     server.queue(Reply.from_file(FIXTURES / "hypothesis.json"))
-    hyp = LLMProposer(scenario, settings).propose(scenario, Trace(baseline_val=0.2), ctx)
+    hyp = LLMProposer(scenario, settings).propose(Trace(baseline_val=0.2), ctx)
     assert hyp.parent is None and hyp.skip_data_processing is False
 
 
@@ -115,7 +114,7 @@ def test_coder_writes_both_files(server, scenario, settings, ctx, tmp_path):
     server.queue(_code_reply("process_data.py", "python"), _code_reply("train.yaml", "yaml"))
     ws = tmp_path / "loop_3"
     hyp = Hypothesis(hypothesis="h", task="t", parent=0)
-    result = LLMCoder(scenario, settings).code(hyp, scenario, _trace(tmp_path), ws, None, ctx)
+    result = LLMCoder(scenario, settings).code(hyp, _trace(tmp_path), ws, None, ctx)
     assert (ws / "process_data.py").read_text() == (FIXTURES / "process_data.py").read_text()
     assert yaml.safe_load((ws / "train.yaml").read_text())["template"] == "qwen"
     assert set(result.files) == {"process_data.py", "train.yaml"} and result.round == 1
@@ -129,7 +128,7 @@ def test_coder_reuses_parent_script_when_skipping(server, scenario, settings, ct
     server.queue(_code_reply("train.yaml", "yaml"))
     ws = tmp_path / "loop_3"
     hyp = Hypothesis(hypothesis="h", task="t", parent=0, skip_data_processing=True)
-    result = LLMCoder(scenario, settings).code(hyp, scenario, _trace(tmp_path), ws, None, ctx)
+    result = LLMCoder(scenario, settings).code(hyp, _trace(tmp_path), ws, None, ctx)
     assert (ws / "process_data.py").read_text() == "print('parent script')\n"
     assert len(server.chat_requests) == 1 and "reused from loop 0" in result.notes
 
@@ -144,7 +143,7 @@ def test_coder_round_with_config_feedback_fixes_the_config(server, scenario, set
                           log_tail="ValueError: distinctive-log-line-42", suggestion="lower cutoff_len")
     server.queue(_code_reply("train.yaml", "yaml"))
     ctx.loop.gotos["code"] = 1
-    result = LLMCoder(scenario, settings).code(Hypothesis(hypothesis="h"), scenario, Trace(), ws, failure, ctx)
+    result = LLMCoder(scenario, settings).code(Hypothesis(hypothesis="h"), Trace(), ws, failure, ctx)
     assert len(server.chat_requests) == 1 and result.round == 2
     sent = server.chat_requests[0].body["messages"][-1]["content"]
     assert "cutoff_len 99999 exceeds" in sent and "distinctive-log-line-42" in sent and "cutoff_len: 99999" in sent
@@ -160,7 +159,7 @@ def test_coder_round_with_data_feedback_rewrites_the_script(server, scenario, se
     failure = StepFailure(stage="debug_data_processing", error_type=ErrorType.DATA,
                           message="process_data.py --debug exited with 3")
     server.queue(_code_reply("process_data.py", "python"))
-    LLMCoder(scenario, settings).code(Hypothesis(hypothesis="h"), scenario, Trace(), ws, failure, ctx)
+    LLMCoder(scenario, settings).code(Hypothesis(hypothesis="h"), Trace(), ws, failure, ctx)
     sent = server.chat_requests[0].body["messages"][-1]["content"]
     assert "exited with 3" in sent and "raise SystemExit(3)" in sent
     assert len(server.chat_requests) == 1 and (ws / "train.yaml").read_text() == "learning_rate: 1.0e-4\n"
@@ -179,9 +178,9 @@ def test_scripted_data_script_really_runs(tmp_path):
     assert "kept 100 of 151" in out.stdout
 
 
-def _experiment(val: float | None, failure: StepFailure | None = None) -> Experiment:
-    return Experiment(loop=2, parent=0, hypothesis={"hypothesis": "try more epochs", "task": "t"}, val_score=val,
-                      test_score=TEST_SCORE, failure=failure)
+def _experiment(val: float | None, failure: StepFailure | None = None, **kw) -> Experiment:
+    return Experiment(loop=2, parent=0, hypothesis=Hypothesis(hypothesis="try more epochs", task="t"), val_score=val,
+                      test_score=TEST_SCORE, failure=failure, **kw)
 
 
 def test_decide_numeric():
@@ -196,10 +195,10 @@ def test_decide_numeric():
 
 def test_feedback_numbers_overrule_llm_yes(server, scenario, settings, ctx, tmp_path):
     server.queue(Reply.from_file(FIXTURES / "feedback.json"))  # the LLM says "yes"
-    ctx.loop.outputs["train"] = {"loss_history": [{"step": i, "loss": 2.0 - i / 100} for i in range(80)]}
-    ctx.loop.outputs["evaluate"] = {"validation": {"error_samples": [{"q": "1+1", "pred": "3"}]},
-                                    "test": {"error_samples": [{"q": "secret-test-item"}]}}
-    result = LLMFeedback(scenario, settings).feedback(_experiment(0.46), _trace(tmp_path), scenario, ctx)
+    # the experiment carries validation error samples only: test items have no field to travel in
+    experiment = _experiment(0.46, loss_history=[{"step": i, "loss": 2.0 - i / 100} for i in range(80)],
+                             error_samples=[{"q": "1+1", "pred": "3"}])
+    result = LLMFeedback(scenario, settings).feedback(experiment, _trace(tmp_path), ctx)
     assert result.decision is False  # 0.46 does not beat the SOTA's 0.5
     assert "loss fell steadily" in result.reason and result.next_step == "Add harder multi-step problems."
     sent = server.chat_requests[0].body["messages"][-1]["content"]
@@ -212,7 +211,7 @@ def test_feedback_numbers_overrule_llm_yes(server, scenario, settings, ctx, tmp_
 
 def test_feedback_numbers_overrule_llm_no(server, scenario, settings, ctx, tmp_path):
     server.queue('{"decision": "no", "reason": "looks weak", "next_step": "n"}')
-    result = LLMFeedback(scenario, settings).feedback(_experiment(0.6), _trace(tmp_path), scenario, ctx)
+    result = LLMFeedback(scenario, settings).feedback(_experiment(0.6), _trace(tmp_path), ctx)
     assert result.decision is True and "beats loop 0" in result.reason
 
 
@@ -220,7 +219,7 @@ def test_error_feedback(server, scenario, settings, ctx, tmp_path):
     server.queue(Reply.from_file(FIXTURES / "feedback_error.json"))
     failure = StepFailure(stage="train", error_type=ErrorType.UNKNOWN, message="killed", log_tail="RuntimeError: "
                           "out of memory distinctive-tail")
-    result = LLMFeedback(scenario, settings).feedback(_experiment(None, failure), _trace(tmp_path), scenario, ctx)
+    result = LLMFeedback(scenario, settings).feedback(_experiment(None, failure), _trace(tmp_path), ctx)
     assert result.decision is False and result.error_type == "OOM"
     assert "Halve the batch size" in result.next_step
     assert "distinctive-tail" in server.chat_requests[0].raw
@@ -229,6 +228,6 @@ def test_error_feedback(server, scenario, settings, ctx, tmp_path):
 def test_feedback_survives_a_broken_llm(server, scenario, settings, ctx, tmp_path):
     server.fail_next(500, 500)
     client = LLMClient(settings.llm, settings.ft, ctx.session.dir, ctx.emit)
-    result = LLMFeedback(scenario, settings, client).feedback(_experiment(0.9), _trace(tmp_path), scenario, ctx)
+    result = LLMFeedback(scenario, settings, client).feedback(_experiment(0.9), _trace(tmp_path), ctx)
     assert result.decision is True and "No LLM explanation" in result.reason
     assert len(server.chat_requests) == 2  # MAX_RETRY=1

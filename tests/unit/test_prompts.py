@@ -8,7 +8,7 @@ import pytest
 from ftagent.core.errors import ErrorType, StepFailure
 from ftagent.core.settings import FTSettings, LLMSettings, PathSettings, Settings
 from ftagent.core.trace import Experiment, Trace
-from ftagent.core.types import ScenarioInfo
+from ftagent.core.types import EvalResult, Hypothesis, ScenarioInfo
 from ftagent.planners.llm.propose import build_proposal_messages, planner_view
 from ftagent.planners.llm.templates import PROMPTS_DIR, clip, render, sample_loss_history
 
@@ -19,16 +19,16 @@ BASELINE_TEST = 0.827364
 def _scenario() -> ScenarioInfo:
     return ScenarioInfo(benchmark="demo", benchmark_description="add two numbers", base_model="builtin/tiny",
                         base_model_path="/m", file_path="/f", workspace_root="/w",
-                        baseline={"validation": {"score": 0.1}, "test": {"score": BASELINE_TEST}})
+                        baseline=EvalResult(benchmark="demo", split="validation", core_metric="accuracy", score=0.1))
 
 
 def _trace() -> Trace:
     trace = Trace(core_metric="accuracy", baseline_val=0.1, baseline_test=BASELINE_TEST)
-    trace.record(Experiment(loop=0, hypothesis={"hypothesis": "first idea"}, val_score=0.4,
+    trace.record(Experiment(loop=0, hypothesis=Hypothesis(hypothesis="first idea"), val_score=0.4,
                             test_score=TEST_SCORE, decision=True, reason="better than baseline"))
-    trace.record(Experiment(loop=1, parent=0, hypothesis={"hypothesis": "second idea"},
+    trace.record(Experiment(loop=1, parent=0, hypothesis=Hypothesis(hypothesis="second idea"),
                             failure=StepFailure(stage="train", error_type=ErrorType.OOM, message="CUDA OOM")))
-    trace.record(Experiment(loop=2, parent=0, hypothesis={"hypothesis": "third idea"}, val_score=0.35,
+    trace.record(Experiment(loop=2, parent=0, hypothesis=Hypothesis(hypothesis="third idea"), val_score=0.35,
                             test_score=TEST_SCORE, reason="worse"))
     return trace
 

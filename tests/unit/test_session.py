@@ -16,11 +16,11 @@ from ftagent.core.errors import UserInputError
 from ftagent.engine.events import read_events
 from ftagent.engine.loop import LoopEngine
 from ftagent.engine.session import Session, list_snapshots
-from tests.unit._workflows import STEPS, RecordingWorkflow
+from tests.unit._workflows import STEPS, RecordingWorkflow, TraceState
 
 
 def _run_full(tmp_path: Path, loops: int = 2) -> Session:
-    session = Session.create(tmp_path / "log")
+    session = Session.create(tmp_path / "log", state_cls=TraceState)
     LoopEngine(RecordingWorkflow(), session, loop_n=loops).run()
     return session
 
@@ -39,7 +39,7 @@ def test_snapshot_after_every_step_is_plain_json(tmp_path):
 def test_resume_from_every_step_with_checkout(tmp_path, index):
     session = _run_full(tmp_path)
     snapshot = list_snapshots(session.dir)[index]
-    resumed, path = Session.load(snapshot)
+    resumed, path = Session.load(snapshot, TraceState)
     resumed.checkout(path)
     assert list_snapshots(resumed.dir)[-1] == snapshot  # later snapshots are gone
     n_events = sum(1 for _ in read_events(resumed.events_path))
@@ -58,7 +58,7 @@ def test_resume_without_checkout_forks_and_keeps_the_original(tmp_path, index):
     session = _run_full(tmp_path)
     before = sorted(p.name for p in list_snapshots(session.dir))
     events_before = session.events_path.read_bytes()
-    loaded, path = Session.load(list_snapshots(session.dir)[index])
+    loaded, path = Session.load(list_snapshots(session.dir)[index], TraceState)
     forked = loaded.fork(tmp_path / "log")
     assert forked.dir != session.dir and forked.state.session_id != session.state.session_id
     LoopEngine(RecordingWorkflow(), forked, loop_n=3).run()
@@ -69,9 +69,9 @@ def test_resume_without_checkout_forks_and_keeps_the_original(tmp_path, index):
 
 def test_load_latest_from_session_dir(tmp_path):
     session = _run_full(tmp_path, loops=1)
-    loaded, path = Session.load(session.dir)
+    loaded, path = Session.load(session.dir, TraceState)
     assert path.name == "5_feedback" and loaded.state.loop_index == 1
-    loaded2, _ = Session.load(session.dir / "__session__")
+    loaded2, _ = Session.load(session.dir / "__session__", TraceState)
     assert loaded2.state.session_id == session.state.session_id
 
 
@@ -80,37 +80,37 @@ def test_corrupted_and_incompatible_snapshots_fail_clearly(tmp_path):
     snap = list_snapshots(session.dir)[2]
     snap.write_text('{"schema_version": 1, "session_id": ')
     with pytest.raises(UserInputError, match="corrupted"):
-        Session.load(snap)
+        Session.load(snap, TraceState)
     snap.write_text(json.dumps({"schema_version": 99, "session_id": "x"}))
     with pytest.raises(UserInputError, match="schema version 99"):
-        Session.load(snap)
+        Session.load(snap, TraceState)
     snap.write_text(json.dumps({"schema_version": 1, "session_id": "x", "loop_index": "many"}))
     with pytest.raises(UserInputError, match="incompatible: loop_index"):
-        Session.load(snap)
+        Session.load(snap, TraceState)
     snap.write_bytes(b"\x80\x81 not text")
     with pytest.raises(UserInputError, match="corrupted"):
-        Session.load(snap)
+        Session.load(snap, TraceState)
 
 
 def test_paths_that_are_not_snapshots(tmp_path):
     with pytest.raises(UserInputError, match="does not exist"):
-        Session.load(tmp_path / "nope")
+        Session.load(tmp_path / "nope", TraceState)
     (tmp_path / "empty").mkdir()
     with pytest.raises(UserInputError, match="no snapshots"):
-        Session.load(tmp_path / "empty")
+        Session.load(tmp_path / "empty", TraceState)
     stray = tmp_path / "notes.txt"
     stray.write_text("hi")
     with pytest.raises(UserInputError, match="is not a snapshot"):
-        Session.load(stray)
+        Session.load(stray, TraceState)
 
 
 def test_goto_rewrites_stale_later_snapshots(tmp_path):
-    session = Session.create(tmp_path / "log")
+    session = Session.create(tmp_path / "log", state_cls=TraceState)
     wf = RecordingWorkflow(plan={(0, "validate"): "goto:code"}, goto_cap=1)
     LoopEngine(wf, session, loop_n=1, step_n=4).run()  # propose, code, validate(goto), code
     names = [p.name for p in list_snapshots(session.dir)]
     assert names == ["0_propose", "1_code"]  # the stale 2_validate of round 1 is gone
-    loaded, _ = Session.load(session.dir)
+    loaded, _ = Session.load(session.dir, TraceState)
     assert loaded.state.step_index == 2 and loaded.state.current.gotos == {"code": 1}
 
 
@@ -119,9 +119,9 @@ import sys
 from pathlib import Path
 from ftagent.engine.loop import LoopEngine
 from ftagent.engine.session import Session
-from tests.unit._workflows import RecordingWorkflow
+from tests.unit._workflows import RecordingWorkflow, TraceState
 log_dir, marker = Path(sys.argv[1]), Path(sys.argv[2])
-session = Session.create(log_dir)
+session = Session.create(log_dir, state_cls=TraceState)
 wf = RecordingWorkflow(plan={(1, "train"): "sleep:60"}, log=marker)
 LoopEngine(wf, session, loop_n=3).run()
 """
@@ -142,7 +142,7 @@ def test_sigkill_mid_step_then_resume_loses_nothing(tmp_path):
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     (session_dir,) = (tmp_path / "log").iterdir()
-    resumed, path = Session.load(session_dir)
+    resumed, path = Session.load(session_dir, TraceState)
     assert path.name == "2_validate" and path.parent.name == "1"
     resumed.checkout(path)
     wf = RecordingWorkflow()

@@ -70,21 +70,21 @@ def test_alpaca_file_level_errors(tmp_path: Path, content: str, error: str) -> N
 def test_bad_yaml_and_non_mapping_are_config_errors(validator: LlamaFactoryValidator, tmp_path: Path) -> None:
     ws = tmp_path / "ws"
     _write(ws, [GOOD], "learning_rate: [1e-3\nfoo: : :")
-    report = validator.validate(CodeResult(workspace=str(ws)), validator.scenario, None)
+    report = validator.validate(CodeResult(workspace=str(ws)), None)
     assert not report.passed and report.failure.error_type is ErrorType.CONFIG
     assert "not valid YAML" in report.failure.message and report.failure.stage == "validate"
     _write(ws, [GOOD], "- a\n- b\n")
-    report = validator.validate(CodeResult(workspace=str(ws)), validator.scenario, None)
+    report = validator.validate(CodeResult(workspace=str(ws)), None)
     assert report.failure.error_type is ErrorType.CONFIG and "mapping" in report.failure.message
     (ws / "train.yaml").unlink()
-    report = validator.validate(CodeResult(workspace=str(ws)), validator.scenario, None)
+    report = validator.validate(CodeResult(workspace=str(ws)), None)
     assert "not written" in report.failure.message
 
 
 def test_bad_data_is_a_data_error(validator: LlamaFactoryValidator, tmp_path: Path) -> None:
     ws = tmp_path / "ws"
     _write(ws, [GOOD, {"instruction": "q", "output": ""}], {"learning_rate": 1e-3})
-    report = validator.validate(CodeResult(workspace=str(ws)), validator.scenario, None)
+    report = validator.validate(CodeResult(workspace=str(ws)), None)
     assert not report.passed and report.failure.error_type is ErrorType.DATA
     assert report.failure.details["bad_examples"] == [{"index": 1, "reason": "'output' is empty"}]
     assert report.data_stats["bad"] == 1
@@ -95,7 +95,7 @@ def test_filter_inject_write_back_and_revalidate(validator: LlamaFactoryValidato
     planner = {"template": "no_such_template", "learning_rate": 1e-3, "made_up": 1, "lora_target": {"x": 1},
                "model_name_or_path": "/planner/pick", "warmup_ratio": 0.1, "max_steps": 50}
     _write(ws, [GOOD] * 3, planner)
-    report = validator.validate(CodeResult(workspace=str(ws)), validator.scenario, None)
+    report = validator.validate(CodeResult(workspace=str(ws)), None)
     # the unknown template stops before the micro-batch (the runner would raise)
     assert report.failure.error_type is ErrorType.CONFIG and "no_such_template" in report.failure.message
     assert sorted(report.dropped_keys) == ["lora_target (a mapping is not valid for type str)",
@@ -107,11 +107,11 @@ def test_filter_inject_write_back_and_revalidate(validator: LlamaFactoryValidato
     assert yaml.safe_load((ws / ORIGINAL_CONFIG).read_text()) == planner
     assert json.loads((ws / "dataset_info.json").read_text())["ftagent_data"]["file_name"] == "data.json"
     # validating the same workspace again starts from the original (dropped keys still reported)
-    again = validator.validate(CodeResult(workspace=str(ws)), validator.scenario, None)
+    again = validator.validate(CodeResult(workspace=str(ws)), None)
     assert again.dropped_keys == report.dropped_keys
     assert yaml.safe_load((ws / ORIGINAL_CONFIG).read_text()) == planner
     # a new train.yaml from the coder replaces the original
     _write(ws, [GOOD] * 3, {**planner, "made_up": 2, "template": "bogus2"})
-    third = validator.validate(CodeResult(workspace=str(ws)), validator.scenario, None)
+    third = validator.validate(CodeResult(workspace=str(ws)), None)
     assert "bogus2" in third.failure.message
     assert yaml.safe_load((ws / ORIGINAL_CONFIG).read_text())["made_up"] == 2

@@ -37,7 +37,7 @@ PLATEAU_LOSS = 0.1  # a converged loss above this is a plateau, not a fit
 
 
 def _params(scenario: ScenarioInfo) -> int:
-    return int(scenario.model_info.get("num_parameters") or scenario.model_info.get("params") or 0)
+    return int(scenario.model_info.num_parameters or 0)
 
 
 def _is_tiny(scenario: ScenarioInfo) -> bool:
@@ -125,9 +125,9 @@ def next_recipe(parent: Experiment | None, sota: Experiment | None, last: Experi
         return (recipe, "No experiment yet: start from a recipe sized by the memory estimate.",
                 f"A short {recipe['finetuning_type']} probe run teaches the answer format and gives a "
                 "loss curve to plan from.")
-    base = dict((sota or last).config.get("recipe") or base_recipe(scenario))
+    base = dict((sota or last).plan.get("recipe") or base_recipe(scenario))
     if last.failure is not None:
-        prev = dict(last.config.get("recipe") or base)
+        prev = dict(last.plan.get("recipe") or base)
         kind = last.failure.error_type.value
         if kind == "OOM":
             recipe = _toggle_method(prev, scenario) if prev["finetuning_type"] == "full" else dict(prev)
@@ -144,8 +144,8 @@ def next_recipe(parent: Experiment | None, sota: Experiment | None, last: Experi
         return (recipe, f"Loop {last.loop} failed ({kind}): {last.failure.message[:200]}",
                 "Return to the best known recipe with a more conservative learning rate.")
     ref = parent or last
-    prev = dict(ref.config.get("recipe") or base)
-    trend = loss_trend(ref.hypothesis.get("loss_history", []))
+    prev = dict(ref.plan.get("recipe") or base)
+    trend = loss_trend(ref.loss_history)
     improved = sota is not None and sota.loop == ref.loop
     if trend == "falling":
         return (_scaled_steps(prev, 2.0), f"Loop {ref.loop}: the training loss was still falling at the end.",
@@ -155,12 +155,12 @@ def next_recipe(parent: Experiment | None, sota: Experiment | None, last: Experi
         recipe["learning_rate"] = prev["learning_rate"] / 2
         return (recipe, f"Loop {ref.loop}: the loss flattened while still high.",
                 "The learning rate is too high for this model: halve it.")
-    if not improved and final_loss(ref.hypothesis.get("loss_history", [])) < MEMORISED_LOSS:
+    if not improved and final_loss(ref.loss_history) < MEMORISED_LOSS:
         toggled = _toggle_method(prev, scenario)
         if toggled is not None:
             return (toggled, f"Loop {ref.loop} drove the training loss to ~0 without beating the best score.",
                     f"The model memorises the data: switch to {toggled['finetuning_type']} fine-tuning.")
-    if final_loss(ref.hypothesis.get("loss_history", [])) > PLATEAU_LOSS or not improved:
+    if final_loss(ref.loss_history) > PLATEAU_LOSS or not improved:
         return (_scaled_steps(prev, 2.0), f"Loop {ref.loop} plateaued at a moderate training loss.",
                 "The answer format is learnt but not the task yet: train twice as long (small models often "
                 "improve suddenly after such a plateau).")
@@ -176,7 +176,8 @@ class HeuristicProposer:
     def __init__(self, scenario: ScenarioInfo, settings: Any = None, **_: Any) -> None:
         self.scenario = scenario
 
-    def propose(self, scenario: ScenarioInfo, trace: Trace, ctx: Any) -> Hypothesis:
+    def propose(self, trace: Trace, ctx: Any) -> Hypothesis:
+        scenario = self.scenario
         sota = trace.sota()
         last = trace.experiments[-1] if trace.experiments else None
         parent = sota or (last if last is not None and last.failure is None else None)
@@ -246,13 +247,13 @@ class HeuristicCoder:
         self.scenario = scenario
         self.limit = scenario.upper_data_size_limit
 
-    def code(self, hypothesis: Hypothesis, scenario: ScenarioInfo, trace: Trace, workspace: Path,
+    def code(self, hypothesis: Hypothesis, trace: Trace, workspace: Path,
              feedback: StepFailure | None, ctx: Any) -> CodeResult:
+        scenario = self.scenario
         recipe = dict(hypothesis.plan.get("recipe") or base_recipe(scenario))
         if feedback is not None:  # a validation round failed: fall back to the safest recipe
             recipe = _conservative(recipe, feedback)
-            hypothesis.plan["recipe"] = recipe
-        template = scenario.model_info.get("template") or "chatml"
+        template = scenario.model_info.template or "chatml"
         files = {
             "process_data.py": render_process_data(scenario, self.limit),
             "train.yaml": render_train_yaml(recipe, template),
@@ -261,7 +262,7 @@ class HeuristicCoder:
             (workspace / name).write_text(text, encoding="utf-8")
         (workspace / "recipe.json").write_text(json.dumps(recipe, indent=1), encoding="utf-8")
         return CodeResult(workspace=str(workspace), files={n: str(workspace / n) for n in files},
-                          notes="heuristic planner")
+                          notes="heuristic planner", plan={"recipe": recipe})
 
 
 def _conservative(recipe: dict[str, Any], failure: StepFailure) -> dict[str, Any]:
@@ -281,7 +282,8 @@ class HeuristicFeedback:
         self.scenario = scenario
         self.min_delta = float(getattr(getattr(settings, "ft", None), "sota_min_delta", 0.0) or 0.0)
 
-    def feedback(self, experiment: Experiment, trace: Trace, scenario: ScenarioInfo, ctx: Any) -> FeedbackResult:
+    def feedback(self, experiment: Experiment, trace: Trace, ctx: Any) -> FeedbackResult:
+        scenario = self.scenario
         if experiment.failure is not None:
             f = experiment.failure
             return FeedbackResult(decision=False, error_type=f.error_type.value,
@@ -290,7 +292,7 @@ class HeuristicFeedback:
         incumbent = trace.incumbent_score()
         better = trace.is_new_sota(experiment.val_score, self.min_delta)
         delta = None if incumbent is None or experiment.val_score is None else experiment.val_score - incumbent
-        trend = loss_trend(experiment.hypothesis.get("loss_history", []))
+        trend = loss_trend(experiment.loss_history)
         reason = (f"Validation {scenario.core_metric} {experiment.val_score} vs best {incumbent}"
                   + (f" ({delta:+.2f})" if delta is not None and not math.isnan(delta) else "")
                   + (": new best." if better else ": not better."))

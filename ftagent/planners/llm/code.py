@@ -112,9 +112,10 @@ class LLMCoder:
         self.settings = settings
         self.client = client
 
-    def code(self, hypothesis: Hypothesis, scenario: ScenarioInfo, trace: Trace, workspace: Path,
+    def code(self, hypothesis: Hypothesis, trace: Trace, workspace: Path,
              feedback: StepFailure | None, ctx: StepContext) -> CodeResult:
         """Write ``process_data.py`` and ``train.yaml`` into ``workspace`` (see the module docstring)."""
+        scenario = self.scenario
         from ftagent.planners.llm.client import LLMClient
 
         client = self.client or LLMClient.for_context(self.settings, ctx)
@@ -149,8 +150,8 @@ class LLMCoder:
         prompt = render("data_coder", scenario_text=scenario_text(scenario), hypothesis=hypothesis.hypothesis,
                         task=hypothesis.task, datasets=scenario.datasets,
                         converters=converter_sources(scenario.datasets),
-                        upper_data_size_limit=self.settings.ft.upper_data_size_limit,
-                        max_position_embeddings=scenario.model_info.get("max_position_embeddings", "unknown"),
+                        upper_data_size_limit=scenario.upper_data_size_limit,
+                        max_position_embeddings=scenario.model_info.max_position_embeddings or "unknown",
                         force_think_token=self.settings.ft.force_think_token,
                         previous_script=previous, feedback=fix)
         return client.chat_code([{"role": "user", "content": prompt}], "python", stage="data_coder")
@@ -164,8 +165,8 @@ class LLMCoder:
             data_stats = None
         prompt = render("config_coder", scenario_text=scenario_text(scenario), hypothesis=hypothesis.hypothesis,
                         task=hypothesis.task, model_path=scenario.base_model_path,
-                        template=scenario.model_info.get("template"),
-                        max_position_embeddings=scenario.model_info.get("max_position_embeddings", "unknown"),
+                        template=scenario.model_info.template,
+                        max_position_embeddings=scenario.model_info.max_position_embeddings or "unknown",
                         memory_report=scenario.memory_report,
                         parameter_catalogue=parameter_catalogue(scenario.llama_factory_info_dir),
                         data_stats=data_stats, previous_config=previous, feedback=fix)

@@ -50,20 +50,6 @@ class FeedbackReply(BaseModel):
     code_summary: str = ""
 
 
-def _validation_output(ctx: Any, step: str) -> dict[str, Any]:
-    """A step's stored output reduced to its validation part (never the test part)."""
-    try:
-        out = ctx.output(step)
-    except Exception:  # noqa: BLE001 - no loop in this context
-        return {}
-    if not isinstance(out, dict):
-        return {}
-    if "split" in out:
-        return out if out.get("split") == "validation" else {}
-    if isinstance(out.get("validation"), dict):
-        return out["validation"]
-    return {k: v for k, v in out.items() if "test" not in k.lower()}
-
 
 class LLMFeedback:
     """Decides by numbers, then asks the LLM why and what next (error variant for failed loops)."""
@@ -73,9 +59,9 @@ class LLMFeedback:
         self.settings = settings
         self.client = client
 
-    def feedback(self, experiment: Experiment, trace: Trace, scenario: ScenarioInfo,
-                 ctx: StepContext) -> FeedbackResult:
+    def feedback(self, experiment: Experiment, trace: Trace, ctx: StepContext) -> FeedbackResult:
         """FeedbackResult with the numeric decision and the LLM's explanation and advice."""
+        scenario = self.scenario
         from ftagent.planners.llm.client import LLMCallError, LLMClient
 
         decision, why = decide_numeric(experiment, trace, self.settings.ft.sota_min_delta)
@@ -101,16 +87,15 @@ class LLMFeedback:
         view = planner_view(trace)
         exp = PlannerExperiment(**experiment.model_dump(exclude={"test_score"}))
         common = dict(scenario_text=scenario_text(scenario), loop=exp.loop,
-                      hypothesis=exp.hypothesis.get("hypothesis", ""), task=exp.hypothesis.get("task", ""),
+                      hypothesis=exp.hypothesis.hypothesis if exp.hypothesis else "", task=exp.hypothesis.task if exp.hypothesis else "",
                       config=read_artefact(exp, "train.yaml"))
         if exp.failure is not None:
             return [{"role": "user", "content": render("feedback_error", failure=exp.failure, **common)}]
         incumbent_loop, incumbent_score = view.incumbent()
-        loss = [p for p in _validation_output(ctx, "train").get("loss_history", []) if isinstance(p, dict)]
-        evaluation = _validation_output(ctx, "evaluate")
+        loss = [p for p in exp.loss_history if isinstance(p, dict)]
         prompt = render("feedback_success", core_metric=view.core_metric, direction=view.direction,
                         val_score=exp.val_score, incumbent_loop=incumbent_loop, incumbent_score=incumbent_score,
                         decision=decision, val_metrics=exp.val_metrics,
-                        error_samples=list(evaluation.get("error_samples") or [])[:MAX_ERROR_SAMPLES],
+                        error_samples=exp.error_samples[:MAX_ERROR_SAMPLES],
                         loss_history=sample_loss_history(loss), loss_points=len(loss), **common)
         return [{"role": "user", "content": prompt}]

@@ -28,9 +28,14 @@ class PlannerExperiment(BaseModel):
 
     loop: int
     parent: int | None = None
-    hypothesis: dict[str, Any] = {}
+    hypothesis: Hypothesis | None = None
     artefacts: dict[str, str] = {}
+    plan: dict[str, Any] = {}
     config: dict[str, Any] = {}
+    system_changes: list[str] = []
+    data_rows: int | None = None
+    loss_history: list[dict[str, Any]] = []
+    error_samples: list[dict[str, Any]] = []
     val_score: float | None = None
     val_metrics: dict[str, Any] = {}
     decision: bool = False
@@ -76,8 +81,7 @@ def scenario_text(scenario: ScenarioInfo) -> str:
              f"Base model: {scenario.base_model}"]
     if scenario.user_target_scenario:
         lines.append(f"User goal: {scenario.user_target_scenario}")
-    if scenario.hardware:
-        lines.append(f"Hardware: {scenario.hardware}")
+    lines.append(f"Hardware: {scenario.hardware.summary()}")
     if scenario.time_limits:
         lines.append(f"Time limits (s): {scenario.time_limits}")
     return "\n".join(lines)
@@ -97,7 +101,7 @@ def build_proposal_messages(scenario: ScenarioInfo, view: PlannerView, settings:
     """System + user messages for the proposal call, from the test-free planner view."""
     parent = view.get(view.sota_loop)
     system = render("proposal_system", scenario_text=scenario_text(scenario), has_parent=parent is not None,
-                    upper_data_size_limit=settings.ft.upper_data_size_limit)
+                    upper_data_size_limit=scenario.upper_data_size_limit)
     user = render("proposal_user", baseline_val=view.baseline_val, core_metric=view.core_metric,
                   direction=view.direction, parent=parent, siblings=view.siblings(view.sota_loop),
                   parent_config=read_artefact(parent, "train.yaml"),
@@ -122,8 +126,9 @@ class LLMProposer:
         self.settings = settings
         self.client = client
 
-    def propose(self, scenario: ScenarioInfo, trace: Trace, ctx: StepContext) -> Hypothesis:
+    def propose(self, trace: Trace, ctx: StepContext) -> Hypothesis:
         """Ask the LLM for reason, hypothesis, task and skip_data_processing."""
+        scenario = self.scenario
         from ftagent.planners.llm.client import LLMClient
 
         client = self.client or LLMClient.for_context(self.settings, ctx)

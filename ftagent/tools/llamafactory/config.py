@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, Field
 
+from ftagent.core.hardware import HardwareInfo
 from ftagent.core.paths import config_file
 from ftagent.tools.llamafactory.catalogue import LFCatalogue
 
@@ -86,8 +87,10 @@ def filter_config(config: dict[str, Any], catalogue: LFCatalogue) -> tuple[dict[
     return kept, dropped
 
 
-def _gpu_count(hardware: dict[str, Any]) -> int:
-    """GPUs in ``ScenarioInfo.hardware`` (keys ``gpu_count``/``num_gpus``, or a ``gpus`` list)."""
+def _gpu_count(hardware: HardwareInfo | dict[str, Any]) -> int:
+    """GPUs in ``ScenarioInfo.hardware`` (or a dict with ``gpu_count``/``num_gpus``/``gpus``)."""
+    if isinstance(hardware, HardwareInfo):
+        return hardware.gpu_count
     for key in ("gpu_count", "num_gpus"):
         if isinstance(hardware.get(key), int):
             return hardware[key]
@@ -95,7 +98,7 @@ def _gpu_count(hardware: dict[str, Any]) -> int:
     return len(gpus) if isinstance(gpus, list) else 0
 
 
-def system_env(hardware: dict[str, Any], defaults: LFDefaults | None = None) -> dict[str, str]:
+def system_env(hardware: HardwareInfo | dict[str, Any], defaults: LFDefaults | None = None) -> dict[str, str]:
     """Environment variables of every LLaMA-Factory run (plus the CPU ones when there is no GPU)."""
     defaults = defaults or load_lf_defaults()
     env = dict(defaults.env)
@@ -158,7 +161,7 @@ def manage_config(
     *,
     workspace: Path,
     base_model_path: str,
-    hardware: dict[str, Any],
+    hardware: HardwareInfo | dict[str, Any],
     n_samples: int,
     defaults: LFDefaults | None = None,
 ) -> ManagedConfig:

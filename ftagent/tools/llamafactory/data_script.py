@@ -40,8 +40,8 @@ class DataProcessor:
             env["OPENAI_API_BASE"] = llm.openai_api_base
         return env
 
-    def prepare(self, code: CodeResult, hypothesis: Hypothesis, trace: Trace, ctx, *, debug: bool) -> None:
-        """Produce ``data.json`` in the workspace (or reuse the parent's) and check it.
+    def prepare(self, code: CodeResult, hypothesis: Hypothesis, trace: Trace, ctx, *, debug: bool) -> int:
+        """Produce ``data.json`` in the workspace (or reuse the parent's) and check it; returns its rows.
 
         Raises:
             StepError: DATA/TIMEOUT from the script, the size cap or the contamination scan.
@@ -61,6 +61,7 @@ class DataProcessor:
         if not debug:
             rows = self._cap(rows, workspace, ctx)
         self._scan(rows)
+        return len(rows)
 
     def _reuse_parent(self, hypothesis: Hypothesis, trace: Trace, workspace: Path) -> bool:
         parent = trace.get(hypothesis.parent) if hypothesis.parent is not None else None

@@ -3,7 +3,6 @@
 * :func:`run_data_processing` — ``python process_data.py [--debug]`` in the workspace (tool "data").
 * :class:`LlamaFactoryTrainer` — the train step (``FT_TRAINER`` default): runs the validated
   ``train.yaml``, parses the loss history, keeps the model under ``<workspace>/output``.
-* :func:`merge_lora` — ``llamafactory-cli export`` of a LoRA adapter onto its base model.
 """
 
 from __future__ import annotations
@@ -17,7 +16,7 @@ import yaml
 from ftagent.core.errors import ErrorType, StepError
 from ftagent.core.types import CodeResult, TrainResult, ValidationReport
 from ftagent.runners.base import Mount, Runner, RunResult
-from ftagent.tools.llamafactory.config import DATA_FILE, dump_yaml, load_lf_defaults, system_env
+from ftagent.tools.llamafactory.config import DATA_FILE, load_lf_defaults, system_env
 from ftagent.tools.llamafactory.logs import classify_failure, read_loss_history, relevant_lines
 
 if TYPE_CHECKING:
@@ -28,13 +27,6 @@ if TYPE_CHECKING:
 MODEL_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
                "pytorch_model.bin.index.json")
 ADAPTER_FILES = ("adapter_model.safetensors", "adapter_model.bin")
-
-
-def default_runner(settings: Settings) -> Runner:
-    """The runner chosen by ``FT_ENV_TYPE`` (imported lazily: runners may pull heavy SDKs)."""
-    from ftagent.runners.factory import get_runner
-
-    return get_runner(settings)
 
 
 def lf_env(workspace: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -106,16 +98,10 @@ def model_kind(output_dir: Path) -> str | None:
 class LlamaFactoryTrainer:
     """The train step: ``llamafactory-cli train train.yaml`` on the validated workspace."""
 
-    def __init__(self, scenario: ScenarioInfo, settings: Settings, runner: Runner | None = None) -> None:
+    def __init__(self, scenario: ScenarioInfo, settings: Settings, runner: Runner) -> None:
         self.scenario = scenario
         self.settings = settings
-        self._runner = runner
-
-    @property
-    def runner(self) -> Runner:
-        if self._runner is None:
-            self._runner = default_runner(self.settings)
-        return self._runner
+        self.runner = runner
 
     @staticmethod
     def _apply_ray(config: dict[str, Any], config_path: Path, env: dict[str, str]) -> Path:
@@ -132,13 +118,13 @@ class LlamaFactoryTrainer:
         ray_path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
         return ray_path
 
-    def train(self, code: CodeResult, report: ValidationReport, scenario: ScenarioInfo,
-              ctx: StepContext | None) -> TrainResult:
+    def train(self, code: CodeResult, report: ValidationReport, ctx: StepContext | None) -> TrainResult:
         """Train; return where the model is and its loss history.
 
         Raises:
             StepError: the run failed (classified CONFIG/OOM/DATA/ENV/TIMEOUT) or left no model.
         """
+        scenario = self.scenario
         workspace = Path(code.workspace).absolute()
         config_path = Path(report.config_path or workspace / "train.yaml")
         config: dict[str, Any] = yaml.safe_load(config_path.read_text(encoding="utf-8")) or {}
@@ -175,38 +161,3 @@ class LlamaFactoryTrainer:
             duration_s=round(duration, 2),
         )
 
-
-def merge_lora(adapter_dir: Path, base_path: Path, template: str | None, out_dir: Path, runner: Runner,
-               timeout: float = 3600, env: dict[str, str] | None = None) -> Path:
-    """Merge a LoRA adapter into its base model with ``llamafactory-cli export``.
-
-    Returns:
-        ``out_dir``, holding ``config.json``, the merged weights and the tokenizer files.
-
-    Raises:
-        StepError: the export failed or wrote no model (classified like a training failure).
-    """
-    adapter_dir, base_path, out_dir = (Path(p).absolute() for p in (adapter_dir, base_path, out_dir))
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    config = {
-        "model_name_or_path": str(base_path),
-        "adapter_name_or_path": str(adapter_dir),
-        "template": template or "empty",
-        "finetuning_type": "lora",
-        "trust_remote_code": False,
-        "export_dir": str(out_dir),
-        "export_size": 5,
-        "export_device": "cpu",
-        "export_legacy_format": False,
-    }
-    config_path = dump_yaml(config, out_dir.parent / f"{out_dir.name}.merge.yaml")
-    mounts = [Mount(source=adapter_dir), Mount(source=base_path), Mount(source=out_dir.parent, read_only=False)]
-    result = run_llamafactory("export", config_path, runner, workdir=out_dir.parent, mounts=mounts,
-                              env=lf_env(out_dir.parent, env), timeout=timeout,
-                              log_file=out_dir.parent / f"{out_dir.name}.merge.log")
-    if not result.ok or model_kind(out_dir) != "full":
-        info = classify_failure(read_run_log(result), exit_code=result.exit_code, timed_out=result.timed_out,
-                                timeout_s=timeout)
-        raise StepError(f"LoRA merge failed: {info.message}", error_type=info.error_type, log_tail=info.log_tail,
-                        suggestion=info.suggestion)
-    return out_dir

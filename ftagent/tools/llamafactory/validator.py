@@ -43,7 +43,7 @@ from ftagent.tools.llamafactory.logs import (
     read_loss_history,
     relevant_lines,
 )
-from ftagent.tools.llamafactory.trainer import default_runner, lf_env, read_run_log, run_llamafactory
+from ftagent.tools.llamafactory.trainer import lf_env, read_run_log, run_llamafactory
 
 if TYPE_CHECKING:
     from ftagent.core.settings import Settings
@@ -68,19 +68,13 @@ def _fail(report: ValidationReport, error_type: ErrorType, message: str, *, log_
 class LlamaFactoryValidator:
     """Data check, key filtering + system-managed injection, micro-batch run."""
 
-    def __init__(self, scenario: ScenarioInfo, settings: Settings, runner: Runner | None = None,
+    def __init__(self, scenario: ScenarioInfo, settings: Settings, runner: Runner,
                  catalogue: LFCatalogue | None = None) -> None:
         self.scenario = scenario
         self.settings = settings
-        self._runner = runner
+        self.runner = runner
         self._catalogue = catalogue
         self.defaults = load_lf_defaults()
-
-    @property
-    def runner(self) -> Runner:
-        if self._runner is None:
-            self._runner = default_runner(self.settings)
-        return self._runner
 
     @property
     def catalogue(self) -> LFCatalogue:
@@ -89,8 +83,9 @@ class LlamaFactoryValidator:
             self._catalogue = load_or_build_catalogue(Path(info_dir), self.runner)
         return self._catalogue
 
-    def validate(self, code: CodeResult, scenario: ScenarioInfo, ctx: StepContext | None) -> ValidationReport:
+    def validate(self, code: CodeResult, ctx: StepContext | None) -> ValidationReport:
         """Run the three checks; the report's ``failure`` says what to fix when ``passed`` is False."""
+        scenario = self.scenario
         workspace = Path(code.workspace).absolute()
         report = ValidationReport(passed=False)
         original = self._read_config(workspace, report)
