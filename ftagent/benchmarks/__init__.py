@@ -1,52 +1,67 @@
-"""Benchmark adapters (light: adapters are imported on first use).
+"""Benchmarks as data: one YAML file per benchmark (configs/benchmarks/), one registry.
 
-``get_benchmark(key)`` returns an adapter instance; ``benchmark_keys()`` lists keys;
-``describe_all()`` / ``describe(key)`` feed ``ftagent benchmarks list|show``.
+Public API:
+
+* ``get_benchmark(key_or_file)`` — the benchmark (``.spec`` + ``prepare``/``load_items``/``dataset_blocks``);
+  a path ending in ``.yaml``/``.yml`` loads a user benchmark file and registers it under its ``name``.
+* ``resolve_benchmark(key_or_file)`` — the key to use from then on (the file's ``name`` for a file).
+* ``benchmark_keys()``, ``describe_all()``, ``describe(key_or_file)`` — ``ftagent benchmarks list|show``.
+* ``default_description(key)`` — the description given to the planner when none is passed.
+
+Everything is lazy: nothing is parsed until first used.
 """
 
 from __future__ import annotations
 
-import json
-from functools import lru_cache
 from typing import TYPE_CHECKING
-
-from ftagent.core.paths import config_file
 
 if TYPE_CHECKING:
     from ftagent.benchmarks.base import BenchmarkAdapter
 
-_SCENARIOS = config_file("scenarios.json")
+__all__ = ["benchmark_keys", "default_description", "describe", "describe_all", "get_benchmark",
+           "resolve_benchmark"]
 
 
-@lru_cache(maxsize=1)
-def _descriptions() -> dict:
-    try:
-        return json.loads(_SCENARIOS.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
+def resolve_benchmark(key: str) -> str:
+    """The registry key of ``key``: itself, or the ``name`` of a benchmark YAML file (registered now).
+
+    Raises:
+        UserInputError: unknown key (did-you-mean), or a bad or missing benchmark file.
+    """
+    from ftagent.benchmarks.registry import BENCHMARKS
+    from ftagent.benchmarks.schema import is_benchmark_file
+
+    if is_benchmark_file(key):
+        return BENCHMARKS.register_file(key)
+    BENCHMARKS.get(key)
+    return key
 
 
 def benchmark_keys() -> list[str]:
-    """All registered benchmark keys (built-in and plug-ins), sorted."""
+    """All registered benchmark keys (built-in, FT_BENCHMARK_PATHS files, plug-ins), sorted."""
     from ftagent.benchmarks.registry import BENCHMARKS
 
     return BENCHMARKS.names()
 
 
 def get_benchmark(key: str) -> BenchmarkAdapter:
-    """The adapter for ``key`` (description filled from configs/scenarios.json when empty).
+    """The benchmark for a key or a benchmark YAML file.
 
     Raises:
-        UserInputError: unknown key (with a did-you-mean hint).
+        UserInputError: unknown key (with a did-you-mean hint) or a bad benchmark file.
     """
     from ftagent.benchmarks.registry import BENCHMARKS
+    from ftagent.benchmarks.schema import is_benchmark_file
 
+    if is_benchmark_file(key):
+        key = BENCHMARKS.register_file(key)
     target = BENCHMARKS.get(key)
-    adapter = target() if isinstance(target, type) else target
-    entry = _descriptions().get(key, {})
-    if not adapter.spec.description and isinstance(entry, dict) and entry.get("benchmark_description"):
-        adapter.spec = adapter.spec.model_copy(update={"description": entry["benchmark_description"]})
-    return adapter
+    return target() if isinstance(target, type) else target
+
+
+def default_description(key: str) -> str:
+    """The benchmark's ``description`` ('' when it has none)."""
+    return get_benchmark(key).spec.description or ""
 
 
 def describe_all() -> list[str]:
@@ -55,13 +70,18 @@ def describe_all() -> list[str]:
 
 
 def describe(key: str) -> str:
-    """A multi-line description of one adapter."""
-    spec = get_benchmark(key).spec
+    """A multi-line description of one benchmark."""
+    from ftagent.benchmarks.registry import BENCHMARKS
+
+    bench = get_benchmark(key)
+    spec = bench.spec
+    source = BENCHMARKS.source_file(spec.key)
     rows = [
         ("key", spec.key), ("category", spec.category), ("core metric", f"{spec.core_metric} ({spec.direction})"),
         ("data source", spec.data_source), ("training datasets", ", ".join(spec.related_datasets) or "-"),
         ("sub-datasets", ", ".join(spec.subsets)), ("prompt", spec.prompt.replace("\n", "\\n")),
         ("answer rule", spec.answer_rule), ("evaluator", spec.evaluator), ("max_out_len", str(spec.max_out_len)),
+        ("defined in", str(source) if source else "code (plug-in)"),
         ("description", spec.description or "-"),
     ]
     return "\n".join(f"{name:<18} {value}" for name, value in rows)

@@ -3,6 +3,8 @@
 An adapter knows where a benchmark's data comes from, how to prepare it into
 ``FT_FILE_PATH/benchmarks/<key>/{validation,test}.jsonl``, how to read items, and how to render the
 OpenCompass dataset block (prompt, answer post-processing, evaluator) for the config template.
+Built-in and user benchmarks are YAML files turned into :class:`ftagent.benchmarks.adapter.Benchmark`;
+a plug-in may register any object with this interface. File helpers (JSONL, tables, Hub snapshots) too.
 """
 
 from __future__ import annotations
@@ -89,79 +91,6 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
     """Read a JSON Lines file (empty lines skipped)."""
     with path.open(encoding="utf-8") as fh:
         return [json.loads(line) for line in fh if line.strip()]
-
-
-class TableAdapter:
-    """Shared implementation: raw rows per subset → normalised items → split JSONL → dataset blocks.
-
-    Subclasses set :attr:`spec` and implement :meth:`raw_subsets` (and usually :meth:`to_item`,
-    :meth:`rounds`). Evaluator and post-processor are ``"module:Name"`` strings imported by the
-    rendered OpenCompass config.
-    """
-
-    spec: BenchmarkSpec
-    evaluator: str = "ftagent.tools.opencompass.oc_ext:BoxedIntAccEvaluator"
-    evaluator_kwargs: dict[str, Any] = {}
-    postprocessor: str | None = "ftagent.tools.opencompass.oc_ext:last_boxed"
-    postprocessor_kwargs: dict[str, Any] = {}
-    supports_judge: bool = False
-
-    # --- hooks ----------------------------------------------------------------------------------
-    def raw_subsets(self, root: Path) -> dict[str, list[dict[str, Any]]]:
-        """Raw rows per subset, in the published format (download when needed)."""
-        raise NotImplementedError
-
-    def to_item(self, row: dict[str, Any], subset: str) -> dict[str, Any]:
-        """Normalise one published row into the columns the prompt uses (+ ``answer``)."""
-        return dict(row)
-
-    def rounds(self, root: Path, subset: str) -> list[dict[str, str]]:
-        """Chat turns of the prompt template; the last HUMAN turn holds the item placeholders."""
-        return [{"role": "HUMAN", "prompt": self.spec.prompt}]
-
-    # --- protocol -------------------------------------------------------------------------------
-    def bench_dir(self, root: Path) -> Path:
-        return Path(root) / self.spec.key
-
-    def prepare(self, root: Path, *, limit: int | None = None) -> Path:
-        """Write ``<root>/<key>/<split>.jsonl`` (and ``<split>/<subset>.jsonl`` per subset)."""
-        from ftagent.benchmarks.splits import split_subsets
-
-        out = self.bench_dir(root)
-        raw = self.raw_subsets(root)
-        items = {s: [self.to_item(r, s) | {"subset": s} for r in rows] for s, rows in raw.items()}
-        for split in ("validation", "test"):
-            merged: list[dict[str, Any]] = []
-            for subset, parts in split_subsets(items, limit).items():
-                write_jsonl(out / split / f"{subset}.jsonl", parts[split])
-                merged.extend(parts[split])
-            write_jsonl(out / f"{split}.jsonl", merged)
-        (out / "spec.json").write_text(self.spec.model_dump_json(indent=2), encoding="utf-8")
-        return out
-
-    def load_items(self, root: Path, split: Split) -> list[dict[str, Any]]:
-        path = self.bench_dir(root) / f"{split}.jsonl"
-        if not path.exists():
-            raise FileNotFoundError(f"{path} missing: prepare benchmark '{self.spec.key}' first")
-        return read_jsonl(path)
-
-    def dataset_blocks(self, root: Path, split: Split, *, judge: dict[str, str] | None = None
-                       ) -> list[DatasetBlock]:
-        blocks = []
-        for subset in self.spec.subsets:
-            path = self.bench_dir(root) / split / f"{subset}.jsonl"
-            if not path.exists() or path.stat().st_size == 0:
-                continue
-            abbr = self.spec.key if subset == "default" else f"{self.spec.key}-{subset}"
-            blocks.append(DatasetBlock(
-                abbr=abbr, path=str(path.resolve()), input_columns=self.spec.input_columns,
-                output_column=self.spec.output_column, rounds=self.rounds(root, subset),
-                max_out_len=self.spec.max_out_len, evaluator=self.evaluator,
-                evaluator_kwargs=dict(self.evaluator_kwargs), postprocessor=self.postprocessor,
-                postprocessor_kwargs=dict(self.postprocessor_kwargs),
-                judge=judge if self.supports_judge else None,
-            ))
-        return blocks
 
 
 def hub_snapshot(repo_id: str, dest: Path, allow_patterns: list[str] | None = None) -> Path:

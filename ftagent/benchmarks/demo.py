@@ -2,7 +2,7 @@
 
 Items are generated deterministically from a seed: 200 distinct (a, b) pairs, split 100/100 by
 :mod:`ftagent.benchmarks.splits`. :func:`demo_add_pairs` exposes the pairs so the training-data
-generator can stay disjoint from the benchmark.
+generator can stay disjoint from the benchmark. Prompt, metric and facts: configs/benchmarks/demo_add.yaml.
 """
 
 from __future__ import annotations
@@ -10,8 +10,6 @@ from __future__ import annotations
 import random
 from pathlib import Path
 from typing import Any
-
-from ftagent.benchmarks.base import BenchmarkSpec, TableAdapter
 
 DEMO_SEED = 20240601
 DEMO_N = 200
@@ -37,16 +35,6 @@ def demo_add_pairs(seed: int = DEMO_SEED) -> set[tuple[int, int]]:
     return {(it["a"], it["b"]) for it in demo_add_items(seed)}
 
 
-class DemoAddAdapter(TableAdapter):
-    """Bundled synthetic addition benchmark scored by exact boxed-integer match."""
-
-    spec = BenchmarkSpec(
-        key="demo_add", category="demo", data_source="bundled (generated offline)",
-        related_datasets=["demo_add"],
-        prompt="{question} Put the final answer in \\boxed{}.",
-        answer_rule="last \\boxed{...} content, integer exact match",
-        evaluator="ftagent.tools.opencompass.oc_ext:BoxedIntAccEvaluator", max_out_len=16,
-    )
-
-    def raw_subsets(self, root: Path) -> dict[str, list[dict[str, Any]]]:
-        return {"default": demo_add_items()}
+def load_rows(bench: Any, root: Path) -> dict[str, list[dict[str, Any]]]:
+    """Loader ``demo_add`` (configs/benchmarks/demo_add.yaml): the generated items, one subset."""
+    return {"default": demo_add_items()}

@@ -7,7 +7,7 @@ from ftagent.benchmarks.base import BenchmarkAdapter, read_jsonl
 from ftagent.benchmarks.code import humaneval_item, mbpp_item
 from ftagent.benchmarks.demo import demo_add_items, demo_add_pairs
 from ftagent.benchmarks.knowledge import mmlu_item
-from ftagent.benchmarks.math import Aime24Adapter, MathAdapter, gsm8k_gold, last_boxed_content
+from ftagent.benchmarks.math import gsm8k_gold, last_boxed_content
 from ftagent.core.errors import EnvironmentFailure, UserInputError
 
 KEYS = {"demo_add", "aime24", "aime25", "gsm8k", "math", "mmlu", "humaneval", "mbpp", "FinanceIQ_gen"}
@@ -19,7 +19,7 @@ def test_registry_lists_all_keys_and_describes():
     assert len(lines) == len(benchmark_keys())
     assert any(line.startswith("humaneval") and "pass@1 (max)" in line for line in lines)
     text = describe("aime25")
-    assert "deepscaler" in text and "AIME 2025" in text  # description from configs/scenarios.json
+    assert "deepscaler" in text and "AIME 2025" in text  # description from configs/benchmarks/aime25.yaml
 
 
 def test_unknown_key_did_you_mean():
@@ -71,7 +71,7 @@ def test_aime_from_published_layouts(tmp_path):
     rows = [{"origin_prompt": f"Find x number {i}.", "gold_answer": str(100 + i)} for i in range(30)]
     (raw / "aime.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
     (raw / ".complete").write_text("ok")
-    adapter = Aime24Adapter()
+    adapter = get_benchmark("aime24")
     adapter.prepare(tmp_path)
     val = adapter.load_items(tmp_path, "validation")
     assert len(val) == 15 and val[0]["question"] == "Find x number 0." and val[0]["answer"] == "100"
@@ -80,7 +80,7 @@ def test_aime_from_published_layouts(tmp_path):
 
 def test_math_gold_is_last_boxed():
     row = {"problem": "What is $1+1$?", "solution": "First \\boxed{3} wrong, then $\\boxed{\\frac{1}{2}}$"}
-    assert MathAdapter().to_item(row, "default")["answer"] == "\\frac{1}{2}"
+    assert get_benchmark("math").to_item(row, "default")["answer"] == "\\frac{1}{2}"
     assert last_boxed_content("no box") is None
     assert last_boxed_content("\\fbox{7}") == "7"
 

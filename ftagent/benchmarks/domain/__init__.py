@@ -3,8 +3,9 @@
 Light on purpose (plain data + lazy imports): the modules of this package use only the standard
 library (RDKit optional) so OpenCompass subprocesses in the tool env can import them.
 
-* :data:`KEY_SPECS` — the 21 benchmark keys: category, HF source, training dataset, sub-tasks with
-  their core metric, the key's core metric, direction and ``max_out_len``.
+* ``KEY_SPECS`` — the 21 benchmark keys: category, HF source, training dataset, sub-tasks with
+  their core metric, the key's core metric, direction and ``max_out_len`` (a view of their YAML files
+  in configs/benchmarks/, computed on access).
 * :func:`evaluate_subtask` — score raw model outputs of one sub-task against its items.
 * :func:`core_value` — the key's headline number from per-sub-task results.
 """
@@ -16,49 +17,34 @@ from typing import Any
 
 MEAN_CORE = "mean_core"  # a key whose headline is the plain mean of its sub-tasks' core metrics
 
-_PAN = "LG-AI-Research/PANORAMA"
-_CHEM = "OpenMol/ChemCoTBench"
-_TAB = "Multilingual-Multimodal-NLP/TableBench"
-_BIO = "bowenxian/BioProBench"
-_PAN_CORE = {"par4pc": "macro_f1", "pi4pc": "gold_hit_rate", "noc4pc": "macro_f1"}
-_CHEM_SUBS = {
-    "mol_und": {"fg_count": "accuracy", "ring_count": "accuracy", "Murcko_scaffold": "scaffold_hard",
-                "ring_system_scaffold": "accuracy", "equivalence": "accuracy"},
-    "mol_edit": {"add": "correct_rate", "delete": "correct_rate", "sub": "correct_rate"},
-    "mol_opt": {s: "success_rate" for s in ("drd", "gsk", "jnk", "logp", "qed", "solubility")},
-    "reaction": {"fs": "exact_match", "retro": "exact_match", "rcr": "exact_match", "nepp": "exact_match",
-                 "mechsel": "accuracy"},
-}
-_TAB_CORE = {"fact_checking": "accuracy", "numerical_reasoning": "accuracy", "data_analysis": "accuracy",
-             "visualization": "Pass@1"}
-_BIO_CORE = {"GEN": "ROUGE-L", "ORD": "kendall_tau", "ERR": "f1", "PQA": "accuracy"}
+
+def _key_specs() -> dict[str, dict[str, Any]]:
+    """The domain keys' facts, read from their YAML files (configs/benchmarks/<key>.yaml)."""
+    from ftagent.benchmarks.registry import BENCHMARKS
+
+    specs: dict[str, dict[str, Any]] = {}
+    for key, path in BENCHMARKS.builtin_files().items():
+        cfg = BENCHMARKS.config(path)
+        if cfg.data.loader != "domain":
+            continue
+        options = dict(cfg.data.options)
+        info = {"family": options.pop("family"), "category": cfg.category, "hf_source": cfg.data.repo,
+                "training_dataset": cfg.related_datasets[0], "subtasks": dict(cfg.subset_metrics),
+                "core_metric": cfg.core_metric, "direction": cfg.direction, "max_out_len": cfg.max_out_len}
+        if cfg.max_out_len_by_subset:
+            info["max_out_len_by_subtask"] = dict(cfg.max_out_len_by_subset)
+        options.pop("layout", None)
+        specs[key] = info | options
+    return specs
 
 
-def _spec(family: str, category: str, source: str, train: str, subtasks: dict[str, str], max_out_len: int,
-          **extra: Any) -> dict[str, Any]:
-    core = next(iter(subtasks.values())) if len(subtasks) == 1 else MEAN_CORE
-    return {"family": family, "category": category, "hf_source": source, "training_dataset": train,
-            "subtasks": subtasks, "core_metric": core, "direction": "max", "max_out_len": max_out_len, **extra}
+def __getattr__(name: str) -> Any:
+    """``KEY_SPECS``: a read-only view of the 21 domain keys' YAML files (built on first access, so
+    this package stays standard-library-only for OpenCompass processes that never touch it)."""
+    if name == "KEY_SPECS":
+        return _key_specs()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-
-KEY_SPECS: dict[str, dict[str, Any]] = {}
-for _t, _m in _PAN_CORE.items():
-    KEY_SPECS[f"panorama_{_t}"] = _spec("panorama", "patent", _PAN, "panorama", {_t: _m}, 8192, cot=False)
-    KEY_SPECS[f"panorama_{_t}_cot"] = _spec("panorama", "patent", _PAN, "panorama", {_t: _m}, 16384, cot=True,
-                                            max_input_tokens=16384)
-KEY_SPECS["panorama"] = _spec("panorama", "patent", _PAN, "panorama", dict(_PAN_CORE), 8192, cot=False)
-for _t, _subs in _CHEM_SUBS.items():
-    KEY_SPECS[f"chemcotbench_{_t}"] = _spec("chemcotbench", "chemistry", _CHEM, "chemcot", dict(_subs), 1024)
-KEY_SPECS["chemcotbench"] = _spec("chemcotbench", "chemistry", _CHEM, "chemcot",
-                                  {s: m for subs in _CHEM_SUBS.values() for s, m in subs.items()}, 1024)
-for _t, _m in _TAB_CORE.items():
-    KEY_SPECS[f"tablebench_{_t}"] = _spec("tablebench", "table", _TAB, "tableinstruct", {_t: _m},
-                                          16384 if _t == "visualization" else 4096)
-KEY_SPECS["tablebench_gen"] = _spec("tablebench", "table", _TAB, "tableinstruct", dict(_TAB_CORE), 4096,
-                                    max_out_len_by_subtask={"visualization": 16384})
-for _t, _m in _BIO_CORE.items():
-    # No dataset-level cap in the reference: the model default (8192) applies.
-    KEY_SPECS[f"bioprobench_{_t.lower()}"] = _spec("bioprobench", "biology", _BIO, "bioprobench", {_t: _m}, 8192)
 
 _MODULES = {"panorama": "panorama", "chemcotbench": "chemcot", "tablebench": "tablebench",
             "bioprobench": "bioprobench"}
@@ -103,7 +89,7 @@ def evaluate_subtask(family: str, subtask: str, predictions: list[str], items: l
 def core_value(key: str, results: dict[str, dict[str, Any]]) -> float | None:
     """Headline of ``key`` from ``{subtask: metrics}``: the sub-task's core metric, or the plain mean
     of the core metrics of the sub-tasks present. ``None`` when none is computable (no silent 0)."""
-    spec = KEY_SPECS[key]
+    spec = _key_specs()[key]
     values = [results[s].get(m) for s, m in spec["subtasks"].items() if s in results]
     values = [float(v) for v in values if isinstance(v, (int, float))]
     return sum(values) / len(values) if values else None

@@ -1,0 +1,130 @@
+"""The small registries a benchmark YAML file refers to by name.
+
+* :data:`LOADERS` — ``data.loader``: ``fn(bench, root) -> {subset: rows}`` (or ``{subset: {"validation":
+  rows, "test": rows}}`` when the source is split already).
+* :data:`ITEMS` — ``data.item``: ``fn(row, subset, bench) -> item`` (the prompt's columns + ``answer``).
+* :data:`ROUNDS` — ``rounds``: ``fn(bench, root, subset) -> [{"role", "prompt"}, ...]`` (few-shot turns).
+* :data:`METRICS` — ``metric``: a :class:`MetricDef` (OpenCompass evaluator, default extractor).
+* :data:`EXTRACTORS` — ``extractor``: an :class:`ExtractorDef` (OpenCompass post-processor).
+
+Unknown names get a did-you-mean hint (:class:`ftagent.core.registry.Registry`). Third parties add
+entries through the entry-point groups ``ftagent.benchmark_loaders``, ``ftagent.benchmark_items``,
+``ftagent.benchmark_rounds``, ``ftagent.benchmark_metrics`` and ``ftagent.benchmark_extractors``.
+Evaluators and post-processors are ``"module:Name"`` strings imported by the rendered OpenCompass
+config inside the tool env (see :mod:`ftagent.tools.opencompass.oc_ext`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from ftagent.core.registry import Registry
+
+OC_EXT = "ftagent.tools.opencompass.oc_ext"
+OC_ACC = "opencompass.openicl.icl_evaluator:AccwithDetailsEvaluator"
+
+
+class MetricDef(BaseModel):
+    """An OpenCompass evaluator and what it reports."""
+
+    evaluator: str = Field(description="'module:Class' of the OpenCompass evaluator")
+    kwargs: dict[str, Any] = Field(default_factory=dict)
+    extractor: str | None = Field(None, description="default extractor name (None = raw output)")
+    core_metric: str = "accuracy"
+    rule: str = Field(description="one line: how an extracted answer is compared with the gold one")
+    kwargs_for: str | None = Field(None, description="'module:fn(bench, subset, path) -> kwargs' per sub-dataset")
+
+
+class ExtractorDef(BaseModel):
+    """An OpenCompass prediction post-processor."""
+
+    postprocessor: str | None = Field(None, description="'module:function'; None = the raw output")
+    kwargs: dict[str, Any] = Field(default_factory=dict)
+    rule: str
+
+
+LOADERS: Registry = Registry("benchmark loader", entry_point_group="ftagent.benchmark_loaders")
+ITEMS: Registry = Registry("benchmark item transform", entry_point_group="ftagent.benchmark_items")
+ROUNDS: Registry = Registry("benchmark prompt builder", entry_point_group="ftagent.benchmark_rounds")
+METRICS: Registry[MetricDef] = Registry("benchmark metric", entry_point_group="ftagent.benchmark_metrics")
+EXTRACTORS: Registry[ExtractorDef] = Registry("answer extractor", entry_point_group="ftagent.benchmark_extractors")
+
+for _name, _path in {
+    "local_files": "ftagent.benchmarks.loaders:local_files",
+    "hub_files": "ftagent.benchmarks.loaders:hub_files",
+    "demo_add": "ftagent.benchmarks.demo:load_rows",
+    "financeiq": "ftagent.benchmarks.knowledge:load_financeiq",
+    "domain": "ftagent.benchmarks.domain_adapters:load_rows",
+}.items():
+    LOADERS.register(_name, _path)
+
+for _name, _path in {
+    "math_solution": "ftagent.benchmarks.math:math_item",
+    "gsm8k": "ftagent.benchmarks.math:gsm8k_item",
+    "mmlu": "ftagent.benchmarks.knowledge:mmlu_row",
+    "humaneval": "ftagent.benchmarks.code:humaneval_row",
+    "mbpp": "ftagent.benchmarks.code:mbpp_row",
+    "domain": "ftagent.benchmarks.domain_adapters:to_item",
+}.items():
+    ITEMS.register(_name, _path)
+
+for _name, _path in {
+    "zero_shot": "ftagent.benchmarks.loaders:zero_shot",
+    "fixed_shots": "ftagent.benchmarks.loaders:fixed_shots",
+    "financeiq_dev": "ftagent.benchmarks.knowledge:financeiq_rounds",
+}.items():
+    ROUNDS.register(_name, _path)
+
+_EXTRACTORS = {
+    "none": ExtractorDef(rule="the raw output"),
+    "strip": ExtractorDef(postprocessor=f"{OC_EXT}:strip_answer",
+                          rule="output stripped of whitespace, quotes and a trailing full stop"),
+    "boxed": ExtractorDef(postprocessor=f"{OC_EXT}:last_boxed", rule="last \\boxed{...} content"),
+    "option_letter": ExtractorDef(postprocessor=f"{OC_EXT}:option_letter",
+                                  rule="first stand-alone option letter A-D"),
+    "last_number": ExtractorDef(postprocessor=f"{OC_EXT}:last_number",
+                                rule="last number of the output (of its last \\boxed{} when present)"),
+    "code_block": ExtractorDef(postprocessor=f"{OC_EXT}:extract_code", rule="first ```python block (or raw text)"),
+    "math_v2": ExtractorDef(postprocessor="opencompass.datasets:math_postprocess_v2",
+                            rule="last \\boxed{} → MATH v2 normalisation"),
+    "gsm8k": ExtractorDef(postprocessor="opencompass.datasets:gsm8k_postprocess",
+                          rule="text before 'Question:', last number"),
+    "first_option": ExtractorDef(postprocessor="opencompass.utils.text_postprocessors:first_option_postprocess",
+                                 kwargs={"options": "ABCD"}, rule="first option letter A-D in the output"),
+    "last_capital": ExtractorDef(postprocessor="opencompass.utils.text_postprocessors:last_capital_postprocess",
+                                 rule="last upper-case letter of the output"),
+}
+_METRICS = {
+    # the five for user benchmarks
+    "exact_match": MetricDef(evaluator=f"{OC_EXT}:ExactMatchEvaluator", extractor="strip",
+                             rule="exact match with the gold answer"),
+    "boxed_integer": MetricDef(evaluator=f"{OC_EXT}:BoxedIntAccEvaluator", extractor="boxed",
+                               rule="integer exact match (else exact string)"),
+    "multiple_choice": MetricDef(evaluator=f"{OC_EXT}:OptionLetterEvaluator", extractor="option_letter",
+                                 rule="letter equals the gold letter"),
+    "numeric_tolerance": MetricDef(evaluator=f"{OC_EXT}:NumericToleranceEvaluator", extractor="last_number",
+                                   kwargs={"rel_tol": 1e-4, "abs_tol": 1e-6},
+                                   rule="|pred - gold| <= max(abs_tol, rel_tol * |gold|)"),
+    "contains": MetricDef(evaluator=f"{OC_EXT}:ContainsEvaluator", extractor="none",
+                          rule="gold text occurs in the output (case-insensitive)"),
+    # the published benchmarks' own
+    "math_equivalence": MetricDef(evaluator="opencompass.datasets:MATHEvaluator", kwargs={"version": "v2"},
+                                  extractor="math_v2", rule="equivalence"),
+    "gsm8k": MetricDef(evaluator="opencompass.datasets:Gsm8kEvaluator", extractor="gsm8k",
+                       rule="numeric exact match"),
+    "accuracy": MetricDef(evaluator=OC_ACC, extractor="none", rule="exact match with the gold letter"),
+    "python_tests": MetricDef(evaluator=f"{OC_EXT}:PythonTestsEvaluator", kwargs={"timeout": 10.0},
+                              extractor="code_block", core_metric="pass@1", rule="run with the tests"),
+    "domain": MetricDef(evaluator="ftagent.tools.opencompass.oc_domain:DomainEvaluator", extractor="none",
+                        core_metric="mean_core", rule="the family's official metrics",
+                        kwargs_for="ftagent.benchmarks.domain_adapters:evaluator_kwargs"),
+}
+for _name, _def in _EXTRACTORS.items():
+    EXTRACTORS.register(_name, _def)
+for _name, _def in _METRICS.items():
+    METRICS.register(_name, _def)
+
+#: The metrics a user benchmark file can name without code (docs/benchmarks.md).
+USER_METRICS = ("exact_match", "boxed_integer", "multiple_choice", "numeric_tolerance", "contains")
