@@ -2,6 +2,9 @@
 
 Handles both detail layouts of OpenCompass 0.5.4: a list of dicts with ``correct`` (BaseEvaluator
 subclasses) and a dict keyed by index (``AccEvaluator`` / ``AccwithDetailsEvaluator``).
+
+One run may hold several splits: their datasets are named ``<abbr>@<split>`` (:func:`split_abbr`)
+and ``split=`` selects one of them, with the suffix removed (so results read as a one-split run).
 """
 
 from __future__ import annotations
@@ -15,6 +18,21 @@ from typing import Any
 MAX_FIELD = 600
 _TRUE = {"A", "CORRECT", "TRUE", "YES", "1"}
 SKIP_COLS = {"dataset", "version", "metric", "mode"}
+SPLIT_SEP = "@"
+
+
+def split_abbr(abbr: str, split: str) -> str:
+    """The dataset name of ``abbr`` in a run holding several splits."""
+    return f"{abbr}{SPLIT_SEP}{split}"
+
+
+def split_of(name: str, split: str | None) -> str | None:
+    """``name`` without its ``@<split>`` suffix when it belongs to ``split``; None when it belongs to
+    another split. ``split=None`` keeps every name unchanged (a one-split run)."""
+    if split is None:
+        return name
+    suffix = f"{SPLIT_SEP}{split}"
+    return name[: -len(suffix)] if name.endswith(suffix) else None
 
 
 def latest_run(work_dir: Path) -> Path | None:
@@ -45,18 +63,20 @@ def failure_reason(run: Path | None) -> str | None:
     return f"failed datasets (\"-\" in the summary): {', '.join(bad)}" if bad else None
 
 
-def read_metrics(run: Path) -> dict[str, dict[str, float]]:
-    """``{dataset: {metric: value}}`` from the summary csv (first model column)."""
+def read_metrics(run: Path, split: str | None = None) -> dict[str, dict[str, float]]:
+    """``{dataset: {metric: value}}`` from the summary csv (first model column), of ``split`` only
+    when given (see :func:`split_of`)."""
     out: dict[str, dict[str, float]] = {}
     for row in read_summary(run):
         cols = [c for c in row if c not in SKIP_COLS]
-        if not cols:
+        name = split_of(row.get("dataset", ""), split)
+        if not cols or name is None:
             continue
         try:
             value = float(row[cols[0]])
         except (TypeError, ValueError):
             continue
-        out.setdefault(row["dataset"], {})[row["metric"]] = value
+        out.setdefault(name, {})[row["metric"]] = value
     return out
 
 
@@ -106,10 +126,22 @@ def _entries(details: Any) -> list[tuple[int, dict[str, Any]]]:
     return []
 
 
-def error_samples(run: Path, max_samples: int = 10, seed: int = 0) -> list[dict[str, Any]]:
-    """Up to ``max_samples`` wrong samples ``{dataset, question, gold, model_output}`` (seeded choice)."""
+def _result_files(run: Path, split: str | None) -> list[tuple[str, Path]]:
+    """``(dataset, results file)`` of ``split``, in the order of a one-split run's file names."""
+    found = []
+    for result in (run / "results").glob("*/*.json"):
+        name = split_of(result.stem, split)
+        if name is not None:
+            found.append(((result.parent.name, name + result.suffix), name, result))
+    return [(name, result) for _, name, result in sorted(found)]
+
+
+def error_samples(run: Path, max_samples: int = 10, seed: int = 0,
+                  split: str | None = None) -> list[dict[str, Any]]:
+    """Up to ``max_samples`` wrong samples ``{dataset, question, gold, model_output}`` (seeded choice)
+    of ``split`` when given (see :func:`split_of`)."""
     wrong: list[dict[str, Any]] = []
-    for result in sorted((run / "results").glob("*/*.json")):
+    for name, result in _result_files(run, split):
         data = json.loads(result.read_text(encoding="utf-8"))
         pred_file = run / "predictions" / result.parent.name / result.name
         preds = json.loads(pred_file.read_text(encoding="utf-8")) if pred_file.exists() else {}
@@ -118,7 +150,7 @@ def error_samples(run: Path, max_samples: int = 10, seed: int = 0) -> list[dict[
                 continue
             p = preds.get(str(idx), {})
             wrong.append({
-                "dataset": result.stem,
+                "dataset": name,
                 "question": _text(p.get("origin_prompt") or det.get("origin_prompt") or det.get("prompt")),
                 "gold": _text(_first(p.get("gold", det.get("answer", det.get("refr", det.get("references")))))),
                 "model_output": _text(_first(p.get("prediction", det.get("origin_prediction", det.get("pred"))))),
@@ -126,3 +158,28 @@ def error_samples(run: Path, max_samples: int = 10, seed: int = 0) -> list[dict[
     if len(wrong) > max_samples:
         wrong = random.Random(seed).sample(wrong, max_samples)
     return wrong
+
+
+def read_predictions(run: Path, split: str | None = None) -> dict[str, dict[str, Any]]:
+    """``{dataset: {index: prediction}}`` of ``split`` (see :func:`split_of`) from ``predictions/``."""
+    out: dict[str, dict[str, Any]] = {}
+    for pred in sorted((run / "predictions").glob("*/*.json")):
+        name = split_of(pred.stem, split)
+        if name is None:
+            continue
+        data = json.loads(pred.read_text(encoding="utf-8"))
+        out[name] = {str(k): v.get("prediction") for k, v in data.items() if isinstance(v, dict)}
+    return out
+
+
+def split_complete(run: Path | None, abbrs: list[str]) -> bool:
+    """True when every dataset of ``abbrs`` has a results file and no ``-`` in the summary."""
+    if run is None:
+        return False
+    have = {p.stem for p in (run / "results").glob("*/*.json")}
+    if not set(abbrs) <= have:
+        return False
+    rows = [r for r in read_summary(run) if r.get("dataset") in set(abbrs)]
+    if {r.get("dataset") for r in rows} != set(abbrs):
+        return False
+    return not any((v or "").strip() == "-" for r in rows for v in r.values())

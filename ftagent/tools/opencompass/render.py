@@ -37,6 +37,7 @@ class ModelSpec(BaseModel):
     """The model block of the config."""
 
     backend: Literal["hf", "vllm"] = "hf"
+    device: Literal["cpu", "cuda"] = "cpu"  # where the HF backend runs (vLLM is always on the GPU)
     abbr: str
     path: str  # full model, or the base model when adapter_path is set
     adapter_path: str | None = None
@@ -93,8 +94,22 @@ def _import_name(dotted: str) -> tuple[str, str]:
 
 
 def render_config(datasets: list[DatasetBlock], model: ModelSpec, *, benchmark: str, split: str,
-                  num_runs: int = 1, pass_k: int | None = None, max_workers: int = 1) -> str:
-    """The OpenCompass config source (validated with ``ast.parse``)."""
+                  num_runs: int = 1, pass_k: int | None = None, max_workers: int = 1,
+                  in_process: bool = False) -> str:
+    """The OpenCompass config source (validated with ``ast.parse``).
+
+    Args:
+        datasets: the dataset blocks (of one or several splits: abbrs must be unique).
+        model: the model block.
+        benchmark: recorded in the header.
+        split: recorded in the header (e.g. ``"validation+test"``).
+        num_runs: ``n`` of every dataset (repeated generations).
+        pass_k: ``k`` of every dataset.
+        max_workers: ``LocalRunner.max_num_workers`` of the subprocess layout.
+        in_process: one task for all datasets and OpenCompass's in-process (``debug``) runner: one
+            process, one model load, for inference and scoring alike. False renders the layout of
+            one subprocess per (model, dataset) task.
+    """
     env = Environment(loader=FileSystemLoader(str(TEMPLATE_DIR)), undefined=StrictUndefined,
                       trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
     env.filters["py"] = repr
@@ -114,6 +129,7 @@ def render_config(datasets: list[DatasetBlock], model: ModelSpec, *, benchmark: 
     source = env.get_template(TEMPLATE_NAME).render(
         datasets=rows, model=model.model_dump(), imports=imports, benchmark=benchmark, split=split,
         num_runs=num_runs, pass_k=pass_k, max_workers=max_workers, template_version=TEMPLATE_VERSION,
+        in_process=in_process,
         judge_used=any(ds.judge for ds in datasets), judge_prompt=JUDGE_PROMPT,
     )
     ast.parse(source)

@@ -1,0 +1,315 @@
+"""One OpenCompass run for several splits: prepare, cache, render, run through a Runner, parse.
+
+:func:`evaluate_splits_of_path` evaluates one model folder on several splits of one benchmark in
+**one** OpenCompass process: the datasets of every split that is not cached yet go into one config
+(named ``<abbr>@<split>``), OpenCompass runs them as one task in-process (one model load, no task
+subprocesses), and the results are split afterwards. Each split keeps its own cache entry, keyed as
+before (model files, benchmark, split data, inference settings, template version).
+
+``isolate_tasks=True`` renders the earlier layout instead (one OpenCompass run per split, one
+subprocess per (model, dataset) task): the comparison tests and ``make bench`` use it as the
+reference the in-process path must match.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, Field
+
+from ftagent.benchmarks import get_benchmark
+from ftagent.core.errors import ErrorType, StepError, StepFailure
+from ftagent.core.paths import package_root
+from ftagent.core.types import EvalResult
+from ftagent.runners.base import Mount, Runner
+from ftagent.tools.opencompass import cache as cache_mod
+from ftagent.tools.opencompass import parse
+from ftagent.tools.opencompass.backend import choose_backend, env_identity, warn_once
+from ftagent.tools.opencompass.inference import inference_config
+from ftagent.tools.opencompass.merge import is_lora_adapter, merge_command, merge_reasons
+from ftagent.tools.opencompass.progress import (
+    DatasetInfo,
+    LogFollower,
+    ProgressCallback,
+    ProgressTracker,
+    safe_call,
+)
+from ftagent.tools.opencompass.render import TEMPLATE_VERSION, ModelSpec, render_config, template_folder
+
+if TYPE_CHECKING:
+    from ftagent.benchmarks.base import DatasetBlock
+    from ftagent.core.settings import Settings
+
+PACKAGE_ROOT = package_root()  # puts ftagent.tools.opencompass.oc_ext on PYTHONPATH
+SPLITS = ("validation", "test")
+WarningCallback = Callable[[str], None]
+
+
+class SplitResults(BaseModel):
+    """The outcome of :func:`evaluate_splits_of_path`: a result or a failure per requested split."""
+
+    results: dict[str, EvalResult] = Field(default_factory=dict)
+    failures: dict[str, StepFailure] = Field(default_factory=dict)
+
+    def require(self, split: str) -> EvalResult:
+        """The result of ``split``; its failure raised as :class:`StepError` when it failed."""
+        if split in self.results:
+            return self.results[split]
+        f = self.failures.get(split)
+        if f is None:
+            raise KeyError(split)
+        raise StepError(f.message, error_type=f.error_type, log_tail=f.log_tail, suggestion=f.suggestion,
+                        details=f.details)
+
+    __getitem__ = require
+
+    def __contains__(self, split: object) -> bool:
+        return split in self.results
+
+
+def prepare_benchmark(key: str, root: Path, limit: int | None) -> Path:
+    """Prepare ``root/<key>`` once per ``limit`` (a marker records the limit used)."""
+    adapter = get_benchmark(key)
+    out = Path(root) / key
+    marker = out / "prepared.json"
+    if marker.exists() and json.loads(marker.read_text()).get("limit") == limit:
+        return out
+    adapter.prepare(root, limit=limit)
+    marker.write_text(json.dumps({"limit": limit}), encoding="utf-8")
+    return out
+
+
+def _data_digest(bench_dir: Path, split: str) -> str:
+    h = hashlib.sha256()
+    for path in sorted((bench_dir / split).glob("*.jsonl")):
+        h.update(path.name.encode() + path.read_bytes())
+    return h.hexdigest()
+
+
+def _log_lines(run: Path | None, limit: int = 60) -> str:
+    if run is None:
+        return ""
+    lines: list[str] = []
+    for log in sorted(run.glob("logs/*/**/*.out")):
+        text = log.read_text(encoding="utf-8", errors="replace").splitlines()
+        lines += [f"== {log.relative_to(run)}"] + text[-limit:]
+    return "\n".join(lines[-3 * limit:])
+
+
+def _judge(settings: Settings) -> dict[str, str] | None:
+    ft = settings.ft
+    if ft.judge_api_key is None or not ft.judge_model:
+        return None
+    return {"model": ft.judge_model, "key_env": "ENV", "api_base": ft.judge_api_base or ""}
+
+
+def model_spec(model_path: Path, base_path: Path | None, model_name: str, gpu_count: int, abbr: str,
+               serve_adapter: bool, backend: str = "hf", device: str = "cpu") -> ModelSpec:
+    """The model block: inference settings of ``model_name`` (models.yaml) on ``backend``/``device``."""
+    inf = inference_config(model_name, gpu_count)
+    adapter = model_path if serve_adapter else None
+    full = base_path if serve_adapter else model_path
+    cpu = backend == "hf" and device == "cpu"
+    return ModelSpec(
+        backend=backend, device=device, abbr=abbr, path=str(Path(full).resolve()),  # type: ignore[arg-type]
+        adapter_path=str(Path(adapter).resolve()) if adapter else None,
+        tokenizer_path=str(template_folder(model_path, base_path)),
+        max_seq_len=int(inf["max_seq_len"]), max_out_len=int(inf["max_out_len"]),
+        batch_size=int(inf.get("cpu_batch_size", 8) if cpu else inf["batch_size"]),
+        temperature=float(inf["temperature"]), top_p=float(inf["top_p"]), top_k=int(inf["top_k"]),
+        do_sample=float(inf["temperature"]) > 0 and backend == "vllm",
+        tensor_parallel_size=int(inf["tensor_parallel_size"]),
+        gpu_memory_utilization=float(inf["gpu_memory_utilization"]), dtype=str(inf["dtype"]),
+        max_lora_rank=int(inf.get("max_lora_rank", 64)), enable_thinking=bool(inf["enable_thinking"]),
+    )
+
+
+def _count_rows(path: str) -> int:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return sum(1 for line in fh if line.strip())
+    except OSError:
+        return 0
+
+
+class _Job:
+    """Everything one evaluation call shares between its runs."""
+
+    def __init__(self, *, benchmark: str, settings: Settings, runner: Runner, work_dir: Path,
+                 mspec: ModelSpec, root: Path, bench_dir: Path, timeout: float | None,
+                 on_progress: ProgressCallback | None) -> None:
+        self.benchmark, self.settings, self.runner = benchmark, settings, runner
+        self.work_dir, self.mspec, self.root, self.bench_dir = work_dir, mspec, root, bench_dir
+        self.timeout, self.on_progress = timeout, on_progress
+        self.adapter = get_benchmark(benchmark)
+
+    def blocks(self, split: str, suffix: bool) -> list[DatasetBlock]:
+        blocks = self.adapter.dataset_blocks(self.root, split, judge=_judge(self.settings))  # type: ignore[arg-type]
+        if not blocks:
+            raise StepError(f"benchmark {self.benchmark} has no {split} items", error_type=ErrorType.EVAL)
+        out = []
+        for b in blocks:
+            update: dict[str, Any] = {"max_out_len": min(b.max_out_len, self.mspec.max_out_len)}
+            if suffix:
+                update["abbr"] = parse.split_abbr(b.abbr, split)
+            out.append(b.model_copy(update=update))
+        return out
+
+    def run(self, splits: list[str], *, in_process: bool) -> tuple[Path | None, dict[str, list[str]], StepError | None]:
+        """One OpenCompass run of ``splits``: (run dir, dataset names per split, error of the run)."""
+        ft = self.settings.ft
+        per_split = {s: self.blocks(s, suffix=in_process) for s in splits}
+        blocks = [b for s in splits for b in per_split[s]]
+        label = "+".join(splits)
+        source = render_config(blocks, self.mspec, benchmark=self.benchmark, split=label,
+                               num_runs=ft.benchmark_num_runs, pass_k=ft.benchmark_pass_k, in_process=in_process)
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        tag = "_".join(splits)
+        cfg = self.work_dir / f"oc_{tag}.py"
+        cfg.write_text(source, encoding="utf-8")
+        out_dir = self.work_dir / "eval" / tag
+        env = {"PYTHONPATH": str(PACKAGE_ROOT), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
+               "TRANSFORMERS_OFFLINE": "1"}
+        if ft.judge_api_key is not None:
+            env["OPENAI_API_KEY"] = ft.judge_api_key.get_secret_value()
+        mounts = [Mount(source=self.bench_dir), Mount(source=PACKAGE_ROOT / "ftagent"),
+                  Mount(source=Path(self.mspec.path)), Mount(source=self.work_dir, read_only=False)]
+        if self.mspec.adapter_path:
+            mounts.append(Mount(source=Path(self.mspec.adapter_path)))
+        log_file = self.work_dir / f"opencompass_{tag}.log"
+        runs = max(1, ft.benchmark_num_runs or 1)
+        infos = [DatasetInfo(abbr=b.abbr, split=s, generations=_count_rows(b.path) * runs)
+                 for s in splits for b in per_split[s]]
+        tracker = ProgressTracker(infos, self.mspec.batch_size, self.on_progress)
+        with LogFollower(log_file, tracker):
+            res = self.runner.run(["opencompass", str(cfg), "--work-dir", str(out_dir)], tool="eval",
+                                  workdir=self.work_dir, env=env, mounts=mounts, timeout=self.timeout,
+                                  log_file=log_file)
+        run = parse.latest_run(out_dir)
+        names = {s: [b.abbr for b in per_split[s]] for s in splits}
+        reason = "timed out" if res.timed_out else parse.failure_reason(run)
+        error = None
+        if reason:
+            error = StepError(f"OpenCompass evaluation of {self.benchmark}/{label} failed: {reason}",
+                              error_type=ErrorType.TIMEOUT if res.timed_out else ErrorType.EVAL,
+                              log_tail=_log_lines(run) or res.log_tail,
+                              details={"run_dir": str(run) if run else None, "timed_out": res.timed_out})
+        return run, names, error
+
+
+def _merge(adapter: Path, base: Path | None, out: Path, runner: Runner, timeout: float | None) -> Path:
+    if base is None:
+        raise StepError("LoRA adapter without a base model path", error_type=ErrorType.EVAL)
+    if (out / "config.json").exists():
+        return out
+    res = runner.run(merge_command(base, adapter, out), tool="eval", workdir=out.parent,
+                     mounts=[Mount(source=base), Mount(source=adapter), Mount(source=out.parent, read_only=False)],
+                     timeout=timeout, log_file=out.parent / "merge.log")
+    if not res.ok:
+        raise StepError("merging the LoRA adapter failed", error_type=ErrorType.EVAL, log_tail=res.log_tail)
+    return out
+
+
+def _result(run: Path, split: str, spec: Any, benchmark: str, duration: float, one_split: bool) -> EvalResult:
+    which = None if one_split else split
+    metrics = parse.read_metrics(run, which)
+    return EvalResult(benchmark=benchmark, split=split, core_metric=spec.core_metric,  # type: ignore[arg-type]
+                      direction=spec.direction, score=parse.core_score(metrics, spec.core_metric),
+                      metrics=metrics, error_samples=parse.error_samples(run, split=which), run_dir=str(run),
+                      duration_s=duration)
+
+
+def evaluate_splits_of_path(
+    model_path: Path | str, template: str | None, *, benchmark: str, splits: tuple[str, ...] | list[str] = SPLITS,
+    settings: Settings, runner: Runner, work_dir: Path, base_path: Path | str | None = None,
+    model_name: str = "", timeout: float | None = None, gpu_count: int = 0,
+    on_progress: ProgressCallback | None = None, on_warning: WarningCallback | None = None,
+    isolate_tasks: bool = False,
+) -> SplitResults:
+    """Evaluate one model folder (full model or LoRA adapter of ``base_path``) on ``splits`` in one
+    OpenCompass run (cached splits are not run again).
+
+    A failed multi-split run is retried once with the first failed split alone, so that one split's
+    failure (e.g. the report-only test split) cannot take the other's result with it; a timeout is
+    not retried. ``template`` is the LLaMA-Factory template name (recorded in the cache key only: the
+    chat template is read from the model folder, see :mod:`ftagent.tools.opencompass.render`).
+
+    Args:
+        on_progress: ``(phase, done, total)``, see :mod:`ftagent.tools.opencompass.progress`.
+        on_warning: called with one line when the backend falls back (GPU without vLLM).
+        isolate_tasks: the earlier layout: one run per split, one subprocess per task (reference).
+
+    Returns:
+        :class:`SplitResults`: an :class:`EvalResult` or a :class:`StepFailure` per split.
+
+    Raises:
+        StepError(EVAL): the model folder or chat template is missing, or a split has no items.
+    """
+    start = time.monotonic()
+    ft = settings.ft
+    spec = get_benchmark(benchmark).spec
+    root = Path(ft.file_path) / "benchmarks"
+    bench_dir = prepare_benchmark(benchmark, root, ft.benchmark_limit)
+    model_path = Path(model_path)
+    if not (model_path / "config.json").exists() and not is_lora_adapter(model_path):
+        raise StepError(f"model folder {model_path} has no config.json or adapter files",
+                        error_type=ErrorType.EVAL, suggestion="check that training saved the model")
+    base = Path(base_path) if base_path else None
+    is_lora = is_lora_adapter(model_path)
+    choice = choose_backend(gpu_count, runner)
+    warn_once(choice, env_identity(runner), on_warning)
+    mspec = model_spec(model_path, base, model_name, gpu_count, f"ft-{benchmark}", serve_adapter=is_lora,
+                       backend=choice.backend, device=choice.device)
+    digest = cache_mod.artefact_digest(model_path, base if is_lora else None)
+    cache = cache_mod.EvalCache(Path(ft.file_path) / "eval_cache")
+    keys = {split: cache_mod.cache_key(
+        digest, benchmark, split,
+        {"data": _data_digest(bench_dir, split), "limit": ft.benchmark_limit, "runs": ft.benchmark_num_runs,
+         "pass_k": ft.benchmark_pass_k, "template": template},
+        mspec.model_dump(exclude={"path", "adapter_path", "tokenizer_path"}), TEMPLATE_VERSION) for split in splits}
+    out = SplitResults()
+    for split in splits:
+        hit = cache.get(keys[split])
+        if hit is not None:
+            out.results[split] = hit
+    missing = [s for s in splits if s not in out.results]
+    if not missing:
+        return out
+    if is_lora and mspec.backend == "vllm" and merge_reasons(model_path, backend="vllm",
+                                                              max_lora_rank=mspec.max_lora_rank):
+        safe_call(on_progress, "merge")
+        merged = _merge(model_path, base, Path(work_dir) / "merged_model", runner, timeout)
+        mspec = mspec.model_copy(update={"path": str(merged), "adapter_path": None})
+    job = _Job(benchmark=benchmark, settings=settings, runner=runner, work_dir=Path(work_dir), mspec=mspec,
+               root=root, bench_dir=bench_dir, timeout=timeout, on_progress=on_progress)
+    groups = [[s] for s in missing] if isolate_tasks else [missing]
+    while groups:
+        group = groups.pop(0)
+        run, names, error = job.run(group, in_process=not isolate_tasks)
+        one = isolate_tasks
+        done = [s for s in group if error is None or parse.split_complete(run, names[s])]
+        failed = [s for s in group if s not in done]
+        for split in done:
+            assert run is not None
+            result = _result(run, split, spec, benchmark, time.monotonic() - start, one)
+            cache.put(keys[split], result)
+            out.results[split] = result
+        if not failed:
+            continue
+        assert error is not None
+        if len(group) > 1 and not done and not (error.details or {}).get("timed_out"):
+            groups.insert(0, [failed[0]])  # find out whether the first split fails on its own
+            rest = failed[1:]
+            out.failures.update({s: error.to_failure("evaluate") for s in rest})
+            continue
+        for split in failed:
+            out.failures[split] = error.to_failure("evaluate")
+    safe_call(on_progress, "done")
+    if not out.results and out.failures:
+        out.require(next(iter(out.failures)))
+    return out
