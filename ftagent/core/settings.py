@@ -109,7 +109,8 @@ class FTSettings(BaseSettings):
         if isinstance(value, str):
             import os
 
-            return [v.strip() for v in value.split(os.pathsep) if v.strip()]
+            value = value.strip()
+            return json.loads(value) if value.startswith("[") else [v for v in value.split(os.pathsep) if v.strip()]
         return value
 
     @field_validator("env_type", mode="before")
