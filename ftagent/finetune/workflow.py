@@ -131,6 +131,19 @@ class FinetuneWorkflow:
         """Validation drives the loop; the test split is only recorded (its failure never fails the loop)."""
         loop = self._loop(ctx)
         assert loop.model is not None
+        both = getattr(self.c.evaluator, "evaluate_splits", None)
+        if both is not None:  # validation and test in one evaluation run (one model load)
+            out = both(loop.model, ctx, ("validation", "test"))
+            loop.scores.validation = out.require("validation")
+            ctx.emit(benchmark_event(loop.scores.validation))
+            if "test" in out:
+                loop.scores.test = out["test"]
+                ctx.emit(benchmark_event(loop.scores.test))
+            else:  # report-only: the agent must not see it
+                failure = out.failures["test"]
+                loop.scores.test_error = failure.summary()[:500]
+                ctx.emit(Message(level="warning", text=f"test evaluation failed (report only): {failure.message}"[:500]))
+            return
         validation = self.c.evaluator.evaluate(loop.model, "validation", ctx)
         loop.scores.validation = validation
         ctx.emit(benchmark_event(validation))
