@@ -19,6 +19,7 @@ $(BIN)/ftagent: pyproject.toml
 	@touch $@
 
 dev: $(BIN)/ftagent  ## install ftagent (editable) with the dev and ray extras into .venv
+	@command -v bwrap >/dev/null 2>&1 || echo "NOTE: bubblewrap is missing; the LLM planner refuses to run generated code unconfined (local/conda runners). Install it: sudo apt-get install bubblewrap (or use FT_ENV_TYPE=docker)"
 
 tools: dev  ## create the local tool environment (LLaMA-Factory + OpenCompass, CPU torch)
 	$(BIN)/ftagent env setup

@@ -61,6 +61,8 @@ class FTSettings(BaseSettings):
         description="runner for heavy commands: local | conda | docker | a plug-in 'package.module:Runner'",
     )
     sandbox: Literal["auto", "bwrap", "none"] = "auto"
+    allow_unsandboxed: bool = Field(
+        False, description="let LLM-written code run without bubblewrap (local/conda runners); default: exit 2")
     tools_env: Path | None = Field(None, description="tool virtualenv (default FT_FILE_PATH/envs/tools)")
 
     # --- time budgets (seconds) ----------------------------------------------------------------

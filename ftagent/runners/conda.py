@@ -4,6 +4,10 @@ One conda env (default ``ftagent-tools``) serves every tool. When it does not ex
 the same requirement files as the local tool env (``configs/envs/``): torch first, then the tools with
 the lock file as constraints, then the CPU fix. Every failure raises :class:`EnvironmentFailure` with
 the tail of conda's / pip's output (never swallowed).
+
+Commands are confined with bubblewrap exactly like the local runner's (:mod:`ftagent.runners.sandbox`):
+the conda installation and the env are visible read-only, the working directory read-write, the
+caller's mounts as given; ``FT_FILE_PATH`` (benchmark data), ``$HOME`` and other sessions are not.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from pathlib import Path
 from ftagent.core.errors import EnvironmentFailure
 from ftagent.runners.base import Mount, RunResult, ToolEnv
 from ftagent.runners.process import is_secret_name, passthrough_env, run_process
+from ftagent.runners.sandbox import bwrap_argv, use_sandbox
 
 DEFAULT_ENV_NAME = "ftagent-tools"
 PYTHON_VERSION = "3.11"
@@ -32,19 +37,30 @@ class CondaRunner:
     name = "conda"
 
     def __init__(self, env_name: str = DEFAULT_ENV_NAME, *, conda: str | None = None, gpu: bool = False,
-                 timeout_create: float = 3600) -> None:
+                 timeout_create: float = 3600, sandbox: str = "auto") -> None:
+        """Create the runner.
+
+        Args:
+            env_name: the conda env every tool runs in.
+            conda: the conda (or mamba) executable; default: found on PATH.
+            gpu: whether GPUs are used.
+            timeout_create: seconds allowed for each env-creation command.
+            sandbox: ``auto`` | ``bwrap`` | ``none`` (``FT_SANDBOX``), as for the local runner.
+        """
         self.env_name = env_name
         self.conda = conda or shutil.which("conda") or shutil.which("mamba") or "conda"
         self.gpu = gpu
         self.timeout_create = timeout_create
+        self.sandboxed = use_sandbox(sandbox)
         self._ready = False
+        self._env_prefix: Path | None = None
 
     @classmethod
     def from_settings(cls, settings) -> CondaRunner:
         """Build from :class:`ftagent.core.settings.Settings` (GPU detected with NVML)."""
         from ftagent.core.hardware import detect_gpus
 
-        return cls(gpu=detect_gpus().gpu_count > 0)
+        return cls(gpu=detect_gpus().gpu_count > 0, sandbox=settings.ft.sandbox)
 
     def _conda(self, args: list[str], timeout: float) -> subprocess.CompletedProcess:
         try:
@@ -70,7 +86,17 @@ class CondaRunner:
             envs = json.loads(out).get("envs", [])
         except json.JSONDecodeError as exc:
             raise EnvironmentFailure(f"unexpected `conda env list --json` output: {out[:200]}") from exc
-        return any(Path(p).name == self.env_name for p in envs)
+        for prefix in envs:
+            if Path(prefix).name == self.env_name:
+                self._env_prefix = Path(prefix)
+                return True
+        return False
+
+    def visible_prefixes(self) -> list[Path]:
+        """What a confined command must see read-only: the conda installation and the env."""
+        exe = Path(shutil.which(self.conda) or self.conda).resolve()
+        base = exe.parent.parent if exe.parent.name in ("bin", "condabin") else exe.parent
+        return [base] + ([self._env_prefix] if self._env_prefix is not None else [])
 
     def install_commands(self) -> list[tuple[str, list[str]]]:
         """The conda commands that create and fill the env: ``(description, args)`` pairs."""
@@ -109,8 +135,9 @@ class CondaRunner:
         timeout: float | None = None,
         log_file: Path | None = None,
     ) -> RunResult:
-        """Run ``cmd`` in the conda env (mounts are ignored: the host filesystem is visible)."""
-        del tool, mounts
+        """Run ``cmd`` in the conda env, confined by bubblewrap unless ``FT_SANDBOX`` says otherwise
+        (then ``mounts`` do not matter: the host filesystem is visible)."""
+        del tool
         self.ensure_env()
         child = passthrough_env()
         conda_dir = [str(Path(self.conda).parent)] if "/" in self.conda else []
@@ -122,7 +149,16 @@ class CondaRunner:
             child["OMP_NUM_THREADS"] = "1"
         if gpus is not None:
             child["CUDA_VISIBLE_DEVICES"] = gpus
+        if self.sandboxed:
+            child["HOME"] = "/tmp"  # the real home is not visible inside the sandbox
         child.update(env or {})
         workdir = Path(workdir).absolute()
         workdir.mkdir(parents=True, exist_ok=True)
-        return run_process(self.command_line(cmd), cwd=workdir, env=child, timeout=timeout, log_file=log_file)
+        argv = self.command_line(cmd)
+        if self.sandboxed:
+            for mount in mounts or []:
+                if not mount.read_only:
+                    Path(mount.source).mkdir(parents=True, exist_ok=True)
+            argv = bwrap_argv(argv, workdir=workdir, tools_env=None, mounts=mounts,
+                              executable=shutil.which("bwrap") or "bwrap", read_only=self.visible_prefixes())
+        return run_process(argv, cwd=workdir, env=child, timeout=timeout, log_file=log_file)

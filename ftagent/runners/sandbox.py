@@ -9,6 +9,12 @@ The network is kept (data-processing scripts may call an LLM API).
 
 ``FT_SANDBOX``: ``auto`` (bwrap when it works, else a one-time warning), ``bwrap`` (required: an
 :class:`EnvironmentFailure` when it does not work) or ``none``.
+
+Policy (:func:`require_confinement`, checked before a session exists): **code written by an LLM never
+runs unconfined.** With the LLM planner, the ``local`` and ``conda`` runners need a working bubblewrap
+(``docker`` confines by itself); otherwise the run stops with one message naming the package to install
+(exit 2), unless ``FT_ALLOW_UNSANDBOXED=1``. The heuristic planner writes its own scripts, so they may
+run unconfined (with a warning that says so).
 """
 
 from __future__ import annotations
@@ -19,13 +25,15 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from ftagent.core.errors import EnvironmentFailure
+from ftagent.core.errors import EnvironmentFailure, UserInputError
 from ftagent.runners.base import Mount
 
 log = logging.getLogger(__name__)
 
 SYSTEM_RO = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32", "/etc", "/opt")
 NO_SANDBOX_WARNING = "running without a sandbox: generated code can read and write everything this user can"
+INSTALL_HINT = "apt-get install bubblewrap"
+CONFINING_RUNNERS = ("local", "conda")  # runners that rely on bubblewrap; docker confines by itself
 _warned = False
 
 
@@ -74,6 +82,50 @@ def use_sandbox(mode: str) -> bool:
     return False
 
 
+def require_confinement(settings, planner: str) -> str | None:
+    """Enforce the sandbox policy for a session about to start (call it before the session exists).
+
+    Args:
+        settings: :class:`ftagent.core.settings.Settings` (``FT_ENV_TYPE``, ``FT_SANDBOX``,
+            ``FT_ALLOW_UNSANDBOXED``).
+        planner: ``"llm"`` or ``"heuristic"`` (the resolved planner).
+
+    Returns:
+        None when commands will run confined (or the runner is Docker / a plug-in that owns its
+        confinement); else the warning text that was logged (heuristic planner, or
+        ``FT_ALLOW_UNSANDBOXED=1``).
+
+    Raises:
+        UserInputError: the LLM planner with a local or conda runner and no working bubblewrap (or
+            ``FT_SANDBOX=none``), without ``FT_ALLOW_UNSANDBOXED=1``: the message names the package.
+    """
+    global _warned
+    ft = settings.ft
+    if ft.env_type not in CONFINING_RUNNERS:
+        return None
+    if ft.sandbox == "none":
+        works, reason = False, "FT_SANDBOX=none"
+    else:
+        works, reason = probe_bwrap()
+    if works:
+        return None
+    if planner == "llm" and not ft.allow_unsandboxed:
+        fix = (f"install bubblewrap ({INSTALL_HINT})" if ft.sandbox != "none" else "unset FT_SANDBOX=none")
+        raise UserInputError(
+            f"code written by the LLM planner never runs unconfined, and the {ft.env_type} runner cannot "
+            f"confine it here ({reason}). Fix: {fix}, or use FT_ENV_TYPE=docker, or set "
+            f"FT_ALLOW_UNSANDBOXED=1 to run LLM-written code with all of this user's rights")
+    if planner == "llm":
+        text = (f"{NO_SANDBOX_WARNING}: FT_ALLOW_UNSANDBOXED=1 lets LLM-written code run unconfined "
+                f"({reason}; {INSTALL_HINT})")
+    else:
+        text = (f"{NO_SANDBOX_WARNING}: only the heuristic planner's own scripts run, no LLM-written code "
+                f"({reason}; {INSTALL_HINT} to confine them)")
+    log.warning("%s", text)
+    _warned = True  # the runner's generic warning would only repeat this one
+    return text
+
+
 def _python_home(tools_env: Path) -> Path | None:
     """The base Python installation a venv was created from (``home`` in pyvenv.cfg), as a prefix."""
     cfg = tools_env / "pyvenv.cfg"
@@ -98,8 +150,12 @@ def bwrap_argv(
     tools_env: Path | None,
     mounts: list[Mount] | None = None,
     executable: str = "bwrap",
+    read_only: list[Path] | None = None,
 ) -> list[str]:
-    """The bubblewrap command line that runs ``cmd`` confined (see the module docstring)."""
+    """The bubblewrap command line that runs ``cmd`` confined (see the module docstring).
+
+    ``read_only`` adds more host folders visible read-only at their own path (e.g. a conda install).
+    """
     argv = [executable, "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc",
             "--unshare-uts"]
     for path in SYSTEM_RO:
@@ -113,6 +169,10 @@ def bwrap_argv(
         argv += ["--ro-bind", str(env_real), str(env_real)]
         if Path(tools_env).absolute() != env_real:
             argv += ["--symlink", str(env_real), str(Path(tools_env).absolute())]
+    for extra in read_only or []:
+        real = Path(extra).resolve()
+        if not _under_system(real):
+            argv += ["--ro-bind", str(real), str(real)]
     wd = Path(workdir).resolve()
     binds = [(wd, wd, False)]
     for mount in mounts or []:

@@ -53,7 +53,7 @@ def _calls(fake_conda: Path) -> list[list[str]]:
 
 
 def test_conda_creates_missing_env_then_runs(fake_conda: Path, tmp_path: Path) -> None:
-    runner = CondaRunner("ft-tools", conda=str(fake_conda))
+    runner = CondaRunner("ft-tools", conda=str(fake_conda), sandbox="none")
     res = runner.run(["echo", "hello"], tool="train", workdir=tmp_path / "wd", env={"A": "1"}, timeout=60)
     assert res.ok and res.log_tail == "hello"
     calls = _calls(fake_conda)
@@ -65,14 +65,14 @@ def test_conda_creates_missing_env_then_runs(fake_conda: Path, tmp_path: Path) -
     assert pip_calls[1][-2:] == ["torch==2.13.0", "torchvision==0.28.0"] and "-c" in pip_calls[1]
     assert calls[-1] == ["run", "-n", "ft-tools", "--no-capture-output", "echo", "hello"]
     # Second run: env known, no new create; a fresh runner sees the env in `conda env list`.
-    CondaRunner("ft-tools", conda=str(fake_conda)).run(["true"], tool="eval", workdir=tmp_path)
+    CondaRunner("ft-tools", conda=str(fake_conda), sandbox="none").run(["true"], tool="eval", workdir=tmp_path)
     assert sum(1 for c in _calls(fake_conda) if c[0] == "create") == 1
 
 
 def test_conda_surfaces_install_errors(fake_conda: Path, tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("FAKE_PIP_FAIL", "1")
     with pytest.raises(EnvironmentFailure, match="No matching distribution found for llamafactory"):
-        CondaRunner("ft-tools", conda=str(fake_conda)).run(["true"], tool="train", workdir=tmp_path)
+        CondaRunner("ft-tools", conda=str(fake_conda), sandbox="none").run(["true"], tool="train", workdir=tmp_path)
 
 
 def test_conda_missing_executable(tmp_path: Path) -> None:

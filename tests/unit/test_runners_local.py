@@ -175,3 +175,70 @@ def test_nested_binds_parents_first(tmp_path: Path) -> None:
     order = [argv[i + 2] for i, a in enumerate(argv) if a in ("--bind", "--ro-bind") and argv[i + 2].startswith(str(ws))]
     assert order == [str(ws), str(ws / "run"), str(ws / "run" / "model")]
     assert argv[argv.index(str(ws / "run")) - 1] == "--bind"  # the workdir stays writable
+
+
+# --- the sandbox policy: code written by an LLM never runs unconfined ---------------------------------
+def _policy_settings(env_type: str = "local", sandbox_mode: str = "auto", allow: bool = False):
+    from types import SimpleNamespace
+
+    return SimpleNamespace(ft=SimpleNamespace(env_type=env_type, sandbox=sandbox_mode, allow_unsandboxed=allow))
+
+
+def test_llm_planner_without_bwrap_is_refused_with_the_package_name(monkeypatch, caplog) -> None:
+    from ftagent.core.errors import UserInputError
+
+    monkeypatch.setattr(sandbox, "probe_bwrap", lambda executable=None: (False, "bwrap is not installed"))
+    for env_type in ("local", "conda"):
+        with pytest.raises(UserInputError, match=r"apt-get install bubblewrap.*FT_ALLOW_UNSANDBOXED=1"):
+            sandbox.require_confinement(_policy_settings(env_type), "llm")
+    with pytest.raises(UserInputError, match="unset FT_SANDBOX=none"):  # bwrap or not, "none" is unconfined
+        sandbox.require_confinement(_policy_settings(sandbox_mode="none"), "llm")
+    monkeypatch.setattr(sandbox, "_warned", False)
+    with caplog.at_level(logging.WARNING, logger="ftagent.runners.sandbox"):
+        allowed = sandbox.require_confinement(_policy_settings(allow=True), "llm")
+        heuristic = sandbox.require_confinement(_policy_settings(), "heuristic")
+    assert "FT_ALLOW_UNSANDBOXED=1 lets LLM-written code run unconfined" in allowed
+    assert "only the heuristic planner's own scripts run" in heuristic and "apt-get install bubblewrap" in heuristic
+    assert sandbox._warned  # the runner does not repeat a generic warning
+    assert sandbox.require_confinement(_policy_settings("docker"), "llm") is None  # docker confines itself
+
+
+def test_llm_planner_with_working_bwrap_passes(monkeypatch) -> None:
+    monkeypatch.setattr(sandbox, "probe_bwrap", lambda executable=None: (True, ""))
+    assert sandbox.require_confinement(_policy_settings("conda"), "llm") is None
+    assert sandbox.require_confinement(_policy_settings(), "llm") is None
+
+
+RUN_ONLY_CONDA = """#!/bin/sh
+# a conda that knows one env and runs commands (nothing written: it is read-only inside the sandbox)
+if [ "$1" = env ]; then echo '{"envs": ["%s"]}'; exit 0; fi
+shift 4  # run -n <env> --no-capture-output
+exec "$@"
+"""
+
+
+@pytest.mark.skipif(not BWRAP_OK, reason=f"bubblewrap unusable here: {BWRAP_WHY}")
+def test_conda_runner_is_confined_and_honours_mounts(tmp_path: Path) -> None:
+    from ftagent.runners.conda import CondaRunner
+
+    conda_home = tmp_path / "miniconda"
+    (conda_home / "bin").mkdir(parents=True)
+    (conda_home / "envs" / "ft-tools").mkdir(parents=True)
+    exe = conda_home / "bin" / "conda"
+    exe.write_text(RUN_ONLY_CONDA % (conda_home / "envs" / "ft-tools"))
+    exe.chmod(0o755)
+    file_path = tmp_path / "finetune_files"
+    (file_path / "benchmarks" / "aime25").mkdir(parents=True)
+    (file_path / "benchmarks" / "aime25" / "test.jsonl").write_text('{"question": "secret"}')
+    (file_path / "datasets").mkdir()
+    (file_path / "datasets" / "rows.json").write_text("[]")
+    runner = CondaRunner("ft-tools", conda=str(exe), sandbox="bwrap")
+    assert runner.sandboxed
+    probe = (f"test -e {file_path / 'benchmarks'} && echo bench-visible; "
+             f"cat {file_path / 'datasets' / 'rows.json'}; echo; echo x > out.txt && echo wd-writable; "
+             f"(echo y > {file_path / 'datasets' / 'new'}) 2>/dev/null || echo datasets-read-only; echo HOME=$HOME")
+    res = runner.run(["/bin/sh", "-c", probe], tool="data", workdir=tmp_path / "ws",
+                     mounts=[Mount(source=file_path / "datasets")], timeout=60)
+    assert res.ok, res.log_tail
+    assert res.log_tail.splitlines() == ["[]", "wd-writable", "datasets-read-only", "HOME=/tmp"]
+    assert (tmp_path / "ws" / "out.txt").read_text() == "x\n"
