@@ -19,7 +19,8 @@ def status(job_dir: Path = typer.Argument(..., help="job folder (log/<job_id>), 
     from rich.console import Console
     from rich.table import Table
 
-    from ftagent.ui import data, frames
+    from ftagent.ui import frames
+    from ftagent.views import session as data
 
     layout = data.detect_layout(job_dir)
     if layout.kind == "missing":
@@ -104,8 +105,7 @@ def run(
         raise typer.BadParameter("use local or ray", param_hint="--executor")
     log_base = Path(log_base or "log")
     workspace_base = Path(workspace_base or "git_ignore_folder/workspace")
-    scenarios = tasks_mod.load_scenarios()
-    tasks, errors = tasks_mod.read_tasks_file(tasks_file, scenarios)
+    tasks, errors = tasks_mod.read_tasks_file(tasks_file)
     if tasks is None:
         for err in errors:
             typer.secho(f"error: {tasks_file}: {err}", fg=typer.colors.RED, err=True)
@@ -114,7 +114,7 @@ def run(
         fail(f"--job-id '{job_id}': use letters, digits, '_', '.', '-'")
     if job_id is not None and (log_base / job_id).exists():
         fail(f"job directory {log_base / job_id} already exists; choose another --job-id")
-    plan = tasks_mod.build_plan(tasks, scenarios, job_id=job_id or _new_job_id(log_base), log_base=log_base,
+    plan = tasks_mod.build_plan(tasks, job_id=job_id or _new_job_id(log_base), log_base=log_base,
                                 workspace_base=workspace_base, ftagent_bin=_default_bin())
     if dry_run:
         typer.echo(plan.model_dump_json(indent=1))

@@ -1,6 +1,6 @@
 """The ftagent Streamlit UI: ``streamlit run ftagent/ui/app.py -- --log-dir <dir>`` (or ``ftagent ui``).
 
-It reads only ``events.jsonl`` and the JSON snapshots (through :mod:`ftagent.ui.data`); it never
+It reads only ``events.jsonl`` and the JSON snapshots (through :mod:`ftagent.views.session`); it never
 imports the agent. The log directory comes from ``--log-dir``, else ``FTAGENT_UI_LOG_DIR``, else ``log``,
 and can be changed in the sidebar.
 """
@@ -15,8 +15,8 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from ftagent.ui import data as D
 from ftagent.ui import frames as F
+from ftagent.views import session as D
 
 CSS = {"green": "background-color: #c8f7c5", "red": "background-color: #f9c6c6",
        "blue": "background-color: #cfe3ff", "": ""}

@@ -1,6 +1,6 @@
 """Tables for the UI and ``ftagent job status``: summary grid, timelines, scores, losses, metrics.
 
-Built from the views of :mod:`ftagent.ui.data`; pandas is imported inside the frame functions so the
+Built from the views of :mod:`ftagent.views.session`; pandas is imported inside the frame functions so the
 CLI stays light.
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ftagent.ui.data import JobView, LoopView, SessionView
+from ftagent.views.session import JobView, LoopView, SessionView
 
 
 def fmt_score(value: float | None) -> str:

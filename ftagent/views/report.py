@@ -1,15 +1,13 @@
-"""Session report (``report.md`` + ``report.json``), built only from events and the latest snapshot."""
+"""Session report (``report.md`` + ``report.json``): a rendering of :class:`~ftagent.views.session.SessionView`."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field
 
-from ftagent.engine.events import read_events
-from ftagent.engine.session import list_snapshots
+from ftagent.views.session import LoopView, load_session
 
 
 class LoopRow(BaseModel):
@@ -53,63 +51,40 @@ _KEY_CONFIG = ("finetuning_type", "learning_rate", "max_steps", "num_train_epoch
 
 
 def build_report(session_dir: Path) -> Report:
-    """Collect the report of a session directory."""
-    report = Report(session=session_dir.name)
-    loops: dict[int, LoopRow] = {}
-    first_ts = last_ts = None
-    for ev in read_events(session_dir / "events.jsonl"):
-        first_ts = first_ts or ev.ts
-        last_ts = ev.ts
-        row = loops.setdefault(ev.loop, LoopRow(loop=ev.loop)) if ev.loop is not None else None
-        if ev.type == "session_start":
-            report.benchmark, report.base_model, report.planner = ev.benchmark, ev.base_model, ev.planner
-        elif ev.type == "session_end":
-            report.status = ev.status
-        elif ev.type == "hypothesis" and row:
-            row.hypothesis, row.planner = ev.hypothesis, ev.planner
-        elif ev.type == "training" and row:
-            row.config = {k: ev.config[k] for k in _KEY_CONFIG if k in ev.config}
-        elif ev.type == "benchmark_result":
-            report.core_metric = ev.core_metric
-            if ev.baseline:
-                setattr(report, "baseline_val" if ev.split == "validation" else "baseline_test", ev.score)
-            elif row:
-                setattr(row, "val_score" if ev.split == "validation" else "test_score", ev.score)
-        elif ev.type == "feedback" and row:
-            row.decision = ev.decision
-        elif ev.type == "loop_end" and row:
-            row.status, row.duration_s = ev.status, ev.duration_s
-        elif ev.type == "step_end" and row and ev.failure is not None and ev.status == "failed":
-            row.failure = ev.failure.summary()
-        elif ev.type == "llm_call":
-            report.llm_calls += 1
-            report.llm_tokens += ev.prompt_tokens + ev.completion_tokens
-            report.llm_cost_usd += ev.cost_usd
-        elif ev.type == "run":
-            report.subprocess_time_s += ev.duration_s
-            if ev.purpose.startswith("train"):
-                report.training_time_s += ev.duration_s
-            elif ev.purpose.startswith("eval"):
-                report.evaluation_time_s += ev.duration_s
-    report.loops = [loops[k] for k in sorted(loops)]
-    report.wall_time_s = (last_ts - first_ts) if first_ts and last_ts else 0.0
-    _fill_best(report, session_dir)
+    """Collect the report of a session directory (through the one projection, :func:`load_session`)."""
+    view = load_session(Path(session_dir))
+    report = Report(session=Path(session_dir).name, benchmark=view.benchmark, base_model=view.base_model,
+                    core_metric=view.core_metric or "score", planner=view.planner,
+                    status=view.end["status"] if view.end else "running",
+                    baseline_val=view.baseline.get("validation"), baseline_test=view.baseline.get("test"))
+    report.loops = [_row(lp) for lp in view.loops]
+    if view.sota_loop is not None:
+        report.best_loop = view.sota_loop
+        report.best_val, report.best_test = view.sota_scores()
+        report.best_model_path = view.sota_model
+    report.llm_calls = len(view.llm_calls)
+    report.llm_tokens = sum(c.get("prompt_tokens", 0) + c.get("completion_tokens", 0) for c in view.llm_calls)
+    report.llm_cost_usd = sum(c.get("cost_usd") or 0.0 for c in view.llm_calls)
+    for run in view.runs + [r for lp in view.loops for r in lp.runs]:
+        report.subprocess_time_s += run["duration_s"]
+        if run["purpose"].startswith("train"):
+            report.training_time_s += run["duration_s"]
+        elif run["purpose"].startswith("eval"):
+            report.evaluation_time_s += run["duration_s"]
+    if view.started is not None and view.last_ts is not None:
+        report.wall_time_s = view.last_ts - view.started
     return report
 
 
-def _fill_best(report: Report, session_dir: Path) -> None:
-    snaps = list_snapshots(session_dir)
-    if not snaps:
-        return
-    state = json.loads(snaps[-1].read_text(encoding="utf-8"))
-    trace = state.get("trace", {})
-    sota = trace.get("sota_loop")
-    report.baseline_val = report.baseline_val if report.baseline_val is not None else trace.get("baseline_val")
-    report.baseline_test = report.baseline_test if report.baseline_test is not None else trace.get("baseline_test")
-    for exp in trace.get("experiments", []):
-        if exp["loop"] == sota:
-            report.best_loop, report.best_val, report.best_test = sota, exp.get("val_score"), exp.get("test_score")
-            report.best_model_path = exp.get("artefacts", {}).get("model")
+def _row(lp: LoopView) -> LoopRow:
+    config = (lp.training or {}).get("config") or {}
+    failed = next((s for s in lp.steps if s.status == "failed" and s.failure), None)
+    return LoopRow(loop=lp.index, hypothesis=(lp.hypothesis or {}).get("hypothesis", ""),
+                   planner=(lp.hypothesis or {}).get("planner", ""),
+                   config={k: config[k] for k in _KEY_CONFIG if k in config},
+                   val_score=lp.val_score, test_score=lp.test_score, decision=lp.decision,
+                   status=lp.status, failure=failed.failure if failed else None,
+                   duration_s=(lp.end or {}).get("duration_s", 0.0))
 
 
 def _fmt(value: float | None) -> str:

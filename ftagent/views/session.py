@@ -1,4 +1,7 @@
-"""Load sessions and jobs for the UI and ``ftagent job status``, from events.jsonl and snapshots only.
+"""The one projection of a session: events.jsonl (+ the latest snapshot) → :class:`SessionView`.
+
+The report (:mod:`ftagent.views.report`), the UI and ``ftagent job status`` all read sessions and jobs
+through this module, from events.jsonl and snapshots only.
 
 A log directory is one of (see :func:`detect_layout`):
 
@@ -93,7 +96,10 @@ class SessionView(BaseModel):
     stages: list[dict[str, Any]] = Field(default_factory=list)
     llm_calls: list[dict[str, Any]] = Field(default_factory=list)
     messages: list[dict[str, Any]] = Field(default_factory=list)
+    runs: list[dict[str, Any]] = Field(default_factory=list)  # subprocesses outside any loop (scenario, baseline)
     sota_loop: int | None = None
+    sota_model: str | None = None  # the SOTA's model folder (from the snapshot's trace)
+    last_ts: float | None = None
     snapshot: str | None = None
     n_events: int = 0
     warnings: list[str] = Field(default_factory=list)
@@ -246,6 +252,8 @@ def _apply(view: SessionView, loops: dict[int, LoopView], ev: dict[str, Any]) ->
             lp.llm_calls.append(ev)
     elif kind == "message":
         (lp.messages if lp else view.messages).append(ev)
+    elif kind == "run" and lp is None:
+        view.runs.append(ev)
     elif lp is not None:
         _apply_loop(view, lp, ev)
 
@@ -309,6 +317,7 @@ def load_session(session_dir: Path) -> SessionView:
     loops: dict[int, LoopView] = {}
     for ev in events:
         _apply(view, loops, ev)
+        view.last_ts = ev["ts"]
     view.loops = [loops[i] for i in sorted(loops)]
     state, view.snapshot, warn = _latest_state(session_dir)
     view.warnings += warn
@@ -321,6 +330,8 @@ def load_session(session_dir: Path) -> SessionView:
     view.baseline.setdefault("validation", trace.baseline_val)
     view.baseline.setdefault("test", trace.baseline_test)
     view.sota_loop = trace.sota_loop if trace.sota_loop is not None else view.sota_loop
+    sota = trace.sota()
+    view.sota_model = sota.artefacts.get("model") if sota is not None else None
     scenario = state.scenario or {}
     view.benchmark = view.benchmark or scenario.get("benchmark")
     view.base_model = view.base_model or scenario.get("base_model")

@@ -1,12 +1,12 @@
-"""ftagent.ui.data on sessions produced by the real LoopEngine (tests/helpers/make_sessions.py)."""
+"""ftagent.views.session on sessions produced by the real LoopEngine (tests/helpers/make_sessions.py)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from ftagent.jobs.tasks import TaskSpec
-from ftagent.ui import data as D
 from ftagent.ui import frames as F
+from ftagent.views import session as D
 from tests.helpers.make_sessions import LoopPlan, SessionPlan, make_job, make_session
 
 
@@ -104,3 +104,20 @@ def test_signature_changes_when_events_grow(tmp_path):
     with open(sdir / "events.jsonl", "a") as fh:
         fh.write('{"type": "message", "text": "hi", "ts": 1}\n')
     assert D.signature(tmp_path / "log") != before
+
+
+def test_report_is_a_rendering_of_the_session_view(tmp_path):
+    """report.md/json come from the same projection as the UI (one reader of events.jsonl)."""
+    from ftagent.views.report import build_report, render_markdown
+
+    sdir = make_session(tmp_path / "log")
+    view, report = D.load_session(sdir), build_report(sdir)
+    assert (report.baseline_val, report.baseline_test) == (0.1, 0.05)
+    assert report.best_loop == view.sota_loop == 0 and (report.best_val, report.best_test) == (0.4, 0.35)
+    assert [r.val_score for r in report.loops] == [lp.val_score for lp in view.loops] == [0.4, None, 0.3]
+    assert [r.decision for r in report.loops] == [True, False, False]
+    assert report.loops[1].failure.startswith("[train/OOM]") and report.loops[1].status == "failed"
+    assert report.llm_calls == 3 and report.llm_tokens == 3 * 1200 + 3 and report.llm_cost_usd == 3 * 0.0125
+    assert report.training_time_s == 3 * 12.5 and report.wall_time_s >= 0
+    md = render_markdown(report)
+    assert "| baseline | 0.10 | 0.05 |" in md and "| best (loop 0) | 0.40 | 0.35 |" in md
