@@ -45,7 +45,6 @@ REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 WORK_DIR="$(pwd)"
 LOG_BASE="${FT_JOB_LOG_BASE:-./log}"
 WS_BASE="${FT_JOB_WORKSPACE_BASE:-./git_ignore_folder/workspace}"
-SCENARIOS="${FT_JOB_SCENARIOS:-$REPO_ROOT/configs/scenarios.json}"
 
 # --- the ftagent executable and a python that can import ftagent ---------------------------------
 if [[ -n "${FTAGENT_BIN:-}" ]]; then
@@ -83,7 +82,7 @@ else
 fi
 
 # --- validate and plan (exit 2 with one line per problem) ----------------------------------------
-PLAN="$("$PY" -m ftagent.jobs.tasks plan "$TASKS_FILE" --scenarios "$SCENARIOS" --job-id "$JOB_ID" \
+PLAN="$("$PY" -m ftagent.jobs.tasks plan "$TASKS_FILE" --job-id "$JOB_ID" \
         --log-base "$LOG_BASE" --workspace-base "$WS_BASE" --ftagent-bin "$FTAGENT_BIN")" || exit $?
 SESSION="$(jq -r '.tmux_session' <<<"$PLAN")"
 JOB_DIR="$(jq -r '.job_dir' <<<"$PLAN")"

@@ -22,9 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from ftagent.core.durations import parse_duration
 from ftagent.core.errors import UserInputError
-from ftagent.core.paths import config_file
 
-DEFAULT_SCENARIOS = config_file("scenarios.json")
 DEFAULT_TIMEOUT = "12h"
 JOB_FILE = "job.json"
 _GPUS = re.compile(r"\d+(,\d+)*")
@@ -101,12 +99,6 @@ class JobPlan(BaseModel):
     tasks: list[TaskPlan]
 
 
-def load_scenarios(path: Path = DEFAULT_SCENARIOS) -> dict[str, dict[str, Any]]:
-    """Benchmark key -> entry of ``configs/scenarios.json`` (keys starting with ``_`` are comments)."""
-    raw = json.loads(Path(path).read_text(encoding="utf-8"))
-    return {k: v for k, v in raw.items() if not k.startswith("_") and isinstance(v, dict)}
-
-
 def _pydantic_errors(exc: ValidationError, where: str) -> list[str]:
     out = []
     for err in exc.errors():
@@ -121,18 +113,47 @@ def _pydantic_errors(exc: ValidationError, where: str) -> list[str]:
     return out
 
 
-def _check_benchmark(i: int, benchmark: Any, scenarios: dict[str, dict[str, Any]]) -> list[str]:
-    if not isinstance(benchmark, str) or not benchmark or benchmark in scenarios:
+def _check_benchmark(i: int, item: dict[str, Any], base_dir: Path | None) -> list[str]:
+    """Validate ``item["benchmark"]`` against the benchmark registry; a benchmark file becomes absolute."""
+    from ftagent.benchmarks import resolve_benchmark
+    from ftagent.benchmarks.schema import is_benchmark_file
+
+    benchmark = item.get("benchmark")
+    if not isinstance(benchmark, str) or not benchmark:
         return []
-    from difflib import get_close_matches
+    if is_benchmark_file(benchmark) and base_dir is not None and not Path(benchmark).expanduser().is_absolute():
+        benchmark = item["benchmark"] = str((base_dir / benchmark).resolve())
+    if not is_benchmark_file(benchmark):
+        from difflib import get_close_matches
 
-    close = get_close_matches(benchmark, list(scenarios), n=1)
-    hint = f"; did you mean '{close[0]}'?" if close else ""
-    return [f"task {i} unknown benchmark '{benchmark}'{hint} (known keys: configs/scenarios.json)"]
+        from ftagent.benchmarks import benchmark_keys
+
+        keys = benchmark_keys()
+        if benchmark not in keys:
+            close = get_close_matches(benchmark, keys, n=1)
+            hint = f"; did you mean '{close[0]}'?" if close else ""
+            return [f"task {i} unknown benchmark '{benchmark}'{hint} (see `ftagent benchmarks list`)"]
+    try:
+        resolve_benchmark(benchmark)
+    except UserInputError as exc:
+        return [f"task {i} benchmark: {exc}"]
+    return []
 
 
-def validate_tasks(raw: Any, scenarios: dict[str, dict[str, Any]]) -> tuple[TasksFile | None, list[str]]:
-    """Validate parsed ``tasks.json`` content; returns the model (or None) and every error found."""
+def default_description(benchmark: str) -> str:
+    """The registry's description of a validated benchmark key or file ('' when it has none)."""
+    from ftagent.benchmarks import default_description as describe
+
+    return describe(benchmark)
+
+
+def validate_tasks(raw: Any, base_dir: Path | None = None) -> tuple[TasksFile | None, list[str]]:
+    """Validate parsed ``tasks.json`` content; returns the model (or None) and every error found.
+
+    Benchmarks are checked against the benchmark registry (built-in keys, ``FT_BENCHMARK_PATHS``
+    files, plug-ins) or are benchmark YAML files, relative paths taken from ``base_dir`` (the
+    folder of tasks.json; default: the working directory).
+    """
     if isinstance(raw, list):
         raw = {"tasks": raw}
     if not isinstance(raw, dict) or not isinstance(raw.get("tasks"), list) or not raw["tasks"]:
@@ -143,7 +164,8 @@ def validate_tasks(raw: Any, scenarios: dict[str, dict[str, Any]]) -> tuple[Task
         if not isinstance(item, dict):
             errors.append(f"task {i} must be a JSON object")
             continue
-        errors += _check_benchmark(i, item.get("benchmark"), scenarios)
+        item = dict(item)
+        errors += _check_benchmark(i, item, base_dir)
         try:
             specs.append((i, TaskSpec.model_validate(item)))
         except ValidationError as exc:
@@ -158,8 +180,8 @@ def validate_tasks(raw: Any, scenarios: dict[str, dict[str, Any]]) -> tuple[Task
     return TasksFile(tasks=[t for _, t in specs]), []
 
 
-def read_tasks_file(path: Path, scenarios: dict[str, dict[str, Any]]) -> tuple[TasksFile | None, list[str]]:
-    """Read and validate a ``tasks.json`` file."""
+def read_tasks_file(path: Path) -> tuple[TasksFile | None, list[str]]:
+    """Read and validate a ``tasks.json`` file (benchmark files relative to its folder)."""
     path = Path(path)
     if not path.is_file():
         return None, [f"{path}: no such file"]
@@ -167,14 +189,15 @@ def read_tasks_file(path: Path, scenarios: dict[str, dict[str, Any]]) -> tuple[T
         raw = json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         return None, [f"{path}: not valid JSON: {exc}"]
-    return validate_tasks(raw, scenarios)
+    return validate_tasks(raw, path.resolve().parent)
 
 
 def task_names(tasks: list[TaskSpec]) -> list[str]:
     """``<benchmark>_<model basename>``, made filesystem-safe and unique (``_2``, ``_3`` ...)."""
     names: list[str] = []
     for t in tasks:
-        base = _SAFE.sub("-", f"{t.benchmark}_{t.model.rstrip('/').split('/')[-1]}").strip("-.")
+        bench = Path(t.benchmark).stem if t.benchmark.lower().endswith((".yaml", ".yml")) else t.benchmark
+        base = _SAFE.sub("-", f"{bench}_{t.model.rstrip('/').split('/')[-1]}").strip("-.")
         name, k = base, 2
         while name in names:
             name, k = f"{base}_{k}", k + 1
@@ -182,8 +205,8 @@ def task_names(tasks: list[TaskSpec]) -> list[str]:
     return names
 
 
-def build_plan(tasks: TasksFile, scenarios: dict[str, dict[str, Any]], *, job_id: str, log_base: Path,
-               workspace_base: Path, ftagent_bin: str) -> JobPlan:
+def build_plan(tasks: TasksFile, *, job_id: str, log_base: Path, workspace_base: Path,
+               ftagent_bin: str) -> JobPlan:
     """Turn validated tasks into the concrete per-task environment and command line."""
     job_dir = Path(log_base).resolve() / job_id
     plans = []
@@ -194,7 +217,7 @@ def build_plan(tasks: TasksFile, scenarios: dict[str, dict[str, Any]], *, job_id
             env["CUDA_VISIBLE_DEVICES"] = t.gpus
         if t.port is not None:
             env["OPENAI_API_BASE"] = f"http://localhost:{t.port}"
-        description = t.benchmark_description or scenarios.get(t.benchmark, {}).get("benchmark_description", "")
+        description = t.benchmark_description or default_description(t.benchmark)
         argv = [ftagent_bin, "llm_finetune", "--benchmark", t.benchmark, "--base-model", t.model,
                 "--timeout", t.timeout]
         if description:
@@ -224,14 +247,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ftagent.jobs.tasks")
     parser.add_argument("action", choices=["validate", "plan"])
     parser.add_argument("tasks_file", type=Path)
-    parser.add_argument("--scenarios", type=Path, default=DEFAULT_SCENARIOS)
     parser.add_argument("--job-id", default="job")
     parser.add_argument("--log-base", type=Path, default=Path("log"))
     parser.add_argument("--workspace-base", type=Path, default=Path("git_ignore_folder/workspace"))
     parser.add_argument("--ftagent-bin", default="ftagent")
     args = parser.parse_args(argv)
-    scenarios = load_scenarios(args.scenarios)
-    tasks, errors = read_tasks_file(args.tasks_file, scenarios)
+    tasks, errors = read_tasks_file(args.tasks_file)
     if tasks is None:
         for err in errors:
             print(f"error: {args.tasks_file}: {err}", file=sys.stderr)
@@ -239,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.action == "validate":
         print(f"{args.tasks_file}: {len(tasks.tasks)} task(s) OK")
         return 0
-    plan = build_plan(tasks, scenarios, job_id=args.job_id, log_base=args.log_base,
+    plan = build_plan(tasks, job_id=args.job_id, log_base=args.log_base,
                       workspace_base=args.workspace_base, ftagent_bin=args.ftagent_bin)
     print(plan.model_dump_json(indent=1))
     return 0

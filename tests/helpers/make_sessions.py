@@ -29,7 +29,7 @@ from ftagent.engine.events import (
 from ftagent.engine.loop import Goto, LoopEngine, StepContext
 from ftagent.engine.session import Session
 from ftagent.finetune.state import FinetuneLoop, FinetuneSessionState
-from ftagent.jobs.tasks import JOB_FILE, TasksFile, TaskSpec, build_plan, load_scenarios
+from ftagent.jobs.tasks import JOB_FILE, TasksFile, TaskSpec, build_plan
 
 
 @dataclass
@@ -184,7 +184,7 @@ def make_job(log_base: Path, job_id: str, tasks: list[tuple[TaskSpec, SessionPla
     after which its session is left running, or None to run it to the end).
     """
     specs = [spec for spec, _, _ in tasks]
-    plan = build_plan(TasksFile(tasks=specs), load_scenarios(), job_id=job_id, log_base=log_base,
+    plan = build_plan(TasksFile(tasks=specs), job_id=job_id, log_base=log_base,
                       workspace_base=Path(log_base) / "ws", ftagent_bin="ftagent")
     job_dir = Path(plan.job_dir)
     job_dir.mkdir(parents=True, exist_ok=True)

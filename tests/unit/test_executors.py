@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 
 from ftagent.cli import app
 from ftagent.jobs import executors as ex
-from ftagent.jobs.tasks import build_plan, load_scenarios, validate_tasks
+from ftagent.jobs.tasks import build_plan, validate_tasks
 
 FAKE_FTAGENT = '''#!{python}
 """Fake ftagent llm_finetune: a resumable session of FT_FAKE_STEPS steps, FT_FAKE_DELAY seconds each."""
@@ -76,10 +76,9 @@ def fake_events(session: Path) -> list[dict]:
 
 def make_plan(tmp_path: Path, tasks: list[dict], job_id: str = "j1"):
     """A job plan over the fake ftagent."""
-    scenarios = load_scenarios()
-    spec, errors = validate_tasks({"tasks": tasks}, scenarios)
+    spec, errors = validate_tasks({"tasks": tasks})
     assert spec is not None, errors
-    return build_plan(spec, scenarios, job_id=job_id, log_base=tmp_path / "log", workspace_base=tmp_path / "ws",
+    return build_plan(spec, job_id=job_id, log_base=tmp_path / "log", workspace_base=tmp_path / "ws",
                       ftagent_bin=str(write_fake_ftagent(tmp_path)))
 
 

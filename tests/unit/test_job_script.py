@@ -62,7 +62,7 @@ def test_dry_run_prints_plan_and_starts_nothing(tmp_path):
     assert f"log:     {tmp_path}/log/dry1/aime25_Qwen2.5-7B-Instruct.log" in out
     assert "llm_finetune --benchmark demo_add --base-model builtin/tiny-qwen2 --timeout 10m" in out
     assert "--loop-n 2" in out and "--user-target-scenario 'be '\"'\"'careful'\"'\"''" in out
-    assert "--benchmark-description 'Bundled synthetic benchmark" in out  # default from scenarios.json
+    assert "--benchmark-description 'Bundled synthetic benchmark" in out  # default: the benchmark YAML's description
     assert out.count("OPENAI_API_BASE") == 1
     assert not (tmp_path / "log").exists()
 
@@ -132,7 +132,7 @@ def test_real_run_in_tmux(tmp_path):
 
 
 def test_example_tasks_file_is_valid():
-    from ftagent.jobs.tasks import load_scenarios, read_tasks_file
+    from ftagent.jobs.tasks import read_tasks_file
 
-    tasks, errors = read_tasks_file(REPO / "job" / "tasks.json.example", load_scenarios())
+    tasks, errors = read_tasks_file(REPO / "job" / "tasks.json.example")
     assert errors == [] and tasks is not None and len(tasks.tasks) == 3
