@@ -93,6 +93,11 @@ class FTSettings(BaseSettings):
     coder_max_loop: int = Field(10, gt=0)
     force_think_token: bool = False
     llm_budget_usd: float | None = Field(None, gt=0)
+    prompt_token_budget: int = Field(
+        24000, ge=2000,
+        description="tokens one planner prompt may use (default fits a 32k-context model with room to answer); "
+                    "over it, the least useful sections are left out whole",
+    )
 
     # --- paths -----------------------------------------------------------------------------------
     file_path: Path = Field(default_factory=lambda: _cwd_path("git_ignore_folder", "finetune_files"))

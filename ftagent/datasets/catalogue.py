@@ -240,13 +240,15 @@ def _readme_excerpt(readme: str, limit: int) -> str:
     text = re.sub(r"<!--.*?-->", "", readme, flags=re.DOTALL)
     text = re.sub(r"(^|\n)---\n.*?\n---\n", r"\1", text, flags=re.DOTALL)  # YAML front matter of HF cards
     text = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith(("![", "<img", "[!["))).strip()
+    text = re.sub(r"^(#{1,6}) ", r"####\1 ", text, flags=re.MULTILINE)  # headings nest below the entry's
     if len(text) <= limit:
         return text
     cut = text[:limit].rsplit("\n", 1)[0]
     return cut + f"\n…(README continues, {len(text) - len(cut)} more characters)"
 
 
-def render_entry(name: str, entry: DatasetEntry, detail: str = "full", *, max_tasks: int = 12) -> str:
+def render_entry(name: str, entry: DatasetEntry, detail: str = "full", *, max_tasks: int = 12,
+                 level: int = 2) -> str:
     """Markdown about one dataset for the planner's prompts.
 
     Args:
@@ -256,15 +258,17 @@ def render_entry(name: str, entry: DatasetEntry, detail: str = "full", *, max_ta
             statistics, 2 sample rows per task) or ``"summary"`` (proposal: counts, columns, one short
             sample, a short README excerpt).
         max_tasks: tasks listed in full; the others are named with their row counts.
+        level: heading level of the entry (its parts are one level deeper; README headings deeper still).
     """
+    h1, h2 = "#" * level, "#" * (level + 1)
     full = detail == "full"
-    lines = [f"## Dataset `{name}`",
+    lines = [f"{h1} Dataset `{name}`",
              f"- {entry.total_samples:,} rows in {sum(len(t.files) for t in entry.tasks.values())} data file(s), "
              f"{entry.total_size_mb} MB; token counts by `{entry.token_counter or 'unknown'}`"]
     tasks = list(entry.tasks.items())
     for task, info in tasks[:max_tasks]:
         label = "(top level)" if task == "_root" else f"`{task}`"
-        lines.append(f"### task {label}: {info.sample_count:,} rows")
+        lines.append(f"{h2} task {label}: {info.sample_count:,} rows")
         if full:
             for file, rows in (info.file_rows or {f: None for f in info.files}).items():
                 lines.append(f"- file `{file}`" + (f": {rows:,} rows" if rows is not None else ""))
@@ -289,7 +293,7 @@ def render_entry(name: str, entry: DatasetEntry, detail: str = "full", *, max_ta
     if full and entry.file_tree:
         tree = entry.file_tree.splitlines()
         shown = tree[:40] + ([f"... ({len(tree) - 40} more lines)"] if len(tree) > 40 else [])
-        lines += ["### Files", "```", *shown, "```"]
+        lines += [f"{h2} Files", "```", *shown, "```"]
     if entry.readme:
-        lines += ["### README (excerpt)", _readme_excerpt(entry.readme, 2500 if full else 600)]
+        lines += [f"{h2} README (excerpt)", _readme_excerpt(entry.readme, 2500 if full else 600)]
     return "\n".join(lines)
