@@ -30,6 +30,7 @@ class Experiment(BaseModel):
     test_score: float | None = None  # report only: never shown to a planner
     decision: bool = False
     reason: str = ""
+    next_step: str = ""  # the feedback's advice for the next experiment
     failure: StepFailure | None = None
 
     @property

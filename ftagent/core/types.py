@@ -44,6 +44,7 @@ class ValidationReport(BaseModel):
     data_stats: dict[str, Any] = Field(default_factory=dict)
     dropped_keys: list[str] = Field(default_factory=list)
     injected_keys: list[str] = Field(default_factory=list)
+    changes: list[str] = Field(default_factory=list)  # every change made to the planner's config, in words
     config_path: str | None = None  # the filtered, system-managed train.yaml
     micro_batch: dict[str, Any] = Field(default_factory=dict)
     failure: StepFailure | None = None
@@ -168,3 +169,5 @@ class ScenarioInfo(BaseModel):
     time_limits: TimeLimits | None = None
     baseline: EvalResult | None = None  # the base model on the validation split (the test score: trace only)
     description_text: str = ""  # the rendered scenario text prompts use (never contains test data)
+    parameter_catalogue: str = ""  # LLaMA-Factory's arguments for the config prompt (grouped, token-bounded)
+    force_think_token: bool = False  # outputs are "<think>reasoning</think>answer" (FT_FORCE_THINK_TOKEN)

@@ -101,8 +101,14 @@ def test_filter_inject_write_back_and_revalidate(validator: LlamaFactoryValidato
     assert sorted(report.dropped_keys) == ["lora_target (a mapping is not valid for type str)",
                                            "made_up (unknown to LLaMA-Factory)"]
     final = yaml.safe_load((ws / "train.yaml").read_text())
-    assert final["model_name_or_path"] == "/models/tiny" and final["warmup_steps"] == 5
-    assert "made_up" not in final and "warmup_ratio" not in final
+    # the ratio is kept: the data here is the debug sample, transformers counts the real run's steps
+    assert final["model_name_or_path"] == "/models/tiny" and final["warmup_ratio"] == 0.1
+    assert "made_up" not in final and "warmup_steps" not in final
+    changes = report.changes
+    assert "dropped made_up (unknown to LLaMA-Factory)" in changes
+    assert "changed model_name_or_path (system-managed)" in changes
+    assert "set output_dir (system-managed)" in changes and "set report_to: none (system-managed)" in changes
+    assert not any("warmup" in c or "learning_rate" in c for c in changes)
     assert final["output_dir"] == str(ws.absolute() / "output") and final["dataset"] == "ftagent_data"
     assert yaml.safe_load((ws / ORIGINAL_CONFIG).read_text()) == planner
     assert json.loads((ws / "dataset_info.json").read_text())["ftagent_data"]["file_name"] == "data.json"

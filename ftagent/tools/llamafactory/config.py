@@ -164,12 +164,16 @@ def manage_config(
     hardware: HardwareInfo | dict[str, Any],
     n_samples: int,
     defaults: LFDefaults | None = None,
+    keep_warmup_ratio: bool = False,
 ) -> ManagedConfig:
     """Inject the system-managed keys into a filtered config.
 
     Paths are never the planner's choice: ``model_name_or_path`` is the scenario's base model,
     ``output_dir`` is ``<workspace>/output``, the dataset is the workspace's ``data.json`` registered
     as ``defaults.dataset_name``. Without a GPU the CPU settings of cpu-recipes §4.1 are added.
+    ``keep_warmup_ratio`` leaves ``warmup_ratio`` as the planner wrote it (transformers applies it to
+    the real run's step count); otherwise it becomes ``warmup_steps`` counted on ``n_samples``, which
+    is only right when ``n_samples`` is the full training set.
     """
     defaults = defaults or load_lf_defaults()
     workspace = Path(workspace).absolute()
@@ -191,7 +195,7 @@ def manage_config(
     final = {k: v for k, v in config.items() if k not in ("eval_dataset", "tokenized_path", "adapter_name_or_path")}
     injected = sorted(k for k, v in forced.items() if final.get(k, object()) != v)
     final.update(forced)
-    if "warmup_ratio" in final:
+    if "warmup_ratio" in final and not keep_warmup_ratio:
         total = estimate_total_steps(final, n_samples, max(1, n_gpus))
         final = convert_warmup(final, total)
         notes.append(f"warmup_ratio converted to warmup_steps={final.get('warmup_steps')} "

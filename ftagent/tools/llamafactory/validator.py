@@ -133,10 +133,14 @@ class LlamaFactoryValidator:
                       report: ValidationReport) -> dict[str, Any]:
         kept, dropped = filter_config(original, self.catalogue)
         report.dropped_keys = [str(d) for d in dropped]
+        # warmup_ratio stays: the data here is the debug sample, so a step count from it would be wrong
+        # (transformers turns the ratio into steps from the real run's step count)
         managed = manage_config(kept, workspace=workspace, base_model_path=scenario.base_model_path,
-                                hardware=scenario.hardware, n_samples=n_samples, defaults=self.defaults)
+                                hardware=scenario.hardware, n_samples=n_samples, defaults=self.defaults,
+                                keep_warmup_ratio=True)
         report.injected_keys = managed.injected
         report.micro_batch["notes"] = managed.notes
+        report.changes = config_changes(original, managed.config, dropped, managed.notes)
         template = managed.config.get("template")
         if template and self.catalogue.templates and template not in self.catalogue.templates:
             _fail(report, ErrorType.CONFIG, f"unknown chat template '{template}'",
@@ -179,6 +183,39 @@ class LlamaFactoryValidator:
         info = classify_failure(log, exit_code=result.exit_code, timed_out=result.timed_out, timeout_s=timeout)
         _fail(report, info.error_type, f"micro-batch run failed: {info.message}", log_tail=info.log_tail,
               suggestion=info.suggestion, details={"exit_code": result.exit_code})
+
+
+_PATH_KEYS = {"model_name_or_path", "output_dir", "dataset_dir", "dataset"}
+
+
+def _short(value: Any) -> str:
+    text = yaml.safe_dump(value, default_flow_style=True).strip().removesuffix("...").strip()
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def config_changes(original: dict[str, Any], final: dict[str, Any], dropped: list[Any],
+                   notes: list[str]) -> list[str]:
+    """Every difference between the planner's ``train.yaml`` and the one that runs, in words.
+
+    Dropped keys carry their reason; system paths are named without their value; other injected or
+    changed keys show the value (``changed bf16: true -> false (system-managed)``).
+    """
+    changes = [f"dropped {d.key} ({d.reason})" for d in dropped]
+    gone = {str(d.key) for d in dropped}
+    changes += notes
+    for key, value in final.items():
+        if key not in original:
+            changes.append(f"set {key}" + ("" if key in _PATH_KEYS else f": {_short(value)}") + " (system-managed)")
+        elif original[key] != value and key not in gone:
+            if isinstance(original[key], list) and isinstance(value, str):
+                changes.append(f"{key}: the list was written as {_short(value)}")
+            else:
+                what = "" if key in _PATH_KEYS else f": {_short(original[key])} -> {_short(value)}"
+                changes.append(f"changed {key}{what} (system-managed)")
+    for key in original:
+        if key not in final and key not in gone and not any(key in n for n in notes):
+            changes.append(f"removed {key} (system-managed)")
+    return changes
 
 
 def _sha(text: str) -> str:
