@@ -1,10 +1,11 @@
-"""`ftagent benchmarks list|show`: the benchmark registry."""
+"""`ftagent benchmarks list|show`: the benchmark registry (built-in YAML files, FT_BENCHMARK_PATHS, plug-ins)."""
 
 from __future__ import annotations
 
 import typer
 
-app = typer.Typer(help="List and inspect benchmark adapters.", no_args_is_help=True)
+app = typer.Typer(help="List and inspect benchmarks (configs/benchmarks/*.yaml, FT_BENCHMARK_PATHS, plug-ins).",
+                  no_args_is_help=True)
 
 
 @app.command("list")
@@ -17,8 +18,8 @@ def benchmarks_list() -> None:
 
 
 @app.command("show")
-def benchmarks_show(key: str) -> None:
-    """Show one benchmark adapter in detail."""
+def benchmarks_show(key: str = typer.Argument(..., help="a benchmark key, or a benchmark YAML file")) -> None:
+    """Show one benchmark in detail (a key, or a file such as ./my_bench.yaml)."""
     from ftagent.benchmarks import describe
 
     typer.echo(describe(key))

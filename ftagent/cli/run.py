@@ -10,9 +10,9 @@ from ftagent.cli.common import fail, prepare_env
 
 
 def llm_finetune(
-    benchmark: str | None = typer.Option(None, "--benchmark", help="benchmark key, e.g. aime25"),
+    benchmark: str | None = typer.Option(None, "--benchmark", help="benchmark key (e.g. aime25) or a benchmark YAML file (./my_bench.yaml)"),
     benchmark_description: str | None = typer.Option(
-        None, "--benchmark-description", help="free text; default from configs/scenarios.json"),
+        None, "--benchmark-description", help="free text; default: the benchmark's description"),
     base_model: str | None = typer.Option(
         None, "--base-model", help="HF repo id (Qwen/Qwen2.5-7B-Instruct), local folder or builtin/<name>"),
     dataset: str | None = typer.Option(None, "--dataset", help="raw dataset name, or 'all'"),

@@ -44,11 +44,23 @@ class FinetuneOptions(BaseModel):
     user_target_scenario: str | None = None
 
 
-def check_benchmark(key: str) -> None:
-    """Raise UserInputError for an unknown benchmark key (listing valid keys, suggesting the closest)."""
-    from ftagent.benchmarks import get_benchmark
+def check_benchmark(key: str) -> str:
+    """The registry key of ``key``: a known key, or a benchmark YAML file (registered under its ``name``).
 
-    get_benchmark(key)
+    Raises:
+        UserInputError: unknown key (listing valid keys, suggesting the closest) or a bad benchmark file.
+    """
+    from ftagent.benchmarks import resolve_benchmark
+
+    return resolve_benchmark(key)
+
+
+def benchmark_file(key: str) -> str | None:
+    """The user YAML file behind ``key`` (None for built-in and plug-in benchmarks): kept for ``--path``."""
+    from ftagent.benchmarks.registry import BENCHMARKS
+
+    path = BENCHMARKS.source_file(key)
+    return str(path) if path is not None and key not in BENCHMARKS.builtin_files() else None
 
 
 def check_base_model(name: str | None, file_path: Path | None = None) -> None:
@@ -120,7 +132,7 @@ def run_finetune(options: FinetuneOptions) -> RunSummary:
     resumed = Session.load(options.path, FinetuneSessionState) if options.path is not None else None
     run_cfg = resumed[0].state.config.get("run", {}) if resumed else {}
     settings = load_settings(
-        target_benchmark=options.benchmark or run_cfg.get("benchmark"),
+        target_benchmark=options.benchmark or run_cfg.get("benchmark_file") or run_cfg.get("benchmark"),
         base_model=options.base_model or run_cfg.get("base_model"),
         dataset=options.dataset, upper_data_size_limit=options.upper_data_size_limit,
         user_target_scenario=options.user_target_scenario,
@@ -132,7 +144,7 @@ def run_finetune(options: FinetuneOptions) -> RunSummary:
             "no benchmark: pass --benchmark KEY (see `ftagent benchmarks list`). ftagent needs a benchmark "
             "to measure progress; --user-target-scenario only adds a free-text goal to the prompts"
         )
-    check_benchmark(ft.target_benchmark)
+    ft.target_benchmark = check_benchmark(ft.target_benchmark)
     check_base_model(ft.base_model, ft.file_path)
     if resumed is None:
         check_dataset(ft.dataset, ft.target_benchmark)
@@ -169,7 +181,8 @@ def _start(settings, runner, emit: SessionEmitter, planner: str, loop_n: int | N
     ft = settings.ft
     builder = load_object(ft.scen)(settings, runner, emit)
     prepared = builder.prepare()  # bad dataset / model / benchmark data: raises before any session exists
-    run_cfg = {"benchmark": ft.target_benchmark, "base_model": ft.base_model, "loop_n": loop_n}
+    run_cfg = {"benchmark": ft.target_benchmark, "benchmark_file": benchmark_file(ft.target_benchmark),
+               "base_model": ft.base_model, "loop_n": loop_n}
     session = Session.create(Path(settings.paths.log_path), config={"run": run_cfg, "settings": settings.redacted()},
                              state_cls=FinetuneSessionState)
     session.events.emit(_session_start(session, settings, planner, None))
