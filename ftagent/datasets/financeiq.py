@@ -1,32 +1,27 @@
 """FinanceIQ: Chinese multiple-choice questions from 10 financial certification exams.
 
 The hub repo has ``data/dev/<subject>.csv`` (few-shot examples) and ``data/test/<subject>.csv``. The
-FinanceIQ benchmark evaluates the **last** :func:`test_count` rows of each test CSV and uses the dev
-rows as 5-shot examples, so the training copy keeps only the rows before that tail
-(``data/train/<subject>.csv``) and drops ``dev/``. Both sides must use :func:`split_counts`.
+``FinanceIQ_gen`` benchmark splits every test CSV by the standard rule
+(:mod:`ftagent.benchmarks.splits`): validation = the first ``k`` rows, test = the last ``k`` rows,
+``k = min(100, n // 2)``. The training copy keeps only the rows **between** them
+(``data/train/<subject>.csv``, :func:`training_range`) and drops ``dev/`` (the 5-shot examples), so
+no row the benchmark evaluates is ever trained on. Subjects with at most 200 rows keep at most one.
 """
 
 from __future__ import annotations
 
 import csv
-import math
 import shutil
 from pathlib import Path
 
+from ftagent.benchmarks.splits import split_ranges
 from ftagent.datasets.base import DatasetSpec, FunctionSource
 
-TEST_CAP = 100
 
-
-def test_count(n_rows: int) -> int:
-    """Rows reserved for the benchmark out of ``n_rows``: min(ceil(n/2), 100), taken from the end."""
-    return min(math.ceil(n_rows * 0.5), TEST_CAP) if n_rows > 0 else 0
-
-
-def split_counts(n_rows: int) -> tuple[int, int]:
-    """(train rows = the first ones, benchmark rows = the last ones) for a subject CSV."""
-    held = test_count(n_rows)
-    return n_rows - held, held
+def training_range(n_rows: int) -> tuple[int, int]:
+    """Half-open row range of a subject CSV that the benchmark uses for neither validation nor test."""
+    ranges = split_ranges(n_rows)
+    return ranges["validation"][1], max(ranges["validation"][1], ranges["test"][0])
 
 
 def _read_csv(path: Path) -> tuple[list[str], list[list[str]]]:
@@ -46,7 +41,7 @@ def _write_csv(path: Path, header: list[str], rows: list[list[str]]) -> None:
 
 
 def make_training_split(dataset_dir: Path) -> dict[str, int]:
-    """Post-download hook: keep only the training head of every test CSV; delete ``dev/``.
+    """Post-download hook: keep only the rows between validation and test of every test CSV; delete ``dev/``.
 
     Idempotent: a copy that has no ``test/`` folder any more is left alone.
 
@@ -61,9 +56,9 @@ def make_training_split(dataset_dir: Path) -> dict[str, int]:
         train_dir = test_dir.parent / "train"
         for path in sorted(test_dir.glob("*.csv")):
             header, rows = _read_csv(path)
-            n_train, _ = split_counts(len(rows))
-            _write_csv(train_dir / path.name, header, rows[:n_train])
-            kept[path.stem] = n_train
+            start, stop = training_range(len(rows))
+            _write_csv(train_dir / path.name, header, rows[start:stop])
+            kept[path.stem] = stop - start
         shutil.rmtree(test_dir)
     return kept
 
@@ -98,7 +93,8 @@ SOURCE = FunctionSource(
         task_type="finance reasoning (multiple choice, Chinese)",
         license="CC-BY-NC-SA-4.0",
         summary="10 subjects of Chinese financial exam questions, answer A-D",
-        hook_description="dev/ deleted; each test CSV cut to its first n - min(ceil(n/2),100) rows → train/",
+        hook_description="dev/ deleted; each test CSV cut to the rows between the benchmark's validation "
+                         "(first min(100, n//2)) and test (last min(100, n//2)) rows → train/",
     ),
     converter=to_alpaca,
     hook=make_training_split,

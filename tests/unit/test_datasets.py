@@ -89,10 +89,10 @@ def _csv_rows(path: Path) -> list[list[str]]:
 
 
 def test_financeiq_split_is_deterministic_and_disjoint_from_benchmark(tmp_path):
-    from ftagent.datasets.financeiq import split_counts, test_count
+    from ftagent.datasets.financeiq import training_range
 
-    assert [test_count(n) for n in (1, 3, 7, 200, 1211)] == [1, 2, 4, 100, 100]
-    assert split_counts(7) == (3, 4)
+    # the rows between the benchmark's validation (first min(100, n//2)) and test (last min(100, n//2))
+    assert [training_range(n) for n in (1, 3, 7, 200, 1211)] == [(1, 1), (1, 2), (3, 4), (100, 100), (100, 1111)]
     original = _csv_rows(FIXTURES / "financeiq/data/test/经济师.csv")
     runs = []
     for i in range(2):
@@ -101,13 +101,13 @@ def test_financeiq_split_is_deterministic_and_disjoint_from_benchmark(tmp_path):
         assert not (root / "data/dev").exists() and not (root / "data/test").exists()
         runs.append((root / "data/train/经济师.csv").read_bytes())
         train = _csv_rows(root / "data/train/经济师.csv")
-        assert train == original[:3]
-        held_out = original[3:]  # what the benchmark evaluates
+        assert train == original[3:4]
+        held_out = original[:3] + original[4:]  # what the benchmark evaluates (validation + test)
         assert not {tuple(r) for r in train} & {tuple(r) for r in held_out}
         assert len(_csv_rows(root / "data/train/注册会计师（CPA）.csv")) == 1
     assert runs[0] == runs[1]
     rows = get_source("financeiq").to_alpaca(root, None, 0)
-    assert len(rows) == 4
+    assert len(rows) == 2
     assert all(r["output"] in {"答案是: A", "答案是: B", "答案是: C", "答案是: D"} for r in rows)
     assert any(r["instruction"].startswith("以下是关于注册会计师（CPA）的单项选择题") for r in rows)
 
