@@ -2,22 +2,24 @@
 
 ``configs/`` and ``docker/`` sit at the top of the repository and are shipped inside the wheel as
 the packages ``ftagent._configs`` and ``ftagent._docker`` (see ``[tool.setuptools.package-dir]`` in
-pyproject.toml). They are found through :mod:`importlib.resources`, so a source checkout, an
-editable install and a plain ``pip install .`` all resolve them the same way.
+pyproject.toml). They are found through the import system, so a source checkout, an editable
+install and a plain ``pip install .`` all resolve them the same way.
 """
 
 from __future__ import annotations
 
+import importlib
 from functools import cache
-from importlib import resources
 from pathlib import Path
 
 
 @cache
 def _package_dir(package: str) -> Path:
+    # configs/ and docker/ have no __init__.py (so that the repository's docker/ never shadows the
+    # docker SDK): they are namespace packages, whose __path__ lists their one folder.
     try:
-        return Path(str(resources.files(package)))
-    except ModuleNotFoundError:
+        return Path(next(iter(importlib.import_module(package).__path__)))
+    except (ModuleNotFoundError, StopIteration):
         # a bare source tree on PYTHONPATH (tool processes): the folder beside the package
         return package_root() / package.removeprefix("ftagent._")
 
