@@ -64,6 +64,18 @@ class FTSettings(BaseSettings):
     allow_unsandboxed: bool = Field(
         False, description="let LLM-written code run without bubblewrap (local/conda runners); default: exit 2")
     tools_env: Path | None = Field(None, description="tool virtualenv (default FT_FILE_PATH/envs/tools)")
+    docker_base_image: str | None = Field(
+        None, description="base of the docker tool image (default: ftagent-base:bookworm when built, "
+                          "else python:3.11-slim-bookworm)")
+    docker_network: str = Field("host", description="containers' network: host (reaches LLM servers on the "
+                                                    "host's loopback), bridge or none")
+    docker_build_network: str = Field("host", description="network of image builds (host reaches a local proxy)")
+    docker_shm_size: str = Field("16g", description="/dev/shm size of tool containers")
+    docker_mem_limit: str | None = Field(None, description="memory limit of tool containers, e.g. 32g")
+    docker_ca_bundle: Path | None = Field(
+        None, description="extra CA bundle baked into images (default: the host's PIP_CERT/REQUESTS_CA_BUNDLE)")
+    docker_wheels_dir: Path | None = Field(
+        None, description="local torch/torchvision wheels for image builds (default: pip's find-links)")
 
     # --- time budgets (seconds) ----------------------------------------------------------------
     full_timeout: int = Field(360000, gt=0)
