@@ -103,3 +103,46 @@ def test_uses_per_gpu_memory_not_the_sum(tmp_path: Path) -> None:
         "lora").max_seq_len
     cpu = estimate_for_hardware("SmolLM2-135M", HardwareInfo())
     assert cpu.device == "cpu" and cpu.num_gpus == 1
+
+
+def test_7b_on_2x80gb_plans_zero3_and_the_table_names_it() -> None:
+    from ftagent.tools.llamafactory.memory import DS_Z3, planned_deepspeed
+
+    report = estimate_memory(model_spec("Qwen/Qwen2.5-7B-Instruct"), 80, 2, cpu_ram_gb=512)
+    for method in ("full", "full_gc"):
+        est = report.get(method)
+        assert est.fits and est.sharded and est.deepspeed == DS_Z3 and not est.offload
+    assert report.get("lora").deepspeed is None and report.get("qlora").deepspeed is None
+    md = report.to_markdown()
+    assert "| full_gc (ZeRO-3) | yes | ZeRO-3 (ds_z3_config.json) |" in md
+    assert "| lora | yes | DDP × 2 |" in md
+    # the plan survives the JSON round trip of ScenarioInfo.memory
+    as_json = report.model_dump(mode="json")
+    assert planned_deepspeed(as_json, {"finetuning_type": "full"}) == DS_Z3
+    assert planned_deepspeed(as_json, {"finetuning_type": "full", "disable_gradient_checkpointing": True}) == DS_Z3
+    assert planned_deepspeed(as_json, {"finetuning_type": "lora"}) is None
+    assert planned_deepspeed(None, {"finetuning_type": "full"}) is None
+
+
+def test_offload_only_when_it_is_needed_and_the_host_can_hold_it() -> None:
+    from ftagent.tools.llamafactory.memory import DS_Z3_OFFLOAD, method_of_config
+
+    spec = model_spec("Qwen2.5-7B")
+    # 7B full on one 24 GB GPU: 112 GB of state cannot fit; with 256 GB of host RAM (> 18 B/param) ZeRO-3
+    # offload leaves the bf16 weights (14 GB) on the GPU.
+    big_host = estimate_memory(spec, 24, 1, cpu_ram_gb=256).get("full_gc")
+    assert big_host.fits and big_host.offload and big_host.deepspeed == DS_Z3_OFFLOAD
+    assert big_host.static_gb_per_gpu == pytest.approx(14.0, abs=0.1)
+    small_host = estimate_memory(spec, 24, 1, cpu_ram_gb=64).get("full_gc")  # 126 GB needed on the host
+    assert not small_host.fits and small_host.deepspeed is None
+    assert not estimate_memory(spec, 24, 1).get("full_gc").fits  # host RAM unknown: no offload
+    # a model that fits one GPU needs no DeepSpeed at all; CPU runs never get one
+    small = estimate_memory(model_spec("Qwen2.5-0.5B"), 80, 1, cpu_ram_gb=256)
+    assert all(m.deepspeed is None for m in small.methods)
+    assert "| full | yes | 1 GPU |" in small.to_markdown()
+    cpu = estimate_memory(spec, 24, 1, device="cpu", cpu_ram_gb=1024)
+    assert all(m.deepspeed is None for m in cpu.methods)
+    assert method_of_config({"finetuning_type": "full"}) == "full_gc"
+    assert method_of_config({"finetuning_type": "full", "disable_gradient_checkpointing": "true"}) == "full"
+    assert method_of_config({"finetuning_type": "lora", "quantization_bit": 4}) == "qlora"
+    assert method_of_config({"finetuning_type": "freeze"}) == "lora"

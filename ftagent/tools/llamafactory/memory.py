@@ -16,6 +16,18 @@ Per method (``full``, ``full_gc`` = full with gradient checkpointing, ``lora``, 
 
 ``max_seq_len = (usable − static) / per_token`` and a method "fits" when at least 512 tokens fit.
 The per-GPU memory is that of ONE GPU (never a sum over GPUs; the reference multiplied a sum by N).
+
+**Launch plan** (what the validator then injects, so the table and the run agree): each method names
+the DeepSpeed config it needs (``configs/deepspeed/``) or none:
+
+* full / full_gc on several GPUs: ZeRO-3 (``ds_z3_config.json``), the sharding assumed above;
+* full / full_gc that does not fit even so: ZeRO-3 with optimizer and parameters offloaded to CPU
+  RAM (``ds_z3_offload_config.json``) when the host has ``18·P`` bytes to spare (fp32 master weights,
+  moments and gradients plus a bf16 copy); the GPU then keeps at most the bf16 weight shard ``2·P/N``;
+* full / full_gc on one GPU that fits: no DeepSpeed (a plain single-process run);
+* LoRA / QLoRA: no DeepSpeed (data parallel; bitsandbytes QLoRA does not combine with ZeRO-3).
+
+``ds_z2_config.json`` is shipped for planners that choose it themselves (LoRA over several GPUs).
 """
 
 from __future__ import annotations
@@ -28,6 +40,15 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 Method = Literal["full", "full_gc", "lora", "qlora"]
+DeepSpeedConfig = Literal["ds_z2_config.json", "ds_z3_config.json", "ds_z3_offload_config.json"]
+DS_Z2: DeepSpeedConfig = "ds_z2_config.json"
+DS_Z3: DeepSpeedConfig = "ds_z3_config.json"
+DS_Z3_OFFLOAD: DeepSpeedConfig = "ds_z3_offload_config.json"
+DEEPSPEED_CONFIGS: tuple[DeepSpeedConfig, ...] = (DS_Z2, DS_Z3, DS_Z3_OFFLOAD)
+DEEPSPEED_STAGES: dict[str, str] = {DS_Z2: "ZeRO-2", DS_Z3: "ZeRO-3", DS_Z3_OFFLOAD: "ZeRO-3 + CPU offload"}
+OFFLOAD_CPU_BYTES = 18.0  # per parameter on the host: fp32 master 4 + moments 8 + fp32 grads 4 + bf16 copy 2
+OFFLOAD_GPU_BYTES = 2.0  # per parameter and GPU at most: the bf16 weight shard
+CPU_USABLE_FRACTION = 0.8
 METHODS: tuple[Method, ...] = ("full", "full_gc", "lora", "qlora")
 GB = 1e9
 MIN_SEQ = 512
@@ -127,6 +148,8 @@ class MethodEstimate(BaseModel):
     per_token_mb: float
     max_seq_len: int = Field(description="tokens at batch 1 on one GPU, not capped by the model context")
     sharded: bool = Field(description="weights/optimizer sharded across GPUs (ZeRO-3)")
+    deepspeed: DeepSpeedConfig | None = Field(None, description="configs/deepspeed file the run needs")
+    offload: bool = Field(False, description="optimizer and parameters offloaded to CPU RAM")
 
 
 class MemoryReport(BaseModel):
@@ -143,6 +166,14 @@ class MemoryReport(BaseModel):
     def get(self, method: Method) -> MethodEstimate:
         return next(m for m in self.methods if m.method == method)
 
+    def launch_of(self, m: MethodEstimate) -> str:
+        """The launch column: ``ZeRO-3 (ds_z3_config.json)``, else ``DDP × N``, ``1 GPU`` or ``CPU``."""
+        if m.deepspeed:
+            return f"{DEEPSPEED_STAGES[m.deepspeed]} ({m.deepspeed})"
+        if self.device == "cpu":
+            return "CPU"
+        return f"DDP × {self.num_gpus}" if self.num_gpus > 1 else "1 GPU"
+
     def to_markdown(self) -> str:
         """A "Hardware Memory Constraints" block for prompts and reports."""
         ctx = self.max_position_embeddings
@@ -151,51 +182,113 @@ class MemoryReport(BaseModel):
             f"- Hardware: {self.num_gpus} × {self.per_gpu_gb:.0f} GB ({self.device})",
             f"- Model: {self.model}, {self.params_b:.2f}B parameters, max_position_embeddings: {ctx or 'unknown'}",
             "",
-            "| Method | Fits | Static GB/GPU | Max seq_len (batch=1) |",
-            "|---|---|---|---|",
+            "| Method | Fits | Launch (DeepSpeed config) | Static GB/GPU | Max seq_len (batch=1) |",
+            "|---|---|---|---|---|",
         ]
         for m in self.methods:
             seq = f"{m.max_seq_len:,}" if m.fits else "not viable"
             lines.append(f"| {m.method}{' (ZeRO-3)' if m.sharded else ''} | {'yes' if m.fits else 'no'} | "
-                         f"{m.static_gb_per_gpu:.1f} | {seq} |")
-        lines += ["", f"- Keep cutoff_len ≤ min(max seq_len of the chosen method, {ctx or 'model context'}).",
+                         f"{self.launch_of(m)} | {m.static_gb_per_gpu:.1f} | {seq} |")
+        lines += ["", "- full = `finetuning_type: full` with `disable_gradient_checkpointing: true`; full_gc = full "
+                      "with LLaMA-Factory's default gradient checkpointing; qlora = lora with `quantization_bit`.",
+                  "- The system sets `deepspeed:` to the config in the Launch column of the method the config "
+                  "uses (and the torchrun launch for several GPUs); do not set it yourself.",
+                  f"- Keep cutoff_len ≤ min(max seq_len of the chosen method, {ctx or 'model context'}).",
                   "- A longer cutoff_len needs a smaller per-device batch (activations grow with batch × length).",
                   "- Quality usually: full > lora > qlora; memory needs the other way round."]
         return "\n".join(lines)
 
 
-def _estimate(spec: ModelSpec, method: Method, per_gpu_gb: float, num_gpus: int, rank: int) -> MethodEstimate:
-    h, layers = spec.hidden_size, spec.num_layers
+def _static_bytes(spec: ModelSpec, method: Method, num_gpus: int, rank: int) -> float:
     if method in ("full", "full_gc"):
-        static = ADAM_BYTES * spec.params / max(num_gpus, 1)
-    else:
-        static = FROZEN_BYTES[method] * spec.params + ADAM_BYTES * lora_params(spec, rank)
+        return ADAM_BYTES * spec.params / max(num_gpus, 1)
+    return FROZEN_BYTES[method] * spec.params + ADAM_BYTES * lora_params(spec, rank)
+
+
+def _per_token_bytes(spec: ModelSpec, method: Method) -> float:
+    h, layers = spec.hidden_size, spec.num_layers
     checkpointing = method != "full"
     per_layer = 2 * h * layers + 34 * h if checkpointing else 34 * h * layers
-    per_token = per_layer + 6 * spec.vocab_size
+    return per_layer + 6 * spec.vocab_size
+
+
+def _max_seq(usable: float, static: float, per_token: float) -> int:
+    return max(int((usable - static) // per_token), 0) if usable > static else 0
+
+
+def _estimate(spec: ModelSpec, method: Method, per_gpu_gb: float, num_gpus: int, rank: int,
+              cpu_ram_gb: float | None = None) -> MethodEstimate:
+    static = _static_bytes(spec, method, num_gpus, rank)
+    per_token = _per_token_bytes(spec, method)
     usable = USABLE_FRACTION * per_gpu_gb * GB - RESERVED_GB * GB
-    max_seq = max(int((usable - static) // per_token), 0) if usable > static else 0
+    max_seq = _max_seq(usable, static, per_token)
+    full = method in ("full", "full_gc")
+    deepspeed: DeepSpeedConfig | None = DS_Z3 if full and num_gpus > 1 else None
+    offload = False
+    if full and max_seq < MIN_SEQ and cpu_ram_gb and (
+            OFFLOAD_CPU_BYTES * spec.params <= CPU_USABLE_FRACTION * cpu_ram_gb * GB):
+        off_static = OFFLOAD_GPU_BYTES * spec.params / max(num_gpus, 1)
+        off_seq = _max_seq(usable, off_static, per_token)
+        if off_seq >= MIN_SEQ:
+            static, max_seq, deepspeed, offload = off_static, off_seq, DS_Z3_OFFLOAD, True
     return MethodEstimate(method=method, fits=max_seq >= MIN_SEQ, static_gb_per_gpu=round(static / GB, 2),
                           per_token_mb=round(per_token / 1e6, 4), max_seq_len=max_seq,
-                          sharded=method in ("full", "full_gc") and num_gpus > 1)
+                          sharded=full and num_gpus > 1, deepspeed=deepspeed, offload=offload)
 
 
 def estimate_memory(spec: ModelSpec, per_gpu_gb: float, num_gpus: int = 1, *, lora_rank: int = 64,
-                    device: str = "gpu") -> MemoryReport:
-    """Estimate every method for ``spec`` on ``num_gpus`` GPUs of ``per_gpu_gb`` GB each."""
+                    device: str = "gpu", cpu_ram_gb: float | None = None) -> MemoryReport:
+    """Estimate every method for ``spec`` on ``num_gpus`` GPUs of ``per_gpu_gb`` GB each.
+
+    Args:
+        cpu_ram_gb: host RAM; when given, a full fine-tune that does not fit the GPUs is planned with
+            ZeRO-3 CPU offload if the host can hold the offloaded state. Ignored on CPU.
+    """
+    ram = cpu_ram_gb if device == "gpu" else None
     return MemoryReport(model=spec.name, params_b=round(spec.params_b, 3), per_gpu_gb=per_gpu_gb,
                         num_gpus=num_gpus, device=device, max_position_embeddings=spec.max_position_embeddings,
-                        methods=[_estimate(spec, m, per_gpu_gb, num_gpus, lora_rank) for m in METHODS])
+                        methods=[_estimate(spec, m, per_gpu_gb, num_gpus, lora_rank, ram) for m in METHODS])
 
 
 def estimate_for_hardware(model: str | Path, hardware=None) -> MemoryReport:
     """Estimate for the GPUs this process sees (:func:`ftagent.core.hardware.detect_gpus`); CPU RAM without GPUs."""
+    import psutil
+
     from ftagent.core.hardware import detect_gpus
 
     hardware = hardware or detect_gpus()
     spec = model_spec(model)
+    ram_gb = psutil.virtual_memory().total / GB
     if hardware.gpu_count:
-        return estimate_memory(spec, hardware.per_gpu_memory_gb * 1024**3 / GB, hardware.gpu_count)
-    import psutil
+        return estimate_memory(spec, hardware.per_gpu_memory_gb * 1024**3 / GB, hardware.gpu_count, cpu_ram_gb=ram_gb)
+    return estimate_memory(spec, ram_gb, 1, device="cpu")
 
-    return estimate_memory(spec, psutil.virtual_memory().total / GB, 1, device="cpu")
+
+def method_of_config(config: dict) -> Method:
+    """The estimator's method for a LLaMA-Factory config (what the run will actually do).
+
+    ``full`` only with ``disable_gradient_checkpointing: true`` (LLaMA-Factory checkpoints by
+    default); ``qlora`` for LoRA with ``quantization_bit``; every other type (freeze, oft...) is
+    estimated as LoRA (frozen base, few trained parameters).
+    """
+    kind = str(config.get("finetuning_type") or "lora").lower()
+    if kind == "full":
+        return "full" if _truthy(config.get("disable_gradient_checkpointing")) else "full_gc"
+    return "qlora" if config.get("quantization_bit") not in (None, "", 0, "none", "None") else "lora"
+
+
+def _truthy(value: object) -> bool:
+    return value is True or str(value).strip().lower() in ("true", "1", "yes")
+
+
+def planned_deepspeed(memory: MemoryReport | dict | None, config: dict) -> DeepSpeedConfig | None:
+    """The DeepSpeed config the memory plan names for the method of ``config`` (None: none needed)."""
+    if not memory:
+        return None
+    report = memory if isinstance(memory, MemoryReport) else MemoryReport.model_validate(memory)
+    if report.device != "gpu":
+        return None
+    try:
+        return report.get(method_of_config(config)).deepspeed
+    except StopIteration:
+        return None
