@@ -69,7 +69,7 @@ class LLMCall(_Event):
     model: str
     prompt_tokens: int = 0
     completion_tokens: int = 0
-    cost_usd: float = 0.0
+    cost_usd: float | None = 0.0  # None: the model's price is unknown
     latency_s: float = 0.0
     record: str | None = None  # path of the llm/<n>.json file with messages and reply
     error: str | None = None

@@ -153,6 +153,9 @@ def run_finetune(options: FinetuneOptions) -> RunSummary:
 
         ft.benchmark_description = get_benchmark(ft.target_benchmark).spec.description
     planner = choose_planner(settings)
+    from ftagent.runners.sandbox import require_confinement
+
+    require_confinement(settings, planner)  # LLM-written code never runs unconfined (exit 2, no session)
 
     from ftagent.runners.factory import get_runner
     from ftagent.runners.recording import RecordingRunner
@@ -249,11 +252,21 @@ def _run(session: Session, settings, runner, emit: SessionEmitter, planner: str,
     assert state.scenario is not None
     console.print(f"[bold]ftagent[/bold] session {session.dir} — planner: {_planner_note(planner, settings)}; "
                   f"runner: {ft.env_type}")
-    components = build_components(state.scenario, settings, runner, planner)
-    workflow = FinetuneWorkflow(state.scenario, components, coder_max_loop=ft.coder_max_loop,
-                                sota_min_delta=ft.sota_min_delta, workspace_root=_workspace_root(settings))
-    total = options.loop_n or state.config.get("run", {}).get("loop_n") or 1
-    summary = LoopEngine(workflow, session, loop_n=total, step_n=options.step_n, timeout_s=timeout_s).run()
+    from ftagent.planners.llm.gateway import LLMGateway
+
+    # generated code reaches the LLM only through the session's loopback gateway (URL + token, no key)
+    gateway = LLMGateway(settings.llm, ft, session.dir, emit=emit).start() if settings.llm.configured else None
+    try:
+        components = build_components(state.scenario, settings, runner, planner,
+                                      llm_gateway_url=gateway.url if gateway else None,
+                                      llm_gateway_token=gateway.token if gateway else None)
+        workflow = FinetuneWorkflow(state.scenario, components, coder_max_loop=ft.coder_max_loop,
+                                    sota_min_delta=ft.sota_min_delta, workspace_root=_workspace_root(settings))
+        total = options.loop_n or state.config.get("run", {}).get("loop_n") or 1
+        summary = LoopEngine(workflow, session, loop_n=total, step_n=options.step_n, timeout_s=timeout_s).run()
+    finally:
+        if gateway is not None:
+            gateway.stop()
     md, _ = write_report(session.dir)
     console.print(md.read_text(encoding="utf-8"))
     return summary

@@ -164,6 +164,7 @@ class FinetuneWorkflow:
         # numbers decide; the component's text explains (it cannot turn a loss into a win)
         numeric = experiment.succeeded and trace.is_new_sota(experiment.val_score, self.min_delta)
         experiment.decision, experiment.reason = numeric, result.reason
+        experiment.next_step = result.next_step
         incumbent = trace.incumbent_score()
         trace.record(experiment)
         loop.feedback = result.model_copy(update={"decision": numeric})
@@ -183,7 +184,7 @@ def experiment_of(loop: FinetuneLoop) -> Experiment:
     elif hyp is not None:
         exp.plan = dict(hyp.plan)
     if loop.report is not None:
-        exp.system_changes = [f"dropped {k}" for k in loop.report.dropped_keys] + [
+        exp.system_changes = list(loop.report.changes) or [f"dropped {k}" for k in loop.report.dropped_keys] + [
             f"set {k}" for k in loop.report.injected_keys]
         rows = loop.report.data_stats.get("train_rows")
         exp.data_rows = int(rows) if isinstance(rows, int) else None
@@ -209,11 +210,13 @@ def benchmark_event(res: EvalResult, baseline: bool = False) -> BenchmarkResult:
                            cached=res.cached, baseline=baseline)
 
 
-def build_components(scenario: ScenarioInfo, settings: Any, runner: Any, planner: str) -> Components:
+def build_components(scenario: ScenarioInfo, settings: Any, runner: Any, planner: str, *,
+                     llm_gateway_url: str | None = None, llm_gateway_token: str | None = None) -> Components:
     """Instantiate the six components (and the data step) from their dotted-path settings.
 
     Every component is built as ``Component(scenario, settings, **extra)``: the scenario is given
-    once, here; the runner goes to the components that run commands.
+    once, here; the runner goes to the components that run commands. The data step gets the session's
+    LLM gateway (URL and token), never the real key.
     """
     from ftagent.core.registry import load_object
     from ftagent.tools.llamafactory.data_script import DataProcessor
@@ -238,7 +241,8 @@ def build_components(scenario: ScenarioInfo, settings: Any, runner: Any, planner
         trainer=make(ft.trainer, ft.trainer, runner=runner),
         evaluator=make(ft.evaluator, ft.evaluator, runner=runner),
         feedback=make(ft.feedback, defaults[2]),
-        data=DataProcessor(scenario, settings, runner),
+        data=DataProcessor(scenario, settings, runner, llm_gateway_url=llm_gateway_url,
+                           llm_gateway_token=llm_gateway_token),
     )
 
 

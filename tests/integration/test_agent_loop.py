@@ -82,7 +82,7 @@ def test_llm_planner_loop_through_scripted_server(workdir, monkeypatch):
     assert {"data_debug", "train_micro_batch", "data", "train", "eval"} <= purposes  # every subprocess recorded
     scores = {(e.split, e.baseline): e.score for e in events if e.type == "benchmark_result"}
     assert scores[("validation", False)] is not None and scores[("test", False)] is not None
-    # the key reaches the data script (it may call the LLM) but no log, record or snapshot
+    # the key reaches no log, record, snapshot nor the data script (it gets the session's LLM gateway)
     for path in [session / "events.jsonl", *session.glob("llm/*.json"), *list_snapshots(session)]:
         assert SECRET not in path.read_text(encoding="utf-8"), path
     questions = _test_questions(workdir)
@@ -91,7 +91,8 @@ def test_llm_planner_loop_through_scripted_server(workdir, monkeypatch):
     env_text = json.dumps(seen["env"])
     assert "benchmarks" not in env_text
     _assert_no_test_text([env_text], questions)
-    assert seen["env"].get("OPENAI_API_KEY") == SECRET
+    assert SECRET not in env_text and server.base_url not in env_text
+    assert seen["env"]["OPENAI_API_KEY"].startswith("ftgw-") and seen["env"]["OPENAI_API_BASE"].startswith("http://127.0.0.1:")
     from ftagent.runners.sandbox import probe_bwrap
 
     if probe_bwrap()[0]:

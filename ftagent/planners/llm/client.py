@@ -24,6 +24,7 @@ from pydantic import BaseModel, ValidationError
 
 from ftagent.core.errors import BudgetExhausted, EnvironmentFailure, ErrorType, StepError
 from ftagent.core.settings import FTSettings, LLMSettings
+from ftagent.planners.llm.budget import counter_name, message_tokens
 from ftagent.planners.llm.records import LLMRecord, RecordWriter, Redactor
 
 T = TypeVar("T", bound=BaseModel)
@@ -213,11 +214,13 @@ class LLMClient:
             exc.ft_attempts = attempts  # type: ignore[attr-defined]
             raise
 
-    def _cost(self, response: Any, model: str) -> float:
+    def _cost(self, response: Any, model: str) -> float | None:
+        """The call's cost in USD; None when LiteLLM has no price for the model (unknown, not $0)."""
         try:
-            return float(_litellm().completion_cost(completion_response=response, model=model) or 0.0)
-        except Exception:  # noqa: BLE001 - unknown price: cost stays 0 (documented)
-            return 0.0
+            cost = _litellm().completion_cost(completion_response=response, model=model)
+        except Exception:  # noqa: BLE001 - LiteLLM raises for a model it has no price for
+            return None
+        return float(cost) if cost is not None else None
 
     def complete(self, messages: list[Message], stage: str) -> tuple[str, str | None]:
         """One logical completion (retries included): returns (text, finish_reason). Records it.
@@ -227,11 +230,15 @@ class LLMClient:
             EnvironmentFailure: the server rejected the key (401/403).
             LLMCallError: any other failure, after the retries.
         """
+        if self.budget_usd is not None:  # the records on disk include the gateway's (data script) calls
+            self.total_cost_usd = max(self.total_cost_usd, self.records.spent_usd())
         if self.budget_usd is not None and self.total_cost_usd >= self.budget_usd:
             raise BudgetExhausted(f"LLM budget spent: ${self.total_cost_usd:.4f} of "
                                   f"FT_LLM_BUDGET_USD=${self.budget_usd:.4f}")
         route = self.route(stage)
-        record = LLMRecord(stage=stage, model=route["model"], messages=messages)
+        record = LLMRecord(stage=stage, model=route["model"], messages=messages,
+                           prompt_tokens_measured=message_tokens(messages), token_counter=counter_name(),
+                           prompt_budget=getattr(self.ft, "prompt_token_budget", None))
         t0 = time.monotonic()
         try:
             response, record.attempts = self._request(messages, route)
@@ -254,7 +261,7 @@ class LLMClient:
         record.prompt_tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
         record.completion_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
         record.cost_usd = self._cost(response, route["model"])
-        self.total_cost_usd += record.cost_usd
+        self.total_cost_usd += record.cost_usd or 0.0
         self._finish(record)
         return record.reply, record.finish_reason
 

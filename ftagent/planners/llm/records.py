@@ -69,10 +69,13 @@ class LLMRecord(BaseModel):
     messages: list[dict[str, Any]]
     reply: str = ""
     finish_reason: str | None = None
-    prompt_tokens: int = 0
+    prompt_tokens: int = 0  # as the server counted them
     completion_tokens: int = 0
-    cost_usd: float = 0.0
-    total_cost_usd: float = 0.0  # accumulated by this session so far, this call included
+    prompt_tokens_measured: int = 0  # counted by ftagent before sending (ftagent.planners.llm.budget)
+    prompt_budget: int | None = None  # FT_PROMPT_TOKEN_BUDGET at the time of the call
+    token_counter: str = ""
+    cost_usd: float | None = 0.0  # None: the model's price is unknown (not counted, never shown as $0)
+    total_cost_usd: float = 0.0  # known cost accumulated by this session so far, this call included
     latency_s: float = 0.0
     attempts: int = 1  # HTTP attempts including retries
     started_at: float = Field(default_factory=time.time)
@@ -86,6 +89,7 @@ class RecordWriter:
         self.dir = Path(session_dir) / "llm" if session_dir is not None else None
         self._lock = threading.Lock()
         self._next = 1
+        self._costs: dict[str, float] = {}  # record file name -> cost (records never change once written)
         if self.dir is not None and self.dir.exists():
             numbers = [int(p.stem) for p in self.dir.glob("*.json") if p.stem.isdigit()]
             self._next = max(numbers, default=0) + 1
@@ -94,13 +98,14 @@ class RecordWriter:
         """Cost of the calls already recorded in this session (so a resumed session keeps its budget)."""
         if self.dir is None or not self.dir.exists():
             return 0.0
-        total = 0.0
-        for path in self.dir.glob("*.json"):
-            try:
-                total += float(json.loads(path.read_text(encoding="utf-8")).get("cost_usd") or 0.0)
-            except (OSError, ValueError, AttributeError):
+        for path in self.dir.glob("*.json"):  # other writers (the LLM gateway) share the folder
+            if path.name in self._costs:
                 continue
-        return total
+            try:
+                self._costs[path.name] = float(json.loads(path.read_text(encoding="utf-8")).get("cost_usd") or 0.0)
+            except (OSError, ValueError, AttributeError):
+                continue  # a number reserved but not written yet: read next time
+        return sum(self._costs.values())
 
     def write(self, record: LLMRecord, redactor: Redactor) -> Path | None:
         """Assign the next number, redact and write; returns the file path (None without a session)."""
@@ -108,11 +113,17 @@ class RecordWriter:
             return None
         with self._lock:
             self.dir.mkdir(parents=True, exist_ok=True)
-            record.n = self._next
-            self._next += 1
-            path = self.dir / f"{record.n}.json"
+            while True:  # reserve the number: several writers (planner client, gateway) share the folder
+                path = self.dir / f"{self._next}.json"
+                self._next += 1
+                try:
+                    os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+                    break
+                except FileExistsError:
+                    continue
+            record.n = int(path.stem)
             data = redactor.obj(record.model_dump(mode="json"))
-            tmp = path.with_suffix(".tmp")
+            tmp = path.with_name(f".{path.stem}.{os.getpid()}.{threading.get_ident()}.tmp")
             tmp.write_text(json.dumps(data, ensure_ascii=False, indent=1), encoding="utf-8")
             os.replace(tmp, path)
         return path

@@ -22,22 +22,35 @@ DATA_FILE = "data.json"
 class DataProcessor:
     """Runs ``process_data.py`` for the debug round (validate) and the full run (train)."""
 
-    def __init__(self, scenario: ScenarioInfo, settings: Any, runner: Runner) -> None:
+    def __init__(self, scenario: ScenarioInfo, settings: Any, runner: Runner, *,
+                 llm_gateway_url: str | None = None, llm_gateway_token: str | None = None) -> None:
+        """Create the data step.
+
+        Args:
+            scenario: the session's scenario (dataset root, benchmark, size cap).
+            settings: all settings (model pools, worker count, time limits).
+            runner: runs ``process_data.py``.
+            llm_gateway_url: the session's loopback LLM gateway (``http://127.0.0.1:<port>/v1``); None =
+                the script gets no LLM at all. The real key and base URL never reach the script.
+            llm_gateway_token: the per-session token the gateway accepts.
+        """
         self.scenario = scenario
         self.settings = settings
         self.runner = runner
+        self.llm_gateway_url = llm_gateway_url
+        self.llm_gateway_token = llm_gateway_token
         self._bench_items: dict[str, list[str]] | None = None
 
     def script_env(self) -> dict[str, str]:
-        """What a data script may see: dataset path, model pools, worker count, and the LLM keys."""
+        """What a data script may see: dataset path, model pools, worker count, and the gateway's URL and
+        token under the OpenAI SDK's names (never the real key or base URL)."""
         ft, llm = self.settings.ft, self.settings.llm
         env = {"FT_DATASETS_DIR": self.scenario.dataset_root or "",
                "STRONG_MODEL_POOL": json.dumps(ft.strong_models), "WEAK_MODEL_POOL": json.dumps(ft.weak_models),
-               "FT_API_MAX_WORKERS": str(ft.api_max_workers)}
-        if llm.openai_api_key is not None:  # the one secret a data script may need
-            env["OPENAI_API_KEY"] = llm.openai_api_key.get_secret_value()
-        if llm.openai_api_base:
-            env["OPENAI_API_BASE"] = llm.openai_api_base
+               "EMBEDDING_MODEL": llm.embedding_model, "FT_API_MAX_WORKERS": str(ft.api_max_workers)}
+        if self.llm_gateway_url and self.llm_gateway_token:
+            env.update(OPENAI_API_BASE=self.llm_gateway_url, OPENAI_BASE_URL=self.llm_gateway_url,
+                       OPENAI_API_KEY=self.llm_gateway_token)
         return env
 
     def prepare(self, code: CodeResult, hypothesis: Hypothesis, trace: Trace, ctx, *, debug: bool) -> int:
