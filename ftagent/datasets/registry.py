@@ -30,8 +30,17 @@ def dataset_names() -> list[str]:
 
 
 def datasets_for_benchmark(benchmark_key: str) -> list[str]:
-    """Names of the datasets whose ``related_benchmarks`` match ``benchmark_key``."""
-    return [n for n in dataset_names() if get_source(n).spec.relates_to(benchmark_key)]
+    """Names of the datasets whose ``related_benchmarks`` match ``benchmark_key``, then the registered
+    ones the benchmark's YAML lists in ``related_datasets`` (how a user benchmark names its training data)."""
+    from ftagent.benchmarks import get_benchmark
+    from ftagent.core.errors import UserInputError
+
+    names = [n for n in dataset_names() if get_source(n).spec.relates_to(benchmark_key)]
+    try:
+        related = get_benchmark(benchmark_key).spec.related_datasets
+    except UserInputError:
+        related = []
+    return names + [n for n in related if n in dataset_names() and n not in names]
 
 
 def resolve_dataset_choice(dataset: str | None, benchmark_key: str | None) -> list[str]:
