@@ -3,7 +3,7 @@
 One OpenCompass run evaluates ``panorama_noc4pc``, ``chemcotbench_mol_und`` (3 sub-datasets),
 ``tablebench_fact_checking`` and ``bioprobench_err`` together: a test-only composite benchmark
 concatenates the dataset blocks of the four real adapters, so the run goes through
-:func:`evaluate_model_path` and ftagent's ``DomainEvaluator`` inside OpenCompass's subprocesses.
+:func:`evaluate_model_path` and ftagent's ``DomainEvaluator`` inside the one (in-process) OpenCompass run.
 """
 
 from __future__ import annotations
@@ -89,8 +89,11 @@ def test_four_families_in_one_opencompass_run(tools_env, tiny_model, tmp_path, m
     for sub in ("fg_count", "equivalence"):  # stdlib metrics: headline under mean_core as well
         row = m[f"chemcotbench_mol_und-{sub}"]
         assert row["mean_core"] == row["accuracy"]
-    murcko = json.loads((run / "results" / "ft-domain_mix" / "chemcotbench_mol_und-Murcko_scaffold.json")
+    murcko = json.loads((run / "results" / "ft-domain_mix" / "chemcotbench_mol_und-Murcko_scaffold@validation.json")
                         .read_text(encoding="utf-8"))
+    # one OpenCompass process, one inference task for the six sub-datasets (no task subprocesses)
+    log = (tmp_path / "work" / "opencompass_validation.log").read_text(encoding="utf-8")
+    assert log.count("OpenCompass - INFO - Task [") == 1 and not list(run.glob("logs/infer/**/*.out"))
     if _tool_env_has_rdkit(tools_env):
         assert isinstance(m["chemcotbench_mol_und-Murcko_scaffold"]["scaffold_hard"], float)
     else:  # no RDKit in the tool env: said so, and no silent 0 for the scaffold metrics
