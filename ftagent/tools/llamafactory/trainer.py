@@ -17,6 +17,7 @@ from ftagent.core.errors import ErrorType, StepError
 from ftagent.core.types import CodeResult, TrainResult, ValidationReport
 from ftagent.runners.base import Mount, Runner, RunResult
 from ftagent.tools.llamafactory.config import DATA_FILE, load_lf_defaults, system_env
+from ftagent.tools.llamafactory.launch import launch_env, visible_gpus
 from ftagent.tools.llamafactory.logs import classify_failure, read_loss_history, relevant_lines
 
 if TYPE_CHECKING:
@@ -47,11 +48,11 @@ def read_run_log(result: RunResult, max_bytes: int = 400_000) -> str:
 
 def run_llamafactory(subcommand: str, config_path: Path, runner: Runner, *, workdir: Path,
                      mounts: list[Mount], env: dict[str, str], timeout: float | None,
-                     log_file: Path) -> RunResult:
-    """``llamafactory-cli <subcommand> <config>`` in the training tool env."""
+                     log_file: Path, gpus: str | None = None) -> RunResult:
+    """``llamafactory-cli <subcommand> <config>`` in the training tool env (``gpus``: the visible set)."""
     log_file.parent.mkdir(parents=True, exist_ok=True)
     return runner.run(["llamafactory-cli", subcommand, str(config_path)], tool="train", workdir=workdir,
-                      env=env, mounts=mounts, timeout=timeout, log_file=log_file)
+                      env=env, mounts=mounts, gpus=gpus, timeout=timeout, log_file=log_file)
 
 
 def run_data_processing(workspace: Path, runner: Runner, timeout: float, debug: bool = False,
@@ -130,12 +131,13 @@ class LlamaFactoryTrainer:
         config: dict[str, Any] = yaml.safe_load(config_path.read_text(encoding="utf-8")) or {}
         output_dir = Path(config.get("output_dir") or workspace / "output")
         timeout = ctx.limit(self.settings.ft.full_timeout) if ctx else float(self.settings.ft.full_timeout)
-        env = lf_env(workspace, system_env(scenario.hardware))
-        config_path = self._apply_ray(config, config_path, env)
+        env = lf_env(workspace, {**system_env(scenario.hardware), **launch_env(scenario.hardware, config)})
+        config_path = self._apply_ray(config, config_path, env)  # after launch_env: Ray overrides torchrun
         mounts = [Mount(source=workspace, read_only=False), Mount(source=Path(scenario.base_model_path))]
         start = time.monotonic()
         result = run_llamafactory("train", config_path, self.runner, workdir=workspace, mounts=mounts, env=env,
-                                  timeout=timeout, log_file=workspace / "logs" / "train.log")
+                                  timeout=timeout, log_file=workspace / "logs" / "train.log",
+                                  gpus=visible_gpus(scenario.hardware))
         duration = time.monotonic() - start
         if not result.ok:
             info = classify_failure(read_run_log(result), exit_code=result.exit_code,

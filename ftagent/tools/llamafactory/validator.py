@@ -37,6 +37,7 @@ from ftagent.tools.llamafactory.config import (
     system_env,
     write_dataset_info,
 )
+from ftagent.tools.llamafactory.launch import apply_deepspeed, launch_env, visible_gpus
 from ftagent.tools.llamafactory.logs import (
     classify_failure,
     finite_loss_steps,
@@ -138,6 +139,11 @@ class LlamaFactoryValidator:
         managed = manage_config(kept, workspace=workspace, base_model_path=scenario.base_model_path,
                                 hardware=scenario.hardware, n_samples=n_samples, defaults=self.defaults,
                                 keep_warmup_ratio=True)
+        managed.config, ds_notes = apply_deepspeed(managed.config, memory=scenario.memory,
+                                                   hardware=scenario.hardware, workspace=workspace)
+        managed.notes += ds_notes
+        if managed.config.get("deepspeed") != kept.get("deepspeed"):
+            managed.injected.append("deepspeed")  # the memory plan's DeepSpeed config (launch.py)
         report.injected_keys = managed.injected
         report.micro_batch["notes"] = managed.notes
         report.changes = config_changes(original, managed.config, dropped, managed.notes)
@@ -162,9 +168,11 @@ class LlamaFactoryValidator:
         timeout = ctx.limit(timeout) if ctx else timeout
         mounts = [Mount(source=workspace, read_only=False), Mount(source=Path(self.scenario.base_model_path))]
         start = time.monotonic()
+        hardware = self.scenario.hardware
         result = run_llamafactory("train", path, self.runner, workdir=workspace, mounts=mounts,
-                                  env=lf_env(workspace, system_env(self.scenario.hardware, self.defaults)),
-                                  timeout=timeout, log_file=debug / "train_micro.log")
+                                  env=lf_env(workspace, {**system_env(hardware, self.defaults),
+                                                         **launch_env(hardware, micro)}),
+                                  timeout=timeout, log_file=debug / "train_micro.log", gpus=visible_gpus(hardware))
         points, _ = read_loss_history(Path(micro["output_dir"]))
         good = finite_loss_steps(points)
         report.micro_batch.update(
