@@ -194,3 +194,43 @@ def test_parse_split_names():
     assert parse.split_of("demo_add@test", "test") == "demo_add"
     assert parse.split_of("demo_add@test", "validation") is None
     assert parse.split_of("demo_add", None) == "demo_add"
+
+
+class MergingOpenCompass(FakeOpenCompass):
+    """Also answers the LoRA merge command (writes the merged model folder)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.merges = 0
+
+    def run(self, cmd, **kwargs):
+        if cmd[0] == "python":
+            self.merges += 1
+            out = Path(cmd[-1])
+            out.mkdir(parents=True, exist_ok=True)
+            (out / "config.json").write_text("{}")
+            return RunResult(exit_code=0, duration_s=0.1)
+        return super().run(cmd, **kwargs)
+
+
+@pytest.mark.parametrize("modules_to_save,merged", [(None, False), (["lm_head"], True)])
+def test_vllm_serves_lora_natively_or_merges_first(model, tmp_path, monkeypatch, modules_to_save, merged):
+    from ftagent.tools.opencompass import runs
+    from ftagent.tools.opencompass.backend import BackendChoice
+
+    monkeypatch.setattr(runs, "choose_backend", lambda gpus, runner: BackendChoice(
+        backend="vllm", device="cuda", reason="test"))
+    adapter = tmp_path / "adapter"
+    adapter.mkdir()
+    (adapter / "adapter_config.json").write_text(json.dumps({"r": 8, "modules_to_save": modules_to_save}))
+    (adapter / "adapter_model.safetensors").write_bytes(b"lora")
+    (adapter / "chat_template.jinja").write_text("{{ messages }}")
+    runner = MergingOpenCompass()
+    settings = load_settings(file_path=tmp_path / "ft", benchmark_limit=4)
+    out = evaluate_splits_of_path(adapter, None, benchmark="demo_add", settings=settings, runner=runner,
+                                  work_dir=tmp_path / "work", base_path=model, model_name="builtin/tiny-qwen2",
+                                  gpu_count=1)
+    cfg = runner.configs[0]
+    assert out["validation"].score == 50.0 and "VLLMwithChatTemplate" in cfg
+    assert runner.merges == int(merged)
+    assert ("merged_model" in cfg and "lora_path" not in cfg) if merged else (f"lora_path='{adapter}'" in cfg)
