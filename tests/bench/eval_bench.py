@@ -12,7 +12,8 @@ Side by side, same model (the tiny built-in), same demo_add items, same runner:
 * ``--gpu``: the vLLM vs HF ratio, skipped with the reason without a GPU.
 
 Ratios: evaluation wall / pure-inference process wall for 20 and 100 items (target for 100
-items: <= 5).
+items: <= 5), and evaluation wall / the generate loop alone (no process start, imports or model load:
+a floor no fresh process reaches).
 """
 
 from __future__ import annotations
@@ -129,6 +130,8 @@ def _one_count(res: BenchResults, model: Path, root: Path, n: int, runner) -> di
     res.add_ratio(SECTION, f"before: eval / pure inference, {n} items", walls["old"], pure_wall)
     res.add_ratio(SECTION, f"after: eval / pure inference, {n} items", walls["new"], pure_wall,
                   target_max=TARGET_EVAL_OVER_INFER if n >= 100 else None)
+    res.add_ratio(SECTION, f"before: eval / generate loop only, {n} items", walls["old"], walls["generate"])
+    res.add_ratio(SECTION, f"after: eval / generate loop only, {n} items", walls["new"], walls["generate"])
     res.add_ratio(SECTION, f"after / before, {n} items", walls["new"], walls["old"])
     return walls
 
