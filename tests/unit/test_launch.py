@@ -156,3 +156,23 @@ def test_single_device_runs(tmp_path: Path, n_gpus: int, asked: str | None, expe
     assert (Path(call["config"]["deepspeed"]).name if "deepspeed" in call["config"] else None) == expect_ds
     assert {k: v for k, v in call["env"].items() if k in ("FORCE_TORCHRUN", "NPROC_PER_NODE")} == expect_env
     assert call["gpus"] is None
+
+
+def test_heuristic_recipe_matches_the_launch_plan(tmp_path: Path) -> None:
+    from ftagent.planners.heuristic.planner import base_recipe
+    from ftagent.tools.llamafactory.memory import method_of_config
+
+    def scenario(memory) -> ScenarioInfo:
+        return ScenarioInfo(benchmark="demo", base_model="Qwen/Qwen2.5-7B-Instruct", base_model_path="/m",
+                            file_path=str(tmp_path), workspace_root=str(tmp_path), hardware=_hw(2),
+                            memory=memory.model_dump(mode="json"))
+
+    two = estimate_memory(model_spec("Qwen2.5-7B"), 80, 2, cpu_ram_gb=512)
+    recipe = base_recipe(scenario(two))
+    assert recipe["finetuning_type"] == "full"
+    final, _ = apply_deepspeed(recipe, memory=two.model_dump(mode="json"), hardware=_hw(2), workspace=tmp_path)
+    assert two.get(method_of_config(recipe)).deepspeed == DS_Z3 == Path(final["deepspeed"]).name
+    # one 24 GB GPU: full only fits with CPU offload, so the heuristic starts with LoRA (no DeepSpeed)
+    one = estimate_memory(model_spec("Qwen2.5-7B"), 24, 1, cpu_ram_gb=512)
+    assert one.get("full_gc").offload
+    assert base_recipe(scenario(one))["finetuning_type"] == "lora"

@@ -46,10 +46,13 @@ def _is_tiny(scenario: ScenarioInfo) -> bool:
 
 
 def _full_fits(scenario: ScenarioInfo) -> bool:
+    """Whether the full fine-tune this planner writes fits: on GPU that is the plan's ``full_gc``
+    (LLaMA-Factory's default gradient checkpointing), launched as the plan says (ZeRO-3 over several
+    GPUs); a plan that needs CPU offload counts as not fitting (too slow: LoRA instead)."""
     methods = {m.get("method"): m for m in scenario.memory.get("methods") or []}
-    full = methods.get("full") or methods.get("full_gc") or {}
+    full = methods.get("full_gc") or methods.get("full") or {}
     if "fits" in full:
-        return bool(full["fits"])
+        return bool(full["fits"]) and not full.get("offload")
     return _is_tiny(scenario)
 
 
