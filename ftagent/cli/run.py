@@ -25,6 +25,7 @@ def llm_finetune(
                                   help="resume in place (drop later snapshots) or fork a new session"),
     user_target_scenario: str | None = typer.Option(
         None, "--user-target-scenario", help="free-text goal carried into every prompt"),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="no live progress (the report is still printed)"),
 ) -> None:
     """Run the fine-tuning loop for a benchmark and a base model (or resume one)."""
     from ftagent.finetune.app import FinetuneOptions, run_finetune
@@ -34,6 +35,7 @@ def llm_finetune(
         benchmark=benchmark, benchmark_description=benchmark_description, base_model=base_model,
         dataset=dataset, upper_data_size_limit=upper_data_size_limit, loop_n=loop_n, step_n=step_n,
         timeout=timeout, path=path, checkout=checkout, user_target_scenario=user_target_scenario,
+        quiet=quiet,
     )
     summary = run_finetune(options)
     if summary.status == "env_error":
@@ -43,12 +45,13 @@ def llm_finetune(
 def demo(
     loop_n: int = typer.Option(3, "--loop-n", min=1),
     timeout: str | None = typer.Option(None, "--timeout"),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="no live progress (the report is still printed)"),
 ) -> None:
     """Offline demo: tiny model, demo_add benchmark, local runner, heuristic planner (or LLM if set)."""
     from ftagent.finetune.app import run_demo
 
     prepare_env()
-    run_demo(loop_n=loop_n, timeout=timeout)
+    run_demo(loop_n=loop_n, timeout=timeout, quiet=quiet)
 
 
 def report(session: Path = typer.Argument(..., help="session directory")) -> None:

@@ -1,4 +1,4 @@
-"""Parse human durations: ``12h``, ``90m``, ``1h30m``, ``45s``, ``2d``, or plain seconds."""
+"""Durations for people: parse ``12h``, ``90m``, ``1h30m``, ``45s``, ``2d`` or plain seconds; format them back."""
 
 from __future__ import annotations
 
@@ -34,3 +34,19 @@ def parse_duration(text: str) -> float:
     if seconds <= 0:
         raise UserInputError(f"invalid timeout '{text}': it must be greater than zero")
     return seconds
+
+
+def format_duration(seconds: float | None) -> str:
+    """A duration for people (prompts, progress lines): ``5400`` → ``1 h 30 min``; ``604800`` → ``7 days``; ``45`` → ``45 s``."""
+    if seconds is None:
+        return "no limit"
+    s = int(round(seconds))
+    if s >= 2 * 86400 and s % 86400 == 0:
+        return f"{s // 86400} days"
+    if s >= 3600:
+        h, m = divmod(s // 60, 60)
+        return f"{h} h" + (f" {m} min" if m else "")
+    if s >= 60:
+        m, sec = divmod(s, 60)
+        return f"{m} min" + (f" {sec} s" if sec else "")
+    return f"{s} s"

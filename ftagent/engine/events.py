@@ -151,6 +151,16 @@ class LoopEnd(_Event):
     is_sota: bool = False
 
 
+class Progress(_Event):
+    """A running command's progress: training steps, evaluation items (throttled by the emitter)."""
+
+    type: Literal["progress"] = "progress"
+    phase: str  # train | infer:<split> | eval:<split> | start | merge | done ...
+    done: int | None = None
+    total: int | None = None
+    detail: dict[str, Any] = Field(default_factory=dict)  # loss, lr, eta_s ...
+
+
 class Message(_Event):
     type: Literal["message"] = "message"
     level: Literal["info", "warning", "error"] = "info"
@@ -172,6 +182,7 @@ Event = Annotated[
     | BenchmarkResult
     | FeedbackEvent
     | LoopEnd
+    | Progress
     | Message,
     Field(discriminator="type"),
 ]

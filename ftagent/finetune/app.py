@@ -13,6 +13,7 @@ Order (nothing is written under ``LOG_PATH`` before the first three succeed):
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from pydantic import BaseModel
@@ -42,6 +43,7 @@ class FinetuneOptions(BaseModel):
     path: Path | None = None
     checkout: bool = True
     user_target_scenario: str | None = None
+    quiet: bool = False  # no live progress (the report is still printed)
 
 
 def check_benchmark(key: str) -> str:
@@ -98,13 +100,16 @@ class SessionEmitter:
     that is running.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, observer: Callable[[_Event], None] | None = None) -> None:
         self._session: Session | None = None
         self._pending: list[_Event] = []
+        self._observer = observer  # sees pre-session events at once (the live display)
 
     def __call__(self, event: _Event) -> None:
         if self._session is None:
             self._pending.append(event)
+            if self._observer is not None:
+                self._observer(event)
             return
         current = self._session.state.current
         if event.loop is None and current is not None:
@@ -159,14 +164,27 @@ def run_finetune(options: FinetuneOptions) -> RunSummary:
 
     from ftagent.runners.factory import get_runner
     from ftagent.runners.recording import RecordingRunner
+    from ftagent.views.console import ConsoleProgress
 
-    emit = SessionEmitter()
-    runner = RecordingRunner(get_runner(settings), on_run=emit)
-    if resumed is not None:
-        session = _resume(resumed, options.checkout, settings, emit)
-    else:
-        session = _start(settings, runner, emit, planner, options.loop_n, timeout_s, started)
-    return _run(session, settings, runner, emit, planner, options, timeout_s)
+    loop_n = options.loop_n or run_cfg.get("loop_n")
+    display = ConsoleProgress(console, loop_n=loop_n, timeout_s=timeout_s, quiet=options.quiet)
+    emit = SessionEmitter(observer=display)
+    display.start(resumed[0].state.elapsed_s if resumed else 0.0)
+    try:
+        runner = RecordingRunner(get_runner(settings), on_run=emit)
+        if resumed is not None:
+            session = _resume(resumed, options.checkout, settings, emit)
+        else:
+            session = _start(settings, runner, emit, planner, options.loop_n, timeout_s, started)
+        session.events.subscribe(display)
+        summary = _run(session, settings, runner, emit, planner, options, timeout_s)
+    finally:
+        display.stop()  # before the report: a live refresh never lands inside it
+    from ftagent.views.report import write_report
+
+    md, _ = write_report(session.dir)
+    console.print(md.read_text(encoding="utf-8"), markup=False, highlight=False)  # "[train/OOM]" is text
+    return summary
 
 
 def _session_start(session: Session, settings, planner: str, resumed_from: str | None) -> SessionStart:
@@ -245,7 +263,6 @@ def _run(session: Session, settings, runner, emit: SessionEmitter, planner: str,
          timeout_s: float | None) -> RunSummary:
     from ftagent.engine.loop import LoopEngine
     from ftagent.finetune.workflow import FinetuneWorkflow, build_components
-    from ftagent.views.report import write_report
 
     ft = settings.ft
     state: FinetuneSessionState = session.state  # type: ignore[assignment]
@@ -267,8 +284,6 @@ def _run(session: Session, settings, runner, emit: SessionEmitter, planner: str,
     finally:
         if gateway is not None:
             gateway.stop()
-    md, _ = write_report(session.dir)
-    console.print(md.read_text(encoding="utf-8"))
     return summary
 
 
@@ -285,7 +300,7 @@ def ensure_tools_env(settings) -> Path:
     return path
 
 
-def run_demo(loop_n: int = 3, timeout: str | None = None) -> RunSummary:
+def run_demo(loop_n: int = 3, timeout: str | None = None, quiet: bool = False) -> RunSummary:
     """The embedded default: tiny model + demo_add + local runner + offline planner (or the LLM).
 
     The demo trains on up to 5000 generated rows (more than the default 2000 cap, because the tiny
@@ -301,7 +316,7 @@ def run_demo(loop_n: int = 3, timeout: str | None = None) -> RunSummary:
     if settings.ft.env_type == "local":
         ensure_tools_env(settings)
     options = FinetuneOptions(benchmark="demo_add", base_model="builtin/tiny-qwen2", loop_n=loop_n,
-                              timeout=timeout)
+                              timeout=timeout, quiet=quiet)
     summary = run_finetune(options)
     console.print(f"[bold]demo finished:[/bold] {summary.status} after {summary.loops_done} loop(s)")
     return summary

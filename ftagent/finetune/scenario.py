@@ -21,11 +21,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ftagent.core.errors import EnvironmentFailure, StepError
 from ftagent.core.paths import benchmarks_dir, llama_factory_info_dir
 from ftagent.core.trace import Trace
 from ftagent.core.types import EvalResult, ScenarioInfo, TimeLimits
-from ftagent.engine.events import ScenarioStage
+from ftagent.engine.events import Message, ScenarioStage
 
 Emit = Callable[[Any], None]
 
@@ -111,7 +110,10 @@ class FinetuneScenario:
             upper_data_size_limit=ft.upper_data_size_limit,
             time_limits=TimeLimits(full_timeout=ft.full_timeout, data_processing_timeout=ft.data_processing_timeout,
                                    benchmark_timeout=ft.benchmark_timeout_s),
+            parameter_catalogue=parameter_catalogue_text(catalogue, hardware.gpu_count > 0),
+            force_think_token=ft.force_think_token,
         )
+        info.description_text = render_brief(info)  # again after the baseline (it shows the score)
         return info
 
     def baseline(self, info: ScenarioInfo, trace: Trace, timeout: Callable[[float], float]) -> None:
@@ -131,24 +133,36 @@ class FinetuneScenario:
         info.baseline = results["validation"]
         trace.baseline_val = results["validation"].score
         trace.baseline_test = results["test"].score
+        info.description_text = render_brief(info)
 
     def _baseline(self, info: ScenarioInfo, timeout: float) -> dict[str, EvalResult]:
-        """Both splits of the base model; any failure is one clear :class:`EnvironmentFailure`."""
-        from ftagent.finetune.workflow import benchmark_event
+        """Both splits of the base model (one OpenCompass run); a failure is one clear EnvironmentFailure."""
+        from ftagent.finetune.workflow import benchmark_event, progress_events
         from ftagent.tools.opencompass.evaluator import evaluate_baseline
 
-        try:
-            results = evaluate_baseline(info, self.settings, self.runner, timeout=timeout)
-        except (StepError, OSError, ValueError) as exc:
-            raise EnvironmentFailure(f"the baseline evaluation of {info.base_model} on {info.benchmark} "
-                                     f"failed, so no loop can be judged: {exc}") from exc
+        results = evaluate_baseline(info, self.settings, self.runner, timeout=timeout,
+                                    on_progress=progress_events(self.emit),
+                                    on_warning=lambda text: self.emit(Message(level="warning", text=text)))
         for res in results.values():
             self.emit(benchmark_event(res, baseline=True))
-        if results["validation"].score is None:
-            raise EnvironmentFailure(f"the baseline evaluation of {info.base_model} on {info.benchmark} "
-                                     "produced no validation score (see the OpenCompass logs under "
-                                     f"{results['validation'].run_dir or info.file_path})")
         return results
+
+
+PARAMETER_CATALOGUE_TOKENS = 6000  # the config prompt's share of FT_PROMPT_TOKEN_BUDGET for the catalogue
+
+
+def parameter_catalogue_text(catalogue, gpu: bool) -> str:
+    """LLaMA-Factory's arguments as the config prompt shows them (essential ones first, token-bounded)."""
+    from ftagent.planners.llm.budget import count_tokens
+
+    return catalogue.format_for_prompt(gpu=gpu, max_tokens=PARAMETER_CATALOGUE_TOKENS, count=count_tokens)
+
+
+def render_brief(info: ScenarioInfo) -> str:
+    """The scenario brief every LLM prompt quotes (:mod:`ftagent.planners.llm.brief`)."""
+    from ftagent.planners.llm.brief import render_brief as render
+
+    return render(info)
 
 
 def _hf_token() -> str | None:

@@ -21,6 +21,7 @@ from ftagent.engine.events import (
     FeedbackEvent,
     HypothesisEvent,
     Message,
+    Progress,
     TrainingEvent,
     ValidationEvent,
 )
@@ -133,7 +134,7 @@ class FinetuneWorkflow:
         assert loop.model is not None
         both = getattr(self.c.evaluator, "evaluate_splits", None)
         if both is not None:  # validation and test in one evaluation run (one model load)
-            out = both(loop.model, ctx, ("validation", "test"))
+            out = both(loop.model, ctx, ("validation", "test"), on_progress=progress_events(ctx.emit))
             loop.scores.validation = out.require("validation")
             ctx.emit(benchmark_event(loop.scores.validation))
             if "test" in out:
@@ -201,6 +202,15 @@ def experiment_of(loop: FinetuneLoop) -> Experiment:
     if exp.failure is None and exp.val_score is None and loop.model is not None:
         exp.failure = StepFailure(stage="evaluate", error_type=ErrorType.EVAL, message="no validation score")
     return exp
+
+
+def progress_events(emit):
+    """An evaluator's ``on_progress(phase, done, total)`` as ``progress`` events."""
+
+    def on_progress(phase: str, done: int | None, total: int | None) -> None:
+        emit(Progress(phase=phase, done=done, total=total))
+
+    return on_progress
 
 
 def benchmark_event(res: EvalResult, baseline: bool = False) -> BenchmarkResult:

@@ -168,7 +168,7 @@ def test_baseline_runs_inside_the_budget_and_fails_clearly(tmp_path, monkeypatch
 
     seen = {}
 
-    def fake_baseline(info, settings, runner, timeout=None):
+    def fake_baseline(info, settings, runner, timeout=None, **_):
         seen["timeout"] = timeout
         return {s: EvalResult(benchmark="demo_add", split=s, core_metric="accuracy", score=1.0)
                 for s in ("validation", "test")}
@@ -179,8 +179,9 @@ def test_baseline_runs_inside_the_budget_and_fails_clearly(tmp_path, monkeypatch
     builder.baseline(info, trace, lambda seconds: min(seconds, 42.0))
     assert seen["timeout"] == 42.0 and trace.baseline_val == 1.0 and info.baseline.split == "validation"
 
-    def broken(info, settings, runner, timeout=None):
-        raise StepError("OpenCompass crashed", error_type=ErrorType.EVAL)
+    def broken(info, settings, runner, timeout=None, **_):
+        raise ev.BaselineEvaluationError("the baseline evaluation of builtin/tiny-qwen2 on demo_add failed",
+                                         StepFailure(stage="baseline", message="OpenCompass crashed"))
 
     monkeypatch.setattr(ev, "evaluate_baseline", broken)
     with pytest.raises(EnvironmentFailure, match="baseline evaluation of builtin/tiny-qwen2 on demo_add failed"):

@@ -19,6 +19,7 @@ from ftagent.runners.base import Mount, Runner, RunResult
 from ftagent.tools.llamafactory.config import DATA_FILE, load_lf_defaults, system_env
 from ftagent.tools.llamafactory.launch import launch_env, visible_gpus
 from ftagent.tools.llamafactory.logs import classify_failure, read_loss_history, relevant_lines
+from ftagent.tools.llamafactory.progress import TrainerLogFollower, progress_detail
 
 if TYPE_CHECKING:
     from ftagent.core.settings import Settings
@@ -135,9 +136,10 @@ class LlamaFactoryTrainer:
         config_path = self._apply_ray(config, config_path, env)  # after launch_env: Ray overrides torchrun
         mounts = [Mount(source=workspace, read_only=False), Mount(source=Path(scenario.base_model_path))]
         start = time.monotonic()
-        result = run_llamafactory("train", config_path, self.runner, workdir=workspace, mounts=mounts, env=env,
-                                  timeout=timeout, log_file=workspace / "logs" / "train.log",
-                                  gpus=visible_gpus(scenario.hardware))
+        with TrainerLogFollower(output_dir, _progress_emitter(ctx)):
+            result = run_llamafactory("train", config_path, self.runner, workdir=workspace, mounts=mounts,
+                                      env=env, timeout=timeout, log_file=workspace / "logs" / "train.log",
+                                      gpus=visible_gpus(scenario.hardware))
         duration = time.monotonic() - start
         if not result.ok:
             info = classify_failure(read_run_log(result), exit_code=result.exit_code,
@@ -163,3 +165,14 @@ class LlamaFactoryTrainer:
             duration_s=round(duration, 2),
         )
 
+
+def _progress_emitter(ctx: StepContext | None):
+    """``trainer_log.jsonl`` points → throttled ``progress`` events of the step (none without a context)."""
+    from ftagent.engine.events import Progress
+
+    def emit(point: dict[str, Any]) -> None:
+        if ctx is not None:
+            ctx.emit(Progress(phase="train", done=point.get("current_steps"), total=point.get("total_steps"),
+                              detail=progress_detail(point)))
+
+    return emit

@@ -1,0 +1,178 @@
+"""Live progress on the console while a session runs, from its events (an EventLog subscriber).
+
+Two renderings of the same state:
+
+* a terminal (TTY): one live status line — ``loop i/N · step · elapsed · time left`` — and a bar for
+  the running command (training steps with loss, lr and ETA; evaluation items per split, or a
+  spinner with the phase when OpenCompass gives no count);
+* anything else (CI, tmux logs, pipes): plain lines — one per step start/end, scenario stage, LLM
+  call and evaluation result — plus a progress line at least every ``heartbeat_s`` seconds.
+
+``quiet`` prints nothing. :meth:`ConsoleProgress.stop` ends the live display before the caller
+prints the report, so the report is never interleaved with a refresh.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.text import Text
+
+from ftagent.core.durations import format_duration
+
+
+class ConsoleProgress:
+    """Subscribe an instance to the session's EventLog; call :meth:`start` and :meth:`stop` around the run."""
+
+    def __init__(self, console: Console, *, loop_n: int | None = None, timeout_s: float | None = None,
+                 quiet: bool = False, live: bool | None = None, heartbeat_s: float = 10.0,
+                 clock=time.time) -> None:
+        self.console = console
+        self.loop_n, self.timeout_s = loop_n, timeout_s
+        self.quiet = quiet
+        self.live_mode = console.is_terminal if live is None else live
+        self.heartbeat_s = heartbeat_s
+        self.clock = clock
+        self.started = clock()
+        self.elapsed_before = 0.0
+        self.loop: int | None = None
+        self.step = "scenario"
+        self.task: tuple[str, int | None, int | None, dict[str, Any]] | None = None  # phase, done, total, detail
+        self._lock = threading.Lock()
+        self._last_line = clock()
+        self._live: Live | None = None
+        self._bar = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
+                             TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(),
+                             console=console, transient=True)
+        self._bar_task: Any = None
+        self._stop = threading.Event()
+        self._heartbeat: threading.Thread | None = None
+
+    # -- lifecycle --------------------------------------------------------------------------------------
+    def start(self, elapsed_before: float = 0.0) -> None:
+        """Begin displaying (``elapsed_before``: session time used by earlier runs, for the time left)."""
+        self.elapsed_before = elapsed_before
+        if self.quiet:
+            return
+        if self.live_mode:
+            self._live = Live(self._renderable(), console=self.console, refresh_per_second=2, transient=True)
+            self._live.start()
+        else:
+            self._heartbeat = threading.Thread(target=self._beat, name="progress-heartbeat", daemon=True)
+            self._heartbeat.start()
+
+    def stop(self) -> None:
+        """End the display; afterwards the console is free for the report."""
+        self._stop.set()
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
+        if self._heartbeat is not None:
+            self._heartbeat.join(timeout=2)
+            self._heartbeat = None
+
+    # -- the subscriber ---------------------------------------------------------------------------------
+    def __call__(self, event: Any) -> None:
+        if self.quiet:
+            return
+        with self._lock:
+            line = self._apply(event)
+        if line is not None:
+            self._print(line)
+        if self._live is not None:
+            self._live.update(self._renderable())
+
+    def _apply(self, ev: Any) -> str | None:
+        kind = ev.type
+        if ev.loop is not None:
+            self.loop = ev.loop
+        if kind == "scenario_stage":
+            self.step = f"scenario: {ev.stage}"
+            return f"scenario {ev.stage}: {ev.status}" if ev.status in ("done", "failed", "cached") else None
+        if kind == "step_start":
+            self.step, self.task = ev.step, None
+            return f"{self._where()} {ev.step} …"
+        if kind == "step_end":
+            self.task = None
+            tail = f" → {ev.goto}" if ev.goto else ""
+            why = f": {ev.failure.summary()}" if ev.failure else ""
+            return f"{self._where()} {ev.step} {ev.status} in {_short(ev.duration_s)}{tail}{why}"[:300]
+        if kind == "progress":
+            self.task = (ev.phase, ev.done, ev.total, dict(ev.detail))
+            return None  # shown by the bar or the heartbeat
+        if kind == "llm_call":
+            cost = "cost unknown" if ev.cost_usd is None else f"${ev.cost_usd:.4f}"
+            return f"LLM {ev.stage}: {ev.prompt_tokens}+{ev.completion_tokens} tokens, {cost}, {ev.latency_s:.1f}s"
+        if kind == "benchmark_result":
+            who = "baseline" if ev.baseline else self._where()
+            return f"{who} {ev.split} {ev.core_metric}: {ev.score}"
+        if kind == "feedback":
+            return f"{self._where()} feedback: {'new best' if ev.decision else 'not better'} ({ev.score})"
+        if kind == "message" and ev.level != "info":
+            return f"{ev.level}: {ev.text}"[:300]
+        return None
+
+    # -- rendering --------------------------------------------------------------------------------------
+    def _where(self) -> str:
+        if self.loop is None:
+            return "scenario"
+        total = f"/{self.loop_n}" if self.loop_n else ""
+        return f"loop {self.loop + 1}{total}"
+
+    def status_line(self) -> str:
+        """``loop i/N · step · elapsed · time left`` (the TTY header and the heartbeat's start)."""
+        used = self.elapsed_before + (self.clock() - self.started)
+        parts = [self._where(), self.step, f"elapsed {format_duration(used)}"]
+        if self.timeout_s is not None:
+            parts.append(f"left {format_duration(max(0.0, self.timeout_s - used))}")
+        return " · ".join(parts)
+
+    def task_line(self) -> str:
+        """The running command's progress as text ('' when none is reported)."""
+        if self.task is None:
+            return ""
+        phase, done, total, detail = self.task
+        count = f" {done}/{total}" if done is not None and total else ""
+        extra = []
+        if "loss" in detail:
+            extra.append(f"loss {detail['loss']:.4g}")
+        if "lr" in detail:
+            extra.append(f"lr {detail['lr']:.2g}")
+        if "eta_s" in detail:
+            extra.append(f"ETA {format_duration(detail['eta_s'])}")
+        return f"{phase}{count}" + (f" ({', '.join(extra)})" if extra else "")
+
+    def _renderable(self):
+        header = Text(self.status_line(), style="bold")
+        if self.task is None:
+            return header
+        phase, done, total, _ = self.task
+        if self._bar_task is None:
+            self._bar_task = self._bar.add_task("", total=None)
+        self._bar.update(self._bar_task, description=self.task_line(), completed=done or 0, total=total or None)
+        return Group(header, self._bar.get_renderable())
+
+    def _print(self, line: str) -> None:
+        stamp = time.strftime("%H:%M:%S")
+        if self._live is not None:
+            self._live.console.print(f"[dim]{stamp}[/dim] {line}", highlight=False, markup=True)
+        else:
+            self.console.print(f"{stamp} {line}", highlight=False, markup=False, soft_wrap=True)
+        self._last_line = self.clock()
+
+    def _beat(self) -> None:
+        while not self._stop.wait(1.0):
+            if self.clock() - self._last_line >= self.heartbeat_s:
+                with self._lock:
+                    text = " · ".join(x for x in (self.status_line(), self.task_line()) if x)
+                self._print(text)
+
+
+def _short(seconds: float) -> str:
+    """Step durations: tenths under a minute (``1.5 s``), else :func:`format_duration`."""
+    return f"{seconds:.1f} s" if seconds < 60 else format_duration(seconds)

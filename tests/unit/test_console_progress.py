@@ -1,0 +1,86 @@
+"""Live progress: plain lines for every step when stdout is no terminal; the live display never
+lands inside the report printed after it."""
+
+from __future__ import annotations
+
+import io
+import re
+import time
+
+from rich.console import Console
+
+from ftagent.core.errors import ErrorType, StepFailure
+from ftagent.engine.events import BenchmarkResult, LLMCall, Progress, ScenarioStage, StepEnd, StepStart
+from ftagent.views.console import ConsoleProgress
+
+STEPS = ["propose", "code", "validate", "train", "evaluate", "feedback"]
+
+
+def _loop_events(loop: int):
+    yield ScenarioStage(stage="baseline", status="done")
+    for step in STEPS:
+        yield StepStart(step=step, loop=loop)
+        if step == "train":
+            yield Progress(phase="train", done=150, total=300, detail={"loss": 1.234, "lr": 1e-3, "eta_s": 65},
+                           loop=loop)
+        if step == "propose":
+            yield LLMCall(stage="propose", model="m", prompt_tokens=900, completion_tokens=80, cost_usd=None,
+                          latency_s=2.0, loop=loop)
+        if step == "evaluate":
+            yield BenchmarkResult(split="validation", benchmark="demo_add", core_metric="accuracy", score=61.0,
+                                  loop=loop)
+        failure = StepFailure(stage="validate", error_type=ErrorType.CONFIG, message="bad [key]") \
+            if step == "validate" else None
+        yield StepEnd(step=step, status="ok" if failure is None else "goto", duration_s=1.5, failure=failure,
+                      goto="code" if failure else None, loop=loop)
+
+
+def test_plain_lines_for_every_step_when_not_a_terminal():
+    out = io.StringIO()
+    display = ConsoleProgress(Console(file=out, force_terminal=False, width=200), loop_n=3, timeout_s=3600)
+    assert not display.live_mode
+    display.start()
+    for event in _loop_events(0):
+        display(event)
+    display.stop()
+    text = out.getvalue()
+    for step in STEPS:
+        assert f"loop 1/3 {step} …" in text, text
+        assert re.search(rf"loop 1/3 {step} (ok|goto) in 1.5 s", text), text
+    assert "[validate/CONFIG] bad [key]" in text  # markup-like text is printed as is
+    assert "LLM propose: 900+80 tokens, cost unknown" in text
+    assert "loop 1/3 validation accuracy: 61.0" in text and "scenario baseline: done" in text
+    assert "\x1b[" not in text  # no terminal control codes in logs
+
+
+def test_heartbeat_line_while_a_command_runs():
+    out = io.StringIO()
+    display = ConsoleProgress(Console(file=out, force_terminal=False, width=200), loop_n=2, heartbeat_s=0.3)
+    display.start()
+    display(StepStart(step="train", loop=0))
+    display(Progress(phase="train", done=40, total=300, detail={"loss": 2.5, "eta_s": 125}, loop=0))
+    time.sleep(1.6)
+    display.stop()
+    beats = [line for line in out.getvalue().splitlines() if "train 40/300" in line]
+    assert beats and "loop 1/2 · train · elapsed" in beats[0] and "loss 2.5" in beats[0] and "ETA 2 min 5 s" in beats[0]
+
+
+def test_live_display_never_garbles_the_report():
+    out = io.StringIO()
+    console = Console(file=out, force_terminal=True, width=120)
+    display = ConsoleProgress(console, loop_n=3, timeout_s=600)
+    assert display.live_mode
+    display.start()
+    for loop in range(3):
+        for event in _loop_events(loop):
+            display(event)
+            time.sleep(0.01)
+    time.sleep(0.7)  # let the live display refresh a few times
+    display.stop()
+    report = "# ftagent report — s\n\n| | validation | test |\n|---|---|---|\n| baseline | 0.00 | 0.00 |\n" \
+             "| loop 0 | [train/OOM] CUDA out of memory |"
+    console.print(report, markup=False, highlight=False)
+    text = out.getvalue()
+    assert text.count("# ftagent report") == 1
+    assert text.endswith(report + "\n"), repr(text[-400:])  # nothing drawn into or after the report
+    assert "loop 3/3" in text  # the live display did show progress before
