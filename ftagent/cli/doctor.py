@@ -12,6 +12,7 @@ class DoctorReport(BaseModel):
 
     gpus: str
     docker: str
+    docker_images: str = "engine not reachable"
     sandbox: str
     runner: str
     tools_env: str
@@ -20,14 +21,23 @@ class DoctorReport(BaseModel):
     llm: str
 
 
-def _docker_status() -> str:
+def _docker_status(settings, gpu: bool) -> tuple[str, str]:
+    """(engine line, tool image line)."""
     try:
         from ftagent.runners.docker import connect
 
-        version = connect().version().get("Version", "?")
-        return f"engine reachable (Docker {version})"
+        client = connect()
+        version = client.version().get("Version", "?")
     except Exception as exc:  # noqa: BLE001 - reported, not raised
-        return str(exc).split(". Start Docker")[0]
+        return str(exc).split(". Start Docker")[0], "engine not reachable"
+    try:
+        from ftagent.runners.images import describe_images, spec_from_settings
+
+        spec = spec_from_settings(settings, flavour="gpu" if gpu else "cpu", client=client)
+        images = describe_images(client, spec)
+    except Exception as exc:  # noqa: BLE001 - reported, not raised
+        images = f"cannot list images: {exc}"
+    return f"engine reachable (Docker {version})", images
 
 
 def collect(check_tools: bool = True) -> DoctorReport:
@@ -52,8 +62,10 @@ def collect(check_tools: bool = True) -> DoctorReport:
     planner = (f"{llm.chat_model} (key set)" if llm.openai_api_key else f"{llm.chat_model} via {llm.openai_api_base}") \
         if llm.configured else "not configured: the heuristic planner is used"
     models = ", ".join(f"{r['name']} ({r['status']})" for r in list_models(settings.ft.file_path))
+    gpus = detect_gpus()
+    docker, docker_images = _docker_status(settings, gpus.gpu_count > 0)
     return DoctorReport(
-        gpus=detect_gpus().summary(), docker=_docker_status(),
+        gpus=gpus.summary(), docker=docker, docker_images=docker_images,
         sandbox=f"bubblewrap works (FT_SANDBOX={settings.ft.sandbox})" if works else f"no sandbox: {why}",
         runner=f"FT_ENV_TYPE={settings.ft.env_type}", tools_env=f"{env}: {tools}", tools_ok=tools_ok,
         builtin_models=models, llm=planner,

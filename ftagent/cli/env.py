@@ -65,3 +65,49 @@ def env_check(
             typer.secho(f"  error: {err}", fg=typer.colors.RED)
     if not report.ok:
         raise typer.Exit(1)
+
+
+@app.command("build-images")
+def env_build_images(
+    base_image: str | None = typer.Option(None, "--base-image", help="default: FT_DOCKER_BASE_IMAGE, else "
+                                          "ftagent-base:bookworm when built, else python:3.11-slim-bookworm"),
+    gpu: bool | None = typer.Option(None, "--gpu/--cpu", help="torch flavour; default: detect with NVML"),
+    force: bool = typer.Option(False, "--force", help="build even when the tag exists (layer cache applies)"),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="show only the steps, not the build log"),
+) -> None:
+    """Build the docker tool image (content-hashed tag; an unchanged Dockerfile is not rebuilt)."""
+    from rich.console import Console
+    from rich.markup import escape
+
+    from ftagent.core.hardware import detect_gpus
+    from ftagent.core.settings import load_settings
+    from ftagent.runners.docker import connect
+    from ftagent.runners.images import ImageBuildError, build_image, spec_from_settings
+
+    prepare_env()
+    settings = load_settings()
+    client = connect()
+    use_gpu = detect_gpus().gpu_count > 0 if gpu is None else gpu
+    spec = spec_from_settings(settings, flavour="gpu" if use_gpu else "cpu", base_image=base_image, client=client)
+    log_file = Path(settings.ft.file_path) / "docker" / f"build-{spec.tag.replace(':', '-')}.log"
+    console = Console(stderr=True)
+    console.print(f"image {spec.tag} from {spec.base_image} ({len(spec.wheels)} local wheel(s), "
+                  f"CA bundle: {spec.ca_bundle or 'none'}); log: {log_file}")
+    with console.status(f"building {spec.tag}") as status:
+        def on_step(step) -> None:
+            status.update(f"step {step.number}/{step.total}: {escape(step.instruction[:90])}")
+            if quiet:
+                console.print(f"[bold]step {step.number}/{step.total}[/bold] {escape(step.instruction[:150])}")
+
+        def on_line(line: str) -> None:
+            if not quiet:
+                console.print(escape(line), style="dim", highlight=False)
+
+        try:
+            result = build_image(client, spec, force=force, network_mode=settings.ft.docker_build_network,
+                                 log_file=log_file, on_line=on_line, on_step=on_step)
+        except ImageBuildError as exc:
+            typer.secho(str(exc), fg=typer.colors.RED, err=True)
+            raise typer.Exit(1) from exc
+    verb = "up to date" if result.skipped else f"built in {result.duration_s:.0f}s"
+    typer.echo(f"{result.tag} ({spec.alias}): {verb}, {result.size_bytes / 1e9:.2f} GB")

@@ -1,33 +1,39 @@
-"""The docker runner (docker SDK): one container per command.
+"""The docker runner (docker SDK): one container per command, all in the one tool image.
 
-* Images ``ftagent-llm-finetune:latest`` (tool ``train`` and ``data``) and
-  ``ftagent-opencompass:latest`` (tool ``eval``) are built from ``docker/<name>/Dockerfile`` only
-  when missing.
+* The image ``ftagent-tools:<flavour>-<hash>`` (see :mod:`ftagent.runners.images`) serves
+  ``tool="train"``, ``"eval"`` and ``"data"``, like the local runner's shared tool env. It is built
+  on first use when the engine does not have its tag (``ftagent env build-images`` builds it ahead).
+* Containers run as the calling user (``uid:gid``, ``HOME=/tmp``), so every file they write in the
+  workspace belongs to that user afterwards.
+* Mounts keep their host path inside the container (read-only unless ``read_only=False``); the
+  workdir is mounted read-write. The benchmark folder is visible only to ``tool="eval"``: for the
+  other tools, mounts under it are dropped and, when a mount contains it, an empty tmpfs hides it.
 * GPUs through a ``DeviceRequest``: the ``gpus`` argument, else ``CUDA_VISIBLE_DEVICES``, else all.
-* Mounts become volumes (read-only unless ``read_only=False``); the workdir is mounted read-write at
-  the same path. Mounts whose source lies under the benchmark folder are dropped unless
-  ``tool == "eval"``.
-* Output is streamed to the log file; on timeout the container is killed. At the end files the
-  container created as root are handed back to the calling user (``chown -R uid:gid``) from inside a
-  short-lived container.
+* ``--shm-size``, the memory limit and the network (``FT_DOCKER_NETWORK``, default ``host`` so a
+  script reaches an LLM server on the host's loopback) come from the settings.
+* Output is streamed to the log file while the command runs; on timeout the container is killed
+  and ``timed_out`` is set.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
 from pathlib import Path
 
 from ftagent.core.errors import EnvironmentFailure
-from ftagent.core.paths import docker_dir
 from ftagent.runners.base import Mount, RunResult, ToolEnv
+from ftagent.runners.images import ImageSpec, build_image, image_exists
 from ftagent.runners.process import LogSink, passthrough_env
 
-IMAGES = {"train": "ftagent-llm-finetune:latest", "data": "ftagent-llm-finetune:latest",
-          "eval": "ftagent-opencompass:latest"}
-DOCKER_DIR = docker_dir()
-_DOCKERFILE_DIRS = {"ftagent-llm-finetune:latest": "llm_finetune", "ftagent-opencompass:latest": "opencompass"}
+log = logging.getLogger(__name__)
+
+# host paths that mean nothing inside a container (unless the caller passes them explicitly)
+_HOST_PATH_VARS = ("HOME", "TMPDIR", "HF_HOME", "HF_HUB_CACHE", "HF_DATASETS_CACHE", "COMPASS_DATA_CACHE",
+                   "CUDA_VISIBLE_DEVICES")
+_IMAGE_VARS = ("PATH", "VIRTUAL_ENV")  # the image's own, never the host's
 
 
 def connect():
@@ -55,30 +61,62 @@ def gpu_device_ids(gpus: str | None, environ: dict[str, str] | None = None) -> l
     return [v.strip() for v in value.split(",") if v.strip() and v.strip() != "-1"]
 
 
+def _inside(path: Path, folder: Path) -> bool:
+    return path == folder or folder in path.parents
+
+
 class DockerRunner:
-    """Runs each command in a fresh container of the tool's image."""
+    """Runs each command in a fresh container of the tool image."""
 
     name = "docker"
 
     def __init__(self, *, benchmarks_dir: Path | None = None, use_gpu: bool = True, shm_size: str = "16g",
-                 mem_limit: str | None = None, client=None, docker_dir: Path = DOCKER_DIR) -> None:
+                 mem_limit: str | None = None, network: str | None = "host", client=None,
+                 image: ImageSpec | str | None = None, build_network: str | None = "host",
+                 build_log_dir: Path | None = None, uid: int | None = None, gid: int | None = None) -> None:
+        """Create the runner.
+
+        Args:
+            benchmarks_dir: evaluation data, mounted only into ``tool="eval"`` containers.
+            use_gpu: request GPUs (``DeviceRequest``) for the containers.
+            shm_size: ``--shm-size``.
+            mem_limit: ``--memory`` (None = unlimited).
+            network: ``--network`` (``host`` | ``bridge`` | ``none`` | a network name).
+            client: a docker client (default: connect on first use).
+            image: the image spec to build/use, or a ready image tag (default: the CPU/GPU spec of
+                this machine's pip setup).
+            build_network: the network of image builds.
+            build_log_dir: where image build logs go (default: the system temp folder).
+            uid, gid: the user the containers run as (default: the calling user).
+        """
         self.benchmarks_dir = Path(benchmarks_dir).absolute() if benchmarks_dir else None
         self.use_gpu = use_gpu
         self.shm_size = shm_size
         self.mem_limit = mem_limit
-        self.docker_dir = docker_dir
+        self.network = network
+        self.build_network = build_network
+        self.build_log_dir = Path(build_log_dir) if build_log_dir else None
+        self.uid = os.getuid() if uid is None else uid
+        self.gid = os.getgid() if gid is None else gid
         self._client = client
-        self._built: set[str] = set()
+        self._image = image
+        self._ready: str | None = None
+        self._lock = threading.Lock()
 
     @classmethod
     def from_settings(cls, settings) -> DockerRunner:
         """Build from :class:`ftagent.core.settings.Settings`; fails at once when no engine answers."""
         from ftagent.core.hardware import detect_gpus
+        from ftagent.core.paths import benchmarks_dir
+        from ftagent.runners.images import spec_from_settings
 
-        runner = cls(benchmarks_dir=Path(settings.ft.file_path) / "benchmarks",
-                     use_gpu=detect_gpus().gpu_count > 0)
-        runner.client  # noqa: B018 - connect now: fail fast with the clear message
-        return runner
+        ft = settings.ft
+        client = connect()  # fail fast with the clear message
+        gpu = detect_gpus().gpu_count > 0
+        spec = spec_from_settings(settings, flavour="gpu" if gpu else "cpu", client=client)
+        return cls(benchmarks_dir=benchmarks_dir(ft.file_path), use_gpu=gpu, shm_size=ft.docker_shm_size,
+                   mem_limit=ft.docker_mem_limit, network=ft.docker_network, client=client, image=spec,
+                   build_network=ft.docker_build_network, build_log_dir=Path(ft.file_path) / "docker")
 
     @property
     def client(self):
@@ -86,36 +124,69 @@ class DockerRunner:
             self._client = connect()
         return self._client
 
-    def ensure_image(self, image: str) -> None:
-        """Build ``image`` from its Dockerfile when the engine does not have it yet."""
-        if image in self._built:
-            return
-        import docker
+    @property
+    def image(self) -> str:
+        """The tool image's tag (computed, not built; see :meth:`image_tag`)."""
+        spec = self._spec()
+        return spec if isinstance(spec, str) else spec.tag
 
-        try:
-            self.client.images.get(image)
-        except docker.errors.ImageNotFound:
-            folder = self.docker_dir / _DOCKERFILE_DIRS[image]
-            if not (folder / "Dockerfile").is_file():
-                raise EnvironmentFailure(f"image {image} is missing and {folder}/Dockerfile does not exist") from None
-            try:
-                self.client.images.build(path=str(folder), tag=image, rm=True)
-            except docker.errors.BuildError as exc:
-                tail = "".join(str(chunk.get("stream", chunk)) for chunk in list(exc.build_log)[-20:])
-                raise EnvironmentFailure(f"building {image} failed: {exc}\n{tail}") from exc
-        self._built.add(image)
+    def _spec(self) -> ImageSpec | str:
+        return self._image if self._image is not None else ImageSpec(flavour="gpu" if self.use_gpu else "cpu")
+
+    def image_tag(self) -> str:
+        """The tag of the image the containers run (building it first when the engine lacks it).
+
+        Raises:
+            EnvironmentFailure: when the image is missing and cannot be built.
+        """
+        with self._lock:
+            if self._ready is None:
+                self._ready = self._ensure_image()
+            return self._ready
+
+    def _ensure_image(self) -> str:
+        spec = self._spec()
+        if isinstance(spec, str):
+            if not image_exists(self.client, spec):
+                raise EnvironmentFailure(f"docker image {spec} does not exist; run `ftagent env build-images`")
+            return spec
+        tag = spec.tag
+        if image_exists(self.client, tag):
+            return tag
+        log_dir = self.build_log_dir or Path(os.environ.get("TMPDIR", "/tmp"))
+        log_file = log_dir / f"build-{tag.replace(':', '-')}.log"
+        log.warning("docker image %s is missing; building it now (log: %s)", tag, log_file)
+        result = build_image(self.client, spec, network_mode=self.build_network, log_file=log_file,
+                             on_step=lambda s: log.info("building %s: step %d/%d %s", tag, s.number, s.total,
+                                                        s.instruction[:80]))
+        log.warning("built %s in %.0fs", tag, result.duration_s)
+        return tag
 
     def volumes(self, tool: ToolEnv, workdir: Path, mounts: list[Mount] | None) -> dict[str, dict[str, str]]:
-        """Volume bindings: the workdir (rw) and the mounts; benchmark data only for ``eval``."""
+        """Volume bindings: the workdir (rw) and the existing mounts; benchmark data only for ``eval``."""
         vols = {str(workdir): {"bind": str(workdir), "mode": "rw"}}
         for mount in mounts or []:
             source = Path(mount.source).absolute()
-            if tool != "eval" and self.benchmarks_dir and (
-                    source == self.benchmarks_dir or self.benchmarks_dir in source.parents):
+            if tool != "eval" and self.benchmarks_dir and _inside(source, self.benchmarks_dir):
                 continue
+            if not source.exists():
+                if mount.read_only:
+                    continue  # Docker would create it on the host, owned by root
+                source.mkdir(parents=True, exist_ok=True)
             target = Path(mount.target) if mount.target is not None else source
             vols[str(source)] = {"bind": str(target), "mode": "ro" if mount.read_only else "rw"}
         return vols
+
+    def hidden_paths(self, tool: ToolEnv, volumes: dict[str, dict[str, str]]) -> dict[str, str]:
+        """tmpfs mounts that hide the benchmark folder inside a non-eval container's other mounts."""
+        if tool == "eval" or self.benchmarks_dir is None:
+            return {}
+        bench = self.benchmarks_dir
+        for source, spec in volumes.items():
+            if _inside(bench, Path(source)):
+                hidden = Path(spec["bind"]) / bench.relative_to(source)
+                return {str(hidden): "ro,size=1m"}
+        return {}
 
     def device_requests(self, gpus: str | None) -> list:
         """The GPU DeviceRequest list (empty without GPUs)."""
@@ -129,6 +200,25 @@ class DockerRunner:
         if ids is None:
             return [docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]])]
         return [docker.types.DeviceRequest(device_ids=ids, capabilities=[["gpu"]])]
+
+    def environment(self, env: dict[str, str] | None) -> dict[str, str]:
+        """The container's variables: the safe host subset without host paths, then the caller's ``env``."""
+        child = {k: v for k, v in passthrough_env().items() if k not in _HOST_PATH_VARS}
+        child.update(HOME="/tmp", USER=child.get("USER") or "ftagent", PYTHONUNBUFFERED="1",
+                     LANG=child.get("LANG", "C.UTF-8"))
+        if not self.use_gpu:
+            child["OMP_NUM_THREADS"] = child.get("OMP_NUM_THREADS", "1")
+        child.update({k: v for k, v in (env or {}).items() if k not in _IMAGE_VARS})
+        return child
+
+    def container_options(self, *, tool: ToolEnv, workdir: Path, env: dict[str, str] | None,
+                          mounts: list[Mount] | None, gpus: str | None) -> dict:
+        """Keyword arguments of ``client.containers.run`` (without image and command)."""
+        volumes = self.volumes(tool, workdir, mounts)
+        return dict(working_dir=str(workdir), environment=self.environment(env), volumes=volumes,
+                    tmpfs=self.hidden_paths(tool, volumes), device_requests=self.device_requests(gpus),
+                    shm_size=self.shm_size, mem_limit=self.mem_limit, network_mode=self.network,
+                    user=f"{self.uid}:{self.gid}", detach=True, labels={"org.ftagent.tool": tool})
 
     def run(
         self,
@@ -147,19 +237,11 @@ class DockerRunner:
         Raises:
             EnvironmentFailure: when the engine is unreachable or the image cannot be built.
         """
-        image = IMAGES[tool]
-        self.ensure_image(image)
+        image = self.image_tag()
         workdir = Path(workdir).absolute()
         workdir.mkdir(parents=True, exist_ok=True)
-        environment = passthrough_env()
-        environment.pop("HOME", None)
-        environment.pop("CUDA_VISIBLE_DEVICES", None)  # the DeviceRequest selects the GPUs
-        environment.update(env or {})
-        container = self.client.containers.run(
-            image, command=list(cmd), working_dir=str(workdir), environment=environment,
-            volumes=self.volumes(tool, workdir, mounts), device_requests=self.device_requests(gpus),
-            shm_size=self.shm_size, mem_limit=self.mem_limit, detach=True,
-        )
+        options = self.container_options(tool=tool, workdir=workdir, env=env, mounts=mounts, gpus=gpus)
+        container = self.client.containers.run(image, command=list(cmd), **options)
         try:
             return self._wait(container, timeout, log_file)
         finally:
@@ -167,9 +249,10 @@ class DockerRunner:
                 container.remove(force=True)
             except Exception:  # noqa: BLE001 - the container may already be gone
                 pass
-            self.fix_ownership(image, workdir)
 
     def _wait(self, container, timeout: float | None, log_file: Path | None) -> RunResult:
+        import requests
+
         sink = LogSink(log_file)
         start = time.monotonic()
         pump = threading.Thread(target=_stream_logs, args=(container, sink), daemon=True)
@@ -178,9 +261,12 @@ class DockerRunner:
         exit_code: int | None = None
         try:
             exit_code = int(container.wait(timeout=timeout)["StatusCode"])
-        except Exception:  # requests ReadTimeout / ConnectionError on timeout
+        except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError):
             timed_out = True
-            container.kill()
+            try:
+                container.kill()
+            except Exception:  # noqa: BLE001 - it may have exited just now
+                pass
         pump.join(timeout=10)
         duration = time.monotonic() - start
         if timed_out:
@@ -189,25 +275,16 @@ class DockerRunner:
         return RunResult(exit_code=exit_code, duration_s=duration, timed_out=timed_out,
                          log_tail=sink.tail_text(), log_file=str(log_file) if log_file else None)
 
-    def fix_ownership(self, image: str, workdir: Path) -> None:
-        """Give files the container wrote as root back to this user (best effort)."""
-        if os.getuid() == 0:
-            return
-        try:
-            self.client.containers.run(image, command=["chown", "-R", f"{os.getuid()}:{os.getgid()}", str(workdir)],
-                                       volumes={str(workdir): {"bind": str(workdir), "mode": "rw"}},
-                                       user="root", remove=True)
-        except Exception:  # noqa: BLE001 - cleanup must not hide the command's result
-            pass
-
 
 def _stream_logs(container, sink: LogSink) -> None:
     buffer = ""
-    for chunk in container.logs(stream=True, follow=True):
-        buffer += chunk.decode("utf-8", errors="replace")
-        *lines, buffer = buffer.split("\n")
-        for line in lines:
-            sink.write(line)
+    try:
+        for chunk in container.logs(stream=True, follow=True):
+            buffer += chunk.decode("utf-8", errors="replace")
+            *lines, buffer = buffer.split("\n")
+            for line in lines:
+                sink.write(line)
+    except Exception:  # noqa: BLE001 - the container was killed/removed under the stream
+        pass
     if buffer:
         sink.write(buffer)
-

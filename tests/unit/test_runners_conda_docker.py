@@ -1,4 +1,6 @@
-"""CondaRunner (with a fake `conda` executable), DockerRunner without an engine, and the factory."""
+"""CondaRunner (with a fake `conda` executable), DockerRunner without an engine, and the factory.
+
+The docker runner's mounts and DeviceRequests: tests/unit/test_docker_runner_options.py."""
 
 from __future__ import annotations
 
@@ -9,9 +11,8 @@ import pytest
 
 from ftagent.core.errors import EnvironmentFailure, UserInputError
 from ftagent.core.settings import load_settings
-from ftagent.runners.base import Mount
 from ftagent.runners.conda import CondaRunner
-from ftagent.runners.docker import DockerRunner, connect, gpu_device_ids
+from ftagent.runners.docker import DockerRunner, connect
 from ftagent.runners.factory import get_runner
 
 FAKE_CONDA = """#!/usr/bin/env python3
@@ -86,25 +87,6 @@ def test_docker_without_engine_is_one_clear_failure(monkeypatch) -> None:
         connect()
     with pytest.raises(EnvironmentFailure, match="Docker engine not reachable"):
         DockerRunner().run(["true"], tool="train", workdir=Path("/tmp"))
-
-
-def test_docker_volumes_and_gpus(tmp_path: Path) -> None:
-    bench = tmp_path / "ff" / "benchmarks"
-    runner = DockerRunner(benchmarks_dir=bench, use_gpu=True, client=object())
-    mounts = [Mount(source=tmp_path / "model"), Mount(source=bench / "aime25"),
-              Mount(source=tmp_path / "out", target=Path("/out"), read_only=False)]
-    train = runner.volumes("train", tmp_path / "wd", mounts)
-    assert train[str(tmp_path / "wd")] == {"bind": str(tmp_path / "wd"), "mode": "rw"}
-    assert train[str(tmp_path / "model")]["mode"] == "ro"
-    assert train[str(tmp_path / "out")] == {"bind": "/out", "mode": "rw"}
-    assert str(bench / "aime25") not in train
-    assert runner.volumes("eval", tmp_path / "wd", mounts)[str(bench / "aime25")]["mode"] == "ro"
-    assert gpu_device_ids(None, {"CUDA_VISIBLE_DEVICES": "0,2"}) == ["0", "2"]
-    assert gpu_device_ids("3", {"CUDA_VISIBLE_DEVICES": "0,2"}) == ["3"]
-    assert gpu_device_ids(None, {}) is None and gpu_device_ids("", {}) == []
-    assert runner.device_requests("1,2")[0]["DeviceIDs"] == ["1", "2"]
-    assert runner.device_requests("") == []
-    assert DockerRunner(use_gpu=False, client=object()).device_requests(None) == []
 
 
 def test_factory_by_env_type(tmp_path: Path, monkeypatch) -> None:

@@ -54,10 +54,6 @@ def env_identity(runner: Any) -> str:
         value = getattr(runner, attr, None)
         if value:
             return f"{kind}:{value}"
-    if kind == "DockerRunner":
-        from ftagent.runners.docker import IMAGES
-
-        return f"{kind}:{IMAGES['eval']}"
     return f"{kind}:{id(runner)}"
 
 
