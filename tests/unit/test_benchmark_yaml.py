@@ -274,3 +274,12 @@ def test_job_accepts_plugin_and_user_benchmarks(tmp_path, monkeypatch):
     assert first.argv[first.argv.index("--benchmark-description") + 1] == "Reply with the number only."
     spec, errors = validate_tasks({"tasks": [{"model": "m/x", "benchmark": "my_plugn"}]})
     assert spec is None and "did you mean 'my_plugin'" in errors[0]
+
+
+def test_run_config_keeps_the_user_file_for_resume(tmp_path):
+    from ftagent.finetune.app import benchmark_file, check_benchmark
+
+    path = _write(tmp_path)
+    key = check_benchmark(str(path))
+    assert key == "my_bench" and benchmark_file(key) == str(path.resolve())
+    assert check_benchmark("gsm8k") == "gsm8k" and benchmark_file("gsm8k") is None
