@@ -1,7 +1,86 @@
-"""`ftagent prompts`: print exactly what the LLM planner would be sent (placeholder group)."""
+"""`ftagent prompts`: print exactly what the LLM planner would be sent, offline.
+
+Without ``--path`` the scenario is initialised as ``llm_finetune`` does it (datasets, base model,
+benchmark data, LLaMA-Factory and dataset catalogues, GPU facts, memory estimate) except the baseline
+evaluation, which takes minutes: the prompts then say "Baseline: not yet measured". With ``--path``
+(a session directory or snapshot) the session's own scenario, baseline and trace are used, so the
+prompts are those of its next step. Nothing is sent to an LLM; the text is redacted like the logs.
+"""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import typer
 
-app = typer.Typer(help="Show the prompts the LLM planner is sent.", no_args_is_help=True)
+from ftagent.cli.common import fail, prepare_env
+
+STEP_NAMES = ("propose", "data", "config", "feedback")
+app = typer.Typer(help="Show the prompts the LLM planner is sent.", invoke_without_command=True)
+
+
+@app.callback(invoke_without_command=True)
+def prompts(
+    benchmark: str | None = typer.Option(None, "--benchmark", help="benchmark key (e.g. demo_add)"),
+    base_model: str | None = typer.Option(None, "--base-model", help="HF repo id, local folder or builtin/<name>"),
+    step: str | None = typer.Option(None, "--step", help="propose | data | config | feedback (default: all four)"),
+    path: Path | None = typer.Option(None, "--path", help="a session directory or snapshot: use its scenario and trace"),
+    dataset: str | None = typer.Option(None, "--dataset", help="raw dataset name, or 'all'"),
+) -> None:
+    """Print the planner's requests for one step (or all four), with their token counts."""
+    if step is not None and step not in STEP_NAMES:
+        fail(f"--step must be one of {', '.join(STEP_NAMES)}, not '{step}'")
+    prepare_env()
+    from ftagent.planners.llm.preview import as_text, preview
+    from ftagent.planners.llm.records import Redactor
+
+    settings, scenario, trace, hypothesis, workspace = _load(benchmark, base_model, path, dataset)
+    secrets = [settings.llm.openai_api_key.get_secret_value() if settings.llm.openai_api_key else None,
+               settings.ft.judge_api_key.get_secret_value() if settings.ft.judge_api_key else None]
+    redactor = Redactor(secrets)
+    for name in [step] if step else list(STEP_NAMES):
+        text = as_text(preview(name, scenario, settings, trace, hypothesis=hypothesis, workspace=workspace))
+        typer.echo(redactor.text(text))
+
+
+def _load(benchmark, base_model, path, dataset):
+    """(settings, scenario, trace, hypothesis, workspace) from a session or a fresh scenario."""
+    from ftagent.core.settings import load_settings
+
+    if path is not None:
+        from ftagent.engine.session import Session
+        from ftagent.finetune.state import FinetuneSessionState
+
+        if not Path(path).exists():
+            fail(f"--path {path} does not exist")
+        session, _ = Session.load(path, FinetuneSessionState)
+        state = session.state
+        if state.scenario is None:
+            fail(f"--path {path}: the session has no scenario yet (it stopped before loop 0)")
+        run = state.config.get("run", {})
+        settings = load_settings(target_benchmark=run.get("benchmark"), base_model=run.get("base_model"))
+        loop = state.current
+        hypothesis = loop.hypothesis if loop is not None else None
+        workspace = Path(loop.code.workspace) if loop is not None and loop.code is not None else None
+        return settings, state.scenario, state.trace, hypothesis, workspace
+    if not benchmark or not base_model:
+        fail("pass --benchmark and --base-model (or --path SESSION)")
+    settings = load_settings(target_benchmark=benchmark, base_model=base_model, dataset=dataset)
+    return settings, _scenario(settings), None, None, None
+
+
+def _scenario(settings):
+    """The scenario as ``llm_finetune`` builds it, without the baseline evaluation."""
+    from ftagent.benchmarks import get_benchmark
+    from ftagent.finetune.app import check_base_model, check_benchmark, check_dataset
+    from ftagent.finetune.scenario import FinetuneScenario
+    from ftagent.runners.factory import get_runner
+
+    ft = settings.ft
+    check_benchmark(ft.target_benchmark)
+    check_base_model(ft.base_model, ft.file_path)
+    check_dataset(ft.dataset, ft.target_benchmark)
+    if not ft.benchmark_description:
+        ft.benchmark_description = get_benchmark(ft.target_benchmark).spec.description
+    builder = FinetuneScenario(settings, get_runner(settings), lambda event: None)
+    return builder.build(builder.prepare())

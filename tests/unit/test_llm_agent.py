@@ -203,7 +203,10 @@ def test_feedback_numbers_overrule_llm_yes(server, scenario, settings, ctx, tmp_
     assert "loss fell steadily" in result.reason and result.next_step == "Add harder multi-step problems."
     sent = server.chat_requests[0].body["messages"][-1]["content"]
     assert "not better" in sent and "'pred'" not in sent and '"pred": "3"' in sent
-    assert '"step": 29' in sent and '"step": 50' in sent and '"step": 30,' not in sent  # sampled 30 + 30
+    # the loss curve as a summary and a compact sampled table, not one JSON object per point
+    assert "80 points, first 2, last 1.21 (step 79), min 1.21 at step 79; falling" in sent
+    assert "| 0 | 2 |" in sent and "| 79 | 1.21 |" in sent and '"step"' not in sent
+    assert sent.count("\n| ") <= 13
     everything = server.all_request_text()
     assert str(TEST_SCORE) not in everything and str(BASELINE_TEST) not in everything
     assert "secret-test-item" not in everything

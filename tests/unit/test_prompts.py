@@ -1,91 +1,261 @@
-"""Prompt templates: they render, refuse missing variables, and never carry test data."""
+"""Planner prompts: golden files, the facts each prompt must carry, the budget, no test data.
+
+The golden files under ``tests/fixtures/llm/golden/<scenario>/<step>.txt`` are the exact requests
+(role headers + content) for demo_add + the tiny model and for chemcotbench on the fixture data.
+After an intended prompt change, regenerate and review them:
+``UPDATE_GOLDEN=1 pytest tests/unit/test_prompts.py``.
+"""
 
 from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
 
 import jinja2
 import pytest
 
 from ftagent.core.errors import ErrorType, StepFailure
+from ftagent.core.hardware import GPUInfo, HardwareInfo
 from ftagent.core.settings import FTSettings, LLMSettings, PathSettings, Settings
 from ftagent.core.trace import Experiment, Trace
-from ftagent.core.types import EvalResult, Hypothesis, ScenarioInfo
+from ftagent.core.types import EvalResult, Hypothesis, ModelInfo, ScenarioInfo, TimeLimits
+from ftagent.datasets.catalogue import build_catalogue
+from ftagent.datasets.prepare import prepare_dataset
+from ftagent.planners.llm import brief
+from ftagent.planners.llm.budget import Section, count_tokens, fit_sections
+from ftagent.planners.llm.preview import STEPS, as_text, preview
 from ftagent.planners.llm.propose import build_proposal_messages, planner_view
-from ftagent.planners.llm.templates import PROMPTS_DIR, clip, render, sample_loss_history
+from ftagent.planners.llm.templates import PROMPTS_DIR, render
+from ftagent.tools.llamafactory.catalogue import read_catalogue
+from ftagent.tools.llamafactory.memory import ModelSpec, estimate_memory, model_spec
 
-TEST_SCORE = 0.918273
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+GOLDEN = FIXTURES / "llm" / "golden"
+TEST_SCORE = 0.918273  # planted: must never reach a prompt
 BASELINE_TEST = 0.827364
 
 
-def _scenario() -> ScenarioInfo:
-    return ScenarioInfo(benchmark="demo", benchmark_description="add two numbers", base_model="builtin/tiny",
-                        base_model_path="/m", file_path="/f", workspace_root="/w",
-                        baseline=EvalResult(benchmark="demo", split="validation", core_metric="accuracy", score=0.1))
+@pytest.fixture(autouse=True)
+def _fixed_machine(monkeypatch):
+    """The brief reads this machine's CPU and the model folder's size: fix both."""
+    monkeypatch.setattr(brief, "cpu_facts", lambda: (2, 24.0))
+    monkeypatch.setattr(brief, "dir_size", lambda path: 16_381_470_720 if "Qwen3" in str(path) else 2_312_345)
 
 
-def _trace() -> Trace:
-    trace = Trace(core_metric="accuracy", baseline_val=0.1, baseline_test=BASELINE_TEST)
-    trace.record(Experiment(loop=0, hypothesis=Hypothesis(hypothesis="first idea"), val_score=0.4,
-                            test_score=TEST_SCORE, decision=True, reason="better than baseline"))
-    trace.record(Experiment(loop=1, parent=0, hypothesis=Hypothesis(hypothesis="second idea"),
-                            failure=StepFailure(stage="train", error_type=ErrorType.OOM, message="CUDA OOM")))
-    trace.record(Experiment(loop=2, parent=0, hypothesis=Hypothesis(hypothesis="third idea"), val_score=0.35,
-                            test_score=TEST_SCORE, reason="worse"))
+def _settings(**ft) -> Settings:
+    return Settings(FTSettings(**ft), LLMSettings(), PathSettings())
+
+
+def _catalogue_text(gpu: bool) -> str:
+    return read_catalogue(FIXTURES / "llamafactory").format_for_prompt(gpu=gpu, max_tokens=6000, count=count_tokens)
+
+
+def _demo_scenario(root: Path) -> ScenarioInfo:
+    datasets = root / "datasets"
+    prepare_dataset("demo_add", root)
+    build_catalogue(datasets, ["demo_add"])
+    spec = ModelSpec(name="tiny-qwen2", params=558_208, hidden_size=128, num_layers=2, vocab_size=512,
+                     intermediate_size=344, num_heads=4, num_kv_heads=2, max_position_embeddings=512, from_config=True)
+    memory = estimate_memory(spec, 24.0, 1, device="cpu")
+    model = ModelInfo(name="builtin/tiny-qwen2", path="/models/builtin/tiny-qwen2", architecture="Qwen2ForCausalLM",
+                      model_type="qwen2", num_parameters=558_208, parameter_source="safetensors",
+                      max_position_embeddings=512, vocab_size=512, hidden_size=128, num_hidden_layers=2,
+                      torch_dtype="float32", template="chatml")
+    info = ScenarioInfo(
+        benchmark="demo_add", core_metric="accuracy", base_model="builtin/tiny-qwen2",
+        benchmark_description="Bundled synthetic benchmark: 'What is a + b?' for two-digit integers a and b.",
+        base_model_path="/models/builtin/tiny-qwen2", model_info=model, datasets=["demo_add"],
+        dataset_root=str(datasets), hardware=HardwareInfo(message="NVML unavailable"),
+        memory=memory.model_dump(mode="json"), memory_report=memory.to_markdown(), file_path=str(root),
+        workspace_root=str(root / "ws"), upper_data_size_limit=2000,
+        time_limits=TimeLimits(full_timeout=3600, data_processing_timeout=1800, benchmark_timeout=604800),
+        baseline=EvalResult(benchmark="demo_add", split="validation", core_metric="accuracy", score=0.62),
+        parameter_catalogue=_catalogue_text(False))
+    info.description_text = brief.render_brief(info)
+    return info
+
+
+def _chem_scenario(root: Path) -> ScenarioInfo:
+    datasets = root / "datasets"
+    shutil.copytree(FIXTURES / "datasets" / "chemcot", datasets / "chemcot")
+    build_catalogue(datasets, ["chemcot"])
+    gpu = GPUInfo(index=0, name="NVIDIA H200", memory_total_gb=139.8, memory_used_gb=0.5)
+    hardware = HardwareInfo(gpus=[gpu], driver_version="570.86", cuda_version="12.8")
+    memory = estimate_memory(model_spec("Qwen3-8B"), 139.8 * 1024**3 / 1e9, 1)
+    model = ModelInfo(name="Qwen/Qwen3-8B", path="/models/Qwen/Qwen3-8B", architecture="Qwen3ForCausalLM",
+                      model_type="qwen3", num_parameters=8_190_735_360, parameter_source="safetensors",
+                      max_position_embeddings=40960, vocab_size=151936, hidden_size=4096, num_hidden_layers=36,
+                      torch_dtype="bfloat16", template="qwen3", has_think_token=True)
+    info = ScenarioInfo(
+        benchmark="chemcotbench", core_metric="mean_core", base_model="Qwen/Qwen3-8B",
+        base_model_path="/models/Qwen/Qwen3-8B", model_info=model, datasets=["chemcot"], dataset_root=str(datasets),
+        hardware=hardware, memory=memory.model_dump(mode="json"), file_path=str(root), workspace_root=str(root / "ws"),
+        upper_data_size_limit=1500, force_think_token=True,
+        time_limits=TimeLimits(full_timeout=36000, data_processing_timeout=3600, benchmark_timeout=7200),
+        baseline=EvalResult(benchmark="chemcotbench", split="validation", core_metric="mean_core", score=0.3125),
+        parameter_catalogue=_catalogue_text(True))
+    info.description_text = brief.render_brief(info)
+    return info
+
+
+def _trace(root: Path, baseline: float, core_metric: str) -> Trace:
+    ws = root / "ws" / "loop_0"
+    ws.mkdir(parents=True)
+    (ws / "process_data.py").write_text("import json\njson.dump([], open('data.json', 'w'))\n", encoding="utf-8")
+    (ws / "train.yaml").write_text("finetuning_type: lora\nlearning_rate: 2.0e-4\nwarmup_ratio: 0.05\n", encoding="utf-8")
+    loss = [{"step": 5 * i, "loss": round(2.5 * 0.93**i, 4), "lr": 2e-4} for i in range(1, 48)]
+    trace = Trace(core_metric=core_metric, baseline_val=baseline, baseline_test=BASELINE_TEST)
+    trace.record(Experiment(
+        loop=0, hypothesis=Hypothesis(hypothesis="[Data] all rows in the benchmark's prompt format [Training] LoRA r16",
+                                      task="1) data: convert every row 2) training: lora, lr 2e-4, 2 epochs"),
+        artefacts={"process_data.py": str(ws / "process_data.py"), "train.yaml": str(ws / "train.yaml")},
+        config={"finetuning_type": "lora", "lora_rank": 16, "learning_rate": 2e-4, "num_train_epochs": 2,
+                "warmup_ratio": 0.05, "output_dir": "/ws/loop_0/output", "bf16": False},
+        system_changes=["dropped this_key_does_not_exist (unknown to LLaMA-Factory)",
+                        "changed bf16: true -> false (system-managed)"],
+        data_rows=2000, loss_history=loss, val_score=round(baseline + 0.2, 4), test_score=TEST_SCORE,
+        decision=True, reason="The boxed format was learnt.", next_step="Train one more epoch with lr 1e-4."))
+    trace.record(Experiment(
+        loop=1, parent=0, hypothesis=Hypothesis(hypothesis="[Training] full fine-tuning, batch 64", task="full, bs 64"),
+        failure=StepFailure(stage="validate", error_type=ErrorType.OOM, message="micro-batch run failed: out of memory",
+                            log_tail="[INFO] loading model\nstep 0\ntorch.OutOfMemoryError: CUDA out of memory. "
+                                     "Tried to allocate 2.00 GiB\n[INFO] exiting"),
+        reason="Full fine-tuning with batch 64 does not fit.", next_step="Keep LoRA; batch 8."))
     return trace
 
 
-def test_every_template_renders_with_strict_undefined():
+def _workspace(root: Path) -> Path:
+    ws = root / "ws" / "loop_2"
+    ws.mkdir(parents=True)
+    rows = [{"instruction": f"What is {a} + {a + 1}? Put the final answer in \\boxed{{}}.", "input": "",
+             "output": f"\\boxed{{{2 * a + 1}}}"} for a in range(10, 60)]
+    (ws / "data.json").write_text(json.dumps(rows), encoding="utf-8")
+    return ws
+
+
+def _previews(scenario: ScenarioInfo, root: Path, settings: Settings) -> dict[str, str]:
+    trace = _trace(root, scenario.baseline.score, scenario.core_metric)
+    hyp = Hypothesis(hypothesis="[Data] keep the data [Training] LoRA r32, lr 1e-4, 3 epochs",
+                     task="1) reuse the data script 2) lora_rank 32", parent=0)
+    ws = _workspace(root)
+    return {step: as_text(preview(step, scenario, settings, trace, hypothesis=hyp, workspace=ws)) for step in STEPS}
+
+
+def _check_golden(name: str, texts: dict[str, str]) -> None:
+    folder = GOLDEN / name
+    if os.environ.get("UPDATE_GOLDEN"):
+        folder.mkdir(parents=True, exist_ok=True)
+        for step, text in texts.items():
+            (folder / f"{step}.txt").write_text(text, encoding="utf-8")
+    for step, text in texts.items():
+        expected = (folder / f"{step}.txt").read_text(encoding="utf-8")
+        assert text == expected, f"{name}/{step}.txt differs (UPDATE_GOLDEN=1 after review)"
+
+
+@pytest.fixture()
+def demo(tmp_path):
+    scenario = _demo_scenario(tmp_path / "demo")
+    return scenario, _previews(scenario, tmp_path / "demo", _settings())
+
+
+@pytest.fixture()
+def chem(tmp_path):
+    scenario = _chem_scenario(tmp_path / "chem")
+    return scenario, _previews(scenario, tmp_path / "chem", _settings(force_think_token=True))
+
+
+def test_golden_demo_add(demo):
+    _check_golden("demo_add_tiny", demo[1])
+
+
+def test_golden_chemcotbench(chem):
+    _check_golden("chemcotbench_qwen3_8b", chem[1])
+
+
+def test_every_prompt_carries_its_facts(demo):
+    _, p = demo
+    sample = 'What is '  # a real row of the generated demo_add data
+    assert "sample 1: {\"instruction\": \"" + sample in p["data"] and "sample 2:" in p["data"]
+    assert "6,000 rows" in p["data"] and "`demo_add_train.json`: 6,000 rows" in p["data"]
+    for step in ("propose", "data", "config", "feedback"):
+        assert "558K (558,208" in p[step], step  # the parameter count, in words and exactly
+        assert "0.62 accuracy on the validation split" in p[step], step  # the baseline
+    for step in ("propose", "config"):
+        assert "| lora | yes | 10.0 MB | the whole context (512) |" in p[step], step  # a memory table row
+        assert "CPU only: 2 cores, 24 GiB RAM" in p[step]
+    for name in ("learning_rate", "finetuning_type", "lora_rank", "cutoff_len", "per_device_train_batch_size"):
+        assert f"- {name} (" in p["config"], name
+    assert "0.00B" not in "".join(p.values()) and "1,803,622" not in "".join(p.values())
+    # history that teaches: the config trained, the changes, the rows, the loss summary, the failure lines
+    prop = p["propose"]
+    assert "learning_rate: 0.0002" in prop and "dropped this_key_does_not_exist" in prop
+    assert "2,000 rows produced" in prop and "47 points, first 2.325" in prop and "| step | loss | lr |" in prop
+    assert "torch.OutOfMemoryError: CUDA out of memory" in prop and "Suggested next step: Keep LoRA" in prop
+    assert "- 50 rows written by the debug run" in p["config"]  # the data the config is for
+    assert "What the system changed in the parent's train.yaml" in p["config"]
+
+
+def test_no_test_score_anywhere(demo, chem):
+    for _, texts in (demo, chem):
+        blob = "".join(texts.values())
+        assert str(TEST_SCORE) not in blob and str(BASELINE_TEST) not in blob
+
+
+def test_force_think_token_reaches_data_config_and_feedback(chem):
+    scenario, p = chem
+    assert "`<think>reasoning</think>answer`" in p["data"]
+    assert "enable_thinking: true" in p["config"]
+    assert "<think>reasoning</think>answer" in p["feedback"]
+    assert "1 × NVIDIA H200 (140 GiB each)" in p["propose"] and "8.2B (8,190,735,360" in p["propose"]
+    assert "- deepspeed (" in p["config"]  # on GPUs DeepSpeed is among the arguments to tune
+    assert "yes: the tokenizer has a `<think>` token" in p["propose"]
+
+
+def test_every_prompt_is_under_budget(demo, chem):
+    for _, texts in (demo, chem):
+        for step, text in texts.items():
+            tokens = int(text.split(": ", 1)[1].split(" tokens", 1)[0].replace(",", ""))
+            assert 0 < tokens <= 24_000, step
+
+
+def test_a_small_budget_drops_whole_sections_least_useful_first(tmp_path):
+    scenario = _demo_scenario(tmp_path)
+    trace = _trace(tmp_path, 0.62, "accuracy")
+    full = build_proposal_messages(scenario, planner_view(trace), _settings())[1]["content"]
+    small = build_proposal_messages(scenario, planner_view(trace), _settings(prompt_token_budget=2000))[1]["content"]
+    assert count_tokens(small) < count_tokens(full)
+    assert "Left out to fit the prompt budget:" in small and "## Objective" in small and "# Results so far" in small
+    dropped = small.rsplit("Left out to fit the prompt budget: ", 1)[1]
+    assert dropped.startswith("Earlier experiments") or dropped.startswith("process_data.py")  # lowest priority first
+    for line in small.splitlines():  # never cut mid-section: every kept line is a line of the full prompt
+        assert line in full or line.startswith("(Left out"), line
+
+
+def test_fit_sections_keeps_required_and_order():
+    sections = [Section(key="a", title="A", body="x " * 50, required=True),
+                Section(key="b", title="B", body="y " * 400, priority=10),
+                Section(key="c", title="C", body="z " * 50, priority=90)]
+    fitted = fit_sections(sections, budget=200)
+    assert fitted.dropped == ["B"] and fitted.text.index("# A") < fitted.text.index("# C")
+    assert fitted.tokens <= 200
+    tight = fit_sections(sections, budget=10)
+    assert "# A" in tight.text and tight.over_budget  # required sections stay even when over budget
+
+
+def test_templates_render_with_strict_undefined():
     names = sorted(p.stem for p in PROMPTS_DIR.glob("*.j2"))
-    assert names == ["config_coder", "data_coder", "feedback_error", "feedback_success",
-                     "proposal_system", "proposal_user"]
+    assert names == ["config_coder", "data_coder", "feedback_error", "feedback_success", "proposal_system",
+                     "proposal_user", "scenario_brief"]
     with pytest.raises(jinja2.UndefinedError):
-        render("proposal_system", scenario_text="x")  # has_parent and upper_data_size_limit missing
+        render("proposal_system")  # has_parent and upper_data_size_limit missing
 
 
-def test_proposal_messages_show_parent_siblings_and_no_test_data():
-    settings = Settings(FTSettings(), LLMSettings(), PathSettings())
-    messages = build_proposal_messages(_scenario(), planner_view(_trace()), settings)
-    system, user = messages[0]["content"], messages[1]["content"]
-    assert "skip_data_processing" in system and "2000" in system
-    assert "loop 0" in user and "0.4" in user
-    assert "second idea" in user and "train/OOM" in user and "third idea" in user and "❌" in user
-    text = system + user
-    assert str(TEST_SCORE) not in text and str(BASELINE_TEST) not in text
-
-
-def test_planner_view_has_no_test_fields():
-    view = planner_view(_trace())
-    dumped = view.model_dump_json()
-    assert "test" not in dumped and str(TEST_SCORE) not in dumped
-    assert [e.loop for e in view.siblings(0)] == [1, 2] and view.incumbent() == (0, 0.4)
-
-
-def test_first_proposal_without_parent():
-    settings = Settings(FTSettings(), LLMSettings(), PathSettings())
-    messages = build_proposal_messages(_scenario(), planner_view(Trace(baseline_val=0.2)), settings)
-    assert "from scratch" in messages[1]["content"] and "0.2" in messages[1]["content"]
-    assert "skip_data_processing\" to true only" not in messages[0]["content"]
-
-
-def test_error_feedback_template():
-    failure = StepFailure(stage="validate", error_type=ErrorType.CONFIG, message="unknown key foo",
-                          log_tail="Traceback ... KeyError: foo", suggestion="remove foo")
-    text = render("feedback_error", scenario_text="s", loop=3, hypothesis="h", task="t", config="a: 1",
-                  failure=failure)
-    assert "validate" in text and "CONFIG" in text and "KeyError: foo" in text and "remove foo" in text
-
-
-def test_sample_loss_history():
-    points = [{"step": i, "loss": 1.0 / (i + 1)} for i in range(100)]
-    sampled = sample_loss_history(points)
-    assert len(sampled) == 60
-    assert sampled[:30] == points[:30] and sampled[30:] == points[70:]
-    assert sample_loss_history(points[:60]) == points[:60]
-    assert sample_loss_history(points[:61]) == points[:30] + points[31:61]
-    assert sample_loss_history([]) == []
-
-
-def test_clip_keeps_head_and_tail():
-    text = "a" * 50 + "b" * 50
-    out = clip(text, 20)
-    assert out.startswith("a" * 10) and out.endswith("b" * 10) and "80 characters cut" in out
-    assert clip("short", 20) == "short" and clip(None) == ""
+def test_brief_formatting():
+    assert brief.format_count(558_208) == "558K" and brief.format_count(8_190_735_360) == "8.2B"
+    assert brief.format_count(494_032_768) == "494M" and brief.format_duration(5400) == "1 h 30 min"
+    assert brief.format_duration(604800) == "7 days" and brief.format_duration(45) == "45 s"
+    assert brief.format_gb(0.0004) == "400.0 KB" and brief.format_bytes(2_312_345) == "2.3 MB"
+    sections = brief.brief_sections("## A\none\n## B\ntwo\nthree\n")
+    assert sections == {"A": "one", "B": "two\nthree"}

@@ -16,7 +16,10 @@ from typing import TYPE_CHECKING, Any
 
 from ftagent.core.errors import ErrorType, StepFailure
 from ftagent.core.types import CodeResult, Hypothesis
-from ftagent.planners.llm.propose import planner_view, read_artefact, scenario_text
+from ftagent.planners.llm.brief import DATA_RULES, HARDWARE, MEMORY, MODEL, OBJECTIVE
+from ftagent.planners.llm.budget import Section
+from ftagent.planners.llm.prompting import brief_part, budgets_part, debug_data_stats, fit, text_part
+from ftagent.planners.llm.propose import planner_view, read_artefact
 from ftagent.planners.llm.templates import clip, render
 
 if TYPE_CHECKING:
@@ -61,32 +64,35 @@ def converter_sources(datasets: list[str]) -> dict[str, str]:
     return out
 
 
-def parameter_catalogue(info_dir: str | None) -> str:
-    """LLaMA-Factory's parameter catalogue (``parameters.json``) as compact ``name: help`` lines."""
-    if not info_dir:
+def parameter_catalogue(scenario: ScenarioInfo) -> str:
+    """LLaMA-Factory's arguments for the config prompt.
+
+    The scenario builder renders them once (grouped, essential arguments first, token-bounded:
+    ``LFCatalogue.format_for_prompt``). A scenario from an older snapshot has only the cached
+    ``parameters.json``: then the valid names are listed by section.
+    """
+    if scenario.parameter_catalogue:
+        return scenario.parameter_catalogue
+    if not scenario.llama_factory_info_dir:
         return ""
-    path = Path(info_dir) / "parameters.json"
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = json.loads((Path(scenario.llama_factory_info_dir) / "parameters.json").read_text(encoding="utf-8"))
+        params = [p for p in data.get("parameters", []) if isinstance(p, dict) and "name" in p]
+    except (OSError, ValueError, AttributeError):
         return ""
-    lines: list[str] = []
+    sections: dict[str, list[str]] = {}
+    for param in params:
+        sections.setdefault(str(param.get("section") or "other"), []).append(str(param["name"]))
+    return "\n".join(f"## {sec}\n{', '.join(names)}" for sec, names in sections.items())
 
-    def walk(value: Any, prefix: str = "") -> None:
-        if isinstance(value, dict) and "help" not in value:
-            for key, sub in value.items():
-                walk(sub, f"{prefix}{key}" if not isinstance(sub, dict) or "help" in sub else f"## {key}\n")
-        elif isinstance(value, dict):
-            lines.append(f"{prefix}: {value.get('help', '')} (default {value.get('default')})")
-        elif isinstance(value, list):
-            for item in value:
-                if isinstance(item, dict) and "name" in item:
-                    lines.append(f"{item['name']}: {item.get('help', '')}")
-        else:
-            lines.append(f"{prefix}: {value}")
 
-    walk(data)
-    return "\n".join(lines)
+def split_catalogue(text: str) -> tuple[str, str]:
+    """(the arguments the planner tunes, the other arguments) of a rendered catalogue."""
+    marker = "\n## Other "
+    if marker not in text:
+        return text, ""
+    head, rest = text.split(marker, 1)
+    return head, "## Other " + rest
 
 
 def _read(path: Path) -> str:
@@ -135,39 +141,107 @@ class LLMCoder:
             else:
                 previous = _read(script_path) or parent_script
                 script_path.write_text(self._data_script(client, hypothesis, scenario, previous,
-                                                         fix if data_failed else ""), encoding="utf-8")
+                                                         fix if data_failed else "", ctx), encoding="utf-8")
                 notes.append("data script written")
         if not data_failed or not yaml_path.exists():
             previous = _read(yaml_path) or read_artefact(parent, TRAIN_YAML)
+            changes = parent.system_changes if parent is not None and not _read(yaml_path) else []
             yaml_path.write_text(self._config(client, hypothesis, scenario, workspace, previous,
-                                              "" if data_failed else fix), encoding="utf-8")
+                                              "" if data_failed else fix, ctx, changes), encoding="utf-8")
             notes.append("config written")
         return CodeResult(workspace=str(workspace), round=_round(ctx), notes="; ".join(notes),
                           files={DATA_SCRIPT: str(script_path), TRAIN_YAML: str(yaml_path)})
 
     def _data_script(self, client: LLMClient, hypothesis: Hypothesis, scenario: ScenarioInfo,
-                     previous: str, fix: str) -> str:
-        prompt = render("data_coder", scenario_text=scenario_text(scenario), hypothesis=hypothesis.hypothesis,
-                        task=hypothesis.task, datasets=scenario.datasets,
-                        converters=converter_sources(scenario.datasets),
-                        upper_data_size_limit=scenario.upper_data_size_limit,
-                        max_position_embeddings=scenario.model_info.max_position_embeddings or "unknown",
-                        force_think_token=self.settings.ft.force_think_token,
-                        previous_script=previous, feedback=fix)
-        return client.chat_code([{"role": "user", "content": prompt}], "python", stage="data_coder")
+                     previous: str, fix: str, ctx: Any = None) -> str:
+        messages = data_messages(scenario, self.settings, hypothesis, previous, fix, ctx)
+        return client.chat_code(messages, "python", stage="data_coder")
 
     def _config(self, client: LLMClient, hypothesis: Hypothesis, scenario: ScenarioInfo, workspace: Path,
-                previous: str, fix: str) -> str:
-        stats_text = _read(workspace / "data_stats.json")
-        try:
-            data_stats = json.loads(stats_text) if stats_text else None
-        except ValueError:
-            data_stats = None
-        prompt = render("config_coder", scenario_text=scenario_text(scenario), hypothesis=hypothesis.hypothesis,
-                        task=hypothesis.task, model_path=scenario.base_model_path,
-                        template=scenario.model_info.template,
-                        max_position_embeddings=scenario.model_info.max_position_embeddings or "unknown",
-                        memory_report=scenario.memory_report,
-                        parameter_catalogue=parameter_catalogue(scenario.llama_factory_info_dir),
-                        data_stats=data_stats, previous_config=previous, feedback=fix)
-        return client.chat_code([{"role": "user", "content": prompt}], "yaml", stage="config_coder")
+                previous: str, fix: str, ctx: Any = None, parent_changes: list[str] | None = None) -> str:
+        messages = config_messages(scenario, self.settings, hypothesis, workspace, previous, fix, ctx,
+                                   parent_changes or [])
+        return client.chat_code(messages, "yaml", stage="config_coder")
+
+
+def _experiment_part(hypothesis: Hypothesis) -> Section:
+    return text_part("experiment", "Experiment", f"Hypothesis: {hypothesis.hypothesis}\nTask: {hypothesis.task}",
+                     required=True)
+
+
+def _fix_parts(previous: str, fix: str, lang: str, name: str) -> list[Section]:
+    out = []
+    if previous:
+        out.append(text_part("previous", f"Previous version of {name}", f"```{lang}\n{previous.rstrip()}\n```",
+                             60, required=bool(fix)))
+    if fix:
+        out.append(text_part("fix", "It failed; fix this first", fix, required=True))
+    return out
+
+
+def data_messages(scenario: ScenarioInfo, settings: Any, hypothesis: Hypothesis, previous: str = "",
+                  fix: str = "", ctx: Any = None) -> list[dict[str, str]]:
+    """The data coder's request: scenario, the full dataset catalogue, the rules, the fix to make."""
+    from ftagent.datasets.catalogue import read_catalogue, render_entry
+
+    catalogue = read_catalogue(Path(scenario.dataset_root)) if scenario.dataset_root else {}
+    sections = [
+        text_part("intro", "", "You write `process_data.py`, a Python script that builds the training set for "
+                               "one experiment.", required=True),
+        brief_part(scenario, OBJECTIVE, required=True),
+        brief_part(scenario, MODEL, 80),
+        brief_part(scenario, DATA_RULES, required=True),
+        _experiment_part(hypothesis),
+        text_part("raw", "Raw data", f"Datasets chosen for this benchmark: "
+                                     f"{', '.join(scenario.datasets) if scenario.datasets else '(none)'}",
+                  required=True),
+    ]
+    for i, name in enumerate(scenario.datasets):
+        if name in catalogue:
+            sections.append(text_part(f"dataset:{name}", "", render_entry(name, catalogue[name], "full"), 85 - i))
+    for name, source in converter_sources(scenario.datasets).items():
+        sections.append(text_part(f"converter:{name}", f"Default converter of `{name}`",
+                                  "An example of reading it; improve on it as the task asks.\n"
+                                  f"```python\n{source.rstrip()}\n```", 45, level=2))
+    context = scenario.model_info.max_position_embeddings or "unknown"
+    think = getattr(settings.ft, "force_think_token", False) or scenario.force_think_token
+    sections.append(text_part("rules", "Rules for the script", render(
+        "data_coder", upper_data_size_limit=scenario.upper_data_size_limit, max_position_embeddings=context,
+        force_think_token=think), required=True))
+    sections += _fix_parts(previous, fix, "python", "the script")
+    sections.append(text_part("reply", "", "Reply with the complete script in one ```python block.", required=True))
+    return [{"role": "user", "content": fit(sections, settings).text}]
+
+
+def config_messages(scenario: ScenarioInfo, settings: Any, hypothesis: Hypothesis, workspace: Path | None = None,
+                    previous: str = "", fix: str = "", ctx: Any = None,
+                    parent_changes: list[str] | None = None) -> list[dict[str, str]]:
+    """The config coder's request: model, hardware, memory, data statistics, the parameter catalogue."""
+    think = getattr(settings.ft, "force_think_token", False) or scenario.force_think_token
+    essential, others = split_catalogue(parameter_catalogue(scenario))
+    sections = [
+        text_part("intro", "", "You write `train.yaml`, a LLaMA-Factory SFT config for one experiment.", required=True),
+        brief_part(scenario, OBJECTIVE, 50),
+        brief_part(scenario, MODEL, required=True),
+        brief_part(scenario, HARDWARE, required=True),
+        brief_part(scenario, MEMORY, required=True),
+        budgets_part(scenario, ctx, 55),
+        _experiment_part(hypothesis),
+        text_part("fixed", "Fixed values and rules", render(
+            "config_coder", model_path=scenario.base_model_path, template=scenario.model_info.template,
+            max_position_embeddings=scenario.model_info.max_position_embeddings or "unknown",
+            force_think_token=think), required=True),
+    ]
+    stats = debug_data_stats(workspace, scenario.base_model_path) if workspace is not None else ""
+    sections.append(text_part("data", "Training data", stats or
+                              f"Not produced yet (the data script runs after this config is written); at most "
+                              f"{scenario.upper_data_size_limit} rows.", 80))
+    sections.append(text_part("catalogue", "Parameter catalogue", essential or "(not available)", required=True))
+    if others:
+        sections.append(text_part("catalogue_more", "", others, 30))
+    if parent_changes:
+        sections.append(text_part("changes", "What the system changed in the parent's train.yaml",
+                                  "\n".join(f"- {c}" for c in parent_changes), 75))
+    sections += _fix_parts(previous, fix, "yaml", "the config")
+    sections.append(text_part("reply", "", "Reply with the complete config in one ```yaml block.", required=True))
+    return [{"role": "user", "content": fit(sections, settings).text}]

@@ -8,14 +8,18 @@ Only validation data reaches the prompt.
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
 from ftagent.core.errors import BudgetExhausted, EnvironmentFailure, ErrorType
 from ftagent.core.types import FeedbackResult
-from ftagent.planners.llm.propose import PlannerExperiment, planner_view, read_artefact, scenario_text
-from ftagent.planners.llm.templates import render, sample_loss_history
+from ftagent.planners.llm.brief import HARDWARE, MODEL, OBJECTIVE
+from ftagent.planners.llm.history import experiment_block
+from ftagent.planners.llm.prompting import brief_part, budgets_part, fit, text_part
+from ftagent.planners.llm.propose import PlannerExperiment, planner_view, read_artefact
+from ftagent.planners.llm.templates import clip, render
 
 if TYPE_CHECKING:
     from ftagent.core.settings import Settings
@@ -84,18 +88,47 @@ class LLMFeedback:
 
     def _messages(self, experiment: Experiment, trace: Trace, scenario: ScenarioInfo, decision: bool,
                   ctx: Any) -> list[dict[str, str]]:
-        view = planner_view(trace)
-        exp = PlannerExperiment(**experiment.model_dump(exclude={"test_score"}))
-        common = dict(scenario_text=scenario_text(scenario), loop=exp.loop,
-                      hypothesis=exp.hypothesis.hypothesis if exp.hypothesis else "", task=exp.hypothesis.task if exp.hypothesis else "",
-                      config=read_artefact(exp, "train.yaml"))
-        if exp.failure is not None:
-            return [{"role": "user", "content": render("feedback_error", failure=exp.failure, **common)}]
+        return feedback_messages(scenario, self.settings, experiment, trace, decision, ctx)
+
+
+def feedback_messages(scenario: ScenarioInfo, settings: Any, experiment: Experiment, trace: Trace, decision: bool,
+                      ctx: Any = None) -> list[dict[str, str]]:
+    """The feedback request: the scenario, the experiment as trained, its result (validation only)."""
+    view = planner_view(trace)
+    exp = PlannerExperiment(**experiment.model_dump(exclude={"test_score", "decision"}), decision=decision)
+    think = getattr(settings.ft, "force_think_token", False) or scenario.force_think_token
+    failed = exp.failure is not None
+    intro = ("You review one fine-tuning experiment that failed, and advise how to avoid the failure." if failed
+             else "You review one finished fine-tuning experiment and advise the next one.")
+    block = experiment_block(exp, baseline=view.baseline_val, core_metric=view.core_metric,
+                             direction=view.direction, detail="full")
+    first, rest = block.split("\n", 1) if "\n" in block else (block, "")
+    config = read_artefact(exp, "train.yaml")
+    sections = [
+        text_part("intro", "", intro, required=True),
+        brief_part(scenario, OBJECTIVE, 70),
+        brief_part(scenario, MODEL, 60),
+        brief_part(scenario, HARDWARE, 50),
+        budgets_part(scenario, ctx, 45),
+        text_part("experiment", first.lstrip("# "), rest, required=True),
+    ]
+    if config and not exp.config:  # training never ran: show what the planner wrote
+        sections.append(text_part("config", "train.yaml as validated", f"```yaml\n{clip(config, 2500)}\n```", 55,
+                                  level=2))
+    if not failed:
         incumbent_loop, incumbent_score = view.incumbent()
-        loss = [p for p in exp.loss_history if isinstance(p, dict)]
-        prompt = render("feedback_success", core_metric=view.core_metric, direction=view.direction,
-                        val_score=exp.val_score, incumbent_loop=incumbent_loop, incumbent_score=incumbent_score,
-                        decision=decision, val_metrics=exp.val_metrics,
-                        error_samples=exp.error_samples[:MAX_ERROR_SAMPLES],
-                        loss_history=sample_loss_history(loss), loss_points=len(loss), **common)
-        return [{"role": "user", "content": prompt}]
+        who = f"Current best (loop {incumbent_loop})" if incumbent_loop is not None else "Baseline (base model)"
+        better = "higher" if view.direction == "max" else "lower"
+        lines = [f"- This experiment: {exp.val_score}",
+                 f"- {who}: {incumbent_score if incumbent_score is not None else 'unknown'}",
+                 f"- Decision by the numbers (final, not yours to change): {'new best' if decision else 'not better'}",
+                 f"- Metrics: {json.dumps(exp.val_metrics, ensure_ascii=False, default=str)[:1500]}"]
+        sections.append(text_part("result", f"Result on the validation split ({view.core_metric}, {better} is better)",
+                                  "\n".join(lines), required=True))
+        samples = exp.error_samples[:MAX_ERROR_SAMPLES]
+        if samples:
+            body = "\n".join("- " + clip(json.dumps(x, ensure_ascii=False, default=str), 600) for x in samples)
+            sections.append(text_part("errors", "Some validation items the model got wrong", body, 65, level=2))
+    answer = render("feedback_error" if failed else "feedback_success", force_think_token=think)
+    sections.append(text_part("answer", "Answer", answer, required=True))
+    return [{"role": "user", "content": fit(sections, settings).text}]

@@ -13,6 +13,18 @@ from pydantic import BaseModel
 
 from ftagent.core.errors import StepFailure
 from ftagent.core.types import Hypothesis
+from ftagent.planners.llm.brief import (
+    DATA_RULES,
+    DATASETS,
+    HARDWARE,
+    MEMORY,
+    MODEL,
+    OBJECTIVE,
+    scenario_brief,
+)
+from ftagent.planners.llm.budget import Section
+from ftagent.planners.llm.history import experiment_block
+from ftagent.planners.llm.prompting import brief_part, budgets_part, fit, text_part
 from ftagent.planners.llm.templates import render
 
 if TYPE_CHECKING:
@@ -40,6 +52,7 @@ class PlannerExperiment(BaseModel):
     val_metrics: dict[str, Any] = {}
     decision: bool = False
     reason: str = ""
+    next_step: str = ""
     failure: StepFailure | None = None
 
 
@@ -73,18 +86,8 @@ def planner_view(trace: Trace) -> PlannerView:
 
 
 def scenario_text(scenario: ScenarioInfo) -> str:
-    """The scenario description for prompts (validation facts only)."""
-    if scenario.description_text:
-        return scenario.description_text
-    lines = [f"Target benchmark: {scenario.benchmark} — {scenario.benchmark_description}".rstrip(" —"),
-             f"Core metric: {scenario.core_metric} ({scenario.direction})",
-             f"Base model: {scenario.base_model}"]
-    if scenario.user_target_scenario:
-        lines.append(f"User goal: {scenario.user_target_scenario}")
-    lines.append(f"Hardware: {scenario.hardware.summary()}")
-    if scenario.time_limits:
-        lines.append(f"Time limits (s): {scenario.time_limits}")
-    return "\n".join(lines)
+    """The session's scenario brief (rendered now when the scenario carries none)."""
+    return scenario_brief(scenario)
 
 
 def read_artefact(experiment: PlannerExperiment | None, name: str) -> str:
@@ -97,16 +100,63 @@ def read_artefact(experiment: PlannerExperiment | None, name: str) -> str:
         return ""
 
 
-def build_proposal_messages(scenario: ScenarioInfo, view: PlannerView, settings: Settings) -> list[dict[str, str]]:
-    """System + user messages for the proposal call, from the test-free planner view."""
+def history_sections(view: PlannerView) -> list[Section]:
+    """The results so far: baseline, the current best in full, its siblings, the rest in short."""
+    kw = dict(baseline=view.baseline_val, core_metric=view.core_metric, direction=view.direction)
     parent = view.get(view.sota_loop)
-    system = render("proposal_system", scenario_text=scenario_text(scenario), has_parent=parent is not None,
+    base = view.baseline_val
+    lines = [f"- Baseline (base model): validation {view.core_metric} "
+             f"{base if base is not None else 'not yet measured'} "
+             f"({'higher' if view.direction == 'max' else 'lower'} is better)"]
+    if parent is not None:
+        lines.append(f"- Current best: loop {parent.loop}, validation {view.core_metric} {parent.val_score}")
+    lines.append(f"- Experiments so far: {len(view.experiments)}")
+    out = [Section(key="results", title="Results so far", body="\n".join(lines), required=True)]
+    if parent is not None:
+        first, rest = experiment_block(parent, detail="full", best=True, **kw).split("\n", 1)
+        out.append(Section(key="best", title=first.lstrip("# "), level=3, required=True, body=rest))
+    siblings = view.siblings(view.sota_loop)
+    for i, exp in enumerate(reversed(siblings)):  # the latest first: it is the most useful
+        detail = "full" if i == 0 else "short"
+        out.append(Section(key=f"sibling:{exp.loop}", title="", priority=80 - min(i, 30),
+                           body=experiment_block(exp, detail=detail, **kw)))
+    if siblings:
+        out.insert(len(out) - len(siblings), Section(
+            key="siblings", title=f"Already tried from {'loop ' + str(parent.loop) if parent else 'the base model'}",
+            body=f"{len(siblings)} experiment(s), the latest first:", level=2, priority=80))
+    others = [e for e in view.experiments if e.parent != view.sota_loop and e is not parent]
+    if others:
+        body = "\n\n".join(experiment_block(e, detail="short", **kw) for e in others[-8:])
+        out.append(Section(key="earlier", title="Earlier experiments (other starting points)", level=2,
+                           body=body, priority=35))
+    return out
+
+
+def build_proposal_messages(scenario: ScenarioInfo, view: PlannerView, settings: Settings,
+                            ctx: Any = None) -> list[dict[str, str]]:
+    """System + user messages for the proposal call, from the test-free planner view, fitted to the budget."""
+    parent = view.get(view.sota_loop)
+    system = render("proposal_system", has_parent=parent is not None,
                     upper_data_size_limit=scenario.upper_data_size_limit)
-    user = render("proposal_user", baseline_val=view.baseline_val, core_metric=view.core_metric,
-                  direction=view.direction, parent=parent, siblings=view.siblings(view.sota_loop),
-                  parent_config=read_artefact(parent, "train.yaml"),
-                  parent_script=read_artefact(parent, "process_data.py"))
-    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+    sections = [
+        text_part("scenario", "Scenario", "The same facts reach every prompt of this session.", required=True),
+        brief_part(scenario, OBJECTIVE, required=True),
+        brief_part(scenario, MODEL, 90),
+        brief_part(scenario, HARDWARE, 70),
+        brief_part(scenario, MEMORY, 60),
+        budgets_part(scenario, ctx, 65),
+        brief_part(scenario, DATA_RULES, required=True),
+        brief_part(scenario, DATASETS, 75),
+        *history_sections(view),
+    ]
+    parent_script = read_artefact(parent, "process_data.py")
+    if parent_script:
+        sections.append(text_part("parent_script", f"process_data.py of loop {parent.loop}",  # type: ignore[union-attr]
+                                  f"```python\n{parent_script.rstrip()}\n```", 55, level=2))
+    sections.append(text_part("ask", "", render("proposal_user", parent=parent, tried=bool(view.experiments)),
+                              required=True))
+    fitted = fit(sections, settings, system)
+    return [{"role": "system", "content": system}, {"role": "user", "content": fitted.text}]
 
 
 class ProposalReply(BaseModel):
@@ -133,7 +183,7 @@ class LLMProposer:
 
         client = self.client or LLMClient.for_context(self.settings, ctx)
         view = planner_view(trace)
-        reply = client.chat_json(build_proposal_messages(scenario, view, self.settings), ProposalReply,
+        reply = client.chat_json(build_proposal_messages(scenario, view, self.settings, ctx), ProposalReply,
                                  stage="proposal")
         parent = view.get(view.sota_loop)
         can_skip = parent is not None and bool(read_artefact(parent, "process_data.py"))

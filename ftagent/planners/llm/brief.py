@@ -1,0 +1,245 @@
+"""The scenario brief: one readable Markdown text per session, rendered from typed facts.
+
+:func:`render_brief` turns a :class:`~ftagent.core.types.ScenarioInfo` (and the dataset catalogue)
+into ``prompts/scenario_brief.j2``: the objective and the benchmark's output format, the base model
+card, the hardware in words, the memory table with honest units, the budgets as durations, the data
+rules and a summary of every selected raw dataset. The scenario builder stores the text in
+``ScenarioInfo.description_text``; every prompt takes the sections it needs with
+:func:`brief_sections` (each section is a ``## `` heading of the brief), so all prompts describe the
+scenario with the same words. Only validation facts appear: the baseline's test score is not in
+``ScenarioInfo`` at all.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel
+
+from ftagent.core.durations import format_duration
+from ftagent.planners.llm.templates import render
+
+if TYPE_CHECKING:
+    from ftagent.core.types import ScenarioInfo
+
+# the brief's sections, in order (the ``## `` headings of scenario_brief.j2)
+OBJECTIVE, MODEL, HARDWARE, MEMORY, BUDGETS, DATA_RULES, DATASETS = (
+    "Objective", "Base model", "Hardware", "Memory estimate", "Budgets", "Training data rules", "Raw datasets")
+SECTIONS = (OBJECTIVE, MODEL, HARDWARE, MEMORY, BUDGETS, DATA_RULES, DATASETS)
+
+
+# --- formatting helpers (pure, tested directly) ------------------------------------------------------
+def format_count(n: int | float | None) -> str:
+    """``494,032,768`` → ``494M``; ``7_615_616_512`` → ``7.6B``; ``125_184`` → ``125K``."""
+    if n is None:
+        return "unknown"
+    for unit, size in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("K", 1e3)):
+        if n >= size:
+            value = n / size
+            return f"{value:.1f}{unit}" if value < 10 else f"{value:.0f}{unit}"
+    return f"{int(n)}"
+
+
+def format_bytes(n: float | None) -> str:
+    """Bytes in a readable unit (``1.5 GB``, ``3.2 MB``, ``512 B``; decimal units)."""
+    if n is None:
+        return "unknown"
+    for unit, size in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{int(n)} B"
+
+
+def format_gb(gb: float) -> str:
+    """A size given in GB, in a unit that does not round small values to zero."""
+    return format_bytes(gb * 1e9) if gb > 0 else "0"
+
+
+
+
+def hardware_words(hardware: Any) -> str:
+    """``1 × NVIDIA H200 (140 GiB each)`` or ``CPU only: 2 cores, 24 GiB RAM``."""
+    gpus = list(getattr(hardware, "gpus", []) or [])
+    if gpus:
+        names: dict[str, list[Any]] = {}
+        for gpu in gpus:
+            names.setdefault(gpu.name, []).append(gpu)
+        parts = [f"{len(v)} × {name} ({min(g.memory_total_gb for g in v):.0f} GiB each)" for name, v in names.items()]
+        extra = f"; driver {hardware.driver_version}, CUDA {hardware.cuda_version}" if hardware.driver_version else ""
+        return " + ".join(parts) + extra
+    cores, ram_gib = cpu_facts()
+    ram = f", {ram_gib:.0f} GiB RAM" if ram_gib else ""
+    return f"CPU only: {cores} cores{ram} (no GPU: training is slow, keep models and data small)"
+
+
+def cpu_facts() -> tuple[int, float | None]:
+    """(usable CPU cores, RAM in GiB) of this machine."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    try:
+        import psutil
+
+        return cores, psutil.virtual_memory().total / 1024**3
+    except ImportError:  # pragma: no cover - psutil is a dependency
+        return cores, None
+
+
+def dir_size(path: str | Path) -> int | None:
+    """Bytes of the files under ``path`` (None when it is not a folder)."""
+    root = Path(path)
+    if not root.is_dir():
+        return None
+    return sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
+
+
+# --- facts ------------------------------------------------------------------------------------------
+class MemoryRow(BaseModel):
+    method: str
+    fits: bool
+    static: str
+    max_seq: str
+
+
+class BriefFacts(BaseModel):
+    """Everything the brief shows, already formatted."""
+
+    benchmark: str
+    description: str = ""
+    prompt_format: str = ""
+    answer_rule: str = ""
+    max_out_len: int | None = None
+    core_metric: str
+    direction: str
+    user_target: str | None = None
+    baseline: str
+    model_name: str
+    model_path: str
+    parameters: str
+    architecture: str = ""
+    layers: str = ""
+    context_window: str
+    template: str
+    think: str
+    disk_size: str
+    dtype: str = ""
+    hardware: str
+    memory_rows: list[MemoryRow] = []
+    memory_device: str = ""
+    memory_text: str = ""  # a pre-rendered memory report (scenarios without the typed estimate)
+    budgets: list[str] = []
+    data_cap: int
+    force_think_token: bool = False
+    datasets: list[str] = []
+    dataset_texts: list[str] = []
+
+
+def _memory_rows(memory: dict[str, Any], context: int | None) -> list[MemoryRow]:
+    rows = []
+    for m in memory.get("methods") or []:
+        seq = int(m.get("max_seq_len") or 0)
+        if not m.get("fits"):
+            max_seq = "does not fit"
+        elif context and seq >= context:
+            max_seq = f"the whole context ({context:,})"
+        else:
+            max_seq = f"{seq:,}"
+        name = m.get("method", "?") + (" (ZeRO-3 sharded)" if m.get("sharded") else "")
+        rows.append(MemoryRow(method=name, fits=bool(m.get("fits")), static=format_gb(float(m.get("static_gb_per_gpu") or 0)),
+                              max_seq=max_seq))
+    return rows
+
+
+def _benchmark_spec(key: str) -> Any:
+    try:
+        from ftagent.benchmarks import get_benchmark
+
+        return get_benchmark(key).spec
+    except Exception:  # noqa: BLE001 - a plug-in benchmark without a spec: the brief says less
+        return None
+
+
+def _dataset_texts(scenario: ScenarioInfo, catalogue: dict[str, Any] | None) -> list[str]:
+    from ftagent.datasets.catalogue import read_catalogue, render_entry
+
+    if catalogue is None:
+        catalogue = read_catalogue(Path(scenario.dataset_root)) if scenario.dataset_root else {}
+    return [render_entry(name, catalogue[name], "summary", level=3) for name in scenario.datasets if name in catalogue]
+
+
+def brief_facts(scenario: ScenarioInfo, *, catalogue: dict[str, Any] | None = None,
+                force_think_token: bool | None = None) -> BriefFacts:
+    """The formatted facts of the brief (see :func:`render_brief`)."""
+    model = scenario.model_info
+    spec = _benchmark_spec(scenario.benchmark)
+    context = model.max_position_embeddings
+    baseline = scenario.baseline
+    if baseline is not None and baseline.score is not None:
+        base = f"{baseline.score:g} {scenario.core_metric} on the validation split"
+    else:
+        base = "not yet measured"
+    limits = scenario.time_limits
+    budgets = []
+    if limits is not None:
+        budgets = [f"one training run: at most {format_duration(limits.full_timeout)}",
+                   f"one full data-processing run: at most {format_duration(limits.data_processing_timeout)}",
+                   f"one benchmark evaluation: at most {format_duration(limits.benchmark_timeout)}"]
+    params = (f"{format_count(model.num_parameters)} ({model.num_parameters:,}, from {model.parameter_source})"
+              if model.num_parameters else "unknown")
+    think = getattr(scenario, "force_think_token", False) if force_think_token is None else force_think_token
+    memory = scenario.memory or {}
+    return BriefFacts(
+        benchmark=scenario.benchmark, description=scenario.benchmark_description or (spec.description if spec else ""),
+        prompt_format=(spec.prompt if spec else ""), answer_rule=(spec.answer_rule if spec else ""),
+        max_out_len=(spec.max_out_len if spec else None), core_metric=scenario.core_metric,
+        direction="higher is better" if scenario.direction == "max" else "lower is better",
+        user_target=scenario.user_target_scenario, baseline=base,
+        model_name=scenario.base_model, model_path=scenario.base_model_path, parameters=params,
+        architecture=" ".join(x for x in (model.architecture, f"({model.model_type})" if model.model_type else "") if x),
+        layers=(f"{model.num_hidden_layers} layers, hidden size {model.hidden_size}, vocabulary {model.vocab_size:,}"
+                if model.num_hidden_layers and model.hidden_size and model.vocab_size else ""),
+        context_window=f"{context:,} tokens" if context else "unknown",
+        template=model.template or "unknown (use the LLaMA-Factory template of the model family)",
+        think=("yes: the tokenizer has a `<think>` token" if model.has_think_token
+               else "no `<think>` token in the tokenizer"),
+        disk_size=format_bytes(dir_size(scenario.base_model_path)), dtype=model.torch_dtype or "",
+        hardware=hardware_words(scenario.hardware),
+        memory_rows=_memory_rows(memory, context), memory_device=str(memory.get("device") or ""),
+        memory_text=re.sub(r"^#+ .*\n?", "", scenario.memory_report or "", flags=re.MULTILINE).strip(),
+        budgets=budgets, data_cap=scenario.upper_data_size_limit, force_think_token=bool(think),
+        datasets=list(scenario.datasets), dataset_texts=_dataset_texts(scenario, catalogue),
+    )
+
+
+def render_brief(scenario: ScenarioInfo, *, catalogue: dict[str, Any] | None = None,
+                 force_think_token: bool | None = None) -> str:
+    """The scenario brief as Markdown (``prompts/scenario_brief.j2``).
+
+    Args:
+        scenario: the session's scenario (validation facts only).
+        catalogue: dataset catalogue entries (default: read ``dataset_info.json`` under
+            ``scenario.dataset_root``).
+        force_think_token: training outputs must be ``<think>…</think>answer``; default
+            ``scenario.force_think_token`` when the field exists.
+    """
+    return render("scenario_brief", f=brief_facts(scenario, catalogue=catalogue,
+                                                  force_think_token=force_think_token))
+
+
+_HEADING = re.compile(r"^## (.+)$", re.MULTILINE)
+
+
+def brief_sections(text: str) -> dict[str, str]:
+    """The brief split at its ``## `` headings: heading → body (without the heading line)."""
+    matches = list(_HEADING.finditer(text))
+    out: dict[str, str] = {}
+    for i, match in enumerate(matches):
+        end = matches[i + 1].start() if i + 1 < len(matches) else len(text)
+        out[match.group(1).strip()] = text[match.end():end].strip()
+    return out
+
+
+def scenario_brief(scenario: ScenarioInfo) -> str:
+    """The stored brief, or one rendered now (older snapshots, tests, tools)."""
+    return scenario.description_text or render_brief(scenario)

@@ -1,0 +1,190 @@
+"""History that teaches: experiments as the planner reads them (never with test scores).
+
+For each experiment the planner sees the hypothesis, the config that was actually trained (and every
+change the system made to the planner's config), the data it trained on (rows produced), a loss
+summary (first / last / min, trend) with a compact sampled table, the validation score against the
+baseline, and for failures the error type and the decisive log lines. Everything here works on
+:class:`~ftagent.planners.llm.propose.PlannerExperiment`, which has no field for test scores.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any
+
+import yaml
+from pydantic import BaseModel
+
+if TYPE_CHECKING:
+    from ftagent.planners.llm.propose import PlannerExperiment
+
+# keys of the trained config the planner did not choose (paths, caching, reporting)
+SYSTEM_KEYS = {"model_name_or_path", "output_dir", "dataset_dir", "dataset", "overwrite_cache", "save_only_model",
+               "per_device_eval_batch_size", "report_to", "plot_loss", "overwrite_output_dir", "stage", "do_train"}
+_DECISIVE = re.compile(r"(error|exception|traceback|out of memory|oom|killed|nan|inf\b|timed? ?out|"
+                       r"not found|no such|invalid|must|cannot|failed|unexpected)", re.IGNORECASE)
+
+
+class LossSummary(BaseModel):
+    """A loss curve in a few numbers."""
+
+    points: int
+    first: float
+    last: float
+    min: float
+    min_step: int
+    last_step: int
+    trend: str  # "falling", "flat", "rising", "noisy"
+    eval_last: float | None = None
+
+    def line(self) -> str:
+        text = (f"{self.points} points, first {self.first:.4g}, last {self.last:.4g} (step {self.last_step}), "
+                f"min {self.min:.4g} at step {self.min_step}; {self.trend}")
+        if self.eval_last is not None:
+            text += f"; last eval_loss {self.eval_last:.4g}"
+        return text
+
+
+def _losses(history: list[dict[str, Any]]) -> list[tuple[int, float]]:
+    out = []
+    for p in history:
+        if isinstance(p, dict) and isinstance(p.get("loss"), (int, float)):
+            step = p.get("step")
+            out.append((int(step) if step is not None else len(out) + 1, float(p["loss"])))
+    return out
+
+
+def loss_summary(history: list[dict[str, Any]]) -> LossSummary | None:
+    """First/last/min and the trend of the second half against the first; None without losses."""
+    pts = _losses(history)
+    if not pts:
+        return None
+    values = [v for _, v in pts]
+    step_min, v_min = min(pts, key=lambda p: p[1])
+    half = max(1, len(values) // 2)
+    early, late = sum(values[:half]) / half, sum(values[half:] or values[-1:]) / max(1, len(values[half:]) or 1)
+    tail = values[-max(4, len(values) // 3):]
+    rises = [b - a for a, b in zip(tail, tail[1:], strict=False) if b > a]
+    noisy = len(rises) >= len(tail) // 3 and max(rises, default=0) > 0.1 * abs(sum(tail) / len(tail))
+    if len(values) < 3:
+        trend = "falling" if values[-1] < values[0] else "flat or rising"
+    elif late < early * 0.97:
+        trend = "falling" + (", still falling at the end" if tail[-1] < tail[0] * 0.98 else ", levelling off at the end")
+    elif late > early * 1.03:
+        trend = "rising (diverging: learning rate too high?)"
+    else:
+        trend = "flat (not learning: learning rate too low, or nothing left to learn)"
+    if noisy and len(values) >= 6:
+        trend += "; noisy (try a lower learning rate or a larger batch)"
+    evals = [p.get("eval_loss") for p in history if isinstance(p, dict) and isinstance(p.get("eval_loss"), (int, float))]
+    return LossSummary(points=len(pts), first=values[0], last=values[-1], min=v_min, min_step=step_min,
+                       last_step=pts[-1][0], trend=trend, eval_last=float(evals[-1]) if evals else None)
+
+
+def loss_table(history: list[dict[str, Any]], rows: int = 12) -> str:
+    """A compact Markdown table of ``rows`` evenly sampled points (first and last included)."""
+    pts = [p for p in history if isinstance(p, dict) and (p.get("loss") is not None or p.get("eval_loss") is not None)]
+    if not pts:
+        return ""
+    if len(pts) > rows:
+        idx = sorted({round(i * (len(pts) - 1) / (rows - 1)) for i in range(rows)})
+        pts = [pts[i] for i in idx]
+    has_eval = any(p.get("eval_loss") is not None for p in pts)
+    has_lr = any(p.get("lr") is not None for p in pts)
+    head = ["step", "loss"] + (["eval_loss"] if has_eval else []) + (["lr"] if has_lr else [])
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for p in pts:
+        cells = [str(p.get("step", "")), _num(p.get("loss"))]
+        if has_eval:
+            cells.append(_num(p.get("eval_loss")))
+        if has_lr:
+            cells.append(_num(p.get("lr")))
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _num(value: Any) -> str:
+    return f"{value:.4g}" if isinstance(value, (int, float)) else ""
+
+
+def planner_config(config: dict[str, Any]) -> str:
+    """The trained config without the system-managed keys, as YAML."""
+    kept = {k: v for k, v in config.items() if k not in SYSTEM_KEYS}
+    return yaml.safe_dump(kept, sort_keys=False, allow_unicode=True).strip() if kept else ""
+
+
+def decisive_lines(log_tail: str, limit: int = 12) -> str:
+    """The log lines that explain a failure: error-looking lines and the last lines, in order, deduplicated."""
+    lines = [line.rstrip() for line in (log_tail or "").splitlines() if line.strip()]
+    if not lines:
+        return ""
+    chosen = {i for i, line in enumerate(lines) if _DECISIVE.search(line)}
+    chosen |= set(range(max(0, len(lines) - 4), len(lines)))
+    picked, seen = [], set()
+    for i in sorted(chosen):
+        text = lines[i][:300]
+        if text not in seen:
+            seen.add(text)
+            picked.append(text)
+    return "\n".join(picked[-limit:])
+
+
+def score_line(value: float | None, baseline: float | None, core_metric: str, direction: str) -> str:
+    """``validation accuracy 0.71 (baseline 0.62, +0.09)``."""
+    if value is None:
+        return f"no validation {core_metric}"
+    if baseline is None:
+        return f"validation {core_metric} {value:g}"
+    diff = value - baseline
+    better = diff > 0 if direction == "max" else diff < 0
+    return f"validation {core_metric} {value:g} (baseline {baseline:g}, {diff:+.4g}{'' if better or diff == 0 else ', worse'})"
+
+
+def experiment_block(exp: PlannerExperiment, *, baseline: float | None, core_metric: str, direction: str,
+                     detail: str = "full", best: bool = False) -> str:
+    """Markdown about one experiment.
+
+    Args:
+        exp: the experiment (test-free view).
+        baseline: the baseline validation score.
+        core_metric: the metric's name.
+        direction: ``"max"`` or ``"min"``.
+        detail: ``"full"`` (config, loss table, log lines) or ``"short"`` (one paragraph).
+        best: mark it as the current best.
+    """
+    hyp = exp.hypothesis
+    status = "✅ became the best" if exp.decision else ("❌ failed" if exp.failure else "➖ not better")
+    lines = [f"### Loop {exp.loop}{' (current best)' if best else ''}: {status}; "
+             f"{score_line(exp.val_score, baseline, core_metric, direction)}"]
+    if hyp is not None:
+        lines.append(f"- Hypothesis: {hyp.hypothesis.strip()}")
+        if detail == "full" and hyp.task:
+            lines.append(f"- Task: {hyp.task.strip()}")
+    if exp.data_rows is not None:
+        lines.append(f"- Training data: {exp.data_rows:,} rows produced by process_data.py")
+    summary = loss_summary(exp.loss_history)
+    if summary is not None:
+        lines.append(f"- Training loss: {summary.line()}")
+    if exp.system_changes:
+        lines.append("- Changes the system made to the planner's train.yaml: " + "; ".join(exp.system_changes))
+    if exp.failure is not None:
+        f = exp.failure
+        lines.append(f"- Failure: stage {f.stage}, type {f.error_type.value}: {f.message.strip()[:500]}")
+        if f.suggestion:
+            lines.append(f"- Checker's suggestion: {f.suggestion.strip()[:300]}")
+        log = decisive_lines(f.log_tail, 12 if detail == "full" else 4)
+        if log:
+            lines += ["- Decisive log lines:", "```", log, "```"]
+    if exp.reason:
+        lines.append(f"- Feedback: {exp.reason.strip()[:800 if detail == 'full' else 300]}")
+    next_step = getattr(exp, "next_step", "")
+    if next_step:
+        lines.append(f"- Suggested next step: {next_step.strip()[:500]}")
+    if detail == "full":
+        config = planner_config(exp.config)
+        if config:
+            lines += ["- Config actually trained (system paths left out):", "```yaml", config, "```"]
+        table = loss_table(exp.loss_history)
+        if table:
+            lines += ["- Loss curve (sampled):", table]
+    return "\n".join(lines)

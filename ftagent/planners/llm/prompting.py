@@ -1,0 +1,98 @@
+"""Shared prompt parts: brief sections, time left, data statistics, and fitting to the budget.
+
+Every planner prompt is a list of :class:`~ftagent.planners.llm.budget.Section` objects, each with a
+priority; :func:`fit` drops the least useful optional ones when the prompt is over
+``FT_PROMPT_TOKEN_BUDGET``. The scenario sections come from the session's brief
+(:mod:`ftagent.planners.llm.brief`), so every prompt describes the scenario with the same words.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ftagent.planners.llm.brief import BUDGETS, brief_sections, format_duration, scenario_brief
+from ftagent.planners.llm.budget import DEFAULT_BUDGET, Fitted, Section, fit_sections, message_tokens
+
+if TYPE_CHECKING:
+    from ftagent.core.types import ScenarioInfo
+
+
+def budget_of(settings: Any) -> int:
+    """``FT_PROMPT_TOKEN_BUDGET`` (the default when the settings have none)."""
+    return int(getattr(getattr(settings, "ft", None), "prompt_token_budget", DEFAULT_BUDGET) or DEFAULT_BUDGET)
+
+
+def brief_part(scenario: ScenarioInfo, name: str, priority: int = 50, *, required: bool = False,
+               extra: str = "") -> Section:
+    """One section of the session's brief as a prompt section (empty body when the brief lacks it)."""
+    body = brief_sections(scenario_brief(scenario)).get(name, "")
+    if extra:
+        body = f"{body}\n{extra}".strip()
+    return Section(key=f"brief:{name}", title=name, body=body, priority=priority, required=required, level=2)
+
+
+def time_left(ctx: Any) -> str:
+    """``- time left in this session: 3 h 20 min; this is loop 2 of 5`` (empty without a context)."""
+    parts = []
+    try:
+        left = ctx.time_left()
+    except Exception:  # noqa: BLE001 - tools and tests pass no engine context
+        left = None
+    if left is not None:
+        parts.append(f"- time left in this session: {format_duration(left)}")
+    try:
+        index = ctx.loop.index
+        loop_n = (ctx.state.config.get("run") or {}).get("loop_n")
+    except Exception:  # noqa: BLE001
+        index, loop_n = None, None
+    if index is not None:
+        parts.append(f"- this is loop {index}" + (f" of loops 0-{int(loop_n) - 1}" if loop_n else ""))
+    return "\n".join(parts)
+
+
+def budgets_part(scenario: ScenarioInfo, ctx: Any, priority: int = 60) -> Section:
+    """The brief's budgets plus the time left now."""
+    return brief_part(scenario, BUDGETS, priority, extra=time_left(ctx))
+
+
+def text_part(key: str, title: str, body: str, priority: int = 50, *, required: bool = False,
+              level: int = 1) -> Section:
+    return Section(key=key, title=title, body=body or "", priority=priority, required=required, level=level)
+
+
+def fit(sections: list[Section], settings: Any, system: str = "") -> Fitted:
+    """The user prompt fitted into the budget (the system message counts too)."""
+    extra = message_tokens([{"content": system}]) if system else 0
+    return fit_sections(sections, budget_of(settings), extra_tokens=extra + 4)
+
+
+def debug_data_stats(workspace: Path, model_path: str | None, limit_rows: int = 5000) -> str:
+    """Rows, token lengths (base model's tokenizer) and one row of the workspace's ``data.json``.
+
+    Written after the data script's debug run, so in a first round there is nothing to show.
+    """
+    path = Path(workspace) / "data.json"
+    try:
+        rows = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return ""
+    if not isinstance(rows, list) or not rows:
+        return ""
+    from ftagent.datasets.catalogue import _percentile
+    from ftagent.datasets.tokens import load_token_counter
+
+    counter = load_token_counter(Path(model_path) if model_path else None)
+    lengths = sorted(counter.count(" ".join(str(r.get(k) or "") for k in ("instruction", "input", "output")))
+                     for r in rows[:limit_rows] if isinstance(r, dict))
+    out = sorted(counter.count(str(r.get("output") or "")) for r in rows[:limit_rows] if isinstance(r, dict))
+    if not lengths:
+        return ""
+    sample = json.dumps(rows[0], ensure_ascii=False)
+    sample = sample if len(sample) <= 600 else sample[:600] + "…"
+    return (f"- {len(rows):,} rows written by the debug run (the full run writes more)\n"
+            f"- tokens per row (instruction + input + output, base model tokenizer): p50 {_percentile(lengths, 50)}, "
+            f"p90 {_percentile(lengths, 90)}, p99 {_percentile(lengths, 99)}, max {lengths[-1]}\n"
+            f"- tokens per output: p50 {_percentile(out, 50)}, max {out[-1]}\n"
+            f"- first row: {sample}")
