@@ -207,3 +207,20 @@ def run_gpu(res: BenchResults, tools_env: Path | None, work: Path, quick: bool) 
         res.add("gpu", f"OpenCompass {'HF/CPU' if gpus == 0 else ('vLLM' if probe.available else 'HF/GPU')}, "
                 f"{n} items", t.wall_s, "s")
     res.add_ratio("gpu", f"{'vLLM' if probe.available else 'HF/GPU'} wall / HF/CPU wall", walls["gpu"], walls["hf"])
+
+
+TARGET_DEMO_EVAL_OVER_TRAIN = 0.35
+
+
+def analyse_demo(res: BenchResults, session: Path) -> None:
+    """The demo session's evaluation wall / training wall (the report's "training Ns, evaluation Ns":
+    sums of the ``run`` events with purpose ``train*`` and ``eval``, baseline included)."""
+    from tests.bench.demo_bench import read_jsonl
+
+    runs = [e for e in read_jsonl(Path(session) / "events.jsonl") if e.get("type") == "run"]
+    train = sum(float(e.get("duration_s") or 0) for e in runs if str(e.get("purpose", "")).startswith("train"))
+    evaluation = sum(float(e.get("duration_s") or 0) for e in runs if e.get("purpose") == "eval")
+    res.add(SECTION, "demo: training wall (run events)", train, "s")
+    res.add(SECTION, "demo: evaluation wall (run events)", evaluation, "s",
+            f"{sum(1 for e in runs if e.get('purpose') == 'eval')} evaluation runs")
+    res.add_ratio(SECTION, "demo evaluation / training", evaluation, train, target_max=TARGET_DEMO_EVAL_OVER_TRAIN)

@@ -113,6 +113,9 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"[demo] skipped: {res.skipped['demo']}", flush=True)
                     return
                 demo_bench.analyse(res, session)
+                from tests.bench import eval_bench
+
+                eval_bench.analyse_demo(res, session)  # the report's evaluation / training walls
 
             _section(res, name, _demo)
     res.machine["loadavg_at_end"] = load_average()
