@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
+import threading
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from filelock import FileLock
 from pydantic import BaseModel, Field
 
 from ftagent.datasets.tokens import TokenCounter, load_token_counter
@@ -28,6 +31,7 @@ README_CHARS = 4000
 SAMPLE_CHARS = 2000
 TREE_LINES = 120
 CATALOGUE_VERSION = 2  # entries written by an older layout are analysed again
+LOCK_TIMEOUT_S = 3600  # another session analysing big datasets may hold the catalogue lock for a while
 
 
 class ColumnStats(BaseModel):
@@ -188,6 +192,13 @@ def build_catalogue(datasets_root: Path, names: list[str] | None = None, *,
     every sub-folder holding a ``.prepared`` marker or data files).
     """
     root = Path(datasets_root)
+    root.mkdir(parents=True, exist_ok=True)
+    # several sessions share FT_FILE_PATH: read-modify-write under one lock, so no update is lost
+    with FileLock(str(root / f".{CATALOGUE_FILE}.lock"), timeout=LOCK_TIMEOUT_S):
+        return _update_catalogue(root, names, model_dir)
+
+
+def _update_catalogue(root: Path, names: list[str] | None, model_dir: Path | None) -> dict[str, DatasetEntry]:
     path = root / CATALOGUE_FILE
     counter = load_token_counter(model_dir)
     existing: dict[str, DatasetEntry] = {}
@@ -201,8 +212,7 @@ def build_catalogue(datasets_root: Path, names: list[str] | None = None, *,
         stale = entry is None or entry.token_counter != counter.name or entry.version != CATALOGUE_VERSION
         if (root / name).is_dir() and stale:
             existing[name] = analyze_dataset(root / name, counter)
-    root.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".json.tmp")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     tmp.write_text(json.dumps({k: v.model_dump() for k, v in sorted(existing.items())}, indent=2,
                               ensure_ascii=False), encoding="utf-8")
     tmp.replace(path)
@@ -240,7 +250,7 @@ def _readme_excerpt(readme: str, limit: int) -> str:
     text = re.sub(r"<!--.*?-->", "", readme, flags=re.DOTALL)
     text = re.sub(r"(^|\n)---\n.*?\n---\n", r"\1", text, flags=re.DOTALL)  # YAML front matter of HF cards
     text = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith(("![", "<img", "[!["))).strip()
-    text = re.sub(r"^(#{1,6}) ", r"####\1 ", text, flags=re.MULTILINE)  # headings nest below the entry's
+    text = re.sub(r"^#{1,6} +(.+?)\s*#*$", r"**\1**", text, flags=re.MULTILINE)  # no headings inside the entry's
     if len(text) <= limit:
         return text
     cut = text[:limit].rsplit("\n", 1)[0]
