@@ -10,6 +10,8 @@ a plug-in may register any object with this interface. File helpers (JSONL, tabl
 from __future__ import annotations
 
 import json
+import os
+import threading
 from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -80,7 +82,7 @@ class BenchmarkAdapter(Protocol):
 def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
     """Write rows as JSON Lines (UTF-8, one object per line), atomically."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")  # sessions share FT_FILE_PATH
     with tmp.open("w", encoding="utf-8") as fh:
         for row in rows:
             fh.write(json.dumps(row, ensure_ascii=False) + "\n")

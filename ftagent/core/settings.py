@@ -88,7 +88,7 @@ class FTSettings(BaseSettings):
     judge_model: str = "gpt-5.1"
     judge_api_key: SecretStr | None = None
     judge_api_base: str | None = None
-    judge_retry: int = 10
+    judge_retry: int = Field(10, ge=0, description="retries of each LLM-judge request (OpenCompass judge_cfg retry)")
     benchmark_limit: int | None = Field(None, gt=0, description="cap validation and test size")
     benchmark_num_runs: int = Field(1, gt=0)
     benchmark_pass_k: int | None = Field(None, gt=0)
@@ -100,11 +100,12 @@ class FTSettings(BaseSettings):
     # --- data processing -------------------------------------------------------------------------
     strong_models: Annotated[list[str], NoDecode] = ["gpt-5", "gpt-5.1"]
     weak_models: Annotated[list[str], NoDecode] = ["gpt-4o-mini", "o4-mini", "gpt-5-mini"]
-    data_sample_count: int = 3
-    api_max_workers: int = Field(8, gt=0)
+    api_max_workers: int = Field(8, gt=0, description="LLM requests a data script may have in flight "
+                                                      "(enforced by the session's LLM gateway)")
     coder_max_loop: int = Field(10, gt=0)
     force_think_token: bool = False
-    llm_budget_usd: float | None = Field(None, gt=0)
+    llm_budget_usd: float | None = Field(
+        None, gt=0, description="USD cap on LLM spend: planner and data-script calls (unknown prices are not counted)")
     prompt_token_budget: int = Field(
         24000, ge=2000,
         description="tokens one planner prompt may use (default fits a 32k-context model with room to answer); "
@@ -162,7 +163,8 @@ class LLMSettings(BaseSettings):
     chat_max_tokens: int | None = None
     openai_api_key: SecretStr | None = None
     openai_api_base: str | None = None
-    embedding_model: str = "text-embedding-3-small"
+    embedding_model: str = Field("text-embedding-3-small",
+                                 description="the embedding model data scripts may use (the gateway's /v1/embeddings)")
     max_retry: int = Field(10, ge=0)
     retry_wait_seconds: float = Field(1.0, ge=0)
     llm_timeout_seconds: float = Field(600.0, gt=0)

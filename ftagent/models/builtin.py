@@ -172,7 +172,7 @@ def build_builtin(
     return out_dir
 
 
-def _download(repo_id: str, target: Path) -> Path:
+def _download(repo_id: str, target: Path, final: Path | None = None) -> Path:
     from huggingface_hub import snapshot_download
 
     try:
@@ -186,7 +186,7 @@ def _download(repo_id: str, target: Path) -> Path:
         shutil.rmtree(target, ignore_errors=True)
         why = "HF_HUB_OFFLINE is set" if offline else "the Hugging Face Hub is unreachable or the id is wrong"
         raise EnvironmentFailure(
-            f"base model '{repo_id}' is not in {target} and cannot be downloaded ({why}: "
+            f"base model '{repo_id}' is not in {final or target} and cannot be downloaded ({why}: "
             f"{type(exc).__name__}). Download it there yourself, pass a local folder, or use "
             f"builtin/tiny-qwen2."
         ) from exc
@@ -243,7 +243,30 @@ def resolve_base_model(name: str, file_path: Path, python_or_runner: Path | str 
     if _has_model_files(under_models):
         return under_models.absolute()
     check_model_name(name, file_path)  # raises for anything that is not an HF id
-    return _download(name, under_models.absolute())
+    return _download_once(name, under_models.absolute())
+
+
+def _download_once(repo_id: str, target: Path) -> Path:
+    """Download ``repo_id`` into ``target`` unless another session did (one lock per model folder).
+
+    The download goes to a private staging folder that is renamed into place when complete, so a
+    session never sees (or uses) a half-downloaded model.
+    """
+    from filelock import FileLock
+
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(target.parent / f".{target.name}.lock")):
+        if _has_model_files(target):
+            return target
+        staging = target.parent / f".{target.name}.downloading-{os.getpid()}"
+        shutil.rmtree(staging, ignore_errors=True)
+        try:
+            _download(repo_id, staging, final=target)
+            shutil.rmtree(target, ignore_errors=True)
+            staging.rename(target)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+    return target
 
 
 def list_models(file_path: Path) -> list[dict[str, str]]:

@@ -225,11 +225,16 @@ def load_or_build_catalogue(info_dir: Path, runner: Runner, *, check_version: bo
     Raises:
         EnvironmentFailure: when LLaMA-Factory cannot be imported or the extraction fails.
     """
+    from filelock import FileLock
+
     info_dir = Path(info_dir)
-    try:
-        cached = read_catalogue(info_dir)
-    except (OSError, ValueError):
-        cached = None
-    if cached is not None and (not check_version or installed_version(runner, info_dir) == cached.version):
-        return cached
-    return build_catalogue(info_dir, runner, timeout=timeout)
+    info_dir.parent.mkdir(parents=True, exist_ok=True)
+    # sessions sharing FT_FILE_PATH: one extracts, the others wait and read its result
+    with FileLock(str(info_dir.parent / f".{info_dir.name}.lock")):
+        try:
+            cached = read_catalogue(info_dir)
+        except (OSError, ValueError):
+            cached = None
+        if cached is not None and (not check_version or installed_version(runner, info_dir) == cached.version):
+            return cached
+        return build_catalogue(info_dir, runner, timeout=timeout)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -35,10 +37,12 @@ def artefact_digest(*folders: Path | str | None) -> str:
 
 
 def cache_key(digest: str, benchmark: str, split: str, ranges: Any, inference: dict[str, Any],
-              template_version: str) -> str:
-    """The cache key (hex sha256) of one evaluation."""
+              template_version: str, judge: dict[str, Any] | None = None) -> str:
+    """The cache key (hex sha256) of one evaluation; ``judge`` = the LLM judge's settings (model, base
+    URL, retries; never the key), None when no judge is used. A different judge scores differently."""
     payload = json.dumps({"model": digest, "benchmark": benchmark, "split": split, "ranges": ranges,
-                          "inference": inference, "template": template_version}, sort_keys=True, default=str)
+                          "inference": inference, "template": template_version, "judge": judge},
+                         sort_keys=True, default=str)
     return hashlib.sha256(payload.encode()).hexdigest()
 
 
@@ -65,6 +69,6 @@ class EvalCache:
     def put(self, key: str, result: EvalResult) -> None:
         """Store ``result`` atomically."""
         self.root.mkdir(parents=True, exist_ok=True)
-        tmp = self.path(key).with_suffix(".tmp")
+        tmp = self.path(key).with_name(f".{key}.{os.getpid()}.{threading.get_ident()}.tmp")  # shared folder
         tmp.write_text(result.model_copy(update={"cached": False}).model_dump_json(indent=2), encoding="utf-8")
         tmp.replace(self.path(key))

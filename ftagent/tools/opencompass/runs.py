@@ -105,7 +105,8 @@ def _judge(settings: Settings) -> dict[str, str] | None:
     ft = settings.ft
     if ft.judge_api_key is None or not ft.judge_model:
         return None
-    return {"model": ft.judge_model, "key_env": "ENV", "api_base": ft.judge_api_base or ""}
+    return {"model": ft.judge_model, "key_env": "ENV", "api_base": ft.judge_api_base or "",
+            "retry": str(ft.judge_retry)}
 
 
 def model_spec(model_path: Path, base_path: Path | None, model_name: str, gpu_count: int, abbr: str,
@@ -271,7 +272,8 @@ def evaluate_splits_of_path(
         digest, benchmark, split,
         {"data": _data_digest(bench_dir, split), "limit": ft.benchmark_limit, "runs": ft.benchmark_num_runs,
          "pass_k": ft.benchmark_pass_k, "template": template},
-        mspec.model_dump(exclude={"path", "adapter_path", "tokenizer_path"}), TEMPLATE_VERSION) for split in splits}
+        mspec.model_dump(exclude={"path", "adapter_path", "tokenizer_path"}), TEMPLATE_VERSION,
+        judge=_judge(settings)) for split in splits}
     out = SplitResults()
     for split in splits:
         hit = cache.get(keys[split])
