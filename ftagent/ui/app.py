@@ -16,6 +16,7 @@ import pandas as pd
 import streamlit as st
 
 from ftagent.ui import frames as F
+from ftagent.ui.llm_calls import show_llm_calls
 from ftagent.views import session as D
 
 CSS = {"green": "background-color: #c8f7c5", "red": "background-color: #f9c6c6",
@@ -143,7 +144,7 @@ def loop_title(lp: D.LoopView) -> str:
     return f"Loop {lp.index} · {lp.status} · val {F.fmt_score(lp.val_score)} · test {F.fmt_score(lp.test_score)} {mark}"
 
 
-def show_loop(lp: D.LoopView) -> None:
+def show_loop(lp: D.LoopView, session_dir: Path | None = None) -> None:
     steps = pd.DataFrame([s.model_dump() for s in lp.steps])
     if not steps.empty:
         steps = steps[["name", "status", "duration_s", "goto", "failure"]].fillna({"goto": "", "failure": ""})
@@ -175,7 +176,7 @@ def show_loop(lp: D.LoopView) -> None:
                     + (f" · error type {fb['error_type']}" if fb.get("error_type") else ""))
         st.markdown(f"{fb.get('reason', '')}  \n**Next**: {fb.get('next_step', '')}")
     if lp.llm_calls:
-        st.dataframe(F.llm_frame(lp.llm_calls), width="stretch", hide_index=True)
+        show_llm_calls(lp.llm_calls, session_dir)  # each prompt and reply, tokens, cost, latency
 
 
 def single_task(job: D.JobView) -> None:
@@ -202,7 +203,7 @@ def single_task(job: D.JobView) -> None:
             st.dataframe(timeline, width="stretch", hide_index=True)
     for lp in s.loops:
         with st.expander(loop_title(lp), expanded=lp is s.loops[-1]):
-            show_loop(lp)
+            show_loop(lp, Path(s.dir))
     if s.llm_calls:
         calls = F.llm_frame(s.llm_calls)
         st.markdown("**LLM calls**")
