@@ -95,6 +95,40 @@ def prepare_for(dataset: str | None, benchmark_key: str | None, file_path: Path,
     return prepare_datasets(resolve_dataset_choice(dataset, benchmark_key), file_path, token=token)
 
 
+class DatasetCandidate(BaseModel):
+    """A registered dataset as the dataset selection sees it (offline facts only)."""
+
+    name: str
+    summary: str = ""
+    task_type: str = ""
+    related_benchmarks: list[str] = []
+    source: str = ""  # HF repo id, or "generated locally"
+    notes: str = ""  # the packaged planner notes (excerpt)
+
+
+def dataset_candidates(note_chars: int = 600) -> list[DatasetCandidate]:
+    """Every registered dataset, described from its spec and packaged notes (nothing is downloaded)."""
+    out = []
+    for name in dataset_names():
+        source = get_source(name)
+        spec = source.spec
+        notes = source.readme() if hasattr(source, "readme") else read_packaged_readme(name)
+        out.append(DatasetCandidate(name=name, summary=spec.summary, task_type=spec.task_type,
+                                    related_benchmarks=list(spec.related_benchmarks),
+                                    source=spec.repo_id or "generated locally", notes=(notes or "")[:note_chars]))
+    return out
+
+
+def rule_selection(dataset: str | None, benchmark_key: str | None) -> list[str]:
+    """The selection rule: ``--dataset`` (a name or 'all') wins, else the benchmark's related datasets."""
+    return resolve_dataset_choice(dataset, benchmark_key)
+
+
+def selection_is_ambiguous(dataset: str | None, benchmark_key: str | None) -> bool:
+    """True when the rule cannot decide well: no ``--dataset`` and not exactly one related dataset."""
+    return not dataset and len(rule_selection(None, benchmark_key)) != 1
+
+
 def _fill(source: DatasetSource, out: Path, token: str | None) -> str:
     """Put the raw files into ``out``; returns how ("generated", "manual" or "hub")."""
     if source.spec.repo_id is None:
@@ -145,4 +179,5 @@ def _write_notes(source: DatasetSource, out: Path) -> None:
 
 
 __all__ = ["prepare_dataset", "prepare_datasets", "prepare_for", "dataset_dir", "datasets_root",
-           "is_prepared", "dataset_names", "MARKER"]
+           "is_prepared", "dataset_names", "MARKER", "DatasetCandidate", "dataset_candidates", "rule_selection",
+           "selection_is_ambiguous"]

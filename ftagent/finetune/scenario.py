@@ -57,7 +57,7 @@ class FinetuneScenario:
 
     def prepare(self) -> Prepared:
         """Datasets, base model and benchmark data (UserInputError / EnvironmentFailure on bad input)."""
-        from ftagent.datasets.prepare import prepare_for
+        from ftagent.datasets.prepare import prepare_datasets
         from ftagent.models.builtin import resolve_base_model
         from ftagent.tools.opencompass.evaluator import prepare_benchmark
 
@@ -65,13 +65,29 @@ class FinetuneScenario:
         file_path = Path(ft.file_path).absolute()
         file_path.mkdir(parents=True, exist_ok=True)
         token = _hf_token()
-        prepared = self._stage("datasets", lambda: prepare_for(ft.dataset, ft.target_benchmark, file_path,
-                                                               token=token), dataset=ft.dataset)
+        selection = self._select_datasets()
+        prepared = self._stage("datasets", lambda: prepare_datasets(selection.datasets, file_path, token=token),
+                               dataset=ft.dataset, selected=selection.datasets, selected_by=selection.source,
+                               reason=selection.reason)
         model_path = self._stage("model", lambda: resolve_base_model(ft.base_model, file_path, self.runner),
                                  base_model=ft.base_model)
         self._stage("benchmark_data", lambda: prepare_benchmark(ft.target_benchmark, benchmarks_dir(file_path),
                                                                 ft.benchmark_limit), benchmark=ft.target_benchmark)
         return Prepared(prepared, Path(model_path))
+
+    def _select_datasets(self):
+        """The rule, or the LLM planner where the rule cannot decide (:mod:`ftagent.planners.llm.select`)."""
+        from ftagent.planners.llm.select import select_datasets
+
+        ft, llm = self.settings.ft, self.settings.llm
+        use_llm = ft.planner == "llm" or (ft.planner == "auto" and llm.configured)
+        client = None
+        if use_llm:
+            from ftagent.planners.llm.client import LLMClient
+
+            client = LLMClient(llm, ft, emit=self.emit)  # no session yet: announced as an event, not recorded
+        return select_datasets(ft.target_benchmark, ft.benchmark_description or "", dataset=ft.dataset,
+                               client=client)
 
     def build(self, prepared: Prepared) -> ScenarioInfo:
         """The catalogues, GPU facts and memory estimate on top of :meth:`prepare`'s result.

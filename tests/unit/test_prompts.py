@@ -246,7 +246,7 @@ def test_fit_sections_keeps_required_and_order():
 
 def test_templates_render_with_strict_undefined():
     names = sorted(p.stem for p in PROMPTS_DIR.glob("*.j2"))
-    assert names == ["config_coder", "data_coder", "feedback_error", "feedback_success", "proposal_system",
+    assert names == ["config_coder", "data_coder", "dataset_selection", "feedback_error", "feedback_success", "proposal_system",
                      "proposal_user", "scenario_brief"]
     with pytest.raises(jinja2.UndefinedError):
         render("proposal_system")  # has_parent and upper_data_size_limit missing
