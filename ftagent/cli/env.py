@@ -23,8 +23,11 @@ def env_setup(
     path: Path | None = typer.Option(None, "--path", help="default: FT_TOOLS_ENV or FT_FILE_PATH/envs/tools"),
     gpu: bool | None = typer.Option(None, "--gpu/--cpu", help="torch flavour; default: detect with NVML"),
     force: bool = typer.Option(False, "--force", help="reinstall even when the env is up to date"),
+    vllm: bool = typer.Option(True, "--vllm/--no-vllm",
+                              help="with --gpu: also the vLLM eval env (FT_VLLM_ENV or FT_FILE_PATH/envs/vllm)"),
 ) -> None:
-    """Create the tool env (torch, LLaMA-Factory, OpenCompass, peft), or confirm it is up to date."""
+    """Create the tool env (torch, LLaMA-Factory, OpenCompass, peft; on GPU also DeepSpeed, bitsandbytes
+    and the separate vLLM eval env), or confirm they are up to date."""
     from rich.console import Console
 
     from ftagent.core.hardware import detect_gpus
@@ -40,6 +43,20 @@ def env_setup(
     verb = "up to date" if result.skipped else f"ready in {result.duration_s:.0f}s"
     typer.echo(f"tool env {target}: {verb}")
     typer.echo(", ".join(f"{k} {v}" for k, v in result.report.versions.items()))
+    if use_gpu and vllm:
+        _setup_vllm(console, force)
+
+
+def _setup_vllm(console, force: bool) -> None:
+    from ftagent.core.settings import load_settings
+    from ftagent.runners.vllmenv import setup_vllm_env, vllm_env_path
+
+    target = vllm_env_path(load_settings())
+    with console.status(f"vLLM env {target}") as status:
+        skipped, report = setup_vllm_env(target, force=force,
+                                         progress=lambda msg: (status.update(msg), console.log(msg)))
+    typer.echo(f"vLLM env {target}: {'up to date' if skipped else 'ready'}")
+    typer.echo(", ".join(f"{k} {v}" for k, v in report.versions.items()))
 
 
 @app.command("check")
@@ -92,16 +109,17 @@ def env_build_images(
     log_file = Path(settings.ft.file_path) / "docker" / f"build-{spec.tag.replace(':', '-')}.log"
     console = Console(stderr=True)
     console.print(f"image {spec.tag} from {spec.base_image} ({len(spec.wheels)} local wheel(s), "
-                  f"CA bundle: {spec.ca_bundle or 'none'}); log: {log_file}")
+                  f"CA bundle: {spec.ca_bundle or 'none'}); log: {log_file}", soft_wrap=True)
     with console.status(f"building {spec.tag}") as status:
         def on_step(step) -> None:
             status.update(f"step {step.number}/{step.total}: {escape(step.instruction[:90])}")
             if quiet:
-                console.print(f"[bold]step {step.number}/{step.total}[/bold] {escape(step.instruction[:150])}")
+                console.print(f"[bold]step {step.number}/{step.total}[/bold] {escape(step.instruction[:150])}",
+                              soft_wrap=True)
 
         def on_line(line: str) -> None:
             if not quiet:
-                console.print(escape(line), style="dim", highlight=False)
+                console.print(escape(line), style="dim", highlight=False, soft_wrap=True)
 
         try:
             result = build_image(client, spec, force=force, network_mode=settings.ft.docker_build_network,

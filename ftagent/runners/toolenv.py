@@ -9,8 +9,14 @@ Setup (``ftagent env setup``), following cpu-recipes §2:
 2. torch on its own first (``configs/envs/torch-cpu.txt`` or ``torch-gpu.txt``);
 3. ``pip install -c tools.lock.txt -r tools.txt torch==2.13.0 torchvision==0.28.0`` (torch and
    torchvision pinned in the same command);
-4. on CPU: uninstall torchvision and delete ``torchaudio/lib/*.so`` (CUDA-linked PyPI wheels);
+4. on GPU: ``tools-gpu.txt`` (DeepSpeed, bitsandbytes) the same way; on CPU: uninstall torchvision
+   and delete ``torchaudio/lib/*.so`` (CUDA-linked PyPI wheels);
 5. verify the imports (and ``+cpu`` torch on CPU).
+
+On a GPU machine a second env holds vLLM (``FT_FILE_PATH/envs/vllm``, ``configs/envs/vllm.txt``):
+no vLLM release built for torch 2.13 shares an env with OpenCompass 0.5.4 (see vllm.txt). Its
+location, check and setup are :func:`vllm_env_path`, :func:`vllm_available`, :func:`setup_vllm_env`
+(module :mod:`ftagent.runners.vllmenv`, re-exported here).
 
 A marker file in the env holds the hash of the requirement files; setup is skipped while it matches.
 """
@@ -49,9 +55,10 @@ def tools_python(env_path: Path) -> Path:
 
 
 def requirement_files(gpu: bool, envs_dir: Path = ENVS_DIR) -> list[Path]:
-    """The files that define the env, in install order (torch, tools, lock)."""
-    return [envs_dir / ("torch-gpu.txt" if gpu else "torch-cpu.txt"), envs_dir / "tools.txt",
-            envs_dir / "tools.lock.txt"]
+    """The files that define the env, in install order (torch, tools, lock[, GPU extras])."""
+    files = [envs_dir / ("torch-gpu.txt" if gpu else "torch-cpu.txt"), envs_dir / "tools.txt",
+             envs_dir / "tools.lock.txt"]
+    return files + [envs_dir / "tools-gpu.txt"] if gpu else files
 
 
 def requirements_hash(gpu: bool, envs_dir: Path = ENVS_DIR) -> str:
@@ -64,12 +71,16 @@ def requirements_hash(gpu: bool, envs_dir: Path = ENVS_DIR) -> str:
 
 def pip_install_steps(gpu: bool, envs_dir: Path = ENVS_DIR) -> list[tuple[str, list[str]]]:
     """``(description, pip arguments)`` for the two installs (shared with the conda runner)."""
-    torch_req, tools_req, lock = requirement_files(gpu, envs_dir)
-    return [
+    torch_req, tools_req, lock, *gpu_extra = requirement_files(gpu, envs_dir)
+    steps = [
         ("install torch", ["install", "-r", str(torch_req)]),
         ("install LLaMA-Factory + OpenCompass",
          ["install", "-c", str(lock), "-r", str(tools_req), TORCH_PIN, TORCHVISION_PIN]),
     ]
+    for extra in gpu_extra:  # GPU only: DeepSpeed, bitsandbytes
+        steps.append(("install DeepSpeed + bitsandbytes (GPU)",
+                      ["install", "-c", str(lock), "-r", str(extra), TORCH_PIN, TORCHVISION_PIN]))
+    return steps
 
 
 def cpu_fix_script() -> str:
@@ -256,3 +267,16 @@ def setup_tools_env(
     }, indent=2), encoding="utf-8")
     report.marker_current = True
     return SetupResult(path=env_path, skipped=False, duration_s=time.monotonic() - start, report=report)
+
+
+_VLLM_NAMES = ("VLLM_PIN", "VllmEnvReport", "check_vllm_env", "setup_vllm_env", "vllm_available", "vllm_env_path",
+               "vllm_python", "vllm_serve_argv")
+
+
+def __getattr__(name: str):
+    """The vLLM eval env's API (:mod:`ftagent.runners.vllmenv`), importable from here too."""
+    if name in _VLLM_NAMES:
+        from ftagent.runners import vllmenv
+
+        return getattr(vllmenv, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
