@@ -216,3 +216,41 @@ def test_cli_run_rejects_bad_input(tmp_path):
     tasks.write_text(json.dumps({"tasks": TWO}))
     res = CliRunner().invoke(app, ["job", "run", str(tasks), "--executor", "slurm"])
     assert res.exit_code == 2 and "use local or ray" in res.output
+
+
+def test_task_gpu_set_reaches_every_launcher(tmp_path, monkeypatch):
+    """tasks.json ``gpus`` -> the task's CUDA_VISIBLE_DEVICES (local), a Ray GPU reservation (ray), and
+    inside the task: the GPUs ftagent sees, the torchrun width and the Docker DeviceRequest ids."""
+    from types import SimpleNamespace
+
+    import pynvml
+
+    from ftagent.core.hardware import GIB, detect_gpus
+    from ftagent.jobs.ray_executor import task_options
+    from ftagent.runners.docker import gpu_device_ids
+    from ftagent.tools.llamafactory.launch import launch_env, visible_gpus
+
+    tasks, errors = validate_tasks({"tasks": [{"model": "m1", "benchmark": "demo_add", "gpus": "2,3"},
+                                              {"model": "m2", "benchmark": "demo_add", "gpus": "0"}]})
+    assert not errors
+    plan = build_plan(tasks, job_id="j", log_base=tmp_path / "log", workspace_base=tmp_path / "ws", ftagent_bin="ft")
+    first, second = plan.tasks
+    assert first.env["CUDA_VISIBLE_DEVICES"] == "2,3" and second.env["CUDA_VISIBLE_DEVICES"] == "0"
+    opts, drop = task_options(first, node_gpus=4)
+    assert opts["num_gpus"] == 2 and "CUDA_VISIBLE_DEVICES" in drop  # Ray assigns the devices itself
+    # inside task 1 (4 GPUs on the node, CUDA_VISIBLE_DEVICES=2,3 from its plan)
+    monkeypatch.setattr(pynvml, "nvmlInit", lambda: None)
+    monkeypatch.setattr(pynvml, "nvmlShutdown", lambda: None)
+    monkeypatch.setattr(pynvml, "nvmlDeviceGetCount", lambda: 4)
+    monkeypatch.setattr(pynvml, "nvmlDeviceGetHandleByIndex", lambda i: i)
+    monkeypatch.setattr(pynvml, "nvmlDeviceGetName", lambda h: "NVIDIA H100")
+    monkeypatch.setattr(pynvml, "nvmlDeviceGetUUID", lambda h: f"GPU-{h}")
+    monkeypatch.setattr(pynvml, "nvmlDeviceGetMemoryInfo", lambda h: SimpleNamespace(total=80 * GIB, used=0, free=0))
+    monkeypatch.setattr(pynvml, "nvmlSystemGetDriverVersion", lambda: "580")
+    monkeypatch.setattr(pynvml, "nvmlSystemGetCudaDriverVersion", lambda: 13000)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", first.env["CUDA_VISIBLE_DEVICES"])
+    hardware = detect_gpus()
+    assert [g.index for g in hardware.gpus] == [2, 3]
+    assert launch_env(hardware, {}) == {"FORCE_TORCHRUN": "1", "NPROC_PER_NODE": "2"}
+    gpus = visible_gpus(hardware)
+    assert gpus == "2,3" and gpu_device_ids(gpus, environ={}) == ["2", "3"]  # docker: the same two devices
