@@ -39,6 +39,7 @@ class BuiltinModel(BaseModel):
     description: str
     script: str
     default_seed: int = 2
+    args: list[str] = []  # extra script arguments (sizes)
 
 
 BUILTIN_MODELS: dict[str, BuiltinModel] = {
@@ -47,6 +48,13 @@ BUILTIN_MODELS: dict[str, BuiltinModel] = {
         description="Qwen2 with hidden 128, 2 layers, 4 heads (2 KV), 558k params, 512-token BPE with "
         "single-digit tokens and ChatML; random init, learns demo_add in a few CPU minutes",
         script="tiny_qwen2_script.py",
+    ),
+    "qwen2-50m": BuiltinModel(
+        name="qwen2-50m",
+        description="Qwen2 with hidden 512, 12 layers, 8 heads (4 KV), 52M params, the tiny model's 512-token "
+        "tokenizer; random init, for GPU throughput and memory checks (tests/gpu/run_device_check.sh)",
+        script="tiny_qwen2_script.py",
+        args=["--hidden", "512", "--layers", "12", "--heads", "8", "--kv-heads", "4", "--inter", "2304"],
     ),
 }
 
@@ -57,6 +65,7 @@ class BuildMarker(BaseModel):
     name: str
     seed: int
     script_sha256: str
+    args: list[str] = []
 
 
 def builtin_dir(file_path: Path, name: str) -> Path:
@@ -81,7 +90,7 @@ def _script_path(spec: BuiltinModel) -> Path:
 
 def _expected_marker(spec: BuiltinModel, seed: int) -> BuildMarker:
     digest = hashlib.sha256(_script_path(spec).read_bytes()).hexdigest()
-    return BuildMarker(name=spec.name, seed=seed, script_sha256=digest)
+    return BuildMarker(name=spec.name, seed=seed, script_sha256=digest, args=spec.args)
 
 
 def is_built(out_dir: Path, name: str, seed: int | None = None) -> bool:
@@ -104,8 +113,8 @@ def _build_env() -> dict[str, str]:
 
 
 def _run_script(script: Path, tmp: Path, seed: int, python_or_runner: Path | str | Runner,
-                timeout: float) -> None:
-    args = [str(tmp), "--seed", str(seed)]
+                timeout: float, extra: list[str] | None = None) -> None:
+    args = [str(tmp), "--seed", str(seed), *(extra or [])]
     if isinstance(python_or_runner, (str, Path)):
         try:
             proc = subprocess.run([str(python_or_runner), str(script), *args], capture_output=True,
@@ -163,7 +172,7 @@ def build_builtin(
         tmp = out_dir.parent / f".{out_dir.name}.building-{os.getpid()}"
         shutil.rmtree(tmp, ignore_errors=True)
         try:
-            _run_script(_script_path(spec), tmp, seed, python_or_runner, timeout)
+            _run_script(_script_path(spec), tmp, seed, python_or_runner, timeout, spec.args)
             (tmp / MARKER).write_text(_expected_marker(spec, seed).model_dump_json(), encoding="utf-8")
             shutil.rmtree(out_dir, ignore_errors=True)
             tmp.rename(out_dir)
