@@ -65,7 +65,8 @@ def preview(step: Step, scenario: ScenarioInfo, settings: Any, trace: Trace | No
     if hypothesis is None:
         hypothesis = latest.hypothesis if latest is not None and latest.hypothesis is not None else None
         if hypothesis is None:
-            hypothesis, note = PLACEHOLDER, "no proposal yet: a placeholder stands in for the hypothesis"
+            hypothesis = PLACEHOLDER
+            note = "" if step == "propose" else "no proposal yet: a placeholder stands in for the hypothesis"
     if step == "propose":
         messages = build_proposal_messages(scenario, planner_view(trace), settings, ctx)
     elif step == "data":
