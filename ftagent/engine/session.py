@@ -24,7 +24,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
 
-from ftagent.core.errors import StepFailure, UserInputError
+from ftagent.core.errors import EnvironmentFailure, StepFailure, UserInputError
 from ftagent.engine.events import EventLog
 
 SNAPSHOT_SCHEMA = 1
@@ -98,11 +98,15 @@ def write_atomic(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` through a temp file and a rename (fsynced)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)  # a half-written temp file (disk full) never lingers
+        raise
 
 
 class Session:
@@ -137,7 +141,14 @@ class Session:
         the same loop belong to an earlier round and would mislead a resume: they are removed.
         """
         path = self.dir / SESSION_DIR / str(loop) / snapshot_name(seq, step)
-        write_atomic(path, self.state.model_dump_json(indent=1))
+        try:
+            write_atomic(path, self.state.model_dump_json(indent=1))
+        except OSError as exc:  # disk full, quota, read-only file system: the previous snapshot is intact
+            snaps = list_snapshots(self.dir)
+            previous = f"resume with --path {snaps[-1]}" if snaps else "no earlier snapshot exists"
+            raise EnvironmentFailure(
+                f"cannot write the session snapshot {path}: {exc.strerror or exc} (errno {exc.errno}). "
+                f"Nothing earlier was lost: free space under {self.dir.parent}, then {previous}") from exc
         for other in list_snapshots(self.dir):
             if _sort_key(other) > _sort_key(path):
                 other.unlink(missing_ok=True)
