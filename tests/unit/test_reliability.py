@@ -311,3 +311,48 @@ def test_nan_loss_in_the_micro_batch_is_a_config_error(tmp_path):
     assert not report.passed and report.failure.error_type is ErrorType.CONFIG
     assert "no step with a finite loss" in report.failure.message and "NaN" in report.failure.suggestion
 
+
+
+# -- OpenCompass exits 0 but wrote no results --------------------------------------------------------
+class SilentOpenCompass:
+    """``opencompass`` that exits 0 with a summary of dashes and no results/predictions."""
+
+    name = "silent-oc"
+    tools_env = "/fake/tools"
+
+    def __init__(self) -> None:
+        self.runs = 0
+
+    def run(self, cmd, *, tool, workdir, env=None, mounts=None, gpus=None, timeout=None, log_file=None):
+        import re
+
+        self.runs += 1
+        cfg = Path(cmd[1]).read_text(encoding="utf-8")
+        abbrs = re.findall(r"abbr='([^']*)',\n\s*type=CustomDataset", cfg)
+        run = Path(cmd[3]) / f"20260101_0000{self.runs:02d}"
+        (run / "summary").mkdir(parents=True)
+        (run / "summary" / "summary_20260101.csv").write_text(
+            "dataset,version,metric,mode,ft-demo_add\n" + "".join(f"{a},-,-,-,-\n" for a in abbrs))
+        lines = [f"- OpenCompass - INFO - Current exp folder: {run}", "- OpenCompass - INFO - write summary"]
+        if log_file is not None:
+            Path(log_file).write_text("\n".join(lines) + "\n")
+        return RunResult(exit_code=0, duration_s=1.0, log_tail="\n".join(lines))
+
+
+def test_opencompass_exit_0_without_results_is_an_eval_error(tmp_path):
+    from ftagent.core.settings import load_settings
+    from ftagent.tools.opencompass.runs import evaluate_splits_of_path
+
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    (model / "model.safetensors").write_bytes(b"weights")
+    (model / "chat_template.jinja").write_text("{{ messages }}")
+    runner = SilentOpenCompass()
+    settings = load_settings(file_path=tmp_path / "ft", benchmark_limit=4)
+    with pytest.raises(StepError) as info:
+        evaluate_splits_of_path(model, None, benchmark="demo_add", splits=("validation", "test"), settings=settings,
+                                runner=runner, work_dir=tmp_path / "work", model_name="builtin/tiny-qwen2")
+    assert info.value.error_type is ErrorType.EVAL and "validation" in info.value.message
+    assert runner.runs == 2  # retried once, then one clear error (never a score of 0 from nothing)
+    assert not list((tmp_path / "ft" / "eval_cache").glob("*.json"))  # nothing cached from a failed run
