@@ -153,3 +153,33 @@ def test_data_step_env_holds_the_gateway_not_the_key(tmp_path):
     for env in (with_gw, without):
         assert KEY not in json.dumps(env) and "api.example.com" not in json.dumps(env)
     assert "OPENAI_API_KEY" not in without and without["EMBEDDING_MODEL"] == "text-embedding-3-small"
+
+
+def test_upstream_timeout_is_504_and_embeddings_use_embedding_model(upstream, tmp_path):
+    upstream.queue(Reply("late", delay=2.0))
+    seen = []
+
+    def forward(kind, kwargs):
+        if kind == "chat":
+            from ftagent.planners.llm.gateway import _litellm_forward
+
+            return _litellm_forward(kind, kwargs)
+        seen.append(kwargs)
+        import litellm
+
+        return litellm.EmbeddingResponse(model=kwargs["model"], data=[{"object": "embedding", "index": 0,
+                                                                       "embedding": [0.1, 0.2]}],
+                                         usage={"prompt_tokens": 3, "total_tokens": 3})
+
+    with LLMGateway(_llm(upstream, llm_timeout_seconds=0.5), _ft(), tmp_path, forward=forward) as gw:
+        with pytest.raises(APIStatusError) as info:
+            _client(gw).chat.completions.create(model="weak-model", messages=[{"role": "user", "content": "x"}])
+        assert info.value.status_code == 504
+        emb = _client(gw).embeddings.create(model="text-embedding-3-small", input="a row")
+        with pytest.raises(APIStatusError) as refused:
+            _client(gw).embeddings.create(model="weak-model", input="a row")
+    assert emb.data[0].embedding == [0.1, 0.2] and refused.value.status_code == 400
+    assert seen[0]["input"] == "a row" and seen[0]["api_key"] == KEY
+    stages = [r["stage"] for r in _records(tmp_path)]
+    assert stages == ["data_script", "data_script:embedding"]
+    assert _records(tmp_path)[1]["prompt_tokens"] == 3

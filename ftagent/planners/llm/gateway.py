@@ -14,7 +14,8 @@ through LiteLLM with the real credentials:
   (unknown, never $0);
 * ``FT_LLM_BUDGET_USD`` covers these calls and the planner's together (the records on disk are the
   ledger): once spent, requests get HTTP 402 with a message saying so, which the script's error log
-  carries into the loop's feedback.
+  carries into the loop's feedback. Requests already in flight when the budget runs out finish, so
+  the spend can pass the budget by at most ``FT_API_MAX_WORKERS`` calls.
 
 Upstream failures keep their HTTP status (429, 500, 504 for a timeout), so the script's own client
 retries as it would against the real API. Only the stdlib HTTP server and LiteLLM are used (LiteLLM's
@@ -192,8 +193,10 @@ class LLMGateway:
             except Exception as exc:  # noqa: BLE001 - every upstream failure becomes an HTTP status
                 record.latency_s = time.monotonic() - t0
                 status = getattr(exc, "status_code", None)
-                status = status if isinstance(status, int) and 400 <= status < 600 else \
-                    (504 if "timeout" in type(exc).__name__.lower() else 502)
+                if "timeout" in type(exc).__name__.lower():
+                    status = 504  # the upstream did not answer in LLM_TIMEOUT_SECONDS
+                elif not (isinstance(status, int) and 400 <= status < 600):
+                    status = 502
                 record.error = self.redactor.text(f"{type(exc).__name__} (status {status}): {exc}")[:2000]
                 self._finish(record)
                 raise GatewayError(status, f"upstream LLM error: {record.error}", "upstream_error") from None
