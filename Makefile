@@ -10,7 +10,7 @@ export OMP_NUM_THREADS ?= 1
 # the tool env that `make tools` (ftagent env setup) creates with the default FT_FILE_PATH
 export FT_TOOLS_ENV ?= $(CURDIR)/git_ignore_folder/finetune_files/envs/tools
 
-.PHONY: dev tools demo test test-unit test-integration test-gpu lint ui bench clean
+.PHONY: dev tools demo test test-unit test-integration test-gpu gpu-check lint ui bench clean
 
 $(BIN)/ftagent: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -38,6 +38,9 @@ test-integration: tools
 
 test-gpu: dev
 	$(BIN)/python -m pytest tests/gpu -q -rs
+
+gpu-check:  ## the GPU device check (tests/gpu/run_device_check.sh; GPU_CHECK_ARGS=--dry-run on CPU)
+	bash tests/gpu/run_device_check.sh $(GPU_CHECK_ARGS)
 
 lint: dev  ## ruff + the import-linter layer contracts (pyproject.toml [tool.importlinter])
 	$(BIN)/ruff check ftagent tests

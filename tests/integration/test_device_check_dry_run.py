@@ -1,0 +1,48 @@
+"""The GPU device check's ``--dry-run`` on CPU: every step up to the GPU calls, with the real tool env.
+
+The GPU steps themselves are in tests/gpu/test_device_check.py (skipped without a GPU).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+SCRIPT = Path(__file__).resolve().parents[2] / "tests" / "gpu" / "run_device_check.sh"
+
+
+def _run(tmp_path: Path, env_dir: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "DEVICE_CHECK_ENV": str(env_dir), "DEVICE_CHECK_DRIVER": sys.executable,
+           "DEVICE_CHECK_WORK": str(tmp_path / "work")}
+    env.pop("OUT", None)
+    return subprocess.run(["bash", str(SCRIPT), *args], capture_output=True, text=True, env=env, timeout=900,
+                          check=False)
+
+
+def test_dry_run_passes_every_step_before_the_gpu(tools_env: Path, tmp_path: Path) -> None:
+    out = tmp_path / "check.json"
+    proc = _run(tmp_path, tools_env, "--dry-run", "--out", str(out))
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    found = json.loads(out.read_text())
+    assert found["dry_run"] is True and found["preflight"]["llamafactory"] == "0.9.5"
+    assert set(found["steps_s"]) >= {"preflight", "build model", "data", "tokenize", "ftagent full", "by hand full",
+                                     "ftagent lora", "by hand lora", "eval hf"}
+    assert 10 < found["tokens_per_sample"] <= found["cutoff_len"]
+    for method in ("full", "lora"):
+        ours = found["training"][method]["ftagent"]
+        assert ours["config"]["finetuning_type"] == method and ours["config"]["bf16"] is True
+        assert Path(ours["micro_batch_call"]["cmd"][0]).name == "llamafactory-cli"
+        assert Path(found["training"][method]["hand"]["yaml"]).is_file()
+        assert found["memory"][method]["estimate_gb"] > 0 and found["memory"][method]["launch"] == "1 GPU"
+    assert found["eval"]["hf"]["check"] and found["eval"]["hf"]["vocab"] == 512
+    assert "vllm" in found["eval"]
+
+
+def test_missing_prerequisite_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    proc = _run(tmp_path, tmp_path / "no-env", "--dry-run")
+    assert proc.returncode == 2
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("device check: missing no python at"), proc.stderr
