@@ -259,3 +259,29 @@ def test_brief_formatting():
     assert brief.format_gb(0.0004) == "400.0 KB" and brief.format_bytes(2_312_345) == "2.3 MB"
     sections = brief.brief_sections("## A\none\n## B\ntwo\nthree\n")
     assert sections == {"A": "one", "B": "two\nthree"}
+
+
+def test_fallback_shortens_before_dropping():
+    sections = [Section(key="a", title="A", body="x " * 50, required=True),
+                Section(key="d", title="D", body="full " * 500, fallback="short form", priority=80),
+                Section(key="c", title="C", body="z " * 300, priority=10)]
+    fitted = fit_sections(sections, budget=200)
+    assert "short form" in fitted.text and "full full" not in fitted.text and fitted.dropped == ["C"]
+    assert "shortened to fit the prompt budget: D" in fitted.text and fitted.tokens <= 200
+    gone = fit_sections(sections, budget=80)
+    assert "short form" not in gone.text and set(gone.dropped) == {"C", "D"}
+
+
+def test_data_prompt_keeps_a_dataset_summary_when_the_full_entry_does_not_fit(tmp_path):
+    from types import SimpleNamespace
+
+    from ftagent.planners.llm.code import data_messages
+
+    scenario = _demo_scenario(tmp_path)
+    hyp = Hypothesis(hypothesis="h", task="t")
+    tight = SimpleNamespace(ft=SimpleNamespace(prompt_token_budget=950, force_think_token=False))
+    text = data_messages(scenario, tight, hyp)[0]["content"]
+    full = data_messages(scenario, _settings(), hyp)[0]["content"]
+    assert "### Files" in full and "### Files" not in text
+    assert "## Dataset `demo_add`" in text and "sample 1:" in text and count_tokens(text) <= 950
+    assert "shortened to fit the prompt budget" in text

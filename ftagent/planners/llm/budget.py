@@ -82,6 +82,7 @@ class Section(BaseModel):
     priority: int = 50
     required: bool = False
     level: int = 1  # markdown heading level of the title
+    fallback: str = ""  # a shorter body used before the section is dropped altogether
 
     def render(self) -> str:
         if not self.title:
@@ -122,14 +123,34 @@ def fit_sections(sections: list[Section], budget: int, *, extra_tokens: int = 0,
     """
     kept = [s for s in sections if s.body.strip() or not s.title]
     dropped: list[str] = []
-    text = join_sections(kept)
-    tokens = count(text) + extra_tokens
+    shortened: list[str] = []
+
+    def render() -> tuple[str, int]:
+        notes = []
+        if shortened:
+            notes.append(f"shortened to fit the prompt budget: {', '.join(shortened)}")
+        if dropped:
+            notes.append(f"Left out to fit the prompt budget: {', '.join(dropped)}")
+        text = join_sections(kept) + "".join(f"\n({n}.)\n" for n in notes)
+        return text, count(text) + extra_tokens
+
+    text, tokens = render()
     order = sorted((s for s in kept if not s.required), key=lambda s: (s.priority, -kept.index(s)))
-    for victim in order:
+    for victim in order:  # first pass: the least useful sections get their shorter form, or go
         if tokens <= budget:
             break
-        kept = [s for s in kept if s is not victim]
+        i = kept.index(victim)
+        if victim.fallback:
+            kept[i] = victim.model_copy(update={"body": victim.fallback, "fallback": ""})
+            shortened.append(victim.title or victim.key)
+        else:
+            kept.pop(i)
+            dropped.append(victim.title or victim.key)
+        text, tokens = render()
+    for victim in sorted((s for s in kept if not s.required), key=lambda s: (s.priority, -kept.index(s))):
+        if tokens <= budget:  # second pass: the shortened ones go too, least useful first
+            break
+        kept.remove(victim)
         dropped.append(victim.title or victim.key)
-        text = join_sections(kept) + f"\n(Left out to fit the prompt budget: {', '.join(dropped)}.)\n"
-        tokens = count(text) + extra_tokens
+        text, tokens = render()
     return Fitted(text=text, tokens=tokens, budget=budget, dropped=dropped)

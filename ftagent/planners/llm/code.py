@@ -198,7 +198,8 @@ def data_messages(scenario: ScenarioInfo, settings: Any, hypothesis: Hypothesis,
     ]
     for i, name in enumerate(scenario.datasets):
         if name in catalogue:
-            sections.append(text_part(f"dataset:{name}", "", render_entry(name, catalogue[name], "full"), 85 - i))
+            full, short = render_entry(name, catalogue[name], "full"), render_entry(name, catalogue[name], "summary")
+            sections.append(text_part(f"dataset:{name}", "", full, 85 - i).model_copy(update={"fallback": short}))
     for name, source in converter_sources(scenario.datasets).items():
         sections.append(text_part(f"converter:{name}", f"Default converter of `{name}`",
                                   "An example of reading it; improve on it as the task asks.\n"
