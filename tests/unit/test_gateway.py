@@ -136,6 +136,7 @@ def test_streaming_and_shared_record_numbering(upstream, tmp_path):
     records = _records(tmp_path)
     assert [r["n"] for r in records] == [1, 2, 3]  # no writer overwrote another's record
     assert [r["stage"] for r in records] == ["chat", "data_script", "chat"]
+    assert [r["cost_usd"] for r in records] == [None, None, None]  # no price known: unknown, also for the planner
 
 
 def test_data_step_env_holds_the_gateway_not_the_key(tmp_path):
