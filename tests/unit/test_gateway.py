@@ -136,7 +136,8 @@ def test_streaming_and_shared_record_numbering(upstream, tmp_path):
     records = _records(tmp_path)
     assert [r["n"] for r in records] == [1, 2, 3]  # no writer overwrote another's record
     assert [r["stage"] for r in records] == ["chat", "data_script", "chat"]
-    assert [r["cost_usd"] for r in records] == [None, None, None]  # no price known: unknown, also for the planner
+    assert records[0]["cost_usd"] is None and records[2]["cost_usd"] is None  # the planner's "openai/planner": unknown
+    assert records[1]["cost_usd"] == pytest.approx(10 * 2.5e-6 + 5 * 1e-5)  # gpt-4o's listed price
 
 
 def test_data_step_env_holds_the_gateway_not_the_key(tmp_path):
