@@ -10,8 +10,8 @@
 #   DEVICE_CHECK_WHEELS       the wheelhouse (default: git_ignore_folder/gpu_wheels; make it with
 #                             tests/gpu/make_wheelhouse.sh --python-version X.Y where PyPI is reachable,
 #                             then carry that folder), installed with --no-index into
-#   DEVICE_CHECK_ENV          the check venv (default: /tmp/ftagent-device-env, created over the base
-#                             python; set it to an existing tool env to skip the wheels)
+#   DEVICE_CHECK_ENV          the check venv (default: /tmp/ftagent-device-env), created over the base
+#                             python when it has no bin/llamafactory-cli; an existing tool env is used as is
 #   DEVICE_CHECK_DRIVER       the python that runs device_check.py (default: the check venv's)
 #   VLLM_PYTHON               a python that imports vllm (else FT_VLLM_ENV, FT_FILE_PATH/envs/vllm, the
 #                             check venv, python3 are tried; none -> vLLM is reported as skipped, or
@@ -37,22 +37,27 @@ mkdir -p "$WORK"
 if [ -z "$OUTFILE" ]; then
   if [ -n "${OUT:-}" ]; then OUTFILE="$OUT/device_check.json"; else OUTFILE="$WORK/device_check.json"; fi
 fi
-ENV_DIR="${DEVICE_CHECK_ENV:-}"
-if [ -z "$ENV_DIR" ]; then
-  ENV_DIR=/tmp/ftagent-device-env
-  if [ ! -x "$ENV_DIR/bin/llamafactory-cli" ]; then
+ENV_DIR="${DEVICE_CHECK_ENV:-/tmp/ftagent-device-env}"
+if [ ! -x "$ENV_DIR/bin/llamafactory-cli" ]; then
     BASE="${DEVICE_CHECK_BASE_PYTHON:-python3}"
     command -v "$BASE" >/dev/null || { echo "device check: missing a base python ($BASE)" >&2; exit 2; }
     ls "$WHEELS"/*.whl >/dev/null 2>&1 || {
       echo "device check: missing the wheelhouse $WHEELS (run tests/gpu/make_wheelhouse.sh where PyPI is reachable, carry it)" >&2
       exit 2; }
-    "$BASE" -m venv --system-site-packages "$ENV_DIR"
+    # no pip inside the venv (ensurepip may be absent there): the base python's pip installs into it
+    rm -rf "$ENV_DIR"
+    "$BASE" -m venv --without-pip --system-site-packages "$ENV_DIR" \
+      || { echo "device check: missing the venv module of $BASE" >&2; exit 2; }
     # the base python may itself be a venv: its site-packages (torch ...) come after the wheels
     SITE=$("$ENV_DIR/bin/python" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
+    mkdir -p "$SITE"
     "$BASE" -c "import site; print('\n'.join(site.getsitepackages()))" > "$SITE/_device_check_base.pth"
-    "$ENV_DIR/bin/python" -m pip install -q --no-index --no-deps --no-compile --disable-pip-version-check \
-      "$WHEELS"/*.whl || { echo "device check: missing wheels: pip could not install $WHEELS/*.whl" >&2; exit 2; }
-  fi
+    "$BASE" -m pip install -q --no-index --no-deps --no-compile --disable-pip-version-check --target "$SITE" \
+      "$WHEELS"/*.whl >"$WORK/wheels-install.log" 2>&1 \
+      || { echo "device check: missing wheels: pip could not install $WHEELS/*.whl (see $WORK/wheels-install.log)" >&2; exit 2; }
+    printf '#!%s\nimport sys\nfrom llamafactory.cli import main\nsys.exit(main())\n' "$ENV_DIR/bin/python" \
+      > "$ENV_DIR/bin/llamafactory-cli"
+    chmod +x "$ENV_DIR/bin/llamafactory-cli"
 fi
 DRIVER="${DEVICE_CHECK_DRIVER:-$ENV_DIR/bin/python}"
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1 LITELLM_LOCAL_MODEL_COST_MAP=True

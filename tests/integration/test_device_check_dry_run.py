@@ -14,9 +14,9 @@ from pathlib import Path
 SCRIPT = Path(__file__).resolve().parents[2] / "tests" / "gpu" / "run_device_check.sh"
 
 
-def _run(tmp_path: Path, env_dir: Path, *args: str) -> subprocess.CompletedProcess:
+def _run(tmp_path: Path, env_dir: Path, *args: str, **extra: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "DEVICE_CHECK_ENV": str(env_dir), "DEVICE_CHECK_DRIVER": sys.executable,
-           "DEVICE_CHECK_WORK": str(tmp_path / "work")}
+           "DEVICE_CHECK_WORK": str(tmp_path / "work"), **extra}
     env.pop("OUT", None)
     return subprocess.run(["bash", str(SCRIPT), *args], capture_output=True, text=True, env=env, timeout=900,
                           check=False)
@@ -42,7 +42,13 @@ def test_dry_run_passes_every_step_before_the_gpu(tools_env: Path, tmp_path: Pat
 
 
 def test_missing_prerequisite_is_one_line_and_exit_2(tmp_path: Path) -> None:
-    proc = _run(tmp_path, tmp_path / "no-env", "--dry-run")
+    proc = _run(tmp_path, tmp_path / "no-env", "--dry-run", DEVICE_CHECK_WHEELS=str(tmp_path / "no-wheels"))
     assert proc.returncode == 2
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
-    assert len(lines) == 1 and lines[0].startswith("device check: missing no python at"), proc.stderr
+    assert len(lines) == 1 and lines[0].startswith("device check: missing the wheelhouse"), proc.stderr
+    (tmp_path / "empty-env" / "bin").mkdir(parents=True)  # a venv without LLaMA-Factory's trainer
+    (tmp_path / "empty-env" / "bin" / "llamafactory-cli").write_text("#!/bin/sh\n")
+    (tmp_path / "empty-env" / "bin" / "llamafactory-cli").chmod(0o755)
+    proc = _run(tmp_path, tmp_path / "empty-env", "--dry-run")
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert proc.returncode == 2 and len(lines) == 1 and lines[0].startswith("device check: missing no python at")
