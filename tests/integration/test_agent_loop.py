@@ -70,6 +70,7 @@ def test_llm_planner_loop_through_scripted_server(workdir, monkeypatch):
         summary = run_finetune(FinetuneOptions(benchmark="demo_add", base_model="builtin/tiny-qwen2", loop_n=1))
         requests = server.chat_requests
         request_text = server.all_request_text()
+        base_url = server.base_url
     assert summary.status == "completed" and summary.failures == []
     assert len(requests) == 4  # proposal, data script, config, feedback: nothing retried or repeated
     session = _session(workdir)
@@ -91,7 +92,7 @@ def test_llm_planner_loop_through_scripted_server(workdir, monkeypatch):
     env_text = json.dumps(seen["env"])
     assert "benchmarks" not in env_text
     _assert_no_test_text([env_text], questions)
-    assert SECRET not in env_text and server.base_url not in env_text
+    assert SECRET not in env_text and base_url not in env_text
     assert seen["env"]["OPENAI_API_KEY"].startswith("ftgw-") and seen["env"]["OPENAI_API_BASE"].startswith("http://127.0.0.1:")
     from ftagent.runners.sandbox import probe_bwrap
 
