@@ -107,7 +107,9 @@ def test_filter_inject_write_back_and_revalidate(validator: LlamaFactoryValidato
     changes = report.changes
     assert "dropped made_up (unknown to LLaMA-Factory)" in changes
     assert "changed model_name_or_path (system-managed)" in changes
-    assert "set output_dir (system-managed)" in changes and "set report_to: none (system-managed)" in changes
+    bookkeeping = next(c for c in changes if c.startswith("set by the system"))
+    assert "output_dir" in bookkeeping and "report_to" in bookkeeping and "dataset_dir" in bookkeeping
+    assert "set bf16: false (system-managed)" in changes  # a CPU setting the planner should know about
     assert not any("warmup" in c or "learning_rate" in c for c in changes)
     assert final["output_dir"] == str(ws.absolute() / "output") and final["dataset"] == "ftagent_data"
     assert yaml.safe_load((ws / ORIGINAL_CONFIG).read_text()) == planner

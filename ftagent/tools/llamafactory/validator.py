@@ -146,7 +146,8 @@ class LlamaFactoryValidator:
             managed.injected.append("deepspeed")  # the memory plan's DeepSpeed config (launch.py)
         report.injected_keys = managed.injected
         report.micro_batch["notes"] = managed.notes
-        report.changes = config_changes(original, managed.config, dropped, managed.notes)
+        report.changes = config_changes(original, managed.config, dropped, managed.notes,
+                                        bookkeeping=set(self.defaults.system_managed))
         template = managed.config.get("template")
         if template and self.catalogue.templates and template not in self.catalogue.templates:
             _fail(report, ErrorType.CONFIG, f"unknown chat template '{template}'",
@@ -202,16 +203,23 @@ def _short(value: Any) -> str:
 
 
 def config_changes(original: dict[str, Any], final: dict[str, Any], dropped: list[Any],
-                   notes: list[str]) -> list[str]:
+                   notes: list[str], bookkeeping: set[str] | None = None) -> list[str]:
     """Every difference between the planner's ``train.yaml`` and the one that runs, in words.
 
-    Dropped keys carry their reason; system paths are named without their value; other injected or
-    changed keys show the value (``changed bf16: true -> false (system-managed)``).
+    Dropped keys carry their reason; paths and ``bookkeeping`` keys the planner never writes are
+    named together in one entry; other injected or changed keys show the value
+    (``changed bf16: true -> false (system-managed)``).
     """
     changes = [f"dropped {d.key} ({d.reason})" for d in dropped]
     gone = {str(d.key) for d in dropped}
     changes += notes
+    quiet = _PATH_KEYS | set(bookkeeping or ())
+    added = [k for k in final if k not in original and k in quiet]
+    if added:
+        changes.append(f"set by the system (paths and bookkeeping, leave them out): {', '.join(added)}")
     for key, value in final.items():
+        if key not in original and key in quiet:
+            continue
         if key not in original:
             changes.append(f"set {key}" + ("" if key in _PATH_KEYS else f": {_short(value)}") + " (system-managed)")
         elif original[key] != value and key not in gone:
