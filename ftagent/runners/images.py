@@ -45,6 +45,7 @@ TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 LABEL_HASH = "org.ftagent.content-hash"
 _STEP = re.compile(r"^Step (\d+)/(\d+) : (.*)$")
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+_PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "FTP_PROXY", "ALL_PROXY")
 _PINNED_WHEELS = {"torch": TORCH_PIN.split("==")[1], "torchvision": TORCHVISION_PIN.split("==")[1]}
 
 
@@ -69,6 +70,7 @@ class ImageSpec(BaseModel):
     ca_bundle: Path | None = None
     pip_index_url: str | None = None
     pip_extra_index_url: str | None = None
+    proxies: dict[str, str] = Field(default_factory=dict)  # HTTP(S)_PROXY/NO_PROXY: passed, not hashed
     dockerfile_dir: Path = Field(default_factory=lambda: docker_dir() / "tools")
     envs_dir: Path = Field(default_factory=lambda: config_file("envs"))
 
@@ -83,6 +85,10 @@ class ImageSpec(BaseModel):
         if self.pip_extra_index_url:
             args["PIP_EXTRA_INDEX_URL"] = self.pip_extra_index_url
         return args
+
+    def engine_build_args(self) -> dict[str, str]:
+        """:meth:`build_args` plus the proxy variables (Docker's predefined args, not part of the tag)."""
+        return {**self.build_args(), **self.proxies}
 
     def context_files(self) -> dict[str, Path | str]:
         """Build-context path -> host file (or text), in a stable order."""
@@ -210,7 +216,8 @@ def spec_from_settings(settings, *, flavour: Flavour, base_image: str | None = N
     return ImageSpec(flavour=flavour, base_image=resolve_base_image(base_image or ft.docker_base_image, client),
                      wheels=select_wheels(wheel_dirs, flavour), ca_bundle=ca,
                      pip_index_url=os.environ.get("PIP_INDEX_URL") or None,
-                     pip_extra_index_url=_remote_urls(os.environ.get("PIP_EXTRA_INDEX_URL", "")))
+                     pip_extra_index_url=_remote_urls(os.environ.get("PIP_EXTRA_INDEX_URL", "")),
+                     proxies={k: v for k, v in os.environ.items() if k.upper() in _PROXY_VARS and v})
 
 
 def _remote_urls(value: str) -> str | None:
@@ -316,7 +323,7 @@ def build_image(
         Path(log_file).parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="ftagent-image-") as tmp:
         context = assemble_context(spec, Path(tmp))
-        stream = client.api.build(path=str(context), tag=tag, buildargs=spec.build_args(), rm=True, forcerm=True,
+        stream = client.api.build(path=str(context), tag=tag, buildargs=spec.engine_build_args(), rm=True, forcerm=True,
                                   decode=True, network_mode=network_mode, pull=False,
                                   labels={LABEL_HASH: spec.content_hash(), "org.ftagent.flavour": spec.flavour,
                                           "org.ftagent.base-image": spec.base_image})

@@ -107,7 +107,10 @@ def test_spec_from_settings_uses_the_configured_folders(tmp_path: Path, monkeypa
     monkeypatch.setenv("FT_DOCKER_CA_BUNDLE", str(ca))
     monkeypatch.setenv("FT_DOCKER_BASE_IMAGE", "debian-py311:local")
     monkeypatch.setenv("PIP_EXTRA_INDEX_URL", "file:///opt/pypi/simple https://mirror.example/simple")
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.example:3128")
     spec = spec_from_settings(load_settings(), flavour="cpu")
+    assert spec.engine_build_args()["HTTPS_PROXY"] == "http://proxy.example:3128"
+    assert spec.proxies and spec.tag == spec.model_copy(update={"proxies": {}}).tag  # a proxy is not in the tag
     assert [w.name for w in spec.wheels] == [CPU_WHEEL] and spec.ca_bundle == ca
     assert spec.base_image == "debian-py311:local"
     assert spec.pip_extra_index_url == "https://mirror.example/simple"  # file:// indexes stay on the host
@@ -205,3 +208,22 @@ def test_build_error_names_the_failing_step(tmp_path: Path) -> None:
                     {"error": "pull access denied for nothing, repository does not exist"}]
     with pytest.raises(ImageBuildError, match="build-base.sh"):
         build_image(_FakeClient(missing_base), ImageSpec(base_image="nothing"))
+
+
+def test_describe_images_for_doctor() -> None:
+    from ftagent.runners.images import describe_images
+
+    spec = ImageSpec()
+
+    class Img:
+        def __init__(self, tags: list[str]) -> None:
+            self.tags, self.short_id, self.labels, self.attrs = tags, "sha256:1", {}, {"Size": 3_070_000_000}
+
+    class Client:
+        def __init__(self, tags: list[list[str]]) -> None:
+            self.images = type("I", (), {"list": staticmethod(lambda name: [Img(t) for t in tags])})()
+
+    current = describe_images(Client([[spec.tag, spec.alias], ["ftagent-tools:cpu-000000000000"]]), spec)
+    assert current.startswith(f"{spec.tag} present and current (3.1 GB") and "stale: ftagent-tools:cpu-0000" in current
+    missing = describe_images(Client([]), spec)
+    assert missing.startswith(f"{spec.tag} missing: run `ftagent env build-images`")
