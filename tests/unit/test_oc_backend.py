@@ -92,6 +92,18 @@ def test_env_identity_unwraps_recording_runners():
     assert env_identity(wrapped) == env_identity(inner) == "SimpleNamespace:/envs/tools"
     assert env_identity(SimpleNamespace(inner=None, env_name="ftagent-tools")).endswith(":ftagent-tools")
 
+    class Docker:
+        @property
+        def image(self):
+            return "ftagent-tools:cpu-abc123"
+
+    class Broken:
+        @property
+        def image(self):
+            raise RuntimeError("no spec")
+    assert env_identity(Docker()) == "Docker:ftagent-tools:cpu-abc123"
+    assert env_identity(Broken()).startswith("Broken:")
+
 
 def test_warning_is_reported_once_per_env():
     fake, _ = _probe(False)

@@ -50,8 +50,11 @@ def env_identity(runner: Any) -> str:
     while getattr(runner, "inner", None) is not None and seen < 8:
         runner, seen = runner.inner, seen + 1
     kind = type(runner).__name__
-    for attr in ("tools_env", "env_name", "image"):
-        value = getattr(runner, attr, None)
+    for attr in ("tools_env", "env_name", "image"):  # local, conda, docker (a computed tag)
+        try:
+            value = getattr(runner, attr, None)
+        except Exception:  # noqa: BLE001 - a property that cannot answer names no env
+            value = None
         if value:
             return f"{kind}:{value}"
     return f"{kind}:{id(runner)}"
