@@ -356,3 +356,21 @@ def test_opencompass_exit_0_without_results_is_an_eval_error(tmp_path):
     assert info.value.error_type is ErrorType.EVAL and "validation" in info.value.message
     assert runner.runs == 2  # retried once, then one clear error (never a score of 0 from nothing)
     assert not list((tmp_path / "ft" / "eval_cache").glob("*.json"))  # nothing cached from a failed run
+
+
+# -- the LLM planner without bubblewrap: exit 2 before any session exists ------------------------------
+def test_llm_planner_without_bwrap_stops_before_a_session_exists(tmp_path, monkeypatch):
+    from ftagent.core.errors import UserInputError
+    from ftagent.finetune.app import FinetuneOptions, run_finetune
+    from ftagent.runners import sandbox
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sandbox, "probe_bwrap", lambda executable=None: (False, "bwrap is not installed"))
+    for name, value in {"LOG_PATH": tmp_path / "log", "WORKSPACE_PATH": tmp_path / "ws", "FT_FILE_PATH": tmp_path / "ft",
+                        "FT_ENV_TYPE": "local", "CHAT_MODEL": "gpt-4o", "OPENAI_API_KEY": "sk-FAKE-SECRET-123456",
+                        "FT_PLANNER": "auto", "FT_SANDBOX": "auto"}.items():
+        monkeypatch.setenv(name, str(value))
+    monkeypatch.delenv("FT_ALLOW_UNSANDBOXED", raising=False)
+    with pytest.raises(UserInputError, match="apt-get install bubblewrap"):
+        run_finetune(FinetuneOptions(benchmark="demo_add", base_model="builtin/tiny-qwen2", loop_n=1))
+    assert not (tmp_path / "log").exists() and not (tmp_path / "ws").exists()
