@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
-from ftagent.core.errors import StepFailure
+from ftagent.core.errors import StepError, StepFailure
 from ftagent.core.hardware import HardwareInfo
 
 
@@ -119,6 +119,28 @@ class ModelInfo(BaseModel):
         if self.readme_excerpt:
             lines += ["", self.readme_excerpt]
         return "\n".join(lines)
+
+
+class SplitResults(BaseModel):
+    """One evaluation of several splits: a result or a failure per requested split."""
+
+    results: dict[str, EvalResult] = Field(default_factory=dict)
+    failures: dict[str, StepFailure] = Field(default_factory=dict)
+
+    def require(self, split: str) -> EvalResult:
+        """The result of ``split``; its failure raised as :class:`StepError` when it failed."""
+        if split in self.results:
+            return self.results[split]
+        f = self.failures.get(split)
+        if f is None:
+            raise KeyError(split)
+        raise StepError(f.message, error_type=f.error_type, log_tail=f.log_tail, suggestion=f.suggestion,
+                        details=f.details)
+
+    __getitem__ = require
+
+    def __contains__(self, split: object) -> bool:
+        return split in self.results
 
 
 class TimeLimits(BaseModel):

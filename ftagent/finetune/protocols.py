@@ -8,16 +8,17 @@ is given once, at construction, never again per call.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from ftagent.core.errors import StepFailure
 from ftagent.core.trace import Experiment, Trace
 from ftagent.core.types import (
     CodeResult,
-    EvalResult,
     FeedbackResult,
     Hypothesis,
+    SplitResults,
     TrainResult,
     ValidationReport,
 )
@@ -71,9 +72,16 @@ class Trainer(Protocol):
 
 @runtime_checkable
 class Evaluator(Protocol):
-    """Step 4: one split of the target benchmark (only the validation split reaches the agent)."""
+    """Step 4: the trained model on the benchmark's splits, in one evaluation run.
 
-    def evaluate(self, model: TrainResult, split: Literal["validation", "test"], ctx: StepContext) -> EvalResult: ...
+    Only the validation result reaches the agent; the test result (or its failure, in
+    ``SplitResults.failures``) goes to the report, the UI and the events. ``on_progress`` receives
+    ``(phase, done, total)`` while it runs.
+    """
+
+    def evaluate_splits(self, model: TrainResult, ctx: StepContext, splits: tuple[str, ...] = ("validation", "test"),
+                        *, on_progress: Callable[[str, int | None, int | None], None] | None = None
+                        ) -> SplitResults: ...
 
 
 @runtime_checkable

@@ -59,7 +59,7 @@ class FinetuneScenario:
         """Datasets, base model and benchmark data (UserInputError / EnvironmentFailure on bad input)."""
         from ftagent.datasets.prepare import prepare_datasets
         from ftagent.models.builtin import resolve_base_model
-        from ftagent.tools.opencompass.evaluator import prepare_benchmark
+        from ftagent.tools.opencompass.runs import prepare_benchmark
 
         ft = self.settings.ft
         file_path = Path(ft.file_path).absolute()

@@ -132,30 +132,17 @@ class FinetuneWorkflow:
         """Validation drives the loop; the test split is only recorded (its failure never fails the loop)."""
         loop = self._loop(ctx)
         assert loop.model is not None
-        both = getattr(self.c.evaluator, "evaluate_splits", None)
-        if both is not None:  # validation and test in one evaluation run (one model load)
-            out = both(loop.model, ctx, ("validation", "test"), on_progress=progress_events(ctx.emit))
-            loop.scores.validation = out.require("validation")
-            ctx.emit(benchmark_event(loop.scores.validation))
-            if "test" in out:
-                loop.scores.test = out["test"]
-                ctx.emit(benchmark_event(loop.scores.test))
-            else:  # report-only: the agent must not see it
-                failure = out.failures["test"]
-                loop.scores.test_error = failure.summary()[:500]
-                ctx.emit(Message(level="warning", text=f"test evaluation failed (report only): {failure.message}"[:500]))
-            return
-        validation = self.c.evaluator.evaluate(loop.model, "validation", ctx)
-        loop.scores.validation = validation
-        ctx.emit(benchmark_event(validation))
-        try:
-            test = self.c.evaluator.evaluate(loop.model, "test", ctx)
-        except Exception as exc:  # noqa: BLE001 - report-only: the agent must not see it
-            loop.scores.test_error = f"{type(exc).__name__}: {exc}"[:500]
-            ctx.emit(Message(level="warning", text=f"test evaluation failed (report only): {exc}"[:500]))
-            return
-        loop.scores.test = test
-        ctx.emit(benchmark_event(test))
+        out = self.c.evaluator.evaluate_splits(loop.model, ctx, ("validation", "test"),
+                                               on_progress=progress_events(ctx.emit))
+        loop.scores.validation = out.require("validation")  # its failure fails the loop
+        ctx.emit(benchmark_event(loop.scores.validation))
+        if "test" in out:
+            loop.scores.test = out["test"]
+            ctx.emit(benchmark_event(loop.scores.test))
+        else:  # report-only: the agent must not see it
+            failure = out.failures["test"]
+            loop.scores.test_error = failure.summary()[:500]
+            ctx.emit(Message(level="warning", text=f"test evaluation failed (report only): {failure.message}"[:500]))
 
     def feedback(self, ctx: StepContext) -> None:
         loop = self._loop(ctx)

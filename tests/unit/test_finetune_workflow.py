@@ -14,10 +14,18 @@ from pathlib import Path
 
 import pytest
 
-from ftagent.core.errors import EnvironmentFailure, ErrorType, StepError, StepFailure
+from ftagent.core.errors import EnvironmentFailure, ErrorType, StepFailure
 from ftagent.core.settings import load_settings
 from ftagent.core.trace import Trace
-from ftagent.core.types import CodeResult, EvalResult, Hypothesis, ScenarioInfo, TrainResult, ValidationReport
+from ftagent.core.types import (
+    CodeResult,
+    EvalResult,
+    Hypothesis,
+    ScenarioInfo,
+    SplitResults,
+    TrainResult,
+    ValidationReport,
+)
 from ftagent.engine.events import read_events
 from ftagent.engine.loop import LoopEngine
 from ftagent.engine.session import Session, list_snapshots
@@ -64,13 +72,18 @@ class FakeEvaluator:
     def __init__(self, test_fails: bool = False) -> None:
         self.test_fails = test_fails
 
-    def evaluate(self, model, split, ctx):
-        if split == "test" and self.test_fails:
-            raise StepError("OpenCompass wrote no results for test-secret-item", error_type=ErrorType.EVAL,
-                            log_tail="test-secret-item")
-        return EvalResult(benchmark="demo_add", split=split, core_metric="accuracy",
-                          score=50.0 if split == "validation" else 40.0,
-                          error_samples=[{"q": f"{split}-sample"}])
+    def evaluate_splits(self, model, ctx, splits=("validation", "test"), *, on_progress=None):
+        out = SplitResults()
+        for split in splits:
+            if split == "test" and self.test_fails:
+                out.failures[split] = StepFailure(stage="evaluate", error_type=ErrorType.EVAL,
+                                                  message="OpenCompass wrote no results for test-secret-item",
+                                                  log_tail="test-secret-item")
+                continue
+            out.results[split] = EvalResult(benchmark="demo_add", split=split, core_metric="accuracy",
+                                            score=50.0 if split == "validation" else 40.0,
+                                            error_samples=[{"q": f"{split}-sample"}])
+        return out
 
 
 class RecordingFeedback:

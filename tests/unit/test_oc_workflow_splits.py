@@ -1,12 +1,11 @@
-"""The evaluate step uses ``evaluate_splits`` (one evaluation run for validation + test) when the
-evaluator has it; the test split stays report-only (issue 16)."""
+"""The evaluate step makes one ``evaluate_splits`` call (one evaluation run for validation + test);
+the test split stays report-only (issue 16)."""
 
 from __future__ import annotations
 
 from ftagent.core.errors import ErrorType, StepFailure
-from ftagent.core.types import EvalResult
+from ftagent.core.types import EvalResult, SplitResults
 from ftagent.engine.events import read_events
-from ftagent.tools.opencompass.runs import SplitResults
 from tests.unit.test_finetune_workflow import _run
 
 
@@ -18,7 +17,7 @@ class SplitsEvaluator:
         self.calls: list[tuple[str, ...]] = []
 
     def evaluate(self, model, split, ctx):
-        raise AssertionError("the per-split path must not run when evaluate_splits exists")
+        raise AssertionError("the per-split path must not run: the workflow evaluates both splits at once")
 
     def evaluate_splits(self, model, ctx, splits=("validation", "test"), *, on_progress=None):
         self.calls.append(tuple(splits))

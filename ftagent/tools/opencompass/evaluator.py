@@ -14,24 +14,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ftagent.core.errors import EnvironmentFailure, StepError, StepFailure
-from ftagent.core.types import EvalResult, TrainResult
+from ftagent.core.types import EvalResult, SplitResults, TrainResult
 from ftagent.runners.base import Runner
 from ftagent.tools.opencompass.progress import ProgressCallback
-from ftagent.tools.opencompass.runs import (
-    SPLITS,
-    SplitResults,
-    WarningCallback,
-    evaluate_splits_of_path,
-    prepare_benchmark,
-)
+from ftagent.tools.opencompass.runs import SPLITS, WarningCallback, evaluate_splits_of_path
 
 if TYPE_CHECKING:
     from ftagent.core.settings import Settings
     from ftagent.core.types import ScenarioInfo
     from ftagent.engine.loop import StepContext
 
-__all__ = ["SPLITS", "BaselineEvaluationError", "OpenCompassEvaluator", "SplitResults", "as_dict",
-           "evaluate_baseline", "evaluate_model_path", "prepare_benchmark"]
+__all__ = ["BaselineEvaluationError", "OpenCompassEvaluator", "evaluate_baseline", "evaluate_model_path"]
 
 
 class BaselineEvaluationError(EnvironmentFailure):
@@ -141,8 +134,3 @@ def _baseline_message(what: str, failure: StepFailure, tail_lines: int = 15) -> 
     if tail:
         lines += ["last lines of the OpenCompass log:"] + ["  " + ln for ln in tail]
     return "\n".join(lines)
-
-
-def as_dict(results: dict[str, EvalResult]) -> dict[str, object]:
-    """``{split: EvalResult as dict}`` for ``ScenarioInfo.baseline``."""
-    return {k: v.model_dump() for k, v in results.items()}

@@ -20,12 +20,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, Field
-
 from ftagent.benchmarks import get_benchmark
-from ftagent.core.errors import ErrorType, StepError, StepFailure
+from ftagent.core.errors import ErrorType, StepError
 from ftagent.core.paths import package_root
-from ftagent.core.types import EvalResult
+from ftagent.core.types import EvalResult, SplitResults
 from ftagent.runners.base import Mount, Runner
 from ftagent.tools.opencompass import cache as cache_mod
 from ftagent.tools.opencompass import parse
@@ -48,28 +46,6 @@ if TYPE_CHECKING:
 PACKAGE_ROOT = package_root()  # puts ftagent.tools.opencompass.oc_ext on PYTHONPATH
 SPLITS = ("validation", "test")
 WarningCallback = Callable[[str], None]
-
-
-class SplitResults(BaseModel):
-    """The outcome of :func:`evaluate_splits_of_path`: a result or a failure per requested split."""
-
-    results: dict[str, EvalResult] = Field(default_factory=dict)
-    failures: dict[str, StepFailure] = Field(default_factory=dict)
-
-    def require(self, split: str) -> EvalResult:
-        """The result of ``split``; its failure raised as :class:`StepError` when it failed."""
-        if split in self.results:
-            return self.results[split]
-        f = self.failures.get(split)
-        if f is None:
-            raise KeyError(split)
-        raise StepError(f.message, error_type=f.error_type, log_tail=f.log_tail, suggestion=f.suggestion,
-                        details=f.details)
-
-    __getitem__ = require
-
-    def __contains__(self, split: object) -> bool:
-        return split in self.results
 
 
 def prepare_benchmark(key: str, root: Path, limit: int | None) -> Path:
