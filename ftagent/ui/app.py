@@ -210,7 +210,9 @@ def single_task(job: D.JobView) -> None:
         c = st.columns(3)
         c[0].metric("LLM calls", len(calls))
         c[1].metric("Tokens", int(calls["prompt_tokens"].fillna(0).sum() + calls["completion_tokens"].fillna(0).sum()))
-        c[2].metric("Cost (USD)", f"{calls['cost_usd'].fillna(0).sum():.4f}")
+        unpriced = int(calls["cost_usd"].isna().sum())
+        c[2].metric("Cost (USD)", f"{calls['cost_usd'].fillna(0).sum():.4f}",
+                    help=f"{unpriced} call(s) of unknown price not included" if unpriced else None)
         st.dataframe(calls, width="stretch", hide_index=True)
 
 

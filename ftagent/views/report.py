@@ -39,7 +39,8 @@ class Report(BaseModel):
     best_model_path: str | None = None
     llm_calls: int = 0
     llm_tokens: int = 0
-    llm_cost_usd: float = 0.0
+    llm_cost_usd: float = 0.0  # of the calls whose price is known
+    llm_unpriced_calls: int = 0  # calls whose model price is unknown (not counted as $0)
     subprocess_time_s: float = 0.0
     training_time_s: float = 0.0
     evaluation_time_s: float = 0.0
@@ -64,7 +65,8 @@ def build_report(session_dir: Path) -> Report:
         report.best_model_path = view.sota_model
     report.llm_calls = len(view.llm_calls)
     report.llm_tokens = sum(c.get("prompt_tokens", 0) + c.get("completion_tokens", 0) for c in view.llm_calls)
-    report.llm_cost_usd = sum(c.get("cost_usd") or 0.0 for c in view.llm_calls)
+    report.llm_cost_usd = sum(c["cost_usd"] for c in view.llm_calls if c.get("cost_usd") is not None)
+    report.llm_unpriced_calls = sum(1 for c in view.llm_calls if c.get("cost_usd") is None)
     for run in view.runs + [r for lp in view.loops for r in lp.runs]:
         report.subprocess_time_s += run["duration_s"]
         if run["purpose"].startswith("train"):
@@ -99,7 +101,8 @@ def render_markdown(r: Report) -> str:
         f"- status: {r.status}; wall time {r.wall_time_s:.0f}s "
         f"(training {r.training_time_s:.0f}s, evaluation {r.evaluation_time_s:.0f}s, "
         f"all subprocesses {r.subprocess_time_s:.0f}s)",
-        f"- LLM: {r.llm_calls} calls, {r.llm_tokens} tokens, ${r.llm_cost_usd:.4f}", "",
+        f"- LLM: {r.llm_calls} calls, {r.llm_tokens} tokens, ${r.llm_cost_usd:.4f}"
+        + (f" (+ {r.llm_unpriced_calls} calls of unknown price)" if r.llm_unpriced_calls else ""), "",
         "| | validation | test |", "|---|---|---|",
         f"| baseline | {_fmt(r.baseline_val)} | {_fmt(r.baseline_test)} |",
         f"| best (loop {r.best_loop}) | {_fmt(r.best_val)} | {_fmt(r.best_test)} |", "",

@@ -121,3 +121,15 @@ def test_report_is_a_rendering_of_the_session_view(tmp_path):
     assert report.training_time_s == 3 * 12.5 and report.wall_time_s >= 0
     md = render_markdown(report)
     assert "| baseline | 0.10 | 0.05 |" in md and "| best (loop 0) | 0.40 | 0.35 |" in md
+
+
+def test_report_counts_unknown_prices_apart(tmp_path):
+    from ftagent.engine.events import EventLog, LLMCall
+    from ftagent.views.report import build_report, render_markdown
+
+    sdir = make_session(tmp_path / "log")
+    EventLog(sdir / "events.jsonl").emit(LLMCall(stage="data_script", model="unpriced/x", prompt_tokens=10,
+                                                 completion_tokens=5, cost_usd=None))
+    report = build_report(sdir)
+    assert report.llm_calls == 4 and report.llm_unpriced_calls == 1 and report.llm_cost_usd == 3 * 0.0125
+    assert "(+ 1 calls of unknown price)" in render_markdown(report)
