@@ -285,3 +285,16 @@ def test_data_prompt_keeps_a_dataset_summary_when_the_full_entry_does_not_fit(tm
     assert "### Files" in full and "### Files" not in text
     assert "## Dataset `demo_add`" in text and "sample 1:" in text and count_tokens(text) <= 950
     assert "shortened to fit the prompt budget" in text
+
+
+def test_time_left_and_loops_left():
+    from types import SimpleNamespace as NS
+
+    from ftagent.planners.llm.prompting import time_left
+
+    ctx = NS(time_left=lambda: 5400.0, loop=NS(index=1), state=NS(config={"run": {"loop_n": 3}}))
+    assert time_left(ctx) == ("- time left in this session: 1 h 30 min\n"
+                              "- this is loop 1 (numbered from 0); 1 more loop(s) after it")
+    last = NS(time_left=lambda: None, loop=NS(index=2), state=NS(config={"run": {"loop_n": 3}}))
+    assert time_left(last) == "- this is loop 2 (numbered from 0); it is the last loop"
+    assert time_left(None) == ""

@@ -48,7 +48,9 @@ def time_left(ctx: Any) -> str:
     except Exception:  # noqa: BLE001
         index, loop_n = None, None
     if index is not None:
-        parts.append(f"- this is loop {index}" + (f" of loops 0-{int(loop_n) - 1}" if loop_n else ""))
+        left = int(loop_n) - index - 1 if loop_n else None
+        after = "" if left is None else "; it is the last loop" if left <= 0 else f"; {left} more loop(s) after it"
+        parts.append(f"- this is loop {index} (numbered from 0){after}")
     return "\n".join(parts)
 
 
