@@ -54,9 +54,9 @@ def test_essential_arguments_survive_any_budget_and_nothing_is_cut_mid_line() ->
     cat = read_catalogue(FIXTURES)
     full = cat.format_for_prompt(gpu=True)
     tight = cat.format_for_prompt(gpu=True, max_tokens=1600)
-    assert "deepspeed" in _names(full)  # essential on GPUs although an exclusion pattern matches it
+    assert "deepspeed" not in _names(full)  # the validator sets it from the memory plan
     essential = ["finetuning_type", "lora_rank", "learning_rate", "cutoff_len", "per_device_train_batch_size",
-                 "num_train_epochs", "bf16", "deepspeed", "eval_strategy", "save_strategy"]
+                 "num_train_epochs", "bf16", "eval_strategy", "save_strategy", "packing", "warmup_ratio"]
     assert set(essential) <= set(_names(tight))
     assert "more valid arguments not listed for space" in tight and len(tight) < len(full)
     full_lines = set(full.splitlines())

@@ -183,7 +183,7 @@ def test_every_prompt_carries_its_facts(demo):
         assert "558K (558,208" in p[step], step  # the parameter count, in words and exactly
         assert "0.62 accuracy on the validation split" in p[step], step  # the baseline
     for step in ("propose", "config"):
-        assert "| lora | yes | 10.0 MB | the whole context (512) |" in p[step], step  # a memory table row
+        assert "| lora | yes | CPU | 10.0 MB | the whole context (512) |" in p[step], step  # a memory table row
         assert "CPU only: 2 cores, 24 GiB RAM" in p[step]
     for name in ("learning_rate", "finetuning_type", "lora_rank", "cutoff_len", "per_device_train_batch_size"):
         assert f"- {name} (" in p["config"], name
@@ -209,7 +209,8 @@ def test_force_think_token_reaches_data_config_and_feedback(chem):
     assert "enable_thinking: true" in p["config"]
     assert "<think>reasoning</think>answer" in p["feedback"]
     assert "1 × NVIDIA H200 (140 GiB each)" in p["propose"] and "8.2B (8,190,735,360" in p["propose"]
-    assert "- deepspeed (" in p["config"]  # on GPUs DeepSpeed is among the arguments to tune
+    assert "- deepspeed (" not in p["config"]  # the system sets it from the memory plan, and says so
+    assert "The system sets `deepspeed`" in p["config"]
     assert "yes: the tokenizer has a `<think>` token" in p["propose"]
 
 

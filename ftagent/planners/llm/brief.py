@@ -98,8 +98,23 @@ def dir_size(path: str | Path) -> int | None:
 class MemoryRow(BaseModel):
     method: str
     fits: bool
+    launch: str
     static: str
     max_seq: str
+
+
+_ZERO = {"ds_z2_config.json": "ZeRO-2", "ds_z3_config.json": "ZeRO-3", "ds_z3_offload_config.json": "ZeRO-3 + CPU offload"}
+
+
+def _launch(m: dict[str, Any], memory: dict[str, Any]) -> str:
+    """How the system launches a method (the memory plan's DeepSpeed config, DDP, one GPU, CPU)."""
+    ds = m.get("deepspeed")
+    if ds:
+        return f"{_ZERO.get(ds, 'DeepSpeed')} (`{ds}`)"
+    if memory.get("device") == "cpu":
+        return "CPU"
+    n = int(memory.get("num_gpus") or 1)
+    return f"DDP × {n}" if n > 1 else "1 GPU"
 
 
 class BriefFacts(BaseModel):
@@ -145,9 +160,8 @@ def _memory_rows(memory: dict[str, Any], context: int | None) -> list[MemoryRow]
             max_seq = f"the whole context ({context:,})"
         else:
             max_seq = f"{seq:,}"
-        name = m.get("method", "?") + (" (ZeRO-3 sharded)" if m.get("sharded") else "")
-        rows.append(MemoryRow(method=name, fits=bool(m.get("fits")), static=format_gb(float(m.get("static_gb_per_gpu") or 0)),
-                              max_seq=max_seq))
+        rows.append(MemoryRow(method=str(m.get("method", "?")), fits=bool(m.get("fits")), launch=_launch(m, memory),
+                              static=format_gb(float(m.get("static_gb_per_gpu") or 0)), max_seq=max_seq))
     return rows
 
 

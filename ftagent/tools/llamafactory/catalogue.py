@@ -64,9 +64,9 @@ class LFCatalogue(BaseModel):
         """A grouped, bounded description of the parameters for the planner's prompt.
 
         The arguments the planner actually tunes (:data:`ESSENTIAL`: method, LoRA/QLoRA, learning rate
-        and schedule, batch and accumulation, epochs/steps, cutoff, packing, precision, DeepSpeed,
+        and schedule, batch and accumulation, epochs/steps, cutoff, packing, precision,
         evaluation/saving) come first, grouped by topic, and are always kept (exclusion patterns do
-        not hide them; DeepSpeed only with ``gpu``). The other arguments follow by section, minus the
+        not hide them). ``deepspeed`` is not among them: the validator sets it from the memory plan. The other arguments follow by section, minus the
         exclusion patterns, as long as the budget allows: whole lines are added until the next one
         would not fit, and a last line says how many were left out. Nothing is cut in the middle.
 
@@ -146,11 +146,10 @@ ESSENTIAL: list[tuple[str, list[str]]] = [
     ("Sequence length and packing", ["cutoff_len", "packing", "neat_packing", "train_on_prompt",
                                      "mask_history"]),
     ("Precision and memory", ["bf16", "fp16", "pure_bf16", "flash_attn", "disable_gradient_checkpointing"]),
-    ("DeepSpeed", ["deepspeed"]),
     ("Evaluation, logging and saving", ["val_size", "eval_strategy", "eval_steps", "logging_steps",
                                         "save_strategy", "save_steps", "save_total_limit"]),
 ]
-GPU_ONLY = {"DeepSpeed"}
+GPU_ONLY: set[str] = set()  # topics shown only with GPUs (DeepSpeed is set by the system from the memory plan)
 SECTION_ORDER = ["finetuning", "training", "data", "model", "generating"]
 
 

@@ -180,13 +180,14 @@ class MemoryReport(BaseModel):
         lines = [
             "## Hardware Memory Constraints",
             f"- Hardware: {self.num_gpus} × {self.per_gpu_gb:.0f} GB ({self.device})",
-            f"- Model: {self.model}, {self.params_b:.2f}B parameters, max_position_embeddings: {ctx or 'unknown'}",
+            f"- Model: {self.model}, {_params_text(self.params_b)} parameters, max_position_embeddings: {ctx or 'unknown'}",
             "",
             "| Method | Fits | Launch (DeepSpeed config) | Static GB/GPU | Max seq_len (batch=1) |",
             "|---|---|---|---|---|",
         ]
         for m in self.methods:
-            seq = f"{m.max_seq_len:,}" if m.fits else "not viable"
+            seq = ("not viable" if not m.fits else f"whole context ({ctx:,})" if ctx and m.max_seq_len >= ctx
+                   else f"{m.max_seq_len:,}")
             lines.append(f"| {m.method}{' (ZeRO-3)' if m.sharded else ''} | {'yes' if m.fits else 'no'} | "
                          f"{self.launch_of(m)} | {m.static_gb_per_gpu:.1f} | {seq} |")
         lines += ["", "- full = `finetuning_type: full` with `disable_gradient_checkpointing: true`; full_gc = full "
@@ -214,6 +215,13 @@ def _per_token_bytes(spec: ModelSpec, method: Method) -> float:
 
 def _max_seq(usable: float, static: float, per_token: float) -> int:
     return max(int((usable - static) // per_token), 0) if usable > static else 0
+
+
+def _params_text(params_b: float) -> str:
+    """``7.62B``, ``494M``, ``0.56M``: billions only where they do not round to zero."""
+    if params_b >= 1:
+        return f"{params_b:.2f}B"
+    return f"{params_b * 1e3:.0f}M" if params_b >= 0.01 else f"{params_b * 1e3:.2f}M"
 
 
 def _estimate(spec: ModelSpec, method: Method, per_gpu_gb: float, num_gpus: int, rank: int,
@@ -245,7 +253,7 @@ def estimate_memory(spec: ModelSpec, per_gpu_gb: float, num_gpus: int = 1, *, lo
             ZeRO-3 CPU offload if the host can hold the offloaded state. Ignored on CPU.
     """
     ram = cpu_ram_gb if device == "gpu" else None
-    return MemoryReport(model=spec.name, params_b=round(spec.params_b, 3), per_gpu_gb=per_gpu_gb,
+    return MemoryReport(model=spec.name, params_b=round(spec.params_b, 6), per_gpu_gb=per_gpu_gb,
                         num_gpus=num_gpus, device=device, max_position_embeddings=spec.max_position_embeddings,
                         methods=[_estimate(spec, m, per_gpu_gb, num_gpus, lora_rank, ram) for m in METHODS])
 
