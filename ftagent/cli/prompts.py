@@ -2,7 +2,8 @@
 
 Without ``--path`` the scenario is initialised as ``llm_finetune`` does it (datasets, base model,
 benchmark data, LLaMA-Factory and dataset catalogues, GPU facts, memory estimate) except the baseline
-evaluation, which takes minutes: the prompts then say "Baseline: not yet measured". With ``--path``
+evaluation, which takes minutes: the prompts then say "Baseline: not yet measured"; the datasets are
+chosen by the rule (nothing is asked of an LLM). With ``--path``
 (a session directory or snapshot) the session's own scenario, baseline and trace are used, so the
 prompts are those of its next step. Nothing is sent to an LLM; the text is redacted like the logs.
 """
@@ -82,5 +83,6 @@ def _scenario(settings):
     check_dataset(ft.dataset, ft.target_benchmark)
     if not ft.benchmark_description:
         ft.benchmark_description = get_benchmark(ft.target_benchmark).spec.description
+    ft.planner = "heuristic"  # offline: the datasets are chosen by the rule, no LLM is asked
     builder = FinetuneScenario(settings, get_runner(settings), lambda event: None)
     return builder.build(builder.prepare())
