@@ -3,6 +3,7 @@
 * the isolation probe: benchmark data only in evaluation containers, models read-only, workspace rw;
 * the timeout kill and the log streamed to the file while the container runs;
 * files written by a container belong to the calling user;
+* ``--shm-size`` and the memory limit reach the container;
 * a script in a container reaches an LLM server on the host's loopback (``FT_DOCKER_NETWORK=host``);
 * ``FT_ENV_TYPE=docker ftagent llm_finetune --benchmark demo_add --base-model builtin/tiny-qwen2
   --loop-n 1``: the tiny model trained by LLaMA-Factory and evaluated by OpenCompass in containers
@@ -167,6 +168,21 @@ def test_files_belong_to_the_calling_user(engine, tool_image, tmp_path: Path) ->
     assert res.log_tail.strip().endswith(f"{uid} {gid} /tmp")
     for path in [ws / "nested", ws / "nested" / "deeper" / "model.bin", out / "result.json"]:
         assert (path.stat().st_uid, path.stat().st_gid) == (uid, gid), path
+
+
+def test_shm_size_and_memory_limit_reach_the_container(engine, tool_image, tmp_path: Path) -> None:
+    script = (
+        "import os\n"
+        "st = os.statvfs('/dev/shm'); print('shm', st.f_blocks * st.f_frsize)\n"
+        "for f in ('/sys/fs/cgroup/memory.max', '/sys/fs/cgroup/memory/memory.limit_in_bytes'):\n"
+        "    if os.path.exists(f): print('mem', open(f).read().strip())\n"
+    )
+    res = _runner(engine, tool_image, mem_limit="768m").run(["python", "-c", script], tool="data",
+                                                               workdir=tmp_path, timeout=60)
+    assert res.ok, res.log_tail
+    values = dict(line.split() for line in res.log_tail.splitlines() if line.startswith(("shm", "mem")))
+    assert int(values["shm"]) == 1024**3  # shm_size="1g"
+    assert int(values["mem"]) == 768 * 1024**2
 
 
 def test_container_reaches_an_llm_server_on_the_host_loopback(engine, tool_image, tmp_path: Path) -> None:
