@@ -11,6 +11,9 @@ with the HF backend and with vLLM, and write one JSON of measured numbers:
   both runs (NVML includes the CUDA context and the allocator's cache);
 * ``eval``: items/s and exact-match accuracy of HF ``generate`` and vLLM on the same prompts.
 
+``--cpu-smoke`` (tests of this script only) runs the real steps on CPU with ``builtin/tiny-qwen2``,
+5 steps of batch 8 and 32 prompts: every code path but CUDA, no meaningful numbers.
+
 ``--dry-run`` runs every step up to the GPU calls on any machine: imports, wheelhouse, model build,
 data, memory plan, the ftagent workspace and validated ``train.yaml`` (the ``llamafactory-cli
 train`` call is recorded, not started), the hand YAML, and the backends' import + tokenizer check.
@@ -37,6 +40,7 @@ sys.path.insert(0, str(REPO))
 MODEL = "qwen2-50m"
 METHODS = ("full", "lora")
 BATCH, CUTOFF, STEPS = 64, 128, 100
+CPU_SMOKE = False  # --cpu-smoke: set by main()
 REQUIRED = ("torch", "transformers", "peft", "trl", "datasets", "accelerate", "llamafactory", "yaml")
 DRIVER_REQUIRED = ("pydantic", "pydantic_settings", "yaml", "filelock")  # ftagent itself, in this process
 
@@ -53,7 +57,7 @@ def _run(argv: list[str], timeout: float, **kw: Any) -> subprocess.CompletedProc
     return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False, **kw)
 
 
-def preflight(env: Path, dry: bool) -> dict[str, Any]:
+def preflight(env: Path, dry: bool, smoke: bool = False) -> dict[str, Any]:
     """Imports here (ftagent's) and in the check env (and CUDA unless ``dry``); raises :class:`Missing`."""
     import importlib
 
@@ -82,7 +86,7 @@ def preflight(env: Path, dry: bool) -> dict[str, Any]:
     bad = [f"{m} ({v[8:]})" for m, v in found.items() if isinstance(v, str) and v.startswith("MISSING")]
     if bad:
         raise Missing("python modules " + ", ".join(bad) + " — add their wheels to tests/gpu/wheels.txt")
-    if not dry and not found["cuda"]:
+    if not dry and not smoke and not found["cuda"]:
         raise Missing("CUDA: torch in the check env sees no GPU")
     return found
 
@@ -134,7 +138,7 @@ def train_yaml(method: str) -> dict[str, Any]:
     cfg: dict[str, Any] = {"stage": "sft", "do_train": True, "finetuning_type": method, "template": "chatml",
                            "cutoff_len": CUTOFF, "per_device_train_batch_size": BATCH, "gradient_accumulation_steps": 1,
                            "max_steps": STEPS, "learning_rate": 1e-4 if method == "full" else 1e-3,
-                           "lr_scheduler_type": "constant", "logging_steps": 10, "bf16": True, "seed": 0,
+                           "lr_scheduler_type": "constant", "logging_steps": min(10, STEPS), "bf16": True, "seed": 0,
                            "report_to": "none", "save_strategy": "no"}
     if method == "lora":
         cfg.update(lora_rank=16, lora_alpha=32, lora_target="all")
@@ -151,17 +155,17 @@ for r in rows:
     ids = tok.apply_chat_template(msgs, tokenize=True)
     ids = ids["input_ids"] if hasattr(ids, "keys") else ids
     lens.append(min(len(ids), cutoff))
-print("TOKENS", sum(lens) / len(lens))
+print("TOKENS", sum(lens) / len(lens), max(lens))
 """
 
 
-def tokens_per_sample(env: Path, model: Path, data: Path) -> float:
-    """Mean tokens of a training row (ChatML prompt + answer, capped at the cutoff), in the check env."""
+def tokens_per_sample(env: Path, model: Path, data: Path) -> tuple[float, int]:
+    """Mean and max tokens of a training row (ChatML prompt + answer, capped at the cutoff), in the check env."""
     proc = _run([str(_py(env)), "-c", TOKENS_SCRIPT, str(model), str(data), str(CUTOFF)], 300)
     line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("TOKENS ")), None)
     if line is None:
         raise RuntimeError(f"tokenizing the data failed: {proc.stderr[-600:]}")
-    return float(line.split()[1])
+    return float(line.split()[1]), int(line.split()[2])
 
 
 class GpuPeak:
@@ -240,11 +244,11 @@ def run_ftagent(work: Path, env: Path, model: Path, method: str, scenario: Any, 
     shutil.copy(work / "data.json", ws / "data.json")
     (ws / "train.yaml").write_text(yaml.safe_dump(train_yaml(method)), encoding="utf-8")
     settings = load_settings(file_path=str(work / "ft"))
-    runner: Any = LocalRunner(env, sandbox="none", gpu=not dry)
+    runner: Any = LocalRunner(env, sandbox="none", gpu=not (dry or CPU_SMOKE))
     runner = DryRunner(runner) if dry else runner
     code = CodeResult(workspace=str(ws), files={"train.yaml": str(ws / "train.yaml")})
     start = time.perf_counter()
-    with GpuPeak(not dry) as peak:
+    with GpuPeak(not (dry or CPU_SMOKE)) as peak:
         report = LlamaFactoryValidator(scenario, settings, runner).validate(code, None)
         validated = time.perf_counter()
         if dry:
@@ -268,23 +272,30 @@ PEAK_SCRIPT = """
 import json, sys, yaml, torch
 from llamafactory.train.tuner import run_exp
 run_exp(yaml.safe_load(open(sys.argv[1])))
-print("PEAK " + json.dumps({"max_allocated_gb": torch.cuda.max_memory_allocated() / 1e9,
-                            "max_reserved_gb": torch.cuda.max_memory_reserved() / 1e9}))
+cuda = torch.cuda.is_available()
+print("PEAK " + json.dumps({"max_allocated_gb": torch.cuda.max_memory_allocated() / 1e9 if cuda else 0.0,
+                            "max_reserved_gb": torch.cuda.max_memory_reserved() / 1e9 if cuda else 0.0}))
 """
 
 
-def run_by_hand(work: Path, env: Path, config: dict[str, Any], method: str, dry: bool) -> dict[str, Any]:
-    """The ftagent run's final YAML, run by LLaMA-Factory directly (no ftagent, no runner)."""
+def run_by_hand(work: Path, env: Path, config: dict[str, Any], method: str, dry: bool,
+                scenario: Any = None) -> dict[str, Any]:
+    """The ftagent run's final YAML, run by LLaMA-Factory directly (no ftagent, no runner), with the
+    same LLaMA-Factory environment variables (defaults.yaml, CPU threads, torchrun) as ftagent's run."""
     import yaml
+
+    from ftagent.tools.llamafactory.config import system_env
+    from ftagent.tools.llamafactory.launch import launch_env
 
     hand = dict(config, output_dir=str(work / f"hand_{method}"))
     path = work / f"hand_{method}.yaml"
     path.write_text(yaml.safe_dump(hand, sort_keys=False), encoding="utf-8")
     if dry:
         return {"dry_run": True, "yaml": str(path)}
-    env_vars = {**os.environ, "PATH": f"{env / 'bin'}:{os.environ.get('PATH', '')}", "DISABLE_VERSION_CHECK": "1"}
+    lf_vars = {**system_env(scenario.hardware), **launch_env(scenario.hardware, hand)} if scenario is not None else {}
+    env_vars = {**os.environ, **lf_vars, "PATH": f"{env / 'bin'}:{os.environ.get('PATH', '')}"}
     start = time.perf_counter()
-    with GpuPeak(True) as peak:
+    with GpuPeak(not CPU_SMOKE) as peak:
         proc = _run([str(_py(env)), "-c", PEAK_SCRIPT, str(path)], 900, env=env_vars, cwd=str(work))
     wall = time.perf_counter() - start
     (work / f"hand_{method}.log").write_text(proc.stdout + proc.stderr)
@@ -318,11 +329,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--wheels", type=Path, default=None)
     ap.add_argument("--dry-run", action="store_true")
     ap.add_argument("--require-vllm", action="store_true")
+    ap.add_argument("--cpu-smoke", action="store_true", help="the real steps on CPU, tiny model (tests only)")
     args = ap.parse_args(argv)
     dry, env, work = args.dry_run, args.env.absolute(), args.work.absolute()
+    global MODEL, BATCH, STEPS, CPU_SMOKE
+    if args.cpu_smoke:
+        MODEL, BATCH, STEPS, CPU_SMOKE = "tiny-qwen2", 8, 5, True
     work.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    out: dict[str, Any] = {"dry_run": dry, "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "model": f"builtin/{MODEL}",
+    out: dict[str, Any] = {"dry_run": dry, "cpu_smoke": CPU_SMOKE, "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "model": f"builtin/{MODEL}",
                            "batch": BATCH, "cutoff_len": CUTOFF, "max_steps": STEPS, "steps_s": {}}
 
     def step(name: str, fn, *a):
@@ -333,7 +348,7 @@ def main(argv: list[str] | None = None) -> int:
         return value
 
     try:
-        out["preflight"] = step("preflight", preflight, env, dry)
+        out["preflight"] = step("preflight", preflight, env, dry, CPU_SMOKE)
         out["wheelhouse"] = wheelhouse(args.wheels)
         if out["wheelhouse"]["present"] and out["wheelhouse"]["missing"]:
             raise Missing(f"wheels {', '.join(out['wheelhouse']['missing'])} in {args.wheels}; run make_wheelhouse.sh")
@@ -347,10 +362,10 @@ def main(argv: list[str] | None = None) -> int:
         from ftagent.tools.llamafactory.memory import estimate_for_hardware
 
         model = step("build model", build_builtin, MODEL, work / "models" / MODEL, _py(env))
-        data, _ = step("data", make_data, work)
-        tps = step("tokenize", tokens_per_sample, env, model, data)
+        data, _ = step("data", make_data, work, 4000, 32 if CPU_SMOKE else 512)
+        tps, longest = step("tokenize", tokens_per_sample, env, model, data)
         hardware = detect_gpus()
-        if dry and not hardware.gpu_count:  # plan as on the H200 the check is meant for
+        if dry and not hardware.gpu_count and not CPU_SMOKE:  # plan as on the H200 the check is meant for
             hardware = HardwareInfo(gpus=[GPUInfo(index=0, name="NVIDIA H200 (dry run)", memory_total_gb=139.8,
                                                   memory_used_gb=0.0)])
         memory = estimate_for_hardware(model, hardware)
@@ -359,15 +374,18 @@ def main(argv: list[str] | None = None) -> int:
                                 file_path=str(work / "ft"), workspace_root=str(work), hardware=hardware,
                                 memory=memory.model_dump(mode="json"), memory_report=memory.to_markdown())
         tokens = tps * BATCH * STEPS
-        out.update(tokens_per_sample=round(tps, 1), training={}, memory={})
+        out.update(tokens_per_sample=round(tps, 1), longest_sample=longest, training={}, memory={})
         for method in METHODS:
             ours = step(f"ftagent {method}", run_ftagent, work, env, model, method, scenario, dry)
-            hand = step(f"by hand {method}", run_by_hand, work, env, ours["config"], method, dry)
+            hand = step(f"by hand {method}", run_by_hand, work, env, ours["config"], method, dry, scenario)
             est = memory.get("full_gc" if method == "full" else "lora")
             est_gb = round(est.static_gb_per_gpu + est.per_token_mb * BATCH * CUTOFF / 1e3, 3)
+            # batches are padded to their longest row, not to cutoff_len: the estimate at that length too
+            est_data_gb = round(est.static_gb_per_gpu + est.per_token_mb * BATCH * longest / 1e3, 3)
+            planned = {"estimate_gb": est_gb, "estimate_gb_at_data_length": est_data_gb, "launch": memory.launch_of(est)}
             if dry:
                 out["training"][method] = {"ftagent": ours, "hand": hand}
-                out["memory"][method] = {"estimate_gb": est_gb, "launch": memory.launch_of(est)}
+                out["memory"][method] = planned
                 continue
             out["training"][method] = {
                 "ftagent_tokens_per_s": _tok_s(tokens, ours["train_runtime_s"]),
@@ -375,8 +393,7 @@ def main(argv: list[str] | None = None) -> int:
                 "ftagent_wall_tokens_per_s": _tok_s(tokens, ours["train_wall_s"]),
                 "hand_wall_tokens_per_s": _tok_s(tokens, hand["wall_s"]),
                 "ftagent_validate_s": ours["validate_s"], "final_loss": ours["final_loss"]}
-            out["memory"][method] = {"estimate_gb": est_gb, "launch": memory.launch_of(est),
-                                     "torch_max_allocated_gb": hand["max_allocated_gb"],
+            out["memory"][method] = {**planned, "torch_max_allocated_gb": hand["max_allocated_gb"],
                                      "torch_max_reserved_gb": hand["max_reserved_gb"],
                                      "nvml_peak_gb_hand": hand["nvml_peak_gb"], "nvml_peak_gb_ftagent": ours["nvml_peak_gb"]}
             if method == "full":

@@ -30,22 +30,25 @@ def run_hf(model: str, rows: list[dict], batch: int, max_new: int) -> dict:
     import transformers
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    device = "cuda" if torch.cuda.is_available() else "cpu"  # cpu: the check's own CPU smoke test
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     start = time.perf_counter()
     tok = AutoTokenizer.from_pretrained(model, padding_side="left")
-    net = AutoModelForCausalLM.from_pretrained(model, torch_dtype=torch.bfloat16).to("cuda").eval()
-    torch.cuda.synchronize()
+    dtype = torch.bfloat16 if device == "cuda" else torch.float32
+    net = AutoModelForCausalLM.from_pretrained(model, torch_dtype=dtype).to(device).eval()
+    sync()
     load_s = time.perf_counter() - start
     prompts, outputs = _prompts(tok, rows), []
     start = time.perf_counter()
     with torch.inference_mode():
         for i in range(0, len(prompts), batch):
-            enc = tok(prompts[i:i + batch], return_tensors="pt", padding=True, add_special_tokens=False).to("cuda")
+            enc = tok(prompts[i:i + batch], return_tensors="pt", padding=True, add_special_tokens=False).to(device)
             gen = net.generate(**enc, max_new_tokens=max_new, do_sample=False, pad_token_id=tok.pad_token_id)
             outputs += tok.batch_decode(gen[:, enc["input_ids"].shape[1]:], skip_special_tokens=False)
-    torch.cuda.synchronize()
+    sync()
     gen_s = time.perf_counter() - start
     return {"backend": "hf", "items": len(rows), "load_s": round(load_s, 2), "gen_s": round(gen_s, 3),
-            "items_per_s": round(len(rows) / gen_s, 1), "accuracy": _score(rows, outputs), "batch": batch,
+            "items_per_s": round(len(rows) / gen_s, 1), "accuracy": _score(rows, outputs), "batch": batch, "device": device,
             "versions": {"torch": torch.__version__, "transformers": transformers.__version__}}
 
 

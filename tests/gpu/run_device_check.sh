@@ -18,7 +18,8 @@
 #                             the check fails with --require-vllm)
 #   DEVICE_CHECK_WORK         scratch folder (default: /tmp/ftagent-device-check)
 # The JSON goes to --out, else $OUT/device_check.json when $OUT is set, else the work folder.
-# --dry-run checks every step up to the GPU calls (any machine; no CUDA needed).
+# --dry-run checks every step up to the GPU calls (any machine; no CUDA needed). --cpu-smoke runs the
+# real steps on CPU with builtin/tiny-qwen2 and a few steps (tests of the script; no meaningful numbers).
 # A missing prerequisite ends it with one line "device check: missing ..." and exit code 2.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -27,7 +28,7 @@ OUTFILE=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --out) OUTFILE="$2"; shift 2 ;;
-    --dry-run|--require-vllm) ARGS+=("$1"); shift ;;
+    --dry-run|--require-vllm|--cpu-smoke) ARGS+=("$1"); shift ;;
     *) echo "run_device_check: unknown argument $1" >&2; exit 2 ;;
   esac
 done

@@ -39,12 +39,14 @@ def prepared(check_env: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
     work = tmp_path_factory.mktemp("device_check")
     model = build_builtin(dc.MODEL, work / "models" / dc.MODEL, dc._py(check_env))
     data, _ = dc.make_data(work)
+    _, longest = dc.tokens_per_sample(check_env, model, data)
     hardware = detect_gpus()
     memory = estimate_for_hardware(model, hardware)
     scenario = ScenarioInfo(benchmark="demo_add", base_model=f"builtin/{dc.MODEL}", base_model_path=str(model),
                             file_path=str(work / "ft"), workspace_root=str(work), hardware=hardware,
                             memory=memory.model_dump(mode="json"))
-    return {"work": work, "model": model, "data": data, "memory": memory, "scenario": scenario, "runs": {}}
+    return {"work": work, "model": model, "data": data, "memory": memory, "scenario": scenario, "runs": {},
+            "longest": longest}
 
 
 def test_preflight_sees_cuda(check_env: Path) -> None:
@@ -61,14 +63,14 @@ def test_model_is_about_50m(prepared: dict) -> None:
 @pytest.mark.parametrize("method", dc.METHODS)
 def test_training_ftagent_vs_hand(check_env: Path, prepared: dict, method: str) -> None:
     ours = dc.run_ftagent(prepared["work"], check_env, prepared["model"], method, prepared["scenario"], dry=False)
-    hand = dc.run_by_hand(prepared["work"], check_env, ours["config"], method, dry=False)
+    hand = dc.run_by_hand(prepared["work"], check_env, ours["config"], method, dry=False, scenario=prepared["scenario"])
     prepared["runs"][method] = ours
     assert ours["final_loss"] is not None and math.isfinite(ours["final_loss"])
     assert ours["train_runtime_s"] and hand["train_runtime_s"]
     # the same YAML trains at the same speed through ftagent and by hand (within 2x either way)
     assert 0.5 < hand["train_runtime_s"] / ours["train_runtime_s"] < 2.0
     est = prepared["memory"].get("full_gc" if method == "full" else "lora")
-    est_gb = est.static_gb_per_gpu + est.per_token_mb * dc.BATCH * dc.CUTOFF / 1e3
+    est_gb = est.static_gb_per_gpu + est.per_token_mb * dc.BATCH * prepared["longest"] / 1e3  # padded length
     assert 0 < hand["max_allocated_gb"] <= hand["max_reserved_gb"]
     assert hand["nvml_peak_gb"] >= hand["max_reserved_gb"] * 0.9  # NVML sees what the allocator reserved
     # a rule of thumb, not a fit: within a factor of 4 of the measured allocator peak

@@ -52,3 +52,19 @@ def test_missing_prerequisite_is_one_line_and_exit_2(tmp_path: Path) -> None:
     proc = _run(tmp_path, tmp_path / "empty-env", "--dry-run")
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     assert proc.returncode == 2 and len(lines) == 1 and lines[0].startswith("device check: missing no python at")
+
+
+def test_cpu_smoke_runs_the_real_steps(tools_env: Path, tmp_path: Path) -> None:
+    """Every non-GPU code path of the real run (training through ftagent and by hand, HF generation,
+    the JSON), on CPU with the tiny model and 5 steps; CUDA numbers are absent, not faked."""
+    out = tmp_path / "smoke.json"
+    proc = _run(tmp_path, tools_env, "--cpu-smoke", "--out", str(out))
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    found = json.loads(out.read_text())
+    assert found["cpu_smoke"] and not found["dry_run"] and found["max_steps"] == 5
+    for method in ("full", "lora"):
+        row = found["training"][method]
+        assert row["ftagent_tokens_per_s"] > 0 and row["hand_tokens_per_s"] > 0 and row["final_loss"] > 0
+        assert found["memory"][method]["launch"] == "CPU" and found["memory"][method]["nvml_peak_gb_hand"] is None
+    hf = found["eval"]["hf"]
+    assert hf["device"] == "cpu" and hf["items"] == 32 and 0 <= hf["accuracy"] <= 1
