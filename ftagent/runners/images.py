@@ -21,6 +21,7 @@ and a failure names the step that failed.
 from __future__ import annotations
 
 import configparser
+import fcntl
 import hashlib
 import os
 import re
@@ -316,22 +317,31 @@ def build_image(
     start = time.monotonic()
     tag = spec.tag
     if not force and image_exists(client, tag):
-        image = client.images.get(tag)
-        return BuildResult(tag=tag, image_id=image.id, size_bytes=int(image.attrs.get("Size", 0)),
-                           duration_s=time.monotonic() - start, skipped=True, log_file=log_file)
+        return _present(client, tag, start, log_file)
     if log_file is not None:
         Path(log_file).parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="ftagent-image-") as tmp:
-        context = assemble_context(spec, Path(tmp))
-        stream = client.api.build(path=str(context), tag=tag, buildargs=spec.engine_build_args(), rm=True, forcerm=True,
-                                  decode=True, network_mode=network_mode, pull=False,
-                                  labels={LABEL_HASH: spec.content_hash(), "org.ftagent.flavour": spec.flavour,
-                                          "org.ftagent.base-image": spec.base_image})
-        image_id = _consume(stream, spec, log_file, on_line or (lambda _l: None), on_step or (lambda _s: None))
-    client.api.tag(image_id, IMAGE_REPO, spec.alias.split(":")[1])
+    lock_path = Path(tempfile.gettempdir()) / f"ftagent-build-{tag.replace(':', '-')}.lock"
+    with open(lock_path, "w") as lock:  # one build of a tag at a time on this machine
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not force and image_exists(client, tag):  # another process built it while we waited
+            return _present(client, tag, start, log_file)
+        with tempfile.TemporaryDirectory(prefix="ftagent-image-") as tmp:
+            context = assemble_context(spec, Path(tmp))
+            stream = client.api.build(path=str(context), tag=tag, buildargs=spec.engine_build_args(), rm=True,
+                                      forcerm=True, decode=True, network_mode=network_mode, pull=False,
+                                      labels={LABEL_HASH: spec.content_hash(), "org.ftagent.flavour": spec.flavour,
+                                              "org.ftagent.base-image": spec.base_image})
+            image_id = _consume(stream, spec, log_file, on_line or (lambda _l: None), on_step or (lambda _s: None))
+        client.api.tag(image_id, IMAGE_REPO, spec.alias.split(":")[1])
     image = client.images.get(tag)
     return BuildResult(tag=tag, image_id=image_id, size_bytes=int(image.attrs.get("Size", 0)),
                        duration_s=time.monotonic() - start, skipped=False, log_file=log_file)
+
+
+def _present(client, tag: str, start: float, log_file: Path | None) -> BuildResult:
+    image = client.images.get(tag)
+    return BuildResult(tag=tag, image_id=image.id, size_bytes=int(image.attrs.get("Size", 0)),
+                       duration_s=time.monotonic() - start, skipped=True, log_file=log_file)
 
 
 def _consume(stream, spec: ImageSpec, log_file: Path | None, on_line, on_step) -> str:

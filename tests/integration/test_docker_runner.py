@@ -194,13 +194,17 @@ def test_container_reaches_an_llm_server_on_the_host_loopback(engine, tool_image
         "print('reply:', json.load(urllib.request.urlopen(req, timeout=30))['choices'][0]['message']['content'])\n"
     )
     (tmp_path / "process_data.py").write_text(script)
-    with FakeOpenAIServer(["pong from the host"]) as server:
+    with FakeOpenAIServer(["pong from the host", "pong again"]) as server:
         assert server.base_url.startswith("http://127.0.0.1:")
         runner = _runner(engine, tool_image, network=load_settings().ft.docker_network)
-        res = runner.run(["python", "process_data.py"], tool="data", workdir=tmp_path, timeout=120,
-                         env={"OPENAI_API_BASE": server.base_url, "OPENAI_API_KEY": "sk-local"})
-        assert res.ok, res.log_tail
-        assert "reply: pong from the host" in res.log_tail and len(server.chat_requests) == 1
+        # the session's LLM gateway (127.0.0.1) and a job's served model (jobs: http://localhost:<port>)
+        for base, reply in ((server.base_url, "pong from the host"),
+                            (server.base_url.replace("127.0.0.1", "localhost"), "pong again")):
+            res = runner.run(["python", "process_data.py"], tool="data", workdir=tmp_path, timeout=120,
+                             env={"OPENAI_API_BASE": base, "OPENAI_API_KEY": "sk-local"})
+            assert res.ok, res.log_tail
+            assert f"reply: {reply}" in res.log_tail
+        assert len(server.chat_requests) == 2
 
 
 def test_docker_loop_beats_the_baseline(engine, tool_image, tmp_path: Path) -> None:
