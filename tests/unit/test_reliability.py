@@ -29,6 +29,7 @@ from ftagent.core.types import (
     EvalResult,
     FeedbackResult,
     ScenarioInfo,
+    SplitResults,
     TrainResult,
     ValidationReport,
 )
@@ -86,10 +87,11 @@ class Trainer:
 
 
 class Evaluator:
-    def evaluate(self, model, split, ctx):
+    def evaluate_splits(self, model, ctx, splits=("validation", "test"), *, on_progress=None):
         _block("evaluate", _loop_of(ctx))
-        return EvalResult(benchmark="demo_add", split=split, core_metric="accuracy",
-                          score=10.0 + _loop_of(ctx) if split == "validation" else 5.0)
+        return SplitResults(results={split: EvalResult(
+            benchmark="demo_add", split=split, core_metric="accuracy",
+            score=10.0 + _loop_of(ctx) if split == "validation" else 5.0) for split in splits})
 
 
 class Feedback:
