@@ -15,7 +15,7 @@ SECRET = "sk-cli-prompts-SECRET-987654"
 def _session(tmp_path, monkeypatch):
     monkeypatch.setattr(tp.brief, "cpu_facts", lambda: (2, 24.0))
     scenario = tp._demo_scenario(tmp_path / "files")
-    trace = tp._trace(tmp_path / "files", 0.62, "accuracy")
+    trace = tp._trace(tmp_path / "files", 62.0, "accuracy")
     session = Session.create(tmp_path / "log", config={"run": {"benchmark": "demo_add",
                                                                "base_model": "builtin/tiny-qwen2", "loop_n": 3}},
                              state_cls=FinetuneSessionState, scenario=scenario, trace=trace)
@@ -32,7 +32,7 @@ def test_prompts_of_a_session(tmp_path, monkeypatch):
     assert result.exit_code == 0, result.output
     out = result.output
     assert out.startswith("===== config:") and "- learning_rate (" in out and "- lora_rank (" in out
-    assert "- finetuning_type (" in out and "0.62 accuracy" in out
+    assert "- finetuning_type (" in out and "62.0 % accuracy" in out
     assert SECRET not in out and "***REDACTED***" in out  # the hypothesis held the key: redacted like logs
     assert str(tp.TEST_SCORE) not in out
     everything = CliRunner().invoke(app, ["prompts", "--path", str(session)]).output

@@ -120,7 +120,7 @@ def test_coder_writes_both_files(server, scenario, settings, ctx, tmp_path):
     assert set(result.files) == {"process_data.py", "train.yaml"} and result.round == 1
     data_req, config_req = (r.body["messages"][-1]["content"] for r in server.chat_requests)
     assert "FT_DATASETS_DIR" in data_req and "--debug" in data_req and "print('parent script')" in data_req
-    assert "template: qwen" in config_req and "lora: 1.2 GiB" in config_req and "/models/tiny" in config_req
+    assert "template: qwen" in config_req and "lora: 1.2 GiB" in config_req and "/models/tiny" not in config_req
     assert str(TEST_SCORE) not in server.all_request_text()
 
 

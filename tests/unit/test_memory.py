@@ -114,7 +114,8 @@ def test_7b_on_2x80gb_plans_zero3_and_the_table_names_it() -> None:
         assert est.fits and est.sharded and est.deepspeed == DS_Z3 and not est.offload
     assert report.get("lora").deepspeed is None and report.get("qlora").deepspeed is None
     md = report.to_markdown()
-    assert "| full_gc (ZeRO-3) | yes | ZeRO-3 (ds_z3_config.json) |" in md
+    assert "| full (ZeRO-3) | yes | ZeRO-3 (ds_z3_config.json) |" in md
+    assert "| full + disable_gradient_checkpointing (ZeRO-3) | yes |" in md and "| full_gc" not in md
     assert "| lora | yes | DDP × 2 |" in md
     # the plan survives the JSON round trip of ScenarioInfo.memory
     as_json = report.model_dump(mode="json")
@@ -146,3 +147,16 @@ def test_offload_only_when_it_is_needed_and_the_host_can_hold_it() -> None:
     assert method_of_config({"finetuning_type": "full", "disable_gradient_checkpointing": "true"}) == "full"
     assert method_of_config({"finetuning_type": "lora", "quantization_bit": 4}) == "qlora"
     assert method_of_config({"finetuning_type": "freeze"}) == "lora"
+
+
+def test_tiny_model_table_names_llamafactory_configs_and_distinct_sizes() -> None:
+    from ftagent.tools.llamafactory.memory import ModelSpec
+
+    spec = ModelSpec(name="tiny-qwen2", params=558_208, hidden_size=128, num_layers=2, vocab_size=512,
+                     intermediate_size=344, num_heads=4, num_kv_heads=2, max_position_embeddings=512, from_config=True)
+    md = estimate_memory(spec, 24.0, 1, device="cpu").to_markdown()
+    assert "| full + disable_gradient_checkpointing | yes | CPU | 8.9 MB |" in md
+    assert "| lora | yes | CPU | " in md and "qlora" not in md and "quantization_bit: 4 |" not in md
+    assert "10.0 MB" not in md and "0.0 |" not in md
+    gpu = estimate_memory(spec, 80.0, 1).to_markdown()
+    assert "| lora + quantization_bit: 4 | yes |" in gpu

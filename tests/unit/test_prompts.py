@@ -71,7 +71,7 @@ def _demo_scenario(root: Path) -> ScenarioInfo:
         memory=memory.model_dump(mode="json"), memory_report=memory.to_markdown(), file_path=str(root),
         workspace_root=str(root / "ws"), upper_data_size_limit=2000,
         time_limits=TimeLimits(full_timeout=3600, data_processing_timeout=1800, benchmark_timeout=604800),
-        baseline=EvalResult(benchmark="demo_add", split="validation", core_metric="accuracy", score=0.62),
+        baseline=EvalResult(benchmark="demo_add", split="validation", core_metric="accuracy", score=62.0),
         parameter_catalogue=_catalogue_text(False))
     info.description_text = brief.render_brief(info)
     return info
@@ -94,7 +94,7 @@ def _chem_scenario(root: Path) -> ScenarioInfo:
         hardware=hardware, memory=memory.model_dump(mode="json"), file_path=str(root), workspace_root=str(root / "ws"),
         upper_data_size_limit=1500, force_think_token=True,
         time_limits=TimeLimits(full_timeout=36000, data_processing_timeout=3600, benchmark_timeout=7200),
-        baseline=EvalResult(benchmark="chemcotbench", split="validation", core_metric="mean_core", score=0.3125),
+        baseline=EvalResult(benchmark="chemcotbench", split="validation", core_metric="mean_core", score=31.25),
         parameter_catalogue=_catalogue_text(True))
     info.description_text = brief.render_brief(info)
     return info
@@ -106,17 +106,26 @@ def _trace(root: Path, baseline: float, core_metric: str) -> Trace:
     (ws / "process_data.py").write_text("import json\njson.dump([], open('data.json', 'w'))\n", encoding="utf-8")
     (ws / "train.yaml").write_text("finetuning_type: lora\nlearning_rate: 2.0e-4\nwarmup_ratio: 0.05\n", encoding="utf-8")
     loss = [{"step": 5 * i, "loss": round(2.5 * 0.93**i, 4), "lr": 2e-4} for i in range(1, 48)]
+    (ws / "logs").mkdir()
+    (ws / "logs" / "process_data.log").write_text("read 6000 rows\nkept 2000, dropped 0 (too long), 4000 (cap)\n",
+                                                  encoding="utf-8")
+    (ws / "output").mkdir()
+    (ws / "output" / "trainer_state.json").write_text(json.dumps({"global_step": 250, "log_history": [
+        {"step": 250, "epoch": 2.0, "train_runtime": 125.0, "train_samples_per_second": 32.0}]}), encoding="utf-8")
     trace = Trace(core_metric=core_metric, baseline_val=baseline, baseline_test=BASELINE_TEST)
     trace.record(Experiment(
         loop=0, hypothesis=Hypothesis(hypothesis="[Data] all rows in the benchmark's prompt format [Training] LoRA r16",
                                       task="1) data: convert every row 2) training: lora, lr 2e-4, 2 epochs"),
-        artefacts={"process_data.py": str(ws / "process_data.py"), "train.yaml": str(ws / "train.yaml")},
+        artefacts={"process_data.py": str(ws / "process_data.py"), "train.yaml": str(ws / "train.yaml"),
+                   "workspace": str(ws), "output_dir": str(ws / "output")},
         config={"finetuning_type": "lora", "lora_rank": 16, "learning_rate": 2e-4, "num_train_epochs": 2,
                 "warmup_ratio": 0.05, "output_dir": "/ws/loop_0/output", "bf16": False},
         system_changes=["dropped this_key_does_not_exist (unknown to LLaMA-Factory)",
                         "changed bf16: true -> false (system-managed)"],
-        data_rows=2000, loss_history=loss, val_score=round(baseline + 0.2, 4), test_score=TEST_SCORE,
-        decision=True, reason="The boxed format was learnt.", next_step="Train one more epoch with lr 1e-4."))
+        data_rows=2000, loss_history=loss, val_score=round(baseline + 20, 4), test_score=TEST_SCORE,
+        decision=True, reason="The boxed format was learnt. " + ("The loss kept falling to the end of the run, so a "
+                                                                 "longer run can still help. " * 60)
+        + "A loss this low can mean the model memorised the pairs.", next_step="Train one more epoch with lr 1e-4."))
     trace.record(Experiment(
         loop=1, parent=0, hypothesis=Hypothesis(hypothesis="[Training] full fine-tuning, batch 64", task="full, bs 64"),
         failure=StepFailure(stage="validate", error_type=ErrorType.OOM, message="micro-batch run failed: out of memory",
@@ -181,9 +190,14 @@ def test_every_prompt_carries_its_facts(demo):
     assert "6,000 rows" in p["data"] and "`demo_add_train.json`: 6,000 rows" in p["data"]
     for step in ("propose", "data", "config", "feedback"):
         assert "558K (558,208" in p[step], step  # the parameter count, in words and exactly
-        assert "0.62 accuracy on the validation split" in p[step], step  # the baseline
+        assert "62.0 % accuracy on the validation split" in p[step], step  # the baseline, as a percentage
+        assert "accuracy, a percentage, 0–100" in p[step], step  # the metric's scale
+        assert "randomly initialised" in p[step] and "knows nothing" in p[step], step  # built-in model
+        assert "/models/builtin" not in p[step], step  # no host path: the system sets model_name_or_path
     for step in ("propose", "config"):
-        assert "| lora | yes | CPU | 10.0 MB | the whole context (512) |" in p[step], step  # a memory table row
+        assert "| `lora` | yes | CPU | 5.9 MB | the whole context (512) |" in p[step], step  # a memory table row
+        assert "| `full` + `disable_gradient_checkpointing: true` | yes | CPU | 8.9 MB |" in p[step], step
+        assert "qlora" not in p[step] and "full_gc" not in p[step] and "10.0 MB" not in p[step], step
         assert "CPU only: 2 cores, 24 GiB RAM" in p[step]
     for name in ("learning_rate", "finetuning_type", "lora_rank", "cutoff_len", "per_device_train_batch_size"):
         assert f"- {name} (" in p["config"], name
@@ -223,7 +237,7 @@ def test_every_prompt_is_under_budget(demo, chem):
 
 def test_a_small_budget_drops_whole_sections_least_useful_first(tmp_path):
     scenario = _demo_scenario(tmp_path)
-    trace = _trace(tmp_path, 0.62, "accuracy")
+    trace = _trace(tmp_path, 62.0, "accuracy")
     full = build_proposal_messages(scenario, planner_view(trace), _settings())[1]["content"]
     small = build_proposal_messages(scenario, planner_view(trace), _settings(prompt_token_budget=2000))[1]["content"]
     assert count_tokens(small) < count_tokens(full)
@@ -299,3 +313,113 @@ def test_time_left_and_loops_left():
     last = NS(time_left=lambda: None, loop=NS(index=2), state=NS(config={"run": {"loop_n": 3}}))
     assert time_left(last) == "- this is loop 2 (numbered from 0); it is the last loop"
     assert time_left(None) == ""
+
+
+def test_relay_critique_facts(demo):
+    """What an LLM playing the planner found missing or confusing (issue 13 relay), now in the prompts."""
+    _, p = demo
+    prop, feedback = p["propose"], p["feedback"]
+    # SOTA rule with its threshold, in the proposal and the feedback prompt
+    assert "by more than FT_SOTA_MIN_DELTA = 0" in prop and "a tie keeps the current best" in prop
+    assert "type OOM" in feedback  # the preview's feedback is of the failed loop: no rule needed there
+    # measured throughput and the data script's own summary in the history
+    assert "Training speed (measured): 250 optimizer steps in 2 min 5 s, 0.50 s/step, 32.0 samples/s" in prop
+    assert "kept 2000, dropped 0 (too long), 4000 (cap)" in prop
+    # feedback clipped at a sentence end, never mid-word
+    assert "can still help. …" in prop and "memorised" not in prop  # cut after a sentence, marked
+    # counts say what they count
+    assert "Experiments run so far (finished loops, failed ones included): 2 — 1 with a validation score, 1 failed" in prop
+    assert "1 of the 2 experiment(s) above started from it" in prop and "1 experiment(s), the latest" not in prop
+    assert "not measured yet" not in prop  # a run has finished: its speed is shown instead
+    # scores as percentages, consistently
+    assert "validation accuracy 82.0 % (baseline 62.0 %, +20)" in prop and "Current best: loop 0, validation accuracy 82.0 %" in prop
+    # README agrees with the rows (the suffix)
+    assert 'What is a + b? Put the final answer in \\\\boxed{}.' in p["data"] and "every row carries the same suffix" in p["data"]
+    # noise: no evaluation time limit; parameter catalogue without RLHF/profiler arguments
+    assert "one benchmark evaluation" not in prop and "- one training run: at most 1 h" in prop
+    assert "- learning_rate (" in p["config"]
+    for name in ("ref_model", "reward_model", "use_hyper_parallel", "pref_beta", "ppo_"):
+        assert f"- {name}" not in p["config"], name
+
+
+def test_llm_rules_only_with_model_pools(tmp_path):
+    from ftagent.planners.llm.code import data_messages
+
+    scenario = _demo_scenario(tmp_path)
+    hyp = Hypothesis(hypothesis="h", task="t")
+    with_pools = data_messages(scenario, _settings(), hyp)[0]["content"]
+    without = data_messages(scenario, _settings(strong_models=[], weak_models=[]), hyp)[0]["content"]
+    assert "STRONG_MODEL_POOL" in with_pools and "litellm" in with_pools
+    assert "STRONG_MODEL_POOL" not in without and "No LLM is available to this script" in without
+    system = build_proposal_messages(scenario, planner_view(Trace(core_metric="accuracy")),
+                                     _settings(strong_models=[], weak_models=[]))[0]["content"]
+    assert "strong LLM" not in system and "no LLM is available to data scripts" in system
+
+
+def test_internal_error_is_labelled_and_not_blamed_on_the_plan(tmp_path):
+    from ftagent.planners.llm.feedback import feedback_messages
+
+    scenario = _demo_scenario(tmp_path)
+    trace = Trace(core_metric="accuracy", baseline_val=0.0)
+    tb = ('Traceback (most recent call last):\n  File "/work/main/ftagent/planners/llm/prompts/config_coder.j2", '
+          "line 10, in top-level template code\njinja2.exceptions.UndefinedError: 'cpu' is undefined")
+    exp = Experiment(loop=0, hypothesis=Hypothesis(hypothesis="15 epochs", task="t"),
+                     failure=StepFailure(stage="code", error_type=ErrorType.UNKNOWN, message="'cpu' is undefined",
+                                         log_tail=tb))
+    trace.record(exp)
+    prop = build_proposal_messages(scenario, planner_view(trace), _settings())[1]["content"]
+    assert "an internal error of the system (not caused by the plan); retrying the same plan is reasonable" in prop
+    assert "do not repeat what" not in prop and "1 stopped by an internal error of the system" in prop
+    fb = feedback_messages(scenario, _settings(), exp, trace, False)[0]["content"]
+    assert "internal error of the system" in fb and "advise how to avoid the failure" not in fb
+    plan_bug = exp.model_copy(update={"failure": exp.failure.model_copy(update={
+        "log_tail": 'File "/ws/loop_0/process_data.py", line 3\nKeyError: x'})})
+    assert "internal error" not in feedback_messages(scenario, _settings(), plan_bug, trace, False)[0]["content"]
+
+
+def test_saturated_metric_and_validation_size(tmp_path):
+    from ftagent.planners.llm.feedback import feedback_messages
+
+    scenario = _demo_scenario(tmp_path)
+    bench = Path(scenario.file_path) / "benchmarks" / "demo_add"
+    bench.mkdir(parents=True)
+    (bench / "validation.jsonl").write_text("{}\n" * 100, encoding="utf-8")
+    (bench / "test.jsonl").write_text("{}\n" * 77, encoding="utf-8")
+    assert "validation split of 100 items" in brief.render_brief(scenario) and "77" not in brief.render_brief(scenario)
+    trace = Trace(core_metric="accuracy", baseline_val=0.0)
+    exp = Experiment(loop=0, hypothesis=Hypothesis(hypothesis="h", task="t"), val_score=100.0, decision=True)
+    trace.record(exp)
+    trace.sota_loop = 0
+    prop = build_proposal_messages(scenario, planner_view(trace), _settings(sota_min_delta=0.5))[0]["content"]
+    assert "FT_SOTA_MIN_DELTA = 0.5" in prop and "already scores 100.0 %, the metric's maximum" in prop
+    fb = feedback_messages(scenario, _settings(), exp, trace, True)[0]["content"]
+    assert "The score is at the metric's maximum" in fb and "- This experiment: 100.0 %" in fb
+    assert "by more than FT_SOTA_MIN_DELTA = 0" in fb and "a tie keeps the current best" in fb
+
+
+def test_chat_template_overhead(tmp_path):
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    from ftagent.planners.llm.chat_overhead import template_overhead
+
+    vocab = {c: i for i, c in enumerate(["[UNK]", "What", "is", "12", "+", "34", "?", "46", "user", "assistant"])}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.add_special_tokens(["<|im_start|>", "<|im_end|>"])
+    tok.save(str(tmp_path / "tokenizer.json"))
+    (tmp_path / "chat_template.jinja").write_text(
+        "{% for m in messages %}{{ '<|im_start|>' + m['role'] + '\\n' + m['content'] + '<|im_end|>' + '\\n' }}"
+        "{% endfor %}", encoding="utf-8")
+    over = template_overhead(tmp_path)
+    assert over is not None and over.tokens == 6 and over.atomic  # 2 × (start, role, end)
+    assert over.special_tokens == ["<|im_start|>", "<|im_end|>"] and "adds 6 tokens" in over.line()
+    assert template_overhead(tmp_path / "missing") is None
+
+
+def test_history_clips_at_sentence_or_word_boundaries():
+    from ftagent.planners.llm.history import clip_text
+
+    text = "First sentence here. Second one is longer and keeps going without any stop at all"
+    assert clip_text(text, 35) == "First sentence here. …"
+    assert clip_text(text, 60) == "First sentence here. Second one is longer and keeps going …"
+    assert clip_text("word " * 40, 50).endswith("word …") and clip_text("short", 50) == "short"

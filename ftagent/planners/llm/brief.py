@@ -58,6 +58,58 @@ def format_gb(gb: float) -> str:
     return format_bytes(gb * 1e9) if gb > 0 else "0"
 
 
+# metrics that are not percentages (every OpenCompass rate and the domain metrics are 0-100)
+_NOT_PERCENT = re.compile(r"(loss|tau|brier|perplexity|ppl|bleu_raw|rmse|mae|corr)", re.IGNORECASE)
+
+
+def is_percent(metric: str) -> bool:
+    """True when ``metric`` is reported as a percentage (0-100): OpenCompass rates and F-scores."""
+    return not _NOT_PERCENT.search(metric or "")
+
+
+def metric_scale(metric: str) -> str:
+    """``a percentage, 0-100`` for rates; else the scale as the evaluator reports it."""
+    return "a percentage, 0–100" if is_percent(metric) else "on the evaluator's own scale"
+
+
+def format_score(value: float | None, metric: str) -> str:
+    """``62.0 %`` for a percentage metric, ``0.713`` otherwise; ``not yet measured`` for None."""
+    if value is None:
+        return "not yet measured"
+    return f"{value:.1f} %" if is_percent(metric) else f"{value:.4g}"
+
+
+def metric_maximum(metric: str, direction: str) -> float | None:
+    """The best value the metric can reach (100 for a percentage to maximise), else None."""
+    return 100.0 if direction == "max" and is_percent(metric) else None
+
+
+def validation_items(file_path: str | None, benchmark: str) -> int | None:
+    """Number of validation items of ``benchmark`` under ``FT_FILE_PATH/benchmarks/<key>`` (never the test)."""
+    if not file_path:
+        return None
+    root = Path(file_path) / "benchmarks" / benchmark
+    files = sorted(root.glob("validation.jsonl")) + sorted(root.glob("*/validation.jsonl"))
+    if not files:
+        return None
+    try:
+        return sum(sum(1 for line in f.open(encoding="utf-8") if line.strip()) for f in files)
+    except OSError:
+        return None
+
+
+def model_origin(name: str) -> str:
+    """Whether the base model is pretrained: built-in models are randomly initialised."""
+    from ftagent.models.builtin import BUILTIN_MODELS, BUILTIN_PREFIX
+
+    if name.startswith(BUILTIN_PREFIX):
+        spec = BUILTIN_MODELS.get(name[len(BUILTIN_PREFIX):])
+        what = f" ({spec.description})" if spec is not None else ""
+        return ("randomly initialised, built offline by ftagent: it knows nothing before training (no language, "
+                f"no arithmetic); everything must be learnt from the training data{what}")
+    return "pretrained (a released checkpoint, as its config/README describe it)"
+
+
 
 
 def hardware_words(hardware: Any) -> str:
@@ -95,6 +147,12 @@ def dir_size(path: str | Path) -> int | None:
 
 
 # --- facts ------------------------------------------------------------------------------------------
+# the memory estimator's methods as LLaMA-Factory configs
+METHOD_LABELS = {"full": "`full` + `disable_gradient_checkpointing: true`",
+                 "full_gc": "`full` (gradient checkpointing, the default)",
+                 "lora": "`lora`", "qlora": "`lora` + `quantization_bit: 4`"}
+
+
 class MemoryRow(BaseModel):
     method: str
     fits: bool
@@ -129,7 +187,11 @@ class BriefFacts(BaseModel):
     direction: str
     user_target: str | None = None
     baseline: str
+    metric_scale: str = ""
+    validation_items: int | None = None
     model_name: str
+    origin: str = ""
+    template_overhead: str = ""
     model_path: str
     parameters: str
     architecture: str = ""
@@ -152,7 +214,10 @@ class BriefFacts(BaseModel):
 
 def _memory_rows(memory: dict[str, Any], context: int | None) -> list[MemoryRow]:
     rows = []
+    cpu = memory.get("device") == "cpu"
     for m in memory.get("methods") or []:
+        if cpu and m.get("method") == "qlora":
+            continue  # bitsandbytes 4-bit needs CUDA: not an option without a GPU
         seq = int(m.get("max_seq_len") or 0)
         if not m.get("fits"):
             max_seq = "does not fit"
@@ -160,7 +225,8 @@ def _memory_rows(memory: dict[str, Any], context: int | None) -> list[MemoryRow]
             max_seq = f"the whole context ({context:,})"
         else:
             max_seq = f"{seq:,}"
-        rows.append(MemoryRow(method=str(m.get("method", "?")), fits=bool(m.get("fits")), launch=_launch(m, memory),
+        method = str(m.get("method", "?"))
+        rows.append(MemoryRow(method=METHOD_LABELS.get(method, method), fits=bool(m.get("fits")), launch=_launch(m, memory),
                               static=format_gb(float(m.get("static_gb_per_gpu") or 0)), max_seq=max_seq))
     return rows
 
@@ -189,16 +255,19 @@ def brief_facts(scenario: ScenarioInfo, *, catalogue: dict[str, Any] | None = No
     spec = _benchmark_spec(scenario.benchmark)
     context = model.max_position_embeddings
     baseline = scenario.baseline
+    metric = scenario.core_metric
     if baseline is not None and baseline.score is not None:
-        base = f"{baseline.score:g} {scenario.core_metric} on the validation split"
+        base = f"{format_score(baseline.score, metric)} {metric} on the validation split"
     else:
         base = "not yet measured"
     limits = scenario.time_limits
     budgets = []
-    if limits is not None:
+    if limits is not None:  # the evaluation limit is the system's concern, not the plan's
         budgets = [f"one training run: at most {format_duration(limits.full_timeout)}",
-                   f"one full data-processing run: at most {format_duration(limits.data_processing_timeout)}",
-                   f"one benchmark evaluation: at most {format_duration(limits.benchmark_timeout)}"]
+                   f"one full data-processing run: at most {format_duration(limits.data_processing_timeout)}"]
+    from ftagent.planners.llm.chat_overhead import template_overhead
+
+    overhead = template_overhead(scenario.base_model_path)
     params = (f"{format_count(model.num_parameters)} ({model.num_parameters:,}, from {model.parameter_source})"
               if model.num_parameters else "unknown")
     think = getattr(scenario, "force_think_token", False) if force_think_token is None else force_think_token
@@ -208,8 +277,10 @@ def brief_facts(scenario: ScenarioInfo, *, catalogue: dict[str, Any] | None = No
         prompt_format=(spec.prompt if spec else ""), answer_rule=(spec.answer_rule if spec else ""),
         max_out_len=(spec.max_out_len if spec else None), core_metric=scenario.core_metric,
         direction="higher is better" if scenario.direction == "max" else "lower is better",
-        user_target=scenario.user_target_scenario, baseline=base,
+        user_target=scenario.user_target_scenario, baseline=base, metric_scale=metric_scale(metric),
+        validation_items=validation_items(scenario.file_path, scenario.benchmark),
         model_name=scenario.base_model, model_path=scenario.base_model_path, parameters=params,
+        origin=model_origin(scenario.base_model), template_overhead=overhead.line() if overhead else "",
         architecture=" ".join(x for x in (model.architecture, f"({model.model_type})" if model.model_type else "") if x),
         layers=(f"{model.num_hidden_layers} layers, hidden size {model.hidden_size}, vocabulary {model.vocab_size:,}"
                 if model.num_hidden_layers and model.hidden_size and model.vocab_size else ""),

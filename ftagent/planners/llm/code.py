@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import json
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,7 +20,7 @@ from ftagent.core.types import CodeResult, Hypothesis
 from ftagent.planners.llm.brief import DATA_RULES, HARDWARE, MEMORY, MODEL, OBJECTIVE
 from ftagent.planners.llm.budget import Section
 from ftagent.planners.llm.prompting import brief_part, budgets_part, debug_data_stats, fit, text_part
-from ftagent.planners.llm.propose import planner_view, read_artefact
+from ftagent.planners.llm.propose import llm_pools_configured, planner_view, read_artefact
 from ftagent.planners.llm.templates import clip, render
 
 if TYPE_CHECKING:
@@ -86,13 +87,22 @@ def parameter_catalogue(scenario: ScenarioInfo) -> str:
     return "\n".join(f"## {sec}\n{', '.join(names)}" for sec, names in sections.items())
 
 
+# arguments of other stages (RLHF: PPO/DPO/KTO/reward model) and profiler/back-end switches: noise for SFT
+_NOT_SFT = re.compile(r"^- (\w*(ppo|dpo|kto|orpo|simpo|pref|reward|ref_model|rlhf|profil|hyper_parallel|"
+                      r"ray_|swanlab|wandb|mlflow|trackio)\w*) \(", re.IGNORECASE)
+
+
 def split_catalogue(text: str) -> tuple[str, str]:
-    """(the arguments the planner tunes, the other arguments) of a rendered catalogue."""
+    """(the arguments the planner tunes, the other SFT-relevant arguments) of a rendered catalogue.
+
+    The essential part is kept whole; from the rest, RLHF-only, profiler and tracker arguments are left out.
+    """
     marker = "\n## Other "
     if marker not in text:
         return text, ""
     head, rest = text.split(marker, 1)
-    return head, "## Other " + rest
+    kept = [line for line in ("## Other " + rest).splitlines() if not _NOT_SFT.match(line)]
+    return head, "\n".join(kept)
 
 
 def _read(path: Path) -> str:
@@ -208,7 +218,7 @@ def data_messages(scenario: ScenarioInfo, settings: Any, hypothesis: Hypothesis,
     think = getattr(settings.ft, "force_think_token", False) or scenario.force_think_token
     sections.append(text_part("rules", "Rules for the script", render(
         "data_coder", upper_data_size_limit=scenario.upper_data_size_limit, max_position_embeddings=context,
-        force_think_token=think), required=True))
+        force_think_token=think, llm_pools=llm_pools_configured(settings)), required=True))
     sections += _fix_parts(previous, fix, "python", "the script")
     sections.append(text_part("reply", "", "Reply with the complete script in one ```python block.", required=True))
     return [{"role": "user", "content": fit(sections, settings).text}]
@@ -229,7 +239,7 @@ def config_messages(scenario: ScenarioInfo, settings: Any, hypothesis: Hypothesi
         budgets_part(scenario, ctx, 55),
         _experiment_part(hypothesis),
         text_part("fixed", "Fixed values and rules", render(
-            "config_coder", model_path=scenario.base_model_path, template=scenario.model_info.template,
+            "config_coder", template=scenario.model_info.template,
             max_position_embeddings=scenario.model_info.max_position_embeddings or "unknown",
             force_think_token=think, cpu=scenario.hardware.gpu_count == 0), required=True),
     ]

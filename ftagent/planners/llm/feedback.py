@@ -16,9 +16,9 @@ from pydantic import BaseModel
 from ftagent.core.errors import BudgetExhausted, EnvironmentFailure, ErrorType
 from ftagent.core.types import FeedbackResult
 from ftagent.planners.llm.brief import HARDWARE, MODEL, OBJECTIVE
-from ftagent.planners.llm.history import experiment_block
+from ftagent.planners.llm.history import INTERNAL_NOTE, experiment_block, is_internal_error
 from ftagent.planners.llm.prompting import brief_part, budgets_part, fit, text_part
-from ftagent.planners.llm.propose import PlannerExperiment, planner_view, read_artefact
+from ftagent.planners.llm.propose import PlannerExperiment, planner_view, read_artefact, sota_rule
 from ftagent.planners.llm.templates import clip, render
 
 if TYPE_CHECKING:
@@ -37,12 +37,15 @@ def decide_numeric(experiment: Experiment, trace: Trace, min_delta: float) -> tu
         return False, f"Loop failed at {experiment.failure.stage} ({experiment.failure.error_type.value})."
     if experiment.val_score is None:
         return False, "No validation score, so it cannot become the best."
-    incumbent = trace.incumbent_score()
+    from ftagent.planners.llm.brief import format_score
+
+    metric = trace.core_metric
+    incumbent = format_score(trace.incumbent_score(), metric)
     what = f"loop {trace.sota_loop}" if trace.sota_loop is not None else "the baseline"
+    score = format_score(experiment.val_score, metric)
     if trace.is_new_sota(experiment.val_score, min_delta):
-        return True, f"Validation {trace.core_metric} {experiment.val_score} beats {what} ({incumbent})."
-    return False, (f"Validation {trace.core_metric} {experiment.val_score} does not beat {what} "
-                   f"({incumbent}) by more than {min_delta}.")
+        return True, f"Validation {metric} {score} beats {what} ({incumbent})."
+    return False, f"Validation {metric} {score} does not beat {what} ({incumbent}) by more than {min_delta:g}."
 
 
 class FeedbackReply(BaseModel):
@@ -98,7 +101,10 @@ def feedback_messages(scenario: ScenarioInfo, settings: Any, experiment: Experim
     exp = PlannerExperiment(**experiment.model_dump(exclude={"test_score", "decision"}), decision=decision)
     think = getattr(settings.ft, "force_think_token", False) or scenario.force_think_token
     failed = exp.failure is not None
-    intro = ("You review one fine-tuning experiment that failed, and advise how to avoid the failure." if failed
+    internal = is_internal_error(exp.failure)
+    intro = (f"You review one fine-tuning experiment that failed with {INTERNAL_NOTE}. Explain what broke, for "
+             "the operators; the next experiment needs no change because of it." if internal else
+             "You review one fine-tuning experiment that failed, and advise how to avoid the failure." if failed
              else "You review one finished fine-tuning experiment and advise the next one.")
     block = experiment_block(exp, baseline=view.baseline_val, core_metric=view.core_metric,
                              direction=view.direction, detail="full")
@@ -119,9 +125,13 @@ def feedback_messages(scenario: ScenarioInfo, settings: Any, experiment: Experim
         incumbent_loop, incumbent_score = view.incumbent()
         who = f"Current best (loop {incumbent_loop})" if incumbent_loop is not None else "Baseline (base model)"
         better = "higher" if view.direction == "max" else "lower"
-        lines = [f"- This experiment: {exp.val_score}",
-                 f"- {who}: {incumbent_score if incumbent_score is not None else 'unknown'}",
+        from ftagent.planners.llm.brief import format_score
+
+        metric = view.core_metric
+        lines = [f"- This experiment: {format_score(exp.val_score, metric)}",
+                 f"- {who}: {format_score(incumbent_score, metric)}",
                  f"- Decision by the numbers (final, not yours to change): {'new best' if decision else 'not better'}",
+                 f"- Rule: {sota_rule(view, float(getattr(getattr(settings, 'ft', None), 'sota_min_delta', 0.0)))}",
                  f"- Metrics: {json.dumps(exp.val_metrics, ensure_ascii=False, default=str)[:1500]}"]
         sections.append(text_part("result", f"Result on the validation split ({view.core_metric}, {better} is better)",
                                   "\n".join(lines), required=True))
@@ -129,6 +139,11 @@ def feedback_messages(scenario: ScenarioInfo, settings: Any, experiment: Experim
         if samples:
             body = "\n".join("- " + clip(json.dumps(x, ensure_ascii=False, default=str), 600) for x in samples)
             sections.append(text_part("errors", "Some validation items the model got wrong", body, 65, level=2))
-    answer = render("feedback_error" if failed else "feedback_success", force_think_token=think)
+    from ftagent.planners.llm.brief import metric_maximum
+
+    top = metric_maximum(view.core_metric, view.direction)
+    saturated = top is not None and exp.val_score is not None and exp.val_score >= top - 1e-9
+    answer = render("feedback_error" if failed else "feedback_success", force_think_token=think,
+                    internal=internal, saturated=saturated)
     sections.append(text_part("answer", "Answer", answer, required=True))
     return [{"role": "user", "content": fit(sections, settings).text}]

@@ -9,7 +9,9 @@ baseline, and for failures the error type and the decisive log lines. Everything
 
 from __future__ import annotations
 
+import json
 import re
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import yaml
@@ -23,6 +25,74 @@ SYSTEM_KEYS = {"model_name_or_path", "output_dir", "dataset_dir", "dataset", "ov
                "per_device_eval_batch_size", "report_to", "plot_loss", "overwrite_output_dir", "stage", "do_train"}
 _DECISIVE = re.compile(r"(error|exception|traceback|out of memory|oom|killed|nan|inf\b|timed? ?out|"
                        r"not found|no such|invalid|must|cannot|failed|unexpected)", re.IGNORECASE)
+
+
+_FRAME = re.compile(r'File "([^"]+)"')
+INTERNAL_NOTE = ("an internal error of the system (not caused by the plan); retrying the same plan is reasonable")
+
+
+def is_internal_error(failure: Any) -> bool:
+    """True for an UNKNOWN failure whose traceback ends inside ftagent itself (a system bug, not the plan's)."""
+    if failure is None or getattr(failure.error_type, "value", failure.error_type) != "UNKNOWN":
+        return False
+    frames = _FRAME.findall(f"{failure.message}\n{failure.log_tail}")
+    return bool(frames) and "/ftagent/" in frames[-1].replace("\\", "/") and not frames[-1].endswith("process_data.py")
+
+
+def clip_text(text: str, limit: int) -> str:
+    """``text`` within ``limit`` characters, cut at a sentence end (else a word end), marked with "…"."""
+    text = (text or "").strip()
+    if len(text) <= limit:
+        return text
+    head = text[:limit]
+    cut = max(head.rfind(". "), head.rfind(".\n"), head.rfind("! "), head.rfind("? "))
+    if cut >= limit // 2:
+        return head[:cut + 1] + " …"
+    space = head.rfind(" ")
+    return (head[:space] if space > 0 else head).rstrip(",;:") + " …"
+
+
+def throughput_line(exp: Any) -> str:
+    """Measured training speed from the run's ``trainer_state.json`` (empty when it did not train)."""
+    folder = (getattr(exp, "artefacts", {}) or {}).get("output_dir")
+    if not folder:
+        return ""
+    try:
+        state = json.loads((Path(folder) / "trainer_state.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return ""
+    rows = [r for r in state.get("log_history", []) if isinstance(r, dict) and "train_runtime" in r]
+    if not rows:
+        return ""
+    row = rows[-1]
+    runtime, steps = float(row.get("train_runtime") or 0), int(state.get("global_step") or row.get("step") or 0)
+    parts = [f"{steps:,} optimizer steps in {_duration(runtime)}"]
+    if steps and runtime:
+        parts.append(f"{runtime / steps:.2f} s/step")
+    if row.get("train_samples_per_second"):
+        parts.append(f"{float(row['train_samples_per_second']):.1f} samples/s")
+    if state.get("num_train_epochs") or row.get("epoch"):
+        parts.append(f"{float(row.get('epoch') or state.get('num_train_epochs')):g} epoch(s)")
+    return ", ".join(parts)
+
+
+def _duration(seconds: float) -> str:
+    from ftagent.core.durations import format_duration
+
+    return format_duration(seconds) if seconds >= 60 else f"{seconds:.1f} s"
+
+
+def data_script_output(exp: Any, lines: int = 20) -> str:
+    """The last ``lines`` lines the data script printed (``<workspace>/logs/process_data.log``)."""
+    workspace = (getattr(exp, "artefacts", {}) or {}).get("workspace")
+    if not workspace:
+        return ""
+    try:
+        text = (Path(workspace) / "logs" / "process_data.log").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+    kept = [line.rstrip()[:300] for line in text.splitlines() if line.strip()]
+    return "\n".join(kept[-lines:])
 
 
 class LossSummary(BaseModel):
@@ -130,14 +200,17 @@ def decisive_lines(log_tail: str, limit: int = 12) -> str:
 
 
 def score_line(value: float | None, baseline: float | None, core_metric: str, direction: str) -> str:
-    """``validation accuracy 0.71 (baseline 0.62, +0.09)``."""
+    """``validation accuracy 71.0 % (baseline 62.0 %, +9.0)``."""
+    from ftagent.planners.llm.brief import format_score
+
     if value is None:
         return f"no validation {core_metric}"
     if baseline is None:
-        return f"validation {core_metric} {value:g}"
+        return f"validation {core_metric} {format_score(value, core_metric)}"
     diff = value - baseline
     better = diff > 0 if direction == "max" else diff < 0
-    return f"validation {core_metric} {value:g} (baseline {baseline:g}, {diff:+.4g}{'' if better or diff == 0 else ', worse'})"
+    return (f"validation {core_metric} {format_score(value, core_metric)} (baseline "
+            f"{format_score(baseline, core_metric)}, {diff:+.4g}{'' if better or diff == 0 else ', worse'})")
 
 
 def experiment_block(exp: PlannerExperiment, *, baseline: float | None, core_metric: str, direction: str,
@@ -153,7 +226,9 @@ def experiment_block(exp: PlannerExperiment, *, baseline: float | None, core_met
         best: mark it as the current best.
     """
     hyp = exp.hypothesis
-    status = "✅ became the best" if exp.decision else ("❌ failed" if exp.failure else "➖ not better")
+    internal = is_internal_error(exp.failure)
+    status = "✅ became the best" if exp.decision else (
+        "⚠️ failed by an internal error of the system" if internal else "❌ failed" if exp.failure else "➖ not better")
     lines = [f"### Loop {exp.loop}{' (current best)' if best else ''}: {status}; "
              f"{score_line(exp.val_score, baseline, core_metric, direction)}"]
     if hyp is not None:
@@ -162,24 +237,32 @@ def experiment_block(exp: PlannerExperiment, *, baseline: float | None, core_met
             lines.append(f"- Task: {hyp.task.strip()}")
     if exp.data_rows is not None:
         lines.append(f"- Training data: {exp.data_rows:,} rows produced by process_data.py")
+    printed = data_script_output(exp, 20 if detail == "full" else 5)
+    if printed:
+        lines += ["- What process_data.py printed (last lines):", "```", printed, "```"]
     summary = loss_summary(exp.loss_history)
     if summary is not None:
         lines.append(f"- Training loss: {summary.line()}")
+    speed = throughput_line(exp)
+    if speed:
+        lines.append(f"- Training speed (measured): {speed}")
     if exp.system_changes:
         lines.append("- Changes the system made to the planner's train.yaml: " + "; ".join(exp.system_changes))
     if exp.failure is not None:
         f = exp.failure
-        lines.append(f"- Failure: stage {f.stage}, type {f.error_type.value}: {f.message.strip()[:500]}")
-        if f.suggestion:
-            lines.append(f"- Checker's suggestion: {f.suggestion.strip()[:300]}")
+        lines.append(f"- Failure: stage {f.stage}, type {f.error_type.value}: {clip_text(f.message, 500)}")
+        if internal:
+            lines.append(f"- This is {INTERNAL_NOTE}.")
+        elif f.suggestion:
+            lines.append(f"- Checker's suggestion: {clip_text(f.suggestion, 400)}")
         log = decisive_lines(f.log_tail, 12 if detail == "full" else 4)
         if log:
             lines += ["- Decisive log lines:", "```", log, "```"]
     if exp.reason:
-        lines.append(f"- Feedback: {exp.reason.strip()[:800 if detail == 'full' else 300]}")
+        lines.append(f"- Feedback: {clip_text(exp.reason, 2000 if detail == 'full' else 700)}")
     next_step = getattr(exp, "next_step", "")
     if next_step:
-        lines.append(f"- Suggested next step: {next_step.strip()[:500]}")
+        lines.append(f"- Suggested next step: {clip_text(next_step, 1000)}")
     if detail == "full":
         config = planner_config(exp.config)
         if config:

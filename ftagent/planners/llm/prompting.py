@@ -93,8 +93,13 @@ def debug_data_stats(workspace: Path, model_path: str | None, limit_rows: int = 
         return ""
     sample = json.dumps(rows[0], ensure_ascii=False)
     sample = sample if len(sample) <= 600 else sample[:600] + "…"
+    from ftagent.planners.llm.chat_overhead import template_overhead
+
+    overhead = template_overhead(model_path)
+    templated = (f"- longest sample with the chat template: {lengths[-1] + overhead.tokens} tokens "
+                 f"({lengths[-1]} + {overhead.tokens} template tokens)\n" if overhead else "")
     return (f"- {len(rows):,} rows written by the debug run (the full run writes more)\n"
             f"- tokens per row (instruction + input + output, base model tokenizer): p50 {_percentile(lengths, 50)}, "
             f"p90 {_percentile(lengths, 90)}, p99 {_percentile(lengths, 99)}, max {lengths[-1]}\n"
-            f"- tokens per output: p50 {_percentile(out, 50)}, max {out[-1]}\n"
+            f"- tokens per output: p50 {_percentile(out, 50)}, max {out[-1]}\n{templated}"
             f"- first row: {sample}")

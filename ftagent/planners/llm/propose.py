@@ -23,7 +23,7 @@ from ftagent.planners.llm.brief import (
     scenario_brief,
 )
 from ftagent.planners.llm.budget import Section
-from ftagent.planners.llm.history import experiment_block
+from ftagent.planners.llm.history import experiment_block, is_internal_error, throughput_line
 from ftagent.planners.llm.prompting import brief_part, budgets_part, fit, text_part
 from ftagent.planners.llm.templates import render
 
@@ -102,15 +102,18 @@ def read_artefact(experiment: PlannerExperiment | None, name: str) -> str:
 
 def history_sections(view: PlannerView) -> list[Section]:
     """The results so far: baseline, the current best in full, its siblings, the rest in short."""
+    from ftagent.planners.llm.brief import format_score
+
     kw = dict(baseline=view.baseline_val, core_metric=view.core_metric, direction=view.direction)
     parent = view.get(view.sota_loop)
-    base = view.baseline_val
-    lines = [f"- Baseline (base model): validation {view.core_metric} "
-             f"{base if base is not None else 'not yet measured'} "
+    metric = view.core_metric
+    lines = [f"- Baseline (base model): validation {metric} {format_score(view.baseline_val, metric)} "
              f"({'higher' if view.direction == 'max' else 'lower'} is better)"]
     if parent is not None:
-        lines.append(f"- Current best: loop {parent.loop}, validation {view.core_metric} {parent.val_score}")
-    lines.append(f"- Experiments so far: {len(view.experiments)}")
+        lines.append(f"- Current best: loop {parent.loop}, validation {metric} {format_score(parent.val_score, metric)}")
+    lines.append("- " + experiment_counts(view))
+    if not any(throughput_line(e) for e in view.experiments):
+        lines.append("- Training speed on this hardware: not measured yet (no training run has finished)")
     out = [Section(key="results", title="Results so far", body="\n".join(lines), required=True)]
     if parent is not None:
         first, rest = experiment_block(parent, detail="full", best=True, **kw).split("\n", 1)
@@ -123,7 +126,8 @@ def history_sections(view: PlannerView) -> list[Section]:
     if siblings:
         out.insert(len(out) - len(siblings), Section(
             key="siblings", title=f"Already tried from {'loop ' + str(parent.loop) if parent else 'the base model'}",
-            body=f"{len(siblings)} experiment(s), the latest first:", level=2, priority=80))
+            body=f"{len(siblings)} of the {len(view.experiments)} experiment(s) above started from it, the latest "
+                 "first:", level=2, priority=80))
     others = [e for e in view.experiments if e.parent != view.sota_loop and e is not parent]
     if others:
         body = "\n\n".join(experiment_block(e, detail="short", **kw) for e in others[-8:])
@@ -132,12 +136,45 @@ def history_sections(view: PlannerView) -> list[Section]:
     return out
 
 
+def experiment_counts(view: PlannerView) -> str:
+    """``Experiments run so far (loops finished): 2 — 1 with a validation score, 1 failed (...)``."""
+    exps = view.experiments
+    scored = sum(1 for e in exps if e.val_score is not None and e.failure is None)
+    internal = sum(1 for e in exps if is_internal_error(e.failure))
+    failed = sum(1 for e in exps if e.failure is not None) - internal
+    parts = [f"{scored} with a validation score"]
+    if failed:
+        parts.append(f"{failed} failed")
+    if internal:
+        parts.append(f"{internal} stopped by an internal error of the system")
+    return f"Experiments run so far (finished loops, failed ones included): {len(exps)} — " + ", ".join(parts)
+
+
+def sota_rule(view: PlannerView, min_delta: float) -> str:
+    """How the best is chosen, and a note when the best already reaches the metric's maximum."""
+    from ftagent.planners.llm.brief import format_score, metric_maximum
+
+    better = "higher" if view.direction == "max" else "lower"
+    text = (f"An experiment becomes the new best only when its validation {view.core_metric} is {better} than the "
+            f"current best's (or the baseline's) by more than FT_SOTA_MIN_DELTA = {min_delta:g}; a tie keeps the "
+            "current best. The final model is the best one at the end of the session.")
+    top = metric_maximum(view.core_metric, view.direction)
+    _, score = view.incumbent()
+    if top is not None and score is not None and score >= top - 1e-9:
+        text += (f" The current best already scores {format_score(score, view.core_metric)}, the metric's maximum: "
+                 "nothing can be gained on the validation split. Aim at robustness or a cheaper run, or use "
+                 "little budget.")
+    return text
+
+
 def build_proposal_messages(scenario: ScenarioInfo, view: PlannerView, settings: Settings,
                             ctx: Any = None) -> list[dict[str, str]]:
     """System + user messages for the proposal call, from the test-free planner view, fitted to the budget."""
     parent = view.get(view.sota_loop)
     system = render("proposal_system", has_parent=parent is not None,
-                    upper_data_size_limit=scenario.upper_data_size_limit)
+                    upper_data_size_limit=scenario.upper_data_size_limit,
+                    sota_rule=sota_rule(view, float(getattr(getattr(settings, "ft", None), "sota_min_delta", 0.0))),
+                    llm_pools=llm_pools_configured(settings))
     sections = [
         text_part("scenario", "Scenario", "The same facts reach every prompt of this session.", required=True),
         brief_part(scenario, OBJECTIVE, required=True),
@@ -153,10 +190,18 @@ def build_proposal_messages(scenario: ScenarioInfo, view: PlannerView, settings:
     if parent_script:
         sections.append(text_part("parent_script", f"process_data.py of loop {parent.loop}",  # type: ignore[union-attr]
                                   f"```python\n{parent_script.rstrip()}\n```", 55, level=2))
-    sections.append(text_part("ask", "", render("proposal_user", parent=parent, tried=bool(view.experiments)),
+    last = view.experiments[-1] if view.experiments else None
+    sections.append(text_part("ask", "", render("proposal_user", parent=parent, tried=bool(view.experiments),
+                                                internal=last is not None and is_internal_error(last.failure)),
                               required=True))
     fitted = fit(sections, settings, system)
     return [{"role": "system", "content": system}, {"role": "user", "content": fitted.text}]
+
+
+def llm_pools_configured(settings: Any) -> bool:
+    """True when STRONG_MODEL_POOL or WEAK_MODEL_POOL (``FT_STRONG_MODELS`` / ``FT_WEAK_MODELS``) is non-empty."""
+    ft = getattr(settings, "ft", None)
+    return bool(getattr(ft, "strong_models", None) or getattr(ft, "weak_models", None))
 
 
 class ProposalReply(BaseModel):

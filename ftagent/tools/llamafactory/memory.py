@@ -175,29 +175,49 @@ class MemoryReport(BaseModel):
         return f"DDP × {self.num_gpus}" if self.num_gpus > 1 else "1 GPU"
 
     def to_markdown(self) -> str:
-        """A "Hardware Memory Constraints" block for prompts and reports."""
+        """A "Hardware Memory Constraints" block for prompts and reports.
+
+        Rows are named as LLaMA-Factory configs (:data:`METHOD_CONFIGS`); without a GPU the 4-bit
+        row is left out (bitsandbytes needs CUDA); sizes carry a unit that keeps small ones apart.
+        """
         ctx = self.max_position_embeddings
         lines = [
             "## Hardware Memory Constraints",
             f"- Hardware: {self.num_gpus} × {self.per_gpu_gb:.0f} GB ({self.device})",
             f"- Model: {self.model}, {_params_text(self.params_b)} parameters, max_position_embeddings: {ctx or 'unknown'}",
             "",
-            "| Method | Fits | Launch (DeepSpeed config) | Static GB/GPU | Max seq_len (batch=1) |",
+            "| LLaMA-Factory config | Fits | Launch (DeepSpeed config) | Weights + optimizer per device "
+            "| Max seq_len (batch=1) |",
             "|---|---|---|---|---|",
         ]
         for m in self.methods:
+            if self.device == "cpu" and m.method == "qlora":
+                continue
             seq = ("not viable" if not m.fits else f"whole context ({ctx:,})" if ctx and m.max_seq_len >= ctx
                    else f"{m.max_seq_len:,}")
-            lines.append(f"| {m.method}{' (ZeRO-3)' if m.sharded else ''} | {'yes' if m.fits else 'no'} | "
-                         f"{self.launch_of(m)} | {m.static_gb_per_gpu:.1f} | {seq} |")
-        lines += ["", "- full = `finetuning_type: full` with `disable_gradient_checkpointing: true`; full_gc = full "
-                      "with LLaMA-Factory's default gradient checkpointing; qlora = lora with `quantization_bit`.",
+            lines.append(f"| {METHOD_CONFIGS[m.method]}{' (ZeRO-3)' if m.sharded else ''} | {'yes' if m.fits else 'no'} | "
+                         f"{self.launch_of(m)} | {_size_text(m.static_gb_per_gpu)} | {seq} |")
+        lines += ["", "- Gradient checkpointing is LLaMA-Factory's default; `disable_gradient_checkpointing: true` "
+                      "trades memory for speed.",
                   "- The system sets `deepspeed:` to the config in the Launch column of the method the config "
                   "uses (and the torchrun launch for several GPUs); do not set it yourself.",
                   f"- Keep cutoff_len ≤ min(max seq_len of the chosen method, {ctx or 'model context'}).",
-                  "- A longer cutoff_len needs a smaller per-device batch (activations grow with batch × length).",
-                  "- Quality usually: full > lora > qlora; memory needs the other way round."]
+                  "- A longer cutoff_len needs a smaller per-device batch (activations grow with batch × length)."]
+        lines.append("- No GPU: 4-bit quantization (bitsandbytes) is not available." if self.device == "cpu" else
+                     "- Quality usually: full > lora > 4-bit lora; memory needs the other way round.")
         return "\n".join(lines)
+
+
+METHOD_CONFIGS: dict[str, str] = {"full": "full + disable_gradient_checkpointing", "full_gc": "full",
+                                  "lora": "lora", "qlora": "lora + quantization_bit: 4"}
+
+
+def _size_text(gb: float) -> str:
+    """``131.1 GB``, ``8.9 MB``, ``412 KB``: a unit that does not round small sizes to one value."""
+    for unit, size in (("GB", 1.0), ("MB", 1e-3), ("KB", 1e-6)):
+        if gb >= size:
+            return f"{gb / size:.1f} {unit}"
+    return f"{gb * 1e9:.0f} B"
 
 
 def _static_bytes(spec: ModelSpec, method: Method, num_gpus: int, rank: int) -> float:
@@ -239,7 +259,7 @@ def _estimate(spec: ModelSpec, method: Method, per_gpu_gb: float, num_gpus: int,
         off_seq = _max_seq(usable, off_static, per_token)
         if off_seq >= MIN_SEQ:
             static, max_seq, deepspeed, offload = off_static, off_seq, DS_Z3_OFFLOAD, True
-    return MethodEstimate(method=method, fits=max_seq >= MIN_SEQ, static_gb_per_gpu=round(static / GB, 2),
+    return MethodEstimate(method=method, fits=max_seq >= MIN_SEQ, static_gb_per_gpu=round(static / GB, 6),
                           per_token_mb=round(per_token / 1e6, 4), max_seq_len=max_seq,
                           sharded=full and num_gpus > 1, deepspeed=deepspeed, offload=offload)
 
