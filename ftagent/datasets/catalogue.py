@@ -21,6 +21,7 @@ from typing import Any
 from filelock import FileLock
 from pydantic import BaseModel, Field
 
+from ftagent.datasets.base import read_packaged_readme
 from ftagent.datasets.tokens import TokenCounter, load_token_counter
 
 CATALOGUE_FILE = "dataset_info.json"
@@ -28,9 +29,10 @@ DATA_SUFFIXES = {".json", ".jsonl", ".parquet", ".csv"}
 README_NAMES = {"readme.md", "readme.txt", "ftagent_notes.md"}
 MAX_RECORDS = 50_000
 README_CHARS = 4000
+NOTES_NAME = "ftagent_notes.md"  # ftagent's own notes, copied at prepare time (read fresh from the package)
 SAMPLE_CHARS = 2000
 TREE_LINES = 120
-CATALOGUE_VERSION = 2  # entries written by an older layout are analysed again
+CATALOGUE_VERSION = 3  # entries written by an older layout (or with stale ftagent notes) are analysed again
 LOCK_TIMEOUT_S = 3600  # another session analysing big datasets may hold the catalogue lock for a while
 
 
@@ -151,6 +153,8 @@ def _readmes(root: Path) -> str:
         rel = path.relative_to(root)
         if path.is_file() and len(rel.parts) <= 2 and path.name.lower() in README_NAMES:
             text = path.read_text(encoding="utf-8", errors="replace")[:README_CHARS]
+            if path.name.lower() == NOTES_NAME and len(rel.parts) == 1:
+                text = (read_packaged_readme(root.name) or text)[:README_CHARS]  # our notes: the current text
             parts.append(f"### {rel}\n{text.strip()}")
     return "\n\n".join(parts)
 

@@ -423,3 +423,14 @@ def test_history_clips_at_sentence_or_word_boundaries():
     assert clip_text(text, 35) == "First sentence here. …"
     assert clip_text(text, 60) == "First sentence here. Second one is longer and keeps going …"
     assert clip_text("word " * 40, 50).endswith("word …") and clip_text("short", 50) == "short"
+
+
+def test_catalogue_reads_ftagent_notes_fresh(tmp_path):
+    """A dataset prepared before its notes changed still shows the current notes (never stale facts)."""
+    folder = tmp_path / "demo_add"
+    folder.mkdir()
+    (folder / "FTAGENT_NOTES.md").write_text('rows {"instruction": "What is a + b?"} (stale)', encoding="utf-8")
+    (folder / "demo_add_train.json").write_text(json.dumps([{"instruction": "q", "input": "", "output": "a"}]),
+                                                encoding="utf-8")
+    entry = build_catalogue(tmp_path, ["demo_add"])["demo_add"]
+    assert "(stale)" not in entry.readme and "every row carries the same suffix" in entry.readme
