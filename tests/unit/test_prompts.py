@@ -434,3 +434,12 @@ def test_catalogue_reads_ftagent_notes_fresh(tmp_path):
                                                 encoding="utf-8")
     entry = build_catalogue(tmp_path, ["demo_add"])["demo_add"]
     assert "(stale)" not in entry.readme and "every row carries the same suffix" in entry.readme
+
+
+def test_score_format_and_domain_metric(chem):
+    assert brief.format_score(62.0, "accuracy") == "62.0 %" and brief.format_score(31.25, "mean_core") == "31.25 %"
+    assert brief.format_score(0.5, "kendall_tau") == "0.5" and brief.format_score(None, "accuracy") == "not yet measured"
+    _, p = chem
+    assert "mean_core, a percentage, 0–100, the plain mean of the sub-tasks' core metrics" in p["propose"]
+    assert "31.25 % mean_core on the validation split" in p["propose"]
+    assert "Weights: pretrained" in p["propose"] and "| `lora` + `quantization_bit: 4` | yes | 1 GPU |" in p["propose"]

@@ -69,14 +69,19 @@ def is_percent(metric: str) -> bool:
 
 def metric_scale(metric: str) -> str:
     """``a percentage, 0-100`` for rates; else the scale as the evaluator reports it."""
-    return "a percentage, 0–100" if is_percent(metric) else "on the evaluator's own scale"
+    scale = "a percentage, 0–100" if is_percent(metric) else "on the evaluator's own scale"
+    if metric == "mean_core":
+        scale += ", the plain mean of the sub-tasks' core metrics"
+    return scale
 
 
 def format_score(value: float | None, metric: str) -> str:
     """``62.0 %`` for a percentage metric, ``0.713`` otherwise; ``not yet measured`` for None."""
     if value is None:
         return "not yet measured"
-    return f"{value:.1f} %" if is_percent(metric) else f"{value:.4g}"
+    if not is_percent(metric):
+        return f"{value:.4g}"
+    return f"{value:.1f} %" if abs(value * 10 - round(value * 10)) < 1e-9 else f"{value:.2f} %"
 
 
 def metric_maximum(metric: str, direction: str) -> float | None:
