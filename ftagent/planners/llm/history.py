@@ -72,7 +72,7 @@ def throughput_line(exp: Any) -> str:
     if row.get("train_samples_per_second"):
         parts.append(f"{float(row['train_samples_per_second']):.1f} samples/s")
     if state.get("num_train_epochs") or row.get("epoch"):
-        parts.append(f"{float(row.get('epoch') or state.get('num_train_epochs')):g} epoch(s)")
+        parts.append(f"{float(row.get('epoch') or state.get('num_train_epochs')):.3g} epoch(s)")
     return ", ".join(parts)
 
 
