@@ -372,6 +372,7 @@ def test_internal_error_is_labelled_and_not_blamed_on_the_plan(tmp_path):
     assert "do not repeat what" not in prop and "1 stopped by an internal error of the system" in prop
     fb = feedback_messages(scenario, _settings(), exp, trace, False)[0]["content"]
     assert "internal error of the system" in fb and "advise how to avoid the failure" not in fb
+    assert "## Hardware" not in fb and "## Budgets" not in fb  # nothing the plan can change
     plan_bug = exp.model_copy(update={"failure": exp.failure.model_copy(update={
         "log_tail": 'File "/ws/loop_0/process_data.py", line 3\nKeyError: x'})})
     assert "internal error" not in feedback_messages(scenario, _settings(), plan_bug, trace, False)[0]["content"]

@@ -114,8 +114,7 @@ def feedback_messages(scenario: ScenarioInfo, settings: Any, experiment: Experim
         text_part("intro", "", intro, required=True),
         brief_part(scenario, OBJECTIVE, 70),
         brief_part(scenario, MODEL, 60),
-        brief_part(scenario, HARDWARE, 50),
-        budgets_part(scenario, ctx, 45),
+        *([] if internal else [brief_part(scenario, HARDWARE, 50), budgets_part(scenario, ctx, 45)]),
         text_part("experiment", first.lstrip("# "), rest, required=True),
     ]
     if config and not exp.config:  # training never ran: show what the planner wrote
