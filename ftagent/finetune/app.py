@@ -183,7 +183,8 @@ def run_finetune(options: FinetuneOptions) -> RunSummary:
     from ftagent.views.report import write_report
 
     md, _ = write_report(session.dir)
-    console.print(md.read_text(encoding="utf-8"), markup=False, highlight=False)  # "[train/OOM]" is text
+    # as plain text ("[train/OOM]" is no markup), unwrapped (table rows stay one line in logs)
+    console.print(md.read_text(encoding="utf-8"), markup=False, highlight=False, soft_wrap=True)
     return summary
 
 
