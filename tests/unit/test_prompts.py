@@ -444,3 +444,14 @@ def test_score_format_and_domain_metric(chem):
     assert "mean_core, a percentage, 0–100, the plain mean of the sub-tasks' core metrics" in p["propose"]
     assert "31.25 % mean_core on the validation split" in p["propose"]
     assert "Weights: pretrained" in p["propose"] and "| `lora` + `quantization_bit: 4` | yes | 1 GPU |" in p["propose"]
+
+
+def test_a_converged_cosine_run_is_levelling_off_not_still_falling():
+    """Play-the-LLM finding: a flat tail (0.0016 → 0.0015) under a decaying lr was called "still falling"."""
+    from ftagent.planners.llm.history import loss_summary
+
+    curve = [3.7, 1.2, 0.4, 0.1, 0.03, 0.01, 0.004, 0.0025, 0.0018, 0.0016, 0.0016, 0.0015, 0.0015, 0.0015, 0.0015]
+    converged = loss_summary([{"step": i, "loss": v} for i, v in enumerate(curve)])
+    assert "levelling off" in converged.trend and "still falling" not in converged.trend
+    falling = loss_summary([{"step": i, "loss": 4.0 - 0.25 * i} for i in range(15)])
+    assert "still falling" in falling.trend

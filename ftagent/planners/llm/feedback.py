@@ -137,6 +137,8 @@ def feedback_messages(scenario: ScenarioInfo, settings: Any, experiment: Experim
         samples = exp.error_samples[:MAX_ERROR_SAMPLES]
         if samples:
             body = "\n".join("- " + clip(json.dumps(x, ensure_ascii=False, default=str), 600) for x in samples)
+            body = ("The prompts as OpenCompass records them (e.g. `HUMAN: ...`); the model received each "
+                    "through its chat template, exactly as in training.\n" + body)
             sections.append(text_part("errors", "Some validation items the model got wrong", body, 65, level=2))
     from ftagent.planners.llm.brief import metric_maximum
 

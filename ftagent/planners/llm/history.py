@@ -124,6 +124,17 @@ def _losses(history: list[dict[str, Any]]) -> list[tuple[int, float]]:
     return out
 
 
+def _still_falling(values: list[float], v_min: float) -> bool:
+    """True when the last fifth of the curve still drops by a real share of the whole run's drop.
+
+    A cosine or linear schedule flattens the end of a converged run (0.0016 → 0.0015 → 0.0015);
+    that is levelling off, not "still falling", even though it is lower than a third of the run ago.
+    """
+    last = values[-max(3, len(values) // 5):]
+    drop = last[0] - last[-1]
+    return drop > 0.05 * max(values[0] - v_min, 1e-12) and last[-1] < last[0] * 0.9
+
+
 def loss_summary(history: list[dict[str, Any]]) -> LossSummary | None:
     """First/last/min and the trend of the second half against the first; None without losses."""
     pts = _losses(history)
@@ -139,7 +150,8 @@ def loss_summary(history: list[dict[str, Any]]) -> LossSummary | None:
     if len(values) < 3:
         trend = "falling" if values[-1] < values[0] else "flat or rising"
     elif late < early * 0.97:
-        trend = "falling" + (", still falling at the end" if tail[-1] < tail[0] * 0.98 else ", levelling off at the end")
+        trend = "falling" + (", still falling at the end" if _still_falling(values, v_min)
+                             else ", levelling off at the end")
     elif late > early * 1.03:
         trend = "rising (diverging: learning rate too high?)"
     else:
