@@ -16,7 +16,7 @@ Setup (``ftagent env setup``), following cpu-recipes §2:
 On a GPU machine a second env holds vLLM (``FT_FILE_PATH/envs/vllm``, ``configs/envs/vllm.txt``):
 no vLLM release built for torch 2.13 shares an env with OpenCompass 0.5.4 (see vllm.txt). Its
 location, check and setup are :func:`vllm_env_path`, :func:`vllm_available`, :func:`setup_vllm_env`
-(module :mod:`ftagent.runners.vllmenv`, re-exported here).
+(module :mod:`ftagent.runners.vllmenv`).
 
 A marker file in the env holds the hash of the requirement files; setup is skipped while it matches.
 """
@@ -267,16 +267,3 @@ def setup_tools_env(
     }, indent=2), encoding="utf-8")
     report.marker_current = True
     return SetupResult(path=env_path, skipped=False, duration_s=time.monotonic() - start, report=report)
-
-
-_VLLM_NAMES = ("VLLM_PIN", "VllmEnvReport", "check_vllm_env", "setup_vllm_env", "vllm_available", "vllm_env_path",
-               "vllm_python", "vllm_serve_argv")
-
-
-def __getattr__(name: str):
-    """The vLLM eval env's API (:mod:`ftagent.runners.vllmenv`), importable from here too."""
-    if name in _VLLM_NAMES:
-        from ftagent.runners import vllmenv
-
-        return getattr(vllmenv, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -154,7 +154,8 @@ def test_experiment_carries_validation_error_samples_only(tmp_path):
 
 def test_planner_data_cap_comes_from_the_scenario_only(tmp_path):
     """Old main: the proposal prompt read the cap from settings, the data step from the scenario."""
-    from ftagent.planners.llm.propose import build_proposal_messages, planner_view
+    from ftagent.planners.llm.propose import build_proposal_messages
+    from ftagent.planners.llm.view import planner_view
 
     settings = load_settings(upper_data_size_limit=2000)
     scenario = _scenario(tmp_path, upper_data_size_limit=77)

@@ -26,8 +26,9 @@ from ftagent.datasets.prepare import prepare_dataset
 from ftagent.planners.llm import brief
 from ftagent.planners.llm.budget import Section, count_tokens, fit_sections
 from ftagent.planners.llm.preview import STEPS, as_text, preview
-from ftagent.planners.llm.propose import build_proposal_messages, planner_view
+from ftagent.planners.llm.propose import build_proposal_messages
 from ftagent.planners.llm.templates import PROMPTS_DIR, render
+from ftagent.planners.llm.view import planner_view
 from ftagent.tools.llamafactory.catalogue import read_catalogue
 from ftagent.tools.llamafactory.memory import ModelSpec, estimate_memory, model_spec
 

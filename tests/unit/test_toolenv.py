@@ -107,7 +107,7 @@ def test_gpu_extras_pin_deepspeed_and_bitsandbytes() -> None:
 
 
 def test_vllm_env_setup_path_and_pins(fakes: dict[str, Path], tmp_path: Path, monkeypatch) -> None:
-    from ftagent.runners.toolenv import VLLM_PIN, setup_vllm_env, vllm_available, vllm_env_path
+    from ftagent.runners.vllmenv import VLLM_PIN, setup_vllm_env, vllm_available, vllm_env_path
 
     monkeypatch.delenv("FT_VLLM_ENV", raising=False)
     assert vllm_env_path(load_settings(file_path=str(tmp_path / "ft"))) == (tmp_path / "ft" / "envs" / "vllm")

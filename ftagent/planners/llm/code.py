@@ -20,8 +20,9 @@ from ftagent.core.types import CodeResult, Hypothesis
 from ftagent.planners.llm.brief import DATA_RULES, HARDWARE, MEMORY, MODEL, OBJECTIVE
 from ftagent.planners.llm.budget import Section
 from ftagent.planners.llm.prompting import brief_part, budgets_part, debug_data_stats, fit, text_part
-from ftagent.planners.llm.propose import llm_pools_configured, planner_view, read_artefact
+from ftagent.planners.llm.propose import llm_pools_configured, read_artefact
 from ftagent.planners.llm.templates import clip, render
+from ftagent.planners.llm.view import planner_view
 
 if TYPE_CHECKING:
     from ftagent.core.settings import Settings

@@ -18,8 +18,9 @@ from ftagent.core.types import FeedbackResult
 from ftagent.planners.llm.brief import HARDWARE, MODEL, OBJECTIVE
 from ftagent.planners.llm.history import INTERNAL_NOTE, experiment_block, is_internal_error
 from ftagent.planners.llm.prompting import brief_part, budgets_part, fit, text_part
-from ftagent.planners.llm.propose import PlannerExperiment, planner_view, read_artefact, sota_rule
+from ftagent.planners.llm.propose import read_artefact, sota_rule
 from ftagent.planners.llm.templates import clip, render
+from ftagent.planners.llm.view import PlannerExperiment, planner_view
 
 if TYPE_CHECKING:
     from ftagent.core.settings import Settings

@@ -18,7 +18,7 @@ import yaml
 from pydantic import BaseModel
 
 if TYPE_CHECKING:
-    from ftagent.planners.llm.propose import PlannerExperiment
+    from ftagent.planners.llm.view import PlannerExperiment
 
 # keys of the trained config the planner did not choose (paths, caching, reporting)
 SYSTEM_KEYS = {"model_name_or_path", "output_dir", "dataset_dir", "dataset", "overwrite_cache", "save_only_model",

@@ -18,7 +18,8 @@ from ftagent.core.types import Hypothesis
 from ftagent.planners.llm.budget import message_tokens
 from ftagent.planners.llm.code import config_messages, data_messages
 from ftagent.planners.llm.feedback import decide_numeric, feedback_messages
-from ftagent.planners.llm.propose import build_proposal_messages, planner_view, read_artefact
+from ftagent.planners.llm.propose import build_proposal_messages, read_artefact
+from ftagent.planners.llm.view import planner_view
 
 if TYPE_CHECKING:
     from ftagent.core.types import ScenarioInfo

@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
-from ftagent.core.errors import StepFailure
 from ftagent.core.types import Hypothesis
 from ftagent.planners.llm.brief import (
     DATA_RULES,
@@ -26,6 +25,7 @@ from ftagent.planners.llm.budget import Section
 from ftagent.planners.llm.history import experiment_block, is_internal_error, throughput_line
 from ftagent.planners.llm.prompting import brief_part, budgets_part, fit, text_part
 from ftagent.planners.llm.templates import render
+from ftagent.planners.llm.view import PlannerExperiment, PlannerView, planner_view
 
 if TYPE_CHECKING:
     from ftagent.core.settings import Settings
@@ -33,56 +33,6 @@ if TYPE_CHECKING:
     from ftagent.core.types import ScenarioInfo
     from ftagent.engine.loop import StepContext
     from ftagent.planners.llm.client import LLMClient
-
-
-class PlannerExperiment(BaseModel):
-    """An experiment as a planner may see it: no test scores (the class has no field for them)."""
-
-    loop: int
-    parent: int | None = None
-    hypothesis: Hypothesis | None = None
-    artefacts: dict[str, str] = {}
-    plan: dict[str, Any] = {}
-    config: dict[str, Any] = {}
-    system_changes: list[str] = []
-    data_rows: int | None = None
-    loss_history: list[dict[str, Any]] = []
-    error_samples: list[dict[str, Any]] = []
-    val_score: float | None = None
-    val_metrics: dict[str, Any] = {}
-    decision: bool = False
-    reason: str = ""
-    next_step: str = ""
-    failure: StepFailure | None = None
-
-
-class PlannerView(BaseModel):
-    """The trace without test data: what every LLM prompt is built from."""
-
-    core_metric: str = "score"
-    direction: str = "max"
-    baseline_val: float | None = None
-    sota_loop: int | None = None
-    experiments: list[PlannerExperiment] = []
-
-    def get(self, loop: int | None) -> PlannerExperiment | None:
-        return next((e for e in self.experiments if e.loop == loop), None) if loop is not None else None
-
-    def siblings(self, parent: int | None) -> list[PlannerExperiment]:
-        return [e for e in self.experiments if e.parent == parent]
-
-    def incumbent(self) -> tuple[int | None, float | None]:
-        sota = self.get(self.sota_loop)
-        return (sota.loop, sota.val_score) if sota is not None else (None, self.baseline_val)
-
-
-def planner_view(trace: Trace) -> PlannerView:
-    """Copy ``trace`` without ``test_score`` and ``baseline_test``."""
-    return PlannerView(
-        core_metric=trace.core_metric, direction=trace.direction, baseline_val=trace.baseline_val,
-        sota_loop=trace.sota_loop,
-        experiments=[PlannerExperiment(**e.model_dump(exclude={"test_score"})) for e in trace.experiments],
-    )
 
 
 def scenario_text(scenario: ScenarioInfo) -> str:

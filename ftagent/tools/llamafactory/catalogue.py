@@ -83,7 +83,7 @@ class LFCatalogue(BaseModel):
             count: token counter for ``max_tokens``.
         """
         if exclude_patterns is None:
-            from ftagent.tools.llamafactory.config import load_lf_defaults
+            from ftagent.tools.llamafactory.defaults import load_lf_defaults
 
             defaults = load_lf_defaults()
             exclude_patterns = defaults.prompt_exclude_patterns + [re.escape(k) for k in defaults.system_managed]

@@ -17,29 +17,11 @@ import yaml
 from pydantic import BaseModel, Field
 
 from ftagent.core.hardware import HardwareInfo
-from ftagent.core.paths import config_file
 from ftagent.tools.llamafactory.catalogue import LFCatalogue
+from ftagent.tools.llamafactory.defaults import LFDefaults, load_lf_defaults
 
-DEFAULTS_FILE = config_file("llamafactory", "defaults.yaml")
 DATASET_INFO = "dataset_info.json"
 DATA_FILE = "data.json"
-
-
-class LFDefaults(BaseModel):
-    """The contents of ``configs/llamafactory/defaults.yaml``."""
-
-    dataset_name: str = "ftagent_data"
-    system_managed: dict[str, Any] = Field(default_factory=dict)
-    cpu: dict[str, dict[str, Any]] = Field(default_factory=dict)
-    env: dict[str, str] = Field(default_factory=dict)
-    micro_batch: dict[str, Any] = Field(default_factory=dict)
-    prompt_exclude_patterns: list[str] = Field(default_factory=list)
-
-
-def load_lf_defaults(path: Path | None = None) -> LFDefaults:
-    """Read the system-managed settings (default: ``configs/llamafactory/defaults.yaml``)."""
-    path = Path(path or DEFAULTS_FILE)
-    return LFDefaults(**(yaml.safe_load(path.read_text(encoding="utf-8")) or {}))
 
 
 class DroppedKey(BaseModel):

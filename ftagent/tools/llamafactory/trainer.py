@@ -16,7 +16,8 @@ import yaml
 from ftagent.core.errors import ErrorType, StepError
 from ftagent.core.types import CodeResult, TrainResult, ValidationReport
 from ftagent.runners.base import Mount, Runner, RunResult
-from ftagent.tools.llamafactory.config import DATA_FILE, load_lf_defaults, system_env
+from ftagent.tools.llamafactory.config import DATA_FILE, system_env
+from ftagent.tools.llamafactory.defaults import load_lf_defaults
 from ftagent.tools.llamafactory.launch import launch_env, visible_gpus
 from ftagent.tools.llamafactory.logs import classify_failure, read_loss_history, relevant_lines
 from ftagent.tools.llamafactory.progress import TrainerLogFollower, progress_detail
