@@ -95,7 +95,8 @@ def test_full_finetune_validate_then_train(env, runner: LocalRunner) -> None:
     assert report.micro_batch["steps_logged"] >= 1 and all(x == x for x in report.micro_batch["losses"])
     assert not (ws / "output").exists()  # the micro-batch wrote only under debug/
     final = yaml.safe_load((ws / "train.yaml").read_text())
-    assert final["model_name_or_path"] == scen.base_model_path and final["warmup_steps"] == 5
+    assert final["model_name_or_path"] == scen.base_model_path
+    assert final["warmup_ratio"] == 0.05 and "warmup_steps" not in final  # trained as asked (ratio of the real run)
     start = time.monotonic()
     result = LlamaFactoryTrainer(scen, settings, runner=runner).train(CodeResult(workspace=str(ws)), report,
                                                                      None)
@@ -134,7 +135,7 @@ def test_lora_train_and_merge(env, runner: LocalRunner) -> None:
     losses = [p["loss"] for p in result.loss_history]
     assert len(losses) == 8 and losses[-1] < losses[0]
     start = time.monotonic()
-    from ftagent.tools.opencompass.evaluator import _merge  # the one LoRA merge, used before vLLM serving
+    from ftagent.tools.opencompass.runs import _merge  # the one LoRA merge, used before vLLM serving
 
     merged = _merge(Path(result.model_path), Path(scen.base_model_path), ws / "merged", runner, None)
     print(f"merge: {time.monotonic() - start:.1f}s")
