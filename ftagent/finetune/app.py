@@ -117,10 +117,13 @@ class SessionEmitter:
         self._session.events.emit(event)
 
     def attach(self, session: Session) -> None:
+        """Write the kept events, then let the observer follow the session's log itself."""
         self._session = session
         pending, self._pending = self._pending, []
         for event in pending:
-            session.events.emit(event)
+            session.events.emit(event)  # the observer saw them already
+        if self._observer is not None:
+            session.events.subscribe(self._observer)
 
 
 def run_finetune(options: FinetuneOptions) -> RunSummary:
@@ -176,7 +179,6 @@ def run_finetune(options: FinetuneOptions) -> RunSummary:
             session = _resume(resumed, options.checkout, settings, emit)
         else:
             session = _start(settings, runner, emit, planner, options.loop_n, timeout_s, started)
-        session.events.subscribe(display)
         summary = _run(session, settings, runner, emit, planner, options, timeout_s)
     finally:
         display.stop()  # before the report: a live refresh never lands inside it

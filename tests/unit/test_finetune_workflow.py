@@ -238,3 +238,19 @@ def test_bad_input_leaves_no_session_behind(tmp_path, args, fragment):
     assert result.returncode == 2, result.stderr
     assert fragment in result.stderr and "Traceback" not in result.stderr
     assert not (tmp_path / "log").exists()
+
+
+def test_the_live_display_sees_every_event_once_before_and_after_the_session_exists(tmp_path):
+    """Scenario stages run before the session exists; the build and the baseline after it."""
+    from ftagent.engine.events import Message, ScenarioStage
+    from ftagent.finetune.app import SessionEmitter
+
+    seen = []
+    emit = SessionEmitter(observer=seen.append)
+    emit(ScenarioStage(stage="datasets", status="done"))  # before: kept, and shown at once
+    session = Session.create(tmp_path / "log", state_cls=FinetuneSessionState)
+    emit.attach(session)
+    emit(ScenarioStage(stage="baseline", status="start"))  # after: through the session's log
+    session.events.emit(Message(text="from the engine"))
+    assert [getattr(e, "stage", None) or e.text for e in seen] == ["datasets", "baseline", "from the engine"]
+    assert len(list(read_events(session.events_path))) == 3
