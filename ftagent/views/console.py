@@ -6,7 +6,8 @@ Two renderings of the same state:
   the running command (training steps with loss, lr and ETA; evaluation items per split, or a
   spinner with the phase when OpenCompass gives no count);
 * anything else (CI, tmux logs, pipes): plain lines — one per step start/end, scenario stage, LLM
-  call and evaluation result — plus a progress line at least every ``heartbeat_s`` seconds.
+  call and evaluation result — plus a progress line whenever nothing was printed for
+  ``heartbeat_s`` (8) seconds, so a log never goes 10 s without a line.
 
 ``quiet`` prints nothing. :meth:`ConsoleProgress.stop` ends the live display before the caller
 prints the report, so the report is never interleaved with a refresh.
@@ -30,7 +31,7 @@ class ConsoleProgress:
     """Subscribe an instance to the session's EventLog; call :meth:`start` and :meth:`stop` around the run."""
 
     def __init__(self, console: Console, *, loop_n: int | None = None, timeout_s: float | None = None,
-                 quiet: bool = False, live: bool | None = None, heartbeat_s: float = 10.0,
+                 quiet: bool = False, live: bool | None = None, heartbeat_s: float = 8.0,
                  clock=time.time) -> None:
         self.console = console
         self.loop_n, self.timeout_s = loop_n, timeout_s
