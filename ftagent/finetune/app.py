@@ -271,7 +271,7 @@ def _run(session: Session, settings, runner, emit: SessionEmitter, planner: str,
     state: FinetuneSessionState = session.state  # type: ignore[assignment]
     assert state.scenario is not None
     console.print(f"[bold]ftagent[/bold] session {session.dir} — planner: {_planner_note(planner, settings)}; "
-                  f"runner: {ft.env_type}")
+                  f"runner: {ft.env_type}", soft_wrap=True)
     from ftagent.planners.llm.gateway import LLMGateway
 
     # generated code reaches the LLM only through the session's loopback gateway (URL + token, no key)
