@@ -207,6 +207,24 @@ def _run_step(argv: list[str], what: str, log: Path, timeout: float) -> None:
         raise EnvironmentFailure(f"{what} failed (exit {proc.returncode}); log: {log}\n{tail}")
 
 
+def install_venv(env_path: Path, steps: list[tuple[str, list[str]]], *, base_python: str,
+                 pip_cmd: list[str] | None, step_timeout: float, say: Callable[[str], None]) -> Path:
+    """Create the venv at ``env_path`` when missing, then run each ``(what, pip args)`` step in it.
+
+    Every step is logged to ``<env>/ftagent-setup.log`` (returned); a failing step raises
+    :class:`EnvironmentFailure` with the log's tail.
+    """
+    log = env_path / SETUP_LOG
+    if not tools_python(env_path).exists():
+        say(f"creating venv {env_path}")
+        _run_step([base_python, "-m", "venv", str(env_path)], "python -m venv", log, step_timeout)
+    pip = pip_cmd or [str(tools_python(env_path)), "-m", "pip"]
+    for what, args in steps:
+        say(what)
+        _run_step([*pip, *args], what, log, step_timeout)
+    return log
+
+
 def setup_tools_env(
     env_path: Path,
     gpu: bool,
@@ -244,14 +262,8 @@ def setup_tools_env(
         return SetupResult(path=env_path, skipped=True, duration_s=time.monotonic() - start, report=report)
     env_path.mkdir(parents=True, exist_ok=True)
     (env_path / MARKER).unlink(missing_ok=True)
-    log = env_path / SETUP_LOG
-    if not tools_python(env_path).exists():
-        say(f"creating venv {env_path}")
-        _run_step([base_python, "-m", "venv", str(env_path)], "python -m venv", log, step_timeout)
-    pip = pip_cmd or [str(tools_python(env_path)), "-m", "pip"]
-    for what, args in pip_install_steps(gpu, envs_dir):
-        say(what)
-        _run_step([*pip, *args], what, log, step_timeout)
+    log = install_venv(env_path, pip_install_steps(gpu, envs_dir), base_python=base_python, pip_cmd=pip_cmd,
+                       step_timeout=step_timeout, say=say)
     if not gpu:
         say("CPU fix: remove torchvision, neutralise torchaudio")
         _run_step([str(tools_python(env_path)), "-c", cpu_fix_script()], "CPU fix", log, step_timeout)

@@ -32,12 +32,12 @@ from pydantic import BaseModel, Field
 from ftagent.core.errors import EnvironmentFailure
 from ftagent.runners.toolenv import (
     ENVS_DIR,
-    SETUP_LOG,
     TORCH_PIN,
     TORCHVISION_PIN,
     _pip_env,
-    _run_step,
+    install_venv,
     read_marker,
+    tools_python,
 )
 
 VLLM_PIN = "vllm==0.32.0"
@@ -81,8 +81,8 @@ def vllm_env_path(settings) -> Path:
 
 
 def vllm_python(env_path: Path) -> Path:
-    """The vLLM env's python executable."""
-    return Path(env_path) / "bin" / "python"
+    """The vLLM env's python executable (a venv like the tool env)."""
+    return tools_python(env_path)
 
 
 def vllm_requirement_files(envs_dir: Path = ENVS_DIR) -> list[Path]:
@@ -213,14 +213,8 @@ def setup_vllm_env(
         return True, report
     env_path.mkdir(parents=True, exist_ok=True)
     (env_path / VLLM_MARKER).unlink(missing_ok=True)
-    log = env_path / SETUP_LOG
-    if not vllm_python(env_path).exists():
-        say(f"creating venv {env_path}")
-        _run_step([base_python, "-m", "venv", str(env_path)], "python -m venv", log, step_timeout)
-    pip = pip_cmd or [str(vllm_python(env_path)), "-m", "pip"]
-    for what, args in vllm_install_steps(envs_dir):
-        say(what)
-        _run_step([*pip, *args], what, log, step_timeout)
+    install_venv(env_path, vllm_install_steps(envs_dir), base_python=base_python, pip_cmd=pip_cmd,
+                 step_timeout=step_timeout, say=say)
     report = VllmEnvReport(path=env_path, exists=True)
     if verify:
         say("verifying import vllm")
