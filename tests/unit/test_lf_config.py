@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from ftagent.core.hardware import GPUInfo, HardwareInfo
 from ftagent.tools.llamafactory.catalogue import LFCatalogue, read_catalogue
 from ftagent.tools.llamafactory.config import (
     convert_warmup,
@@ -24,6 +25,9 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "llamafactory"
 @pytest.fixture(scope="module")
 def catalogue() -> LFCatalogue:
     return read_catalogue(FIXTURES)
+
+TWO_GPUS = HardwareInfo(gpus=[GPUInfo(index=i, name="H200", memory_total_gb=140.0, memory_used_gb=0.0)
+                             for i in range(2)])
 
 
 def test_filter_drops_unknown_and_nested_junk(catalogue: LFCatalogue) -> None:
@@ -48,7 +52,7 @@ def test_filter_drops_unknown_and_nested_junk(catalogue: LFCatalogue) -> None:
 def test_manage_config_forces_paths_and_cpu_settings(tmp_path: Path) -> None:
     planner = {"model_name_or_path": "/planner/choice", "output_dir": "/elsewhere", "learning_rate": 1e-3,
                "bf16": True, "tokenized_path": "/x", "finetuning_type": "lora"}
-    managed = manage_config(planner, workspace=tmp_path, base_model_path="/models/base", hardware={},
+    managed = manage_config(planner, workspace=tmp_path, base_model_path="/models/base", hardware=HardwareInfo(),
                             n_samples=100)
     cfg = managed.config
     assert cfg["model_name_or_path"] == "/models/base"
@@ -66,7 +70,7 @@ def test_manage_config_forces_paths_and_cpu_settings(tmp_path: Path) -> None:
 
 def test_manage_config_on_gpu_keeps_precision_and_threads(tmp_path: Path) -> None:
     managed = manage_config({"bf16": True}, workspace=tmp_path, base_model_path="/m",
-                            hardware={"gpu_count": 2}, n_samples=10)
+                            hardware=TWO_GPUS, n_samples=10)
     assert managed.config["bf16"] is True
     assert "disable_gradient_checkpointing" not in managed.config
     assert "OMP_NUM_THREADS" not in managed.env
@@ -74,7 +78,7 @@ def test_manage_config_on_gpu_keeps_precision_and_threads(tmp_path: Path) -> Non
 
 def test_warmup_ratio_becomes_steps(tmp_path: Path) -> None:
     with_max = manage_config({"warmup_ratio": 0.1, "max_steps": 95}, workspace=tmp_path, base_model_path="/m",
-                             hardware={}, n_samples=10)
+                             hardware=HardwareInfo(), n_samples=10)
     assert "warmup_ratio" not in with_max.config and with_max.config["warmup_steps"] == 10
     # epochs: 1000 samples, 10% validation, batch 8 x accum 2 -> ceil(900/16)=57 steps/epoch x 2 epochs
     cfg = {"num_train_epochs": 2, "per_device_train_batch_size": 8, "gradient_accumulation_steps": 2,

@@ -69,22 +69,11 @@ def filter_config(config: dict[str, Any], catalogue: LFCatalogue) -> tuple[dict[
     return kept, dropped
 
 
-def _gpu_count(hardware: HardwareInfo | dict[str, Any]) -> int:
-    """GPUs in ``ScenarioInfo.hardware`` (or a dict with ``gpu_count``/``num_gpus``/``gpus``)."""
-    if isinstance(hardware, HardwareInfo):
-        return hardware.gpu_count
-    for key in ("gpu_count", "num_gpus"):
-        if isinstance(hardware.get(key), int):
-            return hardware[key]
-    gpus = hardware.get("gpus")
-    return len(gpus) if isinstance(gpus, list) else 0
-
-
-def system_env(hardware: HardwareInfo | dict[str, Any], defaults: LFDefaults | None = None) -> dict[str, str]:
+def system_env(hardware: HardwareInfo, defaults: LFDefaults | None = None) -> dict[str, str]:
     """Environment variables of every LLaMA-Factory run (plus the CPU ones when there is no GPU)."""
     defaults = defaults or load_lf_defaults()
     env = dict(defaults.env)
-    if _gpu_count(hardware) == 0:
+    if hardware.gpu_count == 0:
         env.update({k: str(v) for k, v in defaults.cpu.get("env", {}).items()})
     return env
 
@@ -143,7 +132,7 @@ def manage_config(
     *,
     workspace: Path,
     base_model_path: str,
-    hardware: HardwareInfo | dict[str, Any],
+    hardware: HardwareInfo,
     n_samples: int,
     defaults: LFDefaults | None = None,
     keep_warmup_ratio: bool = False,
@@ -167,7 +156,7 @@ def manage_config(
         dataset=defaults.dataset_name,
     )
     env = system_env(hardware, defaults)
-    n_gpus = _gpu_count(hardware)
+    n_gpus = hardware.gpu_count
     if n_gpus == 0:
         forced.update(defaults.cpu.get("config", {}))
     notes: list[str] = []
