@@ -50,10 +50,22 @@ def fix_rcr_schema(dataset_dir: Path) -> None:
 
 
 def to_alpaca(dataset_dir, limit=None, seed=0):
-    """Alpaca rows from every ``chemcotbench-cot/**/*.json``: query → structured CoT + JSON answer."""
+    """Alpaca rows from every ``chemcotbench-cot/**/*.json``: query → structured CoT + JSON answer.
+
+    The answer is a JSON object under the key the query names ("with key count", or a template such
+    as ``{"output": ...}`` in the query), else under ``answer``, which the benchmark reads for every
+    sub-task.
+    """
     import json
     import random
+    import re
     from pathlib import Path
+
+    def answer_key(query):
+        named = re.search(r"\bkeys?\s+[\"'`]?([A-Za-z][\w ]*?)[\"'`]?(?:[.,;:]|\s*$)", query)
+        template = re.search(r'\{\s*"([^"]+)"\s*:', query)
+        found = named or template
+        return found.group(1).strip() if found else "answer"
 
     rows = []
     for path in sorted((Path(dataset_dir) / "chemcotbench-cot").rglob("*.json")):
@@ -70,8 +82,10 @@ def to_alpaca(dataset_dir, limit=None, seed=0):
                     meta = {}
             gt = meta.get("gt", meta.get("reference")) if isinstance(meta, dict) else None
             output = cot
-            if gt is not None and str(gt) not in cot:
-                output += "\n\n```json\n" + json.dumps({"answer": gt}, ensure_ascii=False) + "\n```"
+            tail = cot.rstrip()[-300:]
+            answered = tail.endswith(("}", "```")) and str(gt) in tail  # the CoT already ends in its JSON
+            if gt is not None and not answered:
+                output += "\n\n```json\n" + json.dumps({answer_key(query): gt}, ensure_ascii=False) + "\n```"
             rows.append({"instruction": query, "input": "", "output": output})
     random.Random(seed).shuffle(rows)
     return rows if limit is None else rows[:limit]

@@ -69,6 +69,19 @@ def test_chemcot_hook_fixes_rcr_schema(tmp_path):
     assert "```" not in rcr["output"].split("\n\n")[0] and '"DMSO"' in rcr["output"]
 
 
+def test_chemcot_answer_uses_the_key_the_query_names(tmp_path):
+    """The training answer is JSON under the key the question asks for (the benchmark reads that key)."""
+    root = copy_fixture("chemcot", tmp_path)
+    src = get_source("chemcot")
+    src.post_download(root)
+    out = {r["instruction"]: r["output"] for r in src.to_alpaca(root, None, 0)}
+    fg = out["How many hydroxyl groups are in CCO? Answer in JSON with key count."]
+    assert fg.endswith('```json\n{"count": 1}\n```')  # "Step 1" in the CoT does not hide the answer
+    assert out["Input Molecule: CCO. Add a methyl group."].endswith('{"answer": "CC(C)O"}\n```')
+    rcr = out["Suggest a catalyst for hydrogenating C=CC."]
+    assert rcr.count("Pd/C") == 1  # the CoT's own JSON already answers: nothing appended
+
+
 def test_panorama_hook_removes_eval_splits_and_converts(tmp_path):
     root = copy_fixture("panorama", tmp_path)
     src = get_source("panorama")
