@@ -151,6 +151,18 @@ class TimeLimits(BaseModel):
     benchmark_timeout: float
 
 
+class EvalDecoding(BaseModel):
+    """How evaluation generates answers (``configs/models.yaml`` for the base model, the benchmark's cap)."""
+
+    temperature: float = 0.0
+    top_p: float = 1.0
+    top_k: int = 1
+    max_out_len: int | None = None  # new tokens per answer: the smaller of the benchmark's and the model's
+    max_seq_len: int | None = None  # prompt + answer
+    enable_thinking: bool = False
+    sampling: bool = False  # False: greedy (the HF backend always decodes greedily; vLLM samples when T > 0)
+
+
 class Scores(BaseModel):
     """One model's evaluation on both splits. ``test`` is for the report only: no planner reads it."""
 
@@ -193,3 +205,4 @@ class ScenarioInfo(BaseModel):
     description_text: str = ""  # the rendered scenario text prompts use (never contains test data)
     parameter_catalogue: str = ""  # LLaMA-Factory's arguments for the config prompt (grouped, token-bounded)
     force_think_token: bool = False  # outputs are "<think>reasoning</think>answer" (FT_FORCE_THINK_TOKEN)
+    eval_decoding: EvalDecoding | None = None  # how the evaluation generates (None: not known yet)

@@ -101,6 +101,7 @@ class FinetuneScenario:
         from ftagent.datasets.prepare import datasets_root
         from ftagent.models.describe import describe_model
         from ftagent.tools.llamafactory.catalogue import load_or_build_catalogue
+        from ftagent.tools.opencompass.inference import eval_decoding
 
         ft, paths = self.settings.ft, self.settings.paths
         file_path = Path(ft.file_path).absolute()
@@ -128,6 +129,7 @@ class FinetuneScenario:
                                    benchmark_timeout=ft.benchmark_timeout_s),
             parameter_catalogue=parameter_catalogue_text(catalogue, hardware.gpu_count > 0),
             force_think_token=ft.force_think_token,
+            eval_decoding=eval_decoding(ft.base_model, hardware.gpu_count, spec.max_out_len),
         )
         info.description_text = render_brief(info)  # again after the baseline (it shows the score)
         return info

@@ -16,6 +16,7 @@ from pathlib import Path
 import jinja2
 import pytest
 
+from ftagent.benchmarks import get_benchmark
 from ftagent.core.errors import ErrorType, StepFailure
 from ftagent.core.hardware import GPUInfo, HardwareInfo
 from ftagent.core.settings import FTSettings, LLMSettings, PathSettings, Settings
@@ -31,6 +32,7 @@ from ftagent.planners.llm.templates import PROMPTS_DIR, render
 from ftagent.planners.llm.view import planner_view
 from ftagent.tools.llamafactory.catalogue import read_catalogue
 from ftagent.tools.llamafactory.memory import ModelSpec, estimate_memory, model_spec
+from ftagent.tools.opencompass.inference import eval_decoding
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 GOLDEN = FIXTURES / "llm" / "golden"
@@ -73,7 +75,8 @@ def _demo_scenario(root: Path) -> ScenarioInfo:
         workspace_root=str(root / "ws"), upper_data_size_limit=2000,
         time_limits=TimeLimits(full_timeout=3600, data_processing_timeout=1800, benchmark_timeout=604800),
         baseline=EvalResult(benchmark="demo_add", split="validation", core_metric="accuracy", score=62.0),
-        parameter_catalogue=_catalogue_text(False))
+        parameter_catalogue=_catalogue_text(False),
+        eval_decoding=eval_decoding("builtin/tiny-qwen2", 0, get_benchmark("demo_add").spec.max_out_len))
     info.description_text = brief.render_brief(info)
     return info
 
@@ -96,7 +99,8 @@ def _chem_scenario(root: Path) -> ScenarioInfo:
         upper_data_size_limit=1500, force_think_token=True,
         time_limits=TimeLimits(full_timeout=36000, data_processing_timeout=3600, benchmark_timeout=7200),
         baseline=EvalResult(benchmark="chemcotbench", split="validation", core_metric="mean_core", score=31.25),
-        parameter_catalogue=_catalogue_text(True))
+        parameter_catalogue=_catalogue_text(True),
+        eval_decoding=eval_decoding("Qwen/Qwen3-8B", 1, get_benchmark("chemcotbench").spec.max_out_len))
     info.description_text = brief.render_brief(info)
     return info
 
@@ -210,6 +214,17 @@ def test_every_prompt_carries_its_facts(demo):
     assert "torch.OutOfMemoryError: CUDA out of memory" in prop and "Suggested next step: Keep LoRA" in prop
     assert "- 50 rows written by the debug run" in p["config"]  # the data the config is for
     assert "What the system changed in the parent's train.yaml" in p["config"]
+    for step in ("propose", "data", "config"):  # how evaluation generates: the model's cap, greedy on CPU
+        assert "at most 16 new tokens per answer" in p[step], step  # the benchmark caps below the model
+        assert "greedy decoding (temperature 0); prompt and answer together within 512 tokens" in p[step], step
+
+
+def test_answer_limit_is_the_smaller_cap():
+    """The model's own max_out_len caps a benchmark's (tiny-qwen2: 32 < tablebench's 4,096)."""
+    decoding = eval_decoding("builtin/tiny-qwen2", 0, 4096)
+    assert decoding.max_out_len == 32 and not decoding.sampling
+    assert eval_decoding("Qwen/Qwen3-8B", 1, 1024).sampling and eval_decoding("Qwen/Qwen3-8B", 0, 1024).max_out_len == 1024
+    assert "greedy" in brief.decoding_words(decoding) and brief.decoding_words(None) == ""
 
 
 def test_no_test_score_anywhere(demo, chem):

@@ -23,7 +23,7 @@ from ftagent.core.durations import format_duration
 from ftagent.planners.llm.templates import render
 
 if TYPE_CHECKING:
-    from ftagent.core.types import ScenarioInfo
+    from ftagent.core.types import EvalDecoding, ScenarioInfo
 
 # the brief's sections, in order (the ``## `` headings of scenario_brief.j2)
 OBJECTIVE, MODEL, HARDWARE, MEMORY, BUDGETS, DATA_RULES, DATASETS = (
@@ -188,6 +188,7 @@ class BriefFacts(BaseModel):
     prompt_format: str = ""
     answer_rule: str = ""
     max_out_len: int | None = None
+    decoding: str = ""  # how evaluation generates, in words
     core_metric: str
     direction: str
     user_target: str | None = None
@@ -280,7 +281,8 @@ def brief_facts(scenario: ScenarioInfo, *, catalogue: dict[str, Any] | None = No
     return BriefFacts(
         benchmark=scenario.benchmark, description=scenario.benchmark_description or (spec.description if spec else ""),
         prompt_format=(spec.prompt if spec else ""), answer_rule=(spec.answer_rule if spec else ""),
-        max_out_len=(spec.max_out_len if spec else None), core_metric=scenario.core_metric,
+        max_out_len=_max_out_len(scenario, spec), decoding=decoding_words(scenario.eval_decoding),
+        core_metric=scenario.core_metric,
         direction="higher is better" if scenario.direction == "max" else "lower is better",
         user_target=scenario.user_target_scenario, baseline=base, metric_scale=metric_scale(metric),
         validation_items=validation_items(scenario.file_path, scenario.benchmark),
@@ -300,6 +302,25 @@ def brief_facts(scenario: ScenarioInfo, *, catalogue: dict[str, Any] | None = No
         budgets=budgets, data_cap=scenario.upper_data_size_limit, force_think_token=bool(think),
         datasets=list(scenario.datasets), dataset_texts=_dataset_texts(scenario, catalogue),
     )
+
+
+def _max_out_len(scenario: ScenarioInfo, spec: Any) -> int | None:
+    decoding = scenario.eval_decoding
+    if decoding is not None and decoding.max_out_len:
+        return decoding.max_out_len
+    return spec.max_out_len if spec else None
+
+
+def decoding_words(decoding: EvalDecoding | None) -> str:
+    """How evaluation generates, in one sentence ("" when unknown)."""
+    if decoding is None:
+        return ""
+    how = (f"sampling (temperature {decoding.temperature:g}, top_p {decoding.top_p:g}, top_k {decoding.top_k})"
+           if decoding.sampling else "greedy decoding (temperature 0)")
+    room = f"; prompt and answer together within {decoding.max_seq_len:,} tokens" if decoding.max_seq_len else ""
+    think = "; thinking is enabled in the chat template" if decoding.enable_thinking else ""
+    return (f"{how}{room}{think}. The prompt is rendered with the chat template in the trained model's "
+            "tokenizer files (written at training time), so evaluation uses the training chat format.")
 
 
 def render_brief(scenario: ScenarioInfo, *, catalogue: dict[str, Any] | None = None,

@@ -8,6 +8,7 @@ from typing import Any
 import yaml
 
 from ftagent.core.paths import config_file
+from ftagent.core.types import EvalDecoding
 
 MODELS_YAML = config_file("models.yaml")
 MIN_PREFIX_LEN = 5
@@ -45,3 +46,21 @@ def inference_config(model_name: str, gpu_count: int, path: Path | None = None) 
     merged = {**table.get("default", {}), **lookup_specific(model_name, table)}
     merged["tensor_parallel_size"] = tensor_parallel_size(merged.get("tensor_parallel_size", 1), gpu_count)
     return merged
+
+
+def answer_token_limit(benchmark_max: int | None, model_max: int | None) -> int | None:
+    """New tokens one answer may have: the smaller of the benchmark's and the model's ``max_out_len``."""
+    limits = [int(x) for x in (benchmark_max, model_max) if x]
+    return min(limits) if limits else None
+
+
+def eval_decoding(model_name: str, gpu_count: int, benchmark_max_out_len: int | None) -> EvalDecoding:
+    """How evaluation will generate for ``model_name`` on a benchmark (what the planner is told)."""
+    inf = inference_config(model_name, gpu_count)
+    temperature = float(inf.get("temperature", 0.0))
+    return EvalDecoding(sampling=temperature > 0 and gpu_count > 0,  # HF (the CPU backend) never samples
+                        temperature=temperature, top_p=float(inf.get("top_p", 1.0)),
+                        top_k=int(inf.get("top_k", 1)),
+                        max_out_len=answer_token_limit(benchmark_max_out_len, inf.get("max_out_len")),
+                        max_seq_len=int(inf["max_seq_len"]) if inf.get("max_seq_len") else None,
+                        enable_thinking=bool(inf.get("enable_thinking", False)))
