@@ -84,6 +84,11 @@ def _demo_scenario(root: Path) -> ScenarioInfo:
 def _chem_scenario(root: Path) -> ScenarioInfo:
     datasets = root / "datasets"
     shutil.copytree(FIXTURES / "datasets" / "chemcot", datasets / "chemcot")
+    item = json.loads((FIXTURES / "benchmarks" / "chemcotbench" / "mol_und.json").read_text(encoding="utf-8"))[0]
+    bench = root / "benchmarks" / "chemcotbench"  # the prepared validation split (the brief shows one item)
+    bench.mkdir(parents=True)
+    (bench / "validation.jsonl").write_text(json.dumps({"prompt": item["query"], "answer": item["gt"]}) + "\n",
+                                            encoding="utf-8")
     build_catalogue(datasets, ["chemcot"])
     gpu = GPUInfo(index=0, name="NVIDIA H200", memory_total_gb=139.8, memory_used_gb=0.5)
     hardware = HardwareInfo(gpus=[gpu], driver_version="570.86", cuda_version="12.8")
@@ -225,6 +230,14 @@ def test_answer_limit_is_the_smaller_cap():
     assert decoding.max_out_len == 32 and not decoding.sampling
     assert eval_decoding("Qwen/Qwen3-8B", 1, 1024).sampling and eval_decoding("Qwen/Qwen3-8B", 0, 1024).max_out_len == 1024
     assert "greedy" in brief.decoding_words(decoding) and brief.decoding_words(None) == ""
+
+
+def test_per_item_prompts_show_one_validation_item(chem):
+    """A benchmark that builds each prompt shows a real validation prompt, not its internal note."""
+    _, p = chem
+    for step in ("propose", "data", "config"):
+        assert "How many hydroxyl groups are in OCCO? Answer as JSON" in p[step], step
+        assert "Reference answer: `2`" in p[step] and "prebuilt per item" not in p[step], step
 
 
 def test_no_test_score_anywhere(demo, chem):

@@ -12,6 +12,7 @@ scenario with the same words. Only validation facts appear: the baseline's test 
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from pathlib import Path
@@ -103,6 +104,45 @@ def validation_items(file_path: str | None, benchmark: str) -> int | None:
         return None
 
 
+EXAMPLE_CHARS = 1500
+
+
+def validation_example(file_path: str | None, benchmark: str, input_column: str = "prompt",
+                       output_column: str = "answer") -> tuple[str, str]:
+    """The first validation item's prompt and reference answer (never the test), each clipped at a line.
+
+    Returns ``("", "")`` when the validation file or the columns are missing.
+    """
+    if not file_path:
+        return "", ""
+    path = Path(file_path) / "benchmarks" / benchmark / "validation.jsonl"
+    try:
+        with path.open(encoding="utf-8") as fh:
+            first = next((line for line in fh if line.strip()), "")
+        row = json.loads(first) if first else {}
+    except (OSError, ValueError):
+        return "", ""
+    prompt, answer = str(row.get(input_column) or ""), str(row.get(output_column) or "")
+    return _clip_lines(prompt, EXAMPLE_CHARS), _clip_lines(answer, 300)
+
+
+def _clip_lines(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    cut = text[:limit].rsplit("\n", 1)[0]
+    return f"{cut}\n[... {len(text) - len(cut):,} more characters]"
+
+
+def _per_item_prompt(key: str) -> bool:
+    """True when the benchmark builds each prompt itself (its YAML shows a note, not a template)."""
+    try:
+        from ftagent.benchmarks import get_benchmark
+
+        return bool(getattr(getattr(get_benchmark(key), "config", None), "prompt_note", None))
+    except Exception:  # noqa: BLE001 - a plug-in benchmark: treat its prompt as a template
+        return False
+
+
 def model_origin(name: str) -> str:
     """Whether the base model is pretrained: built-in models are randomly initialised."""
     from ftagent.models.builtin import BUILTIN_MODELS, BUILTIN_PREFIX
@@ -186,6 +226,8 @@ class BriefFacts(BaseModel):
     benchmark: str
     description: str = ""
     prompt_format: str = ""
+    prompt_example: str = ""  # one validation item's prompt, as the model sees it
+    answer_example: str = ""
     answer_rule: str = ""
     max_out_len: int | None = None
     decoding: str = ""  # how evaluation generates, in words
@@ -278,9 +320,13 @@ def brief_facts(scenario: ScenarioInfo, *, catalogue: dict[str, Any] | None = No
               if model.num_parameters else "unknown")
     think = getattr(scenario, "force_think_token", False) if force_think_token is None else force_think_token
     memory = scenario.memory or {}
+    per_item = _per_item_prompt(scenario.benchmark)
+    example = validation_example(scenario.file_path, scenario.benchmark,
+                                 *((spec.input_columns[0], spec.output_column) if spec and spec.input_columns else ()))
     return BriefFacts(
         benchmark=scenario.benchmark, description=scenario.benchmark_description or (spec.description if spec else ""),
-        prompt_format=(spec.prompt if spec else ""), answer_rule=(spec.answer_rule if spec else ""),
+        prompt_format=("" if per_item or not spec else spec.prompt),
+        prompt_example=example[0], answer_example=example[1], answer_rule=(spec.answer_rule if spec else ""),
         max_out_len=_max_out_len(scenario, spec), decoding=decoding_words(scenario.eval_decoding),
         core_metric=scenario.core_metric,
         direction="higher is better" if scenario.direction == "max" else "lower is better",
