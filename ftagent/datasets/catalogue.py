@@ -14,7 +14,7 @@ import math
 import os
 import re
 import threading
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +45,7 @@ class ColumnStats(BaseModel):
     p50_tokens: int = 0
     p90_tokens: int = 0
     p99_tokens: int = 0
+    values: dict[str, int] = Field(default_factory=dict)  # value -> rows, for a column of few short values
 
 
 class TaskInfo(BaseModel):
@@ -76,10 +77,16 @@ def _percentile(sorted_vals: list[int], q: float) -> int:
     return sorted_vals[min(len(sorted_vals) - 1, max(0, math.ceil(q / 100 * len(sorted_vals)) - 1))]
 
 
+MAX_CATEGORIES = 12  # a string column with at most this many distinct short values is a category
+CATEGORY_CHARS = 40
+
+
 def column_stats(records: list[dict], counter: TokenCounter) -> dict[str, ColumnStats]:
-    """Token statistics for every column holding strings (non-strings are ignored)."""
+    """Token statistics for every column holding strings (non-strings are ignored), and the value
+    counts of category-like columns (few distinct short values: task types, labels, splits)."""
     lengths: dict[str, list[int]] = defaultdict(list)
     empties: dict[str, int] = defaultdict(int)
+    values: dict[str, Counter[str]] = defaultdict(Counter)
     for rec in records:
         for key, value in rec.items():
             if not isinstance(value, str):
@@ -89,13 +96,23 @@ def column_stats(records: list[dict], counter: TokenCounter) -> dict[str, Column
                 lengths.setdefault(key, [])
             else:
                 lengths[key].append(counter.count(value))
+                if len(value) <= CATEGORY_CHARS and len(values[key]) <= MAX_CATEGORIES:
+                    values[key][value] += 1
     stats = {}
     for key in sorted(set(lengths) | set(empties)):
         vals = sorted(lengths[key])
         stats[key] = ColumnStats(empty_count=empties[key], min_tokens=vals[0] if vals else 0,
                                  max_tokens=vals[-1] if vals else 0, p50_tokens=_percentile(vals, 50),
-                                 p90_tokens=_percentile(vals, 90), p99_tokens=_percentile(vals, 99))
+                                 p90_tokens=_percentile(vals, 90), p99_tokens=_percentile(vals, 99),
+                                 values=_categories(values.get(key), len(vals)))
     return stats
+
+
+def _categories(counts: Counter[str] | None, filled: int) -> dict[str, int]:
+    """The value counts when every filled row holds one of a few values that repeat, else {}."""
+    if not counts or len(counts) > MAX_CATEGORIES or sum(counts.values()) != filled or len(counts) == filled:
+        return {}
+    return dict(counts.most_common())
 
 
 def load_records(path: Path, limit: int = MAX_RECORDS) -> list[dict]:
@@ -261,6 +278,12 @@ def _readme_excerpt(readme: str, limit: int) -> str:
     return cut + f"\n…(README continues, {len(text) - len(cut)} more characters)"
 
 
+def _values_text(stats: ColumnStats) -> str:
+    if not stats.values:
+        return ""
+    return "; values " + ", ".join(f"{json.dumps(v, ensure_ascii=False)} {n:,}" for v, n in stats.values.items())
+
+
 def render_entry(name: str, entry: DatasetEntry, detail: str = "full", *, max_tasks: int = 12,
                  level: int = 2) -> str:
     """Markdown about one dataset for the planner's prompts.
@@ -287,7 +310,8 @@ def render_entry(name: str, entry: DatasetEntry, detail: str = "full", *, max_ta
             for file, rows in (info.file_rows or {f: None for f in info.files}).items():
                 lines.append(f"- file `{file}`" + (f": {rows:,} rows" if rows is not None else ""))
         cols = [f"`{c}` (empty {st.empty_count}; tokens p50 {st.p50_tokens}, p90 {st.p90_tokens}, "
-                f"p99 {st.p99_tokens}, max {st.max_tokens})" if full else f"`{c}` (p50 {st.p50_tokens} tokens)"
+                f"p99 {st.p99_tokens}, max {st.max_tokens}{_values_text(st)})" if full
+                else f"`{c}` (p50 {st.p50_tokens} tokens{_values_text(st)})"
                 for c, st in info.column_stats.items()]
         other = sorted({k for r in info.samples for k, v in r.items()
                         if k not in info.column_stats and not isinstance(v, str)})
@@ -309,5 +333,6 @@ def render_entry(name: str, entry: DatasetEntry, detail: str = "full", *, max_ta
         shown = tree[:40] + ([f"... ({len(tree) - 40} more lines)"] if len(tree) > 40 else [])
         lines += [f"{h2} Files", "```", *shown, "```"]
     if entry.readme:
-        lines += [f"{h2} README (excerpt)", _readme_excerpt(entry.readme, 2500 if full else 600)]
+        lines += [f"{h2} README (excerpt; it may describe the published dataset: the rows and columns above "
+                  "are measured on the files here)", _readme_excerpt(entry.readme, 2500 if full else 600)]
     return "\n".join(lines)

@@ -98,3 +98,14 @@ def test_model_tokenizer_is_used_when_present(tmp_path):
     first = catalogue.build_catalogue(root)
     second = catalogue.build_catalogue(root, model_dir=model)  # other counter → analysed again
     assert first["deepscaler"].token_counter != second["deepscaler"].token_counter
+
+
+def test_category_columns_get_value_counts():
+    from ftagent.datasets.catalogue import column_stats
+    from ftagent.datasets.tokens import ApproxCounter
+
+    rows = [{"qtype": "FactChecking" if i % 3 else "NumericalReasoning", "id": f"x{i}", "q": f"question {i}"}
+            for i in range(30)]
+    stats = column_stats(rows, ApproxCounter())
+    assert stats["qtype"].values == {"FactChecking": 20, "NumericalReasoning": 10}
+    assert stats["id"].values == {} and stats["q"].values == {}  # all distinct: not a category

@@ -155,6 +155,11 @@ def test_data_step_env_holds_the_gateway_not_the_key(tmp_path):
     for env in (with_gw, without):
         assert KEY not in json.dumps(env) and "api.example.com" not in json.dumps(env)
     assert "OPENAI_API_KEY" not in without and without["EMBEDDING_MODEL"] == "text-embedding-3-small"
+    assert "FT_TOKENIZER_DIR" not in without  # no model folder on this machine
+    model = tmp_path / "model"
+    model.mkdir()
+    scenario.base_model_path = str(model)
+    assert DataProcessor(scenario, settings, runner=None).script_env()["FT_TOKENIZER_DIR"] == str(model)
 
 
 def test_upstream_timeout_is_504_and_embeddings_use_embedding_model(upstream, tmp_path):

@@ -323,11 +323,12 @@ def test_data_prompt_keeps_a_dataset_summary_when_the_full_entry_does_not_fit(tm
 
     scenario = _demo_scenario(tmp_path)
     hyp = Hypothesis(hypothesis="h", task="t")
-    tight = SimpleNamespace(ft=SimpleNamespace(prompt_token_budget=950, force_think_token=False))
+    budget = 1150
+    tight = SimpleNamespace(ft=SimpleNamespace(prompt_token_budget=budget, force_think_token=False))
     text = data_messages(scenario, tight, hyp)[0]["content"]
     full = data_messages(scenario, _settings(), hyp)[0]["content"]
     assert "### Files" in full and "### Files" not in text
-    assert "## Dataset `demo_add`" in text and "sample 1:" in text and count_tokens(text) <= 950
+    assert "## Dataset `demo_add`" in text and "sample 1:" in text and count_tokens(text) <= budget
     assert "shortened to fit the prompt budget" in text
 
 
@@ -338,7 +339,10 @@ def test_time_left_and_loops_left():
 
     ctx = NS(time_left=lambda: 5400.0, loop=NS(index=1), state=NS(config={"run": {"loop_n": 3}}))
     assert time_left(ctx) == ("- time left in this session: 1 h 30 min\n"
-                              "- this is loop 1 (numbered from 0); 1 more loop(s) after it")
+                              "- this is loop 1 (numbered from 0); 1 more loop(s) after it\n"
+                              "- so about 45 min per loop, this one included, for data processing, training and "
+                              "evaluation together: plan the training to fit in that (the per-run limits above are "
+                              "ceilings, not targets)")
     last = NS(time_left=lambda: None, loop=NS(index=2), state=NS(config={"run": {"loop_n": 3}}))
     assert time_left(last) == "- this is loop 2 (numbered from 0); it is the last loop"
     assert time_left(None) == ""

@@ -293,7 +293,9 @@ def _dataset_texts(scenario: ScenarioInfo, catalogue: dict[str, Any] | None) -> 
 
     if catalogue is None:
         catalogue = read_catalogue(Path(scenario.dataset_root)) if scenario.dataset_root else {}
-    return [render_entry(name, catalogue[name], "summary", level=3) for name in scenario.datasets if name in catalogue]
+    # the proposal plans the data: it gets what the data coder gets (token percentiles, value counts, two
+    # whole samples), not a summary; the budget drops the section when several datasets do not fit
+    return [render_entry(name, catalogue[name], "full", level=3) for name in scenario.datasets if name in catalogue]
 
 
 def brief_facts(scenario: ScenarioInfo, *, catalogue: dict[str, Any] | None = None,

@@ -48,9 +48,14 @@ def time_left(ctx: Any) -> str:
     except Exception:  # noqa: BLE001
         index, loop_n = None, None
     if index is not None:
-        left = int(loop_n) - index - 1 if loop_n else None
-        after = "" if left is None else "; it is the last loop" if left <= 0 else f"; {left} more loop(s) after it"
+        more = int(loop_n) - index - 1 if loop_n else None
+        after = "" if more is None else "; it is the last loop" if more <= 0 else f"; {more} more loop(s) after it"
         parts.append(f"- this is loop {index} (numbered from 0){after}")
+        if left is not None and more is not None:
+            share = left / (max(more, 0) + 1)
+            parts.append(f"- so about {format_duration(share)} per loop, this one included, for data processing, "
+                         "training and evaluation together: plan the training to fit in that (the per-run "
+                         "limits above are ceilings, not targets)")
     return "\n".join(parts)
 
 

@@ -48,6 +48,9 @@ class DataProcessor:
         env = {"FT_DATASETS_DIR": self.scenario.dataset_root or "",
                "STRONG_MODEL_POOL": json.dumps(ft.strong_models), "WEAK_MODEL_POOL": json.dumps(ft.weak_models),
                "EMBEDDING_MODEL": llm.embedding_model, "FT_API_MAX_WORKERS": str(ft.api_max_workers)}
+        tokenizer = self._tokenizer_dir()
+        if tokenizer is not None:
+            env["FT_TOKENIZER_DIR"] = str(tokenizer)
         if self.llm_gateway_url and self.llm_gateway_token:
             env.update(OPENAI_API_BASE=self.llm_gateway_url, OPENAI_BASE_URL=self.llm_gateway_url,
                        OPENAI_API_KEY=self.llm_gateway_token)
@@ -68,6 +71,9 @@ class DataProcessor:
             ft = self.settings.ft
             limit = ft.debug_data_processing_timeout if debug else ft.data_processing_timeout
             mounts = [Mount(source=Path(self.scenario.dataset_root))] if self.scenario.dataset_root else []
+            tokenizer = self._tokenizer_dir()
+            if tokenizer is not None:  # read-only, so that the script counts tokens as the model does
+                mounts.append(Mount(source=tokenizer))
             run_data_processing(workspace, self.runner, ctx.limit(limit), debug=debug,
                                 env=self.script_env(), mounts=mounts)
         rows = self._load(workspace)
@@ -75,6 +81,11 @@ class DataProcessor:
             rows = self._cap(rows, workspace, ctx)
         self._scan(rows)
         return len(rows)
+
+    def _tokenizer_dir(self) -> Path | None:
+        """The base model's folder (its tokenizer files) when it exists on this machine."""
+        path = getattr(self.scenario, "base_model_path", None)
+        return Path(path).absolute() if path and Path(path).is_dir() else None
 
     def _reuse_parent(self, hypothesis: Hypothesis, trace: Trace, workspace: Path) -> bool:
         parent = trace.get(hypothesis.parent) if hypothesis.parent is not None else None
