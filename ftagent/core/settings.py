@@ -89,6 +89,10 @@ class FTSettings(BaseSettings):
     judge_api_key: SecretStr | None = None
     judge_api_base: str | None = None
     judge_retry: int = Field(10, ge=0, description="retries of each LLM-judge request (OpenCompass judge_cfg retry)")
+    eval_backend: Literal["auto", "hf", "vllm", "vllm-server"] = Field(
+        "auto", description="inference backend of evaluations: auto = vLLM in the eval env, else a vLLM server "
+                            "from FT_VLLM_ENV (GPU, local/conda runner), else HF; a forced one that cannot work "
+                            "fails the evaluation")
     benchmark_limit: int | None = Field(None, gt=0, description="cap validation and test size")
     benchmark_num_runs: int = Field(1, gt=0)
     benchmark_pass_k: int | None = Field(None, gt=0)
