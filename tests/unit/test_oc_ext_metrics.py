@@ -25,6 +25,7 @@ def oc_ext(monkeypatch):
 
     models = types.ModuleType("opencompass.models")
     models.HuggingFacewithChatTemplate = type("HuggingFacewithChatTemplate", (), {})
+    models.OpenAISDK = type("OpenAISDK", (), {})
     icl = types.ModuleType("opencompass.openicl.icl_evaluator")
     icl.BaseEvaluator = BaseEvaluator
     reg = types.ModuleType("opencompass.registry")

@@ -218,7 +218,7 @@ def test_vllm_serves_lora_natively_or_merges_first(model, tmp_path, monkeypatch,
     from ftagent.tools.opencompass import runs
     from ftagent.tools.opencompass.backend import BackendChoice
 
-    monkeypatch.setattr(runs, "choose_backend", lambda gpus, runner: BackendChoice(
+    monkeypatch.setattr(runs, "choose_backend", lambda gpus, runner, **_: BackendChoice(
         backend="vllm", device="cuda", reason="test"))
     adapter = tmp_path / "adapter"
     adapter.mkdir()

@@ -18,6 +18,7 @@ from ftagent.core.types import EvalResult, SplitResults, TrainResult
 from ftagent.runners.base import Runner
 from ftagent.tools.opencompass.progress import ProgressCallback
 from ftagent.tools.opencompass.runs import SPLITS, WarningCallback, evaluate_splits_of_path
+from ftagent.tools.opencompass.serving import ServeCommand
 
 if TYPE_CHECKING:
     from ftagent.core.settings import Settings
@@ -40,7 +41,7 @@ def evaluate_model_path(
     model_path: Path | str, template: str | None, *, benchmark: str, split: str, settings: Settings,
     runner: Runner, work_dir: Path, base_path: Path | str | None = None, model_name: str = "",
     timeout: float | None = None, gpu_count: int = 0, on_progress: ProgressCallback | None = None,
-    on_warning: WarningCallback | None = None, isolate_tasks: bool = False,
+    on_warning: WarningCallback | None = None, isolate_tasks: bool = False, serve_command: ServeCommand | None = None,
 ) -> EvalResult:
     """Evaluate one model folder (full model or LoRA adapter of ``base_path``) on one split.
 
@@ -50,7 +51,7 @@ def evaluate_model_path(
     return evaluate_splits_of_path(
         model_path, template, benchmark=benchmark, splits=(split,), settings=settings, runner=runner,
         work_dir=work_dir, base_path=base_path, model_name=model_name, timeout=timeout, gpu_count=gpu_count,
-        on_progress=on_progress, on_warning=on_warning, isolate_tasks=isolate_tasks,
+        on_progress=on_progress, on_warning=on_warning, isolate_tasks=isolate_tasks, serve_command=serve_command,
     ).require(split)
 
 

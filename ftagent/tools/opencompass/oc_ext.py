@@ -6,7 +6,8 @@ tool env does not have ftagent's dependencies). Registered names:
 * post-processors ``ftagent_last_boxed`` (:func:`last_boxed`), ``ftagent_extract_code`` (:func:`extract_code`);
 * evaluators :class:`BoxedIntAccEvaluator` (exact boxed-integer match) and
   :class:`PythonTestsEvaluator` (pass@1 by running the tests), both with per-sample ``correct`` details;
-* the model type :class:`TrainedFormatChatModel` (HF chat model, prompts in the training format).
+* the model types :class:`TrainedFormatChatModel` (HF chat model, prompts in the training format) and
+  :class:`TrainedFormatOpenAIModel` (the same prompts sent to an OpenAI-compatible model server).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import subprocess
 import sys
 import tempfile
 
-from opencompass.models import HuggingFacewithChatTemplate
+from opencompass.models import HuggingFacewithChatTemplate, OpenAISDK
 from opencompass.openicl.icl_evaluator import BaseEvaluator
 from opencompass.registry import ICL_EVALUATORS, MODELS, TEXT_POSTPROCESSORS
 
@@ -110,7 +111,8 @@ class PythonTestsEvaluator(BaseEvaluator):
 
 
 def _strip_turn_ends(prompt):
-    """Drop the newline OpenCompass appends to each turn: LLaMA-Factory trains on the bare text, and a
+    """Drop the newline OpenCompass appends to each turn (the default meta template merges an empty
+    SYSTEM slot into the human turn): LLaMA-Factory trains on the bare text, and a
     small fine-tuned model can fail on a single unseen token before ``<|im_end|>``."""
     if isinstance(prompt, str):
         return prompt.rstrip("\n")
@@ -129,6 +131,43 @@ class TrainedFormatChatModel(HuggingFacewithChatTemplate):
     def generate(self, inputs, max_out_len, min_out_len=None, stopping_criteria=[], **kwargs):  # noqa: B006
         return super().generate([_strip_turn_ends(p) for p in inputs], max_out_len, min_out_len,
                                 stopping_criteria, **kwargs)
+
+
+# HuggingFacewithChatTemplate's default meta template, verbatim (SYSTEM turns become HUMAN turns; its
+# empty SYSTEM slot is what appends "\n" to each human turn): the server receives the messages the HF
+# backend templates, and the recorded prompts (error samples) are the same.
+HF_CHAT_META_TEMPLATE = dict(
+    round=[dict(role="HUMAN", api_role="HUMAN"), dict(role="SYSTEM", api_role="HUMAN"),
+           dict(role="BOT", api_role="BOT", generate=True)],
+)
+
+
+def _chat_turns(prompt):
+    """The turns as the HF backend sends them: turn ends stripped, empty turns dropped."""
+    prompt = _strip_turn_ends(prompt)
+    if isinstance(prompt, str):
+        return prompt
+    return [item for item in prompt if not (isinstance(item, dict) and not item.get("prompt"))]
+
+
+@MODELS.register_module("ftagent_openai_chat")
+class TrainedFormatOpenAIModel(OpenAISDK):
+    """``OpenAISDK`` for a model server ftagent started (vLLM's OpenAI API), prompts as in training.
+
+    Turns are formatted like :class:`TrainedFormatChatModel` (same meta template, turn-end newlines
+    stripped, empty turns dropped); the server applies the chat template of the folder it was given
+    as ``--tokenizer`` (the training one). ``tokenizer_path`` must be that local folder: OpenCompass
+    counts prompt tokens with it (a name it does not know as a tiktoken model would mean a download).
+    """
+
+    def __init__(self, path: str, *, meta_template=None, **kwargs) -> None:
+        # an over-long prompt loses its end (as the HF backend's right-side truncation does) instead
+        # of OpenAI's default mode 'none', which raises and fails the whole run
+        kwargs.setdefault("mode", "rear")
+        super().__init__(path=path, meta_template=meta_template or HF_CHAT_META_TEMPLATE, **kwargs)
+
+    def generate(self, inputs, max_out_len=512, temperature=0.7, **kwargs):
+        return super().generate([_chat_turns(p) for p in inputs], max_out_len, temperature, **kwargs)
 
 
 # --- Answer extractors and evaluators named by benchmark YAML files (``metric:`` / ``extractor:``) ---

@@ -3,6 +3,7 @@
 The evaluator calls ``on_progress(phase, done, total)``:
 
 * ``phase`` — ``"start"`` (process start, imports, model load), ``"merge"`` (LoRA merge before vLLM),
+  ``"serve"`` (starting the vLLM server of the ``vllm-server`` backend, until it answers),
   ``"infer:<split>"`` (generation), ``"eval:<split>"`` (scoring), ``"done"``;
 * ``done`` / ``total`` — generations of that split (items × ``FT_BENCHMARK_NUM_RUNS``) when
   OpenCompass reports them, else None (show a spinner with the phase).

@@ -4,6 +4,8 @@ StrictUndefined + a ``py`` filter (``repr``) for every literal; the result is ch
 ``ast.parse``. The chat template is never set by ftagent: the config points ``tokenizer_path`` at the
 folder whose tokenizer carries the template the model was trained with (the adapter/model folder
 written by LLaMA-Factory, else the base model), so evaluation prompts are exactly the training ones.
+For ``vllm-server`` the model block is :class:`~ftagent.tools.opencompass.oc_ext.TrainedFormatOpenAIModel`
+calling the server (started with ``--tokenizer`` = that same folder) at ``api_base``.
 """
 
 from __future__ import annotations
@@ -36,8 +38,8 @@ JUDGE_PROMPT = (
 class ModelSpec(BaseModel):
     """The model block of the config."""
 
-    backend: Literal["hf", "vllm"] = "hf"
-    device: Literal["cpu", "cuda"] = "cpu"  # where the HF backend runs (vLLM is always on the GPU)
+    backend: Literal["hf", "vllm", "vllm-server"] = "hf"
+    device: Literal["cpu", "cuda"] = "cpu"  # where the HF backend (or the model server) runs
     abbr: str
     path: str  # full model, or the base model when adapter_path is set
     adapter_path: str | None = None
@@ -54,6 +56,10 @@ class ModelSpec(BaseModel):
     dtype: str = "bfloat16"
     max_lora_rank: int = 64
     enable_thinking: bool = False
+    # vllm-server: the running server's OpenAI base URL (``http://127.0.0.1:<port>/v1/``, known only
+    # once it answers, so never part of a cache key) and the name the model is served under
+    api_base: str | None = None
+    served_name: str | None = None
 
 
 def chat_template_of(folder: Path | str) -> str | None:
@@ -132,5 +138,7 @@ def render_config(datasets: list[DatasetBlock], model: ModelSpec, *, benchmark: 
         in_process=in_process,
         judge_used=any(ds.judge for ds in datasets), judge_prompt=JUDGE_PROMPT,
     )
+    if model.backend == "vllm-server" and not (model.api_base and model.served_name):
+        raise ValueError("a vllm-server model block needs api_base and served_name (start the server first)")
     ast.parse(source)
     return source

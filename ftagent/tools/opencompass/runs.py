@@ -6,6 +6,9 @@
 subprocesses), and the results are split afterwards. Each split keeps its own cache entry, keyed as
 before (model files, benchmark, split data, inference settings, template version).
 
+With the ``vllm-server`` backend one model server (from the vLLM env, :mod:`.serving`) runs around
+all OpenCompass runs of the call and OpenCompass sends it the prompts.
+
 ``isolate_tasks=True`` renders the earlier layout instead (one OpenCompass run per split, one
 subprocess per (model, dataset) task): the comparison tests and ``make bench`` use it as the
 reference the in-process path must match.
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -25,6 +29,7 @@ from ftagent.core.errors import ErrorType, StepError
 from ftagent.core.paths import package_root
 from ftagent.core.types import EvalResult, SplitResults
 from ftagent.runners.base import Mount, Runner
+from ftagent.runners.vllmenv import vllm_env_path
 from ftagent.tools.opencompass import cache as cache_mod
 from ftagent.tools.opencompass import parse
 from ftagent.tools.opencompass.backend import choose_backend, env_identity, warn_once
@@ -38,6 +43,7 @@ from ftagent.tools.opencompass.progress import (
     safe_call,
 )
 from ftagent.tools.opencompass.render import TEMPLATE_VERSION, ModelSpec, render_config, template_folder
+from ftagent.tools.opencompass.serving import ServeCommand, VllmServeCommand, served_model, server_check
 
 if TYPE_CHECKING:
     from ftagent.benchmarks.base import DatasetBlock
@@ -45,6 +51,8 @@ if TYPE_CHECKING:
 
 PACKAGE_ROOT = package_root()  # puts ftagent.tools.opencompass.oc_ext on PYTHONPATH
 SPLITS = ("validation", "test")
+VLLM_LIKE = ("vllm", "vllm-server")  # sample when T > 0; LoRA merge rule of vLLM
+KEY_EXCLUDED = {"path", "adapter_path", "tokenizer_path", "api_base", "served_name"}  # not the model's behaviour
 WarningCallback = Callable[[str], None]
 
 
@@ -99,7 +107,7 @@ def model_spec(model_path: Path, base_path: Path | None, model_name: str, gpu_co
         max_seq_len=int(inf["max_seq_len"]), max_out_len=int(inf["max_out_len"]),
         batch_size=int(inf.get("cpu_batch_size", 8) if cpu else inf["batch_size"]),
         temperature=float(inf["temperature"]), top_p=float(inf["top_p"]), top_k=int(inf["top_k"]),
-        do_sample=float(inf["temperature"]) > 0 and backend == "vllm",
+        do_sample=float(inf["temperature"]) > 0 and backend in VLLM_LIKE,
         tensor_parallel_size=int(inf["tensor_parallel_size"]),
         gpu_memory_utilization=float(inf["gpu_memory_utilization"]), dtype=str(inf["dtype"]),
         max_lora_rank=int(inf.get("max_lora_rank", 64)), enable_thinking=bool(inf["enable_thinking"]),
@@ -154,6 +162,9 @@ class _Job:
                "TRANSFORMERS_OFFLINE": "1"}
         if ft.judge_api_key is not None:
             env["OPENAI_API_KEY"] = ft.judge_api_key.get_secret_value()
+        if self.mspec.backend == "vllm-server":  # the model server is on the loopback: bypass any proxy
+            env["NO_PROXY"] = env["no_proxy"] = ",".join(
+                x for x in ("127.0.0.1", "localhost", os.environ.get("NO_PROXY", "")) if x)
         mounts = [Mount(source=self.bench_dir), Mount(source=PACKAGE_ROOT / "ftagent"),
                   Mount(source=Path(self.mspec.path)), Mount(source=self.work_dir, read_only=False)]
         if self.mspec.adapter_path:
@@ -206,7 +217,7 @@ def evaluate_splits_of_path(
     settings: Settings, runner: Runner, work_dir: Path, base_path: Path | str | None = None,
     model_name: str = "", timeout: float | None = None, gpu_count: int = 0,
     on_progress: ProgressCallback | None = None, on_warning: WarningCallback | None = None,
-    isolate_tasks: bool = False,
+    isolate_tasks: bool = False, serve_command: ServeCommand | None = None,
 ) -> SplitResults:
     """Evaluate one model folder (full model or LoRA adapter of ``base_path``) on ``splits`` in one
     OpenCompass run (cached splits are not run again).
@@ -220,12 +231,16 @@ def evaluate_splits_of_path(
         on_progress: ``(phase, done, total)``, see :mod:`ftagent.tools.opencompass.progress`.
         on_warning: called with one line when the backend falls back (GPU without vLLM).
         isolate_tasks: the earlier layout: one run per split, one subprocess per task (reference).
+        serve_command: the model server's command line for the ``vllm-server`` backend (default:
+            vLLM's api_server from the session's vLLM env, ``FT_VLLM_ENV``).
 
     Returns:
         :class:`SplitResults`: an :class:`EvalResult` or a :class:`StepFailure` per split.
 
     Raises:
-        StepError(EVAL): the model folder or chat template is missing, or a split has no items.
+        StepError(EVAL): the model folder or chat template is missing, a split has no items, or the
+            model server did not start.
+        StepError(ENV): ``FT_EVAL_BACKEND`` forces a backend that cannot work here.
     """
     start = time.monotonic()
     ft = settings.ft
@@ -238,7 +253,8 @@ def evaluate_splits_of_path(
                         error_type=ErrorType.EVAL, suggestion="check that training saved the model")
     base = Path(base_path) if base_path else None
     is_lora = is_lora_adapter(model_path)
-    choice = choose_backend(gpu_count, runner)
+    command = serve_command or VllmServeCommand(vllm_env_path(settings))
+    choice = choose_backend(gpu_count, runner, forced=ft.eval_backend, server=lambda: server_check(command))
     warn_once(choice, env_identity(runner), on_warning)
     mspec = model_spec(model_path, base, model_name, gpu_count, f"ft-{benchmark}", serve_adapter=is_lora,
                        backend=choice.backend, device=choice.device)
@@ -248,7 +264,7 @@ def evaluate_splits_of_path(
         digest, benchmark, split,
         {"data": _data_digest(bench_dir, split), "limit": ft.benchmark_limit, "runs": ft.benchmark_num_runs,
          "pass_k": ft.benchmark_pass_k, "template": template},
-        mspec.model_dump(exclude={"path", "adapter_path", "tokenizer_path"}), TEMPLATE_VERSION,
+        mspec.model_dump(exclude=KEY_EXCLUDED), TEMPLATE_VERSION,
         judge=_judge(settings)) for split in splits}
     out = SplitResults()
     for split in splits:
@@ -258,13 +274,28 @@ def evaluate_splits_of_path(
     missing = [s for s in splits if s not in out.results]
     if not missing:
         return out
-    if is_lora and mspec.backend == "vllm" and merge_reasons(model_path, backend="vllm",
-                                                              max_lora_rank=mspec.max_lora_rank):
+    if is_lora and mspec.backend in VLLM_LIKE and merge_reasons(model_path, backend="vllm",
+                                                                 max_lora_rank=mspec.max_lora_rank):
         safe_call(on_progress, "merge")
         merged = _merge(model_path, base, Path(work_dir) / "merged_model", runner, timeout)
         mspec = mspec.model_copy(update={"path": str(merged), "adapter_path": None})
     job = _Job(benchmark=benchmark, settings=settings, runner=runner, work_dir=Path(work_dir), mspec=mspec,
                root=root, bench_dir=bench_dir, timeout=timeout, on_progress=on_progress)
+    served_at = time.monotonic()
+    with served_model(mspec, command, Path(work_dir), timeout=timeout, on_progress=on_progress) as job.mspec:
+        if timeout:  # the server's start used part of the evaluation's time
+            job.timeout = max(1.0, timeout - (time.monotonic() - served_at))
+        _run_groups(job, missing, spec, keys, cache, out, start, isolate_tasks)
+    safe_call(on_progress, "done")
+    if not out.results and out.failures:
+        out.require(next(iter(out.failures)))
+    return out
+
+
+def _run_groups(job: _Job, missing: list[str], spec: Any, keys: dict[str, str], cache: cache_mod.EvalCache,
+                out: SplitResults, start: float, isolate_tasks: bool) -> None:
+    """Run the missing splits (one group, or one per split), caching and recording each result."""
+    benchmark = job.benchmark
     groups = [[s] for s in missing] if isolate_tasks else [missing]
     while groups:
         group = groups.pop(0)
@@ -287,7 +318,3 @@ def evaluate_splits_of_path(
             continue
         for split in failed:
             out.failures[split] = error.to_failure("evaluate")
-    safe_call(on_progress, "done")
-    if not out.results and out.failures:
-        out.require(next(iter(out.failures)))
-    return out
