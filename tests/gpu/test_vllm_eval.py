@@ -1,7 +1,11 @@
-"""GPU evaluation (GPU only): vLLM when the eval env imports it, else HF on the GPU (issue 15).
+"""GPU evaluation (GPU only): the backend the envs allow (issue 15).
 
-Whichever backend the probe picks, validation + test run in one OpenCompass process and score the
-tiny model; without vLLM the run falls back to HF on the GPU with one warning, never a crash.
+* the eval env imports vllm → in-process ``VLLMwithChatTemplate``;
+* else the vLLM env (``FT_VLLM_ENV``, default ``FT_FILE_PATH/envs/vllm``) imports vllm → ``vllm-server``:
+  vLLM's OpenAI server from the vLLM env, OpenCompass (tool env) calling it, the server gone afterwards;
+* else HF on the GPU with one warning, never a crash.
+
+Whichever it is, validation + test run in one OpenCompass process and score the tiny model.
 """
 
 from __future__ import annotations
@@ -27,18 +31,29 @@ def _evaluate(tools_env, tiny_model, tmp_path, warnings):
                                    on_warning=warnings.append)
 
 
+def _vllm_env_usable() -> bool:
+    from ftagent.core.settings import load_settings
+    from ftagent.runners.vllmenv import vllm_available, vllm_env_path
+
+    return vllm_available(vllm_env_path(load_settings()))
+
+
 def test_gpu_evaluation_uses_the_backend_the_env_has(tools_env, tiny_model, tmp_path):
     from ftagent.runners.local import LocalRunner
     from ftagent.tools.opencompass.backend import clear_probe_cache, probe_vllm
 
     clear_probe_cache()
     has_vllm = probe_vllm(LocalRunner(tools_env)).available
+    has_vllm_env = not has_vllm and _vllm_env_usable()
     warnings: list[str] = []
     out = _evaluate(tools_env, tiny_model, tmp_path, warnings)
     assert out["validation"].score is not None and out["test"].score is not None
     cfg = (tmp_path / "w" / "oc_validation_test.py").read_text()
     if has_vllm:
         assert "VLLMwithChatTemplate" in cfg and not warnings
+    elif has_vllm_env:
+        assert "TrainedFormatOpenAIModel" in cfg and "openai_api_base='http://127.0.0.1:" in cfg and not warnings
+        assert "Uvicorn running" in (tmp_path / "w" / "model_server.log").read_text()
     else:
         assert "TrainedFormatChatModel" in cfg and "device_map='auto'" in cfg
         assert len(warnings) == 1 and "vLLM is not importable" in warnings[0]
