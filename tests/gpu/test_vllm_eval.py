@@ -31,20 +31,24 @@ def _evaluate(tools_env, tiny_model, tmp_path, warnings):
                                    on_warning=warnings.append)
 
 
-def _vllm_env_usable() -> bool:
+def _vllm_env_usable(monkeypatch) -> bool:
+    """Whether the machine's vLLM env imports vllm; pins FT_VLLM_ENV to it (the evaluation below has
+    its own FT_FILE_PATH, whose default envs/vllm does not exist)."""
     from ftagent.core.settings import load_settings
     from ftagent.runners.vllmenv import vllm_available, vllm_env_path
 
-    return vllm_available(vllm_env_path(load_settings()))
+    env = vllm_env_path(load_settings())
+    monkeypatch.setenv("FT_VLLM_ENV", str(env))
+    return vllm_available(env)
 
 
-def test_gpu_evaluation_uses_the_backend_the_env_has(tools_env, tiny_model, tmp_path):
+def test_gpu_evaluation_uses_the_backend_the_env_has(tools_env, tiny_model, tmp_path, monkeypatch):
     from ftagent.runners.local import LocalRunner
     from ftagent.tools.opencompass.backend import clear_probe_cache, probe_vllm
 
     clear_probe_cache()
     has_vllm = probe_vllm(LocalRunner(tools_env)).available
-    has_vllm_env = not has_vllm and _vllm_env_usable()
+    has_vllm_env = _vllm_env_usable(monkeypatch) and not has_vllm
     warnings: list[str] = []
     out = _evaluate(tools_env, tiny_model, tmp_path, warnings)
     assert out["validation"].score is not None and out["test"].score is not None
