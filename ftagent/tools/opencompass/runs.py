@@ -33,7 +33,7 @@ from ftagent.runners.vllmenv import vllm_env_path
 from ftagent.tools.opencompass import cache as cache_mod
 from ftagent.tools.opencompass import parse
 from ftagent.tools.opencompass.backend import choose_backend, env_identity, warn_once
-from ftagent.tools.opencompass.inference import inference_config
+from ftagent.tools.opencompass.inference import answer_token_limit, inference_config
 from ftagent.tools.opencompass.merge import is_lora_adapter, merge_command, merge_reasons
 from ftagent.tools.opencompass.progress import (
     DatasetInfo,
@@ -139,7 +139,7 @@ class _Job:
             raise StepError(f"benchmark {self.benchmark} has no {split} items", error_type=ErrorType.EVAL)
         out = []
         for b in blocks:
-            update: dict[str, Any] = {"max_out_len": min(b.max_out_len, self.mspec.max_out_len)}
+            update: dict[str, Any] = {"max_out_len": answer_token_limit(b.max_out_len, self.mspec.max_out_len)}
             if suffix:
                 update["abbr"] = parse.split_abbr(b.abbr, split)
             out.append(b.model_copy(update=update))
