@@ -250,6 +250,7 @@ class BriefFacts(BaseModel):
     disk_size: str
     dtype: str = ""
     hardware: str
+    cpu_only: bool = False
     memory_rows: list[MemoryRow] = []
     memory_device: str = ""
     memory_text: str = ""  # a pre-rendered memory report (scenarios without the typed estimate)
@@ -344,7 +345,7 @@ def brief_facts(scenario: ScenarioInfo, *, catalogue: dict[str, Any] | None = No
         think=("yes: the tokenizer has a `<think>` token" if model.has_think_token
                else "no `<think>` token in the tokenizer"),
         disk_size=format_bytes(dir_size(scenario.base_model_path)), dtype=model.torch_dtype or "",
-        hardware=hardware_words(scenario.hardware),
+        hardware=hardware_words(scenario.hardware), cpu_only=scenario.hardware.gpu_count == 0,
         memory_rows=_memory_rows(memory, context), memory_device=str(memory.get("device") or ""),
         memory_text=re.sub(r"^#+ .*\n?", "", scenario.memory_report or "", flags=re.MULTILINE).strip(),
         budgets=budgets, data_cap=scenario.upper_data_size_limit, force_think_token=bool(think),

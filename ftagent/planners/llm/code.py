@@ -242,7 +242,7 @@ def config_messages(scenario: ScenarioInfo, settings: Any, hypothesis: Hypothesi
         text_part("fixed", "Fixed values and rules", render(
             "config_coder", template=scenario.model_info.template,
             max_position_embeddings=scenario.model_info.max_position_embeddings or "unknown",
-            force_think_token=think, cpu=scenario.hardware.gpu_count == 0), required=True),
+            force_think_token=think), required=True),
     ]
     stats = debug_data_stats(workspace, scenario.base_model_path) if workspace is not None else ""
     sections.append(text_part("data", "Training data", stats or
