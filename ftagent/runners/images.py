@@ -99,6 +99,8 @@ class ImageSpec(BaseModel):
             "envs/torch.txt": self.envs_dir / torch_file,
             "envs/tools.txt": self.envs_dir / "tools.txt",
             "envs/tools.lock.txt": self.envs_dir / "tools.lock.txt",
+            # the GPU tool env's additions (DeepSpeed, bitsandbytes); nothing for the CPU flavour
+            "envs/tools-extra.txt": self.envs_dir / "tools-gpu.txt" if self.flavour == "gpu" else "",
             "cpu_fix.py": cpu_fix_script(),
             "wheels/.keep": "", "certs/.keep": "",
         }

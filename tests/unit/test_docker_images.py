@@ -31,7 +31,7 @@ def _copy_inputs(tmp_path: Path) -> tuple[Path, Path]:
     dfile.mkdir()
     envs.mkdir()
     (dfile / "Dockerfile").write_bytes((docker_dir() / "tools" / "Dockerfile").read_bytes())
-    for name in ("torch-cpu.txt", "torch-gpu.txt", "tools.txt", "tools.lock.txt"):
+    for name in ("torch-cpu.txt", "torch-gpu.txt", "tools.txt", "tools.lock.txt", "tools-gpu.txt"):
         (envs / name).write_bytes(config_file("envs", name).read_bytes())
     return dfile, envs
 
@@ -133,6 +133,10 @@ def test_context_holds_the_shared_pins(tmp_path: Path) -> None:
         assert needle in dockerfile
     gpu = assemble_context(ImageSpec(flavour="gpu"), tmp_path / "gpu")
     assert (gpu / "envs" / "torch.txt").read_bytes() == config_file("envs", "torch-gpu.txt").read_bytes()
+    # the GPU image gets what the local GPU tool env adds (DeepSpeed for the ZeRO configs, bitsandbytes)
+    assert (gpu / "envs" / "tools-extra.txt").read_bytes() == config_file("envs", "tools-gpu.txt").read_bytes()
+    assert (ctx / "envs" / "tools-extra.txt").read_text() == ""
+    assert "envs/tools-extra.txt" in dockerfile
 
 
 def test_parse_step() -> None:
