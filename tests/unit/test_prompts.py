@@ -488,3 +488,14 @@ def test_a_converged_cosine_run_is_levelling_off_not_still_falling():
     assert "levelling off" in converged.trend and "still falling" not in converged.trend
     falling = loss_summary([{"step": i, "loss": 4.0 - 0.25 * i} for i in range(15)])
     assert "still falling" in falling.trend
+
+
+def test_previous_config_is_shown_without_system_keys():
+    """A repair round or a child loop sees the planner's keys, not the host paths the system injected."""
+    from ftagent.planners.llm.code import without_system_keys
+
+    validated = ("model_name_or_path: /tmp/x/models/builtin/tiny-qwen2\noutput_dir: /tmp/ws/loop_0/output\n"
+                 "dataset: ftagent_data\nstage: sft\nlearning_rate: 0.001\nnum_train_epochs: 30\n")
+    shown = without_system_keys(validated)
+    assert "/tmp/" not in shown and "stage" not in shown and "learning_rate: 0.001" in shown
+    assert without_system_keys("not: [valid") == "not: [valid" and without_system_keys("") == ""

@@ -19,6 +19,7 @@ from ftagent.core.errors import ErrorType, StepFailure
 from ftagent.core.types import CodeResult, Hypothesis
 from ftagent.planners.llm.brief import DATA_RULES, HARDWARE, MEMORY, MODEL, OBJECTIVE
 from ftagent.planners.llm.budget import Section
+from ftagent.planners.llm.history import planner_config
 from ftagent.planners.llm.prompting import brief_part, budgets_part, debug_data_stats, fit, text_part
 from ftagent.planners.llm.propose import llm_pools_configured, read_artefact
 from ftagent.planners.llm.templates import clip, render
@@ -155,7 +156,7 @@ class LLMCoder:
                                                          fix if data_failed else "", ctx), encoding="utf-8")
                 notes.append("data script written")
         if not data_failed or not yaml_path.exists():
-            previous = _read(yaml_path) or read_artefact(parent, TRAIN_YAML)
+            previous = without_system_keys(_read(yaml_path) or read_artefact(parent, TRAIN_YAML))
             changes = parent.system_changes if parent is not None and not _read(yaml_path) else []
             yaml_path.write_text(self._config(client, hypothesis, scenario, workspace, previous,
                                               "" if data_failed else fix, ctx, changes), encoding="utf-8")
@@ -173,6 +174,20 @@ class LLMCoder:
         messages = config_messages(scenario, self.settings, hypothesis, workspace, previous, fix, ctx,
                                    parent_changes or [])
         return client.chat_code(messages, "yaml", stage="config_coder")
+
+
+def without_system_keys(config_text: str) -> str:
+    """The previous config as the planner may write it: without the keys (and host paths) the system
+    sets, which the validated ``train.yaml`` carries; text that is not a YAML mapping is kept as is."""
+    import yaml
+
+    try:
+        config = yaml.safe_load(config_text) if config_text else None
+    except yaml.YAMLError:
+        return config_text
+    if not isinstance(config, dict):
+        return config_text
+    return planner_config(config) + "\n"
 
 
 def _experiment_part(hypothesis: Hypothesis) -> Section:
