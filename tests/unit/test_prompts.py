@@ -499,3 +499,16 @@ def test_previous_config_is_shown_without_system_keys():
     shown = without_system_keys(validated)
     assert "/tmp/" not in shown and "stage" not in shown and "learning_rate: 0.001" in shown
     assert without_system_keys("not: [valid") == "not: [valid" and without_system_keys("") == ""
+
+
+def test_earlier_experiments_mark_the_best_lineage(tmp_path):
+    """Loop 0, the parent of the best (loop 1), is named as its ancestor, not as another starting point."""
+    scenario = _demo_scenario(tmp_path)
+    trace = Trace(core_metric="accuracy", direction="max", baseline_val=0.0)
+    for loop, parent, score in ((0, None, 14.0), (1, 0, 34.0), (2, 1, 30.0)):
+        trace.record(Experiment(loop=loop, parent=parent, val_score=score,
+                                hypothesis=Hypothesis(hypothesis=f"h{loop}", task="t")))
+    trace.sota_loop = 1
+    text = build_proposal_messages(scenario, planner_view(trace), _settings())[1]["content"]
+    earlier = text.split("## Earlier experiments (the best's ancestors and other branches)", 1)[1]
+    assert earlier.lstrip().startswith("(an ancestor of the current best)") and "h0" in earlier

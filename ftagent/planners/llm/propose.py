@@ -80,10 +80,21 @@ def history_sections(view: PlannerView) -> list[Section]:
                  "first:", level=2, priority=80))
     others = [e for e in view.experiments if e.parent != view.sota_loop and e is not parent]
     if others:
-        body = "\n\n".join(experiment_block(e, detail="short", **kw) for e in others[-8:])
-        out.append(Section(key="earlier", title="Earlier experiments (other starting points)", level=2,
-                           body=body, priority=35))
+        lineage = _ancestors(view, parent)
+        body = "\n\n".join(("(an ancestor of the current best)\n" if e.loop in lineage else "")
+                           + experiment_block(e, detail="short", **kw) for e in others[-8:])
+        out.append(Section(key="earlier", title="Earlier experiments (the best's ancestors and other branches)",
+                           level=2, body=body, priority=35))
     return out
+
+
+def _ancestors(view: PlannerView, exp: Any) -> set[int]:
+    """Loops the experiment was built on, parent first (empty for a child of the base model)."""
+    seen: set[int] = set()
+    while exp is not None and exp.parent is not None and exp.parent not in seen:
+        seen.add(exp.parent)
+        exp = view.get(exp.parent)
+    return seen
 
 
 def experiment_counts(view: PlannerView) -> str:
