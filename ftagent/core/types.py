@@ -75,6 +75,9 @@ class EvalResult(BaseModel):
     score: float | None
     metrics: dict[str, Any] = Field(default_factory=dict)  # {dataset: {metric: value}}
     error_samples: list[dict[str, Any]] = Field(default_factory=list)
+    items: int | None = None  # scored items of the split (None: not read)
+    wrong: int | None = None  # of them, scored wrong
+    top_predictions: dict[str, int] = Field(default_factory=dict)  # the answers given most often, when they repeat
     cached: bool = False
     run_dir: str | None = None
     duration_s: float = 0.0

@@ -73,3 +73,11 @@ def test_cache_roundtrip_and_key_sensitivity(tmp_path):
     cache.put(k1, EvalResult(benchmark="demo_add", split="validation", core_metric="accuracy", score=5.0))
     hit = cache.get(k1)
     assert hit.cached and hit.score == 5.0
+
+
+def test_prediction_profile_shows_a_collapsed_model():
+    """The fixture's model printed only newlines: every scored answer is the same empty string."""
+    run = parse.latest_run(FIX / "list_layout")
+    assert parse.prediction_profile(run) == (20, 20, {"": 20})
+    items, wrong, _ = parse.prediction_profile(parse.latest_run(FIX / "dict_layout"))
+    assert (items, wrong) == (20, 18)

@@ -346,6 +346,10 @@ def test_time_left_and_loops_left():
     last = NS(time_left=lambda: None, loop=NS(index=2), state=NS(config={"run": {"loop_n": 3}}))
     assert time_left(last) == "- this is loop 2 (numbered from 0); it is the last loop"
     assert time_left(None) == ""
+    done = time_left(ctx, finished=True)  # the feedback's view: loop 1 is over, one loop follows
+    assert done.startswith("- time left in this session: 1 h 30 min\n- loop 1 (numbered from 0) has just finished; "
+                           "1 more loop(s) follow\n- so about 1 h 30 min for each of them")
+    assert "so about" not in time_left(last, finished=True) and "it was the last loop" in time_left(last, finished=True)
 
 
 def test_relay_critique_facts(demo):
@@ -490,6 +494,16 @@ def test_a_converged_cosine_run_is_levelling_off_not_still_falling():
     assert "still falling" in falling.trend
 
 
+def test_a_run_that_stopped_learning_early_is_called_flat():
+    """Play-the-LLM finding (tablebench): 0.0617 at step 452 and 0.058 at step 3,729 was "falling, levelling
+    off": the run had learnt the format in its first tenth and nothing after (always answering "No")."""
+    from ftagent.planners.llm.history import loss_summary
+
+    curve = [(10, 1.53), (226, 0.0925), (452, 0.0617)] + [(452 + 113 * i, 0.0586 - 0.0001 * (i % 3)) for i in range(1, 30)]
+    early = loss_summary([{"step": s, "loss": v} for s, v in curve])
+    assert early.trend.startswith("fell early, then flat from step 452") and "more steps alone will not help" in early.trend
+
+
 def test_previous_config_is_shown_without_system_keys():
     """A repair round or a child loop sees the planner's keys, not the host paths the system injected."""
     from ftagent.planners.llm.code import without_system_keys
@@ -512,3 +526,16 @@ def test_earlier_experiments_mark_the_best_lineage(tmp_path):
     text = build_proposal_messages(scenario, planner_view(trace), _settings())[1]["content"]
     earlier = text.split("## Earlier experiments (the best's ancestors and other branches)", 1)[1]
     assert earlier.lstrip().startswith("(an ancestor of the current best)") and "h0" in earlier
+
+
+def test_feedback_shows_the_answer_profile():
+    """Play-the-LLM finding (tablebench): "always No" had to be guessed from 10 error samples."""
+    from ftagent.planners.llm.feedback import answer_profile
+    from ftagent.planners.llm.view import PlannerExperiment
+
+    exp = PlannerExperiment(loop=0, val_score=60.0, val_items=40, val_wrong=16,
+                            val_top_predictions={"Final Answer: No": 40})
+    text = answer_profile(exp)
+    assert "16 of the 40 validation items were scored wrong" in text
+    assert '"Final Answer: No" × 40' in text and "collapsed to one output" in text
+    assert answer_profile(PlannerExperiment(loop=1)) == ""

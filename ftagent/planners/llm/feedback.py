@@ -115,7 +115,7 @@ def feedback_messages(scenario: ScenarioInfo, settings: Any, experiment: Experim
         text_part("intro", "", intro, required=True),
         brief_part(scenario, OBJECTIVE, 70),
         brief_part(scenario, MODEL, 60),
-        *([] if internal else [brief_part(scenario, HARDWARE, 50), budgets_part(scenario, ctx, 45)]),
+        *([] if internal else [brief_part(scenario, HARDWARE, 50), budgets_part(scenario, ctx, 45, finished=True)]),
         text_part("experiment", first.lstrip("# "), rest, required=True),
     ]
     if config and not exp.config:  # training never ran: show what the planner wrote
@@ -135,10 +135,15 @@ def feedback_messages(scenario: ScenarioInfo, settings: Any, experiment: Experim
                  f"- Metrics: {json.dumps(exp.val_metrics, ensure_ascii=False, default=str)[:1500]}"]
         sections.append(text_part("result", f"Result on the validation split ({view.core_metric}, {better} is better)",
                                   "\n".join(lines), required=True))
+        profile = answer_profile(exp)
+        if profile:
+            sections.append(text_part("answers", "The model's answers on the validation split", profile, 70, level=2))
         samples = exp.error_samples[:MAX_ERROR_SAMPLES]
         if samples:
             body = "\n".join("- " + clip(json.dumps(x, ensure_ascii=False, default=str), 600) for x in samples)
-            body = ("The prompts as OpenCompass records them (e.g. `HUMAN: ...`); the model received each "
+            count = (f"{len(samples)} of the {exp.val_wrong} wrong items, chosen at random. "
+                     if exp.val_wrong and exp.val_wrong > len(samples) else "")
+            body = (f"{count}The prompts as OpenCompass records them (e.g. `HUMAN: ...`); the model received each "
                     "through its chat template, exactly as in training.\n" + body)
             sections.append(text_part("errors", "Some validation items the model got wrong", body, 65, level=2))
     from ftagent.planners.llm.brief import metric_maximum
@@ -149,3 +154,18 @@ def feedback_messages(scenario: ScenarioInfo, settings: Any, experiment: Experim
                     internal=internal, saturated=saturated)
     sections.append(text_part("answer", "Answer", answer, required=True))
     return [{"role": "user", "content": fit(sections, settings).text}]
+
+
+def answer_profile(exp: Any) -> str:
+    """Wrong items out of all, and the answers given most often (a constant answer is a collapse)."""
+    lines = []
+    if exp.val_items:
+        lines.append(f"- {exp.val_wrong} of the {exp.val_items} validation items were scored wrong")
+    if exp.val_top_predictions and exp.val_items:
+        top = "; ".join(f"{json.dumps(text, ensure_ascii=False)}{' (empty)' if not text else ''} × {n}"
+                        for text, n in exp.val_top_predictions.items())
+        lines.append(f"- answers given more than once (as scored), most frequent first: {top}")
+        first = next(iter(exp.val_top_predictions.values()))
+        if first >= 0.9 * exp.val_items:
+            lines.append("- nearly every item got the same answer: the model has collapsed to one output")
+    return "\n".join(lines)

@@ -135,6 +135,17 @@ def _still_falling(values: list[float], v_min: float) -> bool:
     return drop > 0.05 * max(values[0] - v_min, 1e-12) and last[-1] < last[0] * 0.9
 
 
+def _plateau_start(values: list[float], band: float = 1.25, min_share: float = 0.5) -> int | None:
+    """Index from which every loss stays within ``band`` × the final loss, when that plateau covers
+    more than ``min_share`` of the run (a curve that stopped learning early); else None."""
+    if len(values) < 6 or values[-1] <= 0:
+        return None
+    start = len(values) - 1
+    while start > 0 and values[start - 1] <= values[-1] * band:
+        start -= 1
+    return start if (len(values) - start) / len(values) > min_share else None
+
+
 def loss_summary(history: list[dict[str, Any]]) -> LossSummary | None:
     """First/last/min and the trend of the second half against the first; None without losses."""
     pts = _losses(history)
@@ -150,8 +161,15 @@ def loss_summary(history: list[dict[str, Any]]) -> LossSummary | None:
     if len(values) < 3:
         trend = "falling" if values[-1] < values[0] else "flat or rising"
     elif late < early * 0.97:
-        trend = "falling" + (", still falling at the end" if _still_falling(values, v_min)
-                             else ", levelling off at the end")
+        flat_from = _plateau_start(values)
+        if flat_from is not None:
+            share = 1 - flat_from / len(values)
+            trend = (f"fell early, then flat from step {pts[flat_from][0]} for the last {share:.0%} of the run "
+                     "(within 25 % of the final loss): more steps alone will not help; look at the data "
+                     "and the targets, or the learning rate")
+        else:
+            trend = "falling" + (", still falling at the end" if _still_falling(values, v_min)
+                                 else ", levelling off at the end")
     elif late > early * 1.03:
         trend = "rising (diverging: learning rate too high?)"
     else:

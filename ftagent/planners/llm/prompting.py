@@ -33,7 +33,7 @@ def brief_part(scenario: ScenarioInfo, name: str, priority: int = 50, *, require
     return Section(key=f"brief:{name}", title=name, body=body, priority=priority, required=required, level=2)
 
 
-def time_left(ctx: Any) -> str:
+def time_left(ctx: Any, *, finished: bool = False) -> str:
     """``- time left in this session: 3 h 20 min; this is loop 2 of 5`` (empty without a context)."""
     parts = []
     try:
@@ -49,19 +49,25 @@ def time_left(ctx: Any) -> str:
         index, loop_n = None, None
     if index is not None:
         more = int(loop_n) - index - 1 if loop_n else None
-        after = "" if more is None else "; it is the last loop" if more <= 0 else f"; {more} more loop(s) after it"
-        parts.append(f"- this is loop {index} (numbered from 0){after}")
-        if left is not None and more is not None:
-            share = left / (max(more, 0) + 1)
-            parts.append(f"- so about {format_duration(share)} per loop, this one included, for data processing, "
+        if finished:  # feedback: the loop's experiment is over, the advice is for the loops that follow
+            after = "" if more is None else "; it was the last loop" if more <= 0 else f"; {more} more loop(s) follow"
+            parts.append(f"- loop {index} (numbered from 0) has just finished{after}")
+        else:
+            after = "" if more is None else "; it is the last loop" if more <= 0 else f"; {more} more loop(s) after it"
+            parts.append(f"- this is loop {index} (numbered from 0){after}")
+        loops = (more if finished else (more or 0) + 1) if more is not None else 0
+        if left is not None and loops > 0:
+            share = left / loops
+            which = "for each of them" if finished else "per loop, this one included,"
+            parts.append(f"- so about {format_duration(share)} {which} for data processing, "
                          "training and evaluation together: plan the training to fit in that (the per-run "
                          "limits above are ceilings, not targets)")
     return "\n".join(parts)
 
 
-def budgets_part(scenario: ScenarioInfo, ctx: Any, priority: int = 60) -> Section:
-    """The brief's budgets plus the time left now."""
-    return brief_part(scenario, BUDGETS, priority, extra=time_left(ctx))
+def budgets_part(scenario: ScenarioInfo, ctx: Any, priority: int = 60, *, finished: bool = False) -> Section:
+    """The brief's budgets plus the time left now (``finished``: the loop's experiment is over)."""
+    return brief_part(scenario, BUDGETS, priority, extra=time_left(ctx, finished=finished))
 
 
 def text_part(key: str, title: str, body: str, priority: int = 50, *, required: bool = False,

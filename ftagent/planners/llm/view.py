@@ -25,6 +25,9 @@ class PlannerExperiment(BaseModel):
     data_rows: int | None = None
     loss_history: list[dict[str, Any]] = []
     error_samples: list[dict[str, Any]] = []
+    val_items: int | None = None
+    val_wrong: int | None = None
+    val_top_predictions: dict[str, int] = {}
     val_score: float | None = None
     val_metrics: dict[str, Any] = {}
     decision: bool = False

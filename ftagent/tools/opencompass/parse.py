@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import json
 import random
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -158,6 +159,32 @@ def error_samples(run: Path, max_samples: int = 10, seed: int = 0,
     if len(wrong) > max_samples:
         wrong = random.Random(seed).sample(wrong, max_samples)
     return wrong
+
+
+TOP_PREDICTIONS = 5
+PREDICTION_CHARS = 60
+
+
+def prediction_profile(run: Path, split: str | None = None) -> tuple[int, int, dict[str, int]]:
+    """``(items, wrong, top)`` of ``split``: scored items, wrong ones, and the predictions (as scored,
+    whitespace collapsed, clipped) given most often, only those given more than once.
+
+    A model that answers everything the same way (a constant "No") shows up here at once.
+    """
+    items = wrong = 0
+    counts: Counter[str] = Counter()
+    for _, result in _result_files(run, split):
+        data = json.loads(result.read_text(encoding="utf-8"))
+        pred_file = run / "predictions" / result.parent.name / result.name
+        preds = json.loads(pred_file.read_text(encoding="utf-8")) if pred_file.exists() else {}
+        for idx, det in _entries(data.get("details")):
+            items += 1
+            wrong += not is_correct(det)
+            pred = _first(det.get("pred", preds.get(str(idx), {}).get("prediction")))
+            text = " ".join(str(pred if pred is not None else "").split())
+            counts[text if len(text) <= PREDICTION_CHARS else text[:PREDICTION_CHARS] + "…"] += 1
+    top = {text: n for text, n in counts.most_common(TOP_PREDICTIONS) if n > 1}
+    return items, wrong, top
 
 
 def read_predictions(run: Path, split: str | None = None) -> dict[str, dict[str, Any]]:
