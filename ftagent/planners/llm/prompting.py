@@ -50,7 +50,7 @@ def time_left(ctx: Any, *, finished: bool = False) -> str:
     if index is not None:
         more = int(loop_n) - index - 1 if loop_n else None
         if finished:  # feedback: the loop's experiment is over, the advice is for the loops that follow
-            after = "" if more is None else "; it was the last loop" if more <= 0 else f"; {more} more loop(s) follow"
+            after = "" if more is None else "; it was the last loop (a next step is kept for a resumed session)" if more <= 0 else f"; {more} more loop(s) follow"
             parts.append(f"- loop {index} (numbered from 0) has just finished{after}")
         else:
             after = "" if more is None else "; it is the last loop" if more <= 0 else f"; {more} more loop(s) after it"
