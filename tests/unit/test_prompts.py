@@ -492,6 +492,9 @@ def test_a_converged_cosine_run_is_levelling_off_not_still_falling():
     assert "levelling off" in converged.trend and "still falling" not in converged.trend
     falling = loss_summary([{"step": i, "loss": 4.0 - 0.25 * i} for i in range(15)])
     assert "still falling" in falling.trend
+    # the tablebench play: 1.5 → 0.0226 → 0.0169 over the last fifth (lr → 0) is still falling
+    tail = [1.5, 0.4, 0.12, 0.06, 0.045, 0.038, 0.033, 0.029, 0.027, 0.0255, 0.024, 0.0226, 0.0205, 0.0186, 0.0169]
+    assert "still falling" in loss_summary([{"step": i, "loss": v} for i, v in enumerate(tail)]).trend
 
 
 def test_a_run_that_stopped_learning_early_is_called_flat():
@@ -539,3 +542,25 @@ def test_feedback_shows_the_answer_profile():
     assert "16 of the 40 validation items were scored wrong" in text
     assert '"Final Answer: No" × 40' in text and "collapsed to one output" in text
     assert answer_profile(PlannerExperiment(loop=1)) == ""
+
+
+def test_coder_sees_the_latest_experiments_files(tmp_path):
+    """The tablebench play: the task said "use loop 1's parser" but only the best's (loop 0) script was shown."""
+    from ftagent.planners.llm.code import _latest_other, _latest_part
+
+    trace = Trace(core_metric="accuracy", direction="max", baseline_val=0.0)
+    for loop, score in ((0, 60.0), (1, 57.5)):
+        ws = tmp_path / f"loop_{loop}"
+        ws.mkdir()
+        (ws / "process_data.py").write_text(f"print('parser of loop {loop}')\n", encoding="utf-8")
+        (ws / "train.yaml").write_text(f"output_dir: /tmp/x\nnum_train_epochs: {30 - 18 * loop}\n", encoding="utf-8")
+        trace.record(Experiment(loop=loop, parent=None if loop == 0 else 0, val_score=score,
+                                artefacts={"workspace": str(ws), "process_data.py": str(ws / "process_data.py"),
+                                           "train.yaml": str(ws / "train.yaml")}))
+    view = planner_view(trace)
+    latest = _latest_other(view, view.get(0))
+    assert latest is not None and latest.loop == 1 and _latest_other(view, view.get(1)) is None
+    script = _latest_part(latest, "process_data.py", "python")
+    assert "parser of loop 1" in script.body and "latest experiment, validation 57.5" in script.title
+    config = _latest_part(latest, "train.yaml", "yaml")
+    assert "num_train_epochs: 12" in config.body and "/tmp/x" not in config.body

@@ -146,6 +146,7 @@ class LLMCoder:
         notes: list[str] = []
 
         parent_script = read_artefact(parent, DATA_SCRIPT)
+        latest = _latest_other(planner_view(trace), parent)
         if data_failed or not script_path.exists():
             if hypothesis.skip_data_processing and parent_script and not data_failed:
                 script_path.write_text(parent_script, encoding="utf-8")
@@ -153,27 +154,50 @@ class LLMCoder:
             else:
                 previous = _read(script_path) or parent_script
                 script_path.write_text(self._data_script(client, hypothesis, scenario, previous,
-                                                         fix if data_failed else "", ctx), encoding="utf-8")
+                                                         fix if data_failed else "", ctx,
+                                                         _latest_part(latest, DATA_SCRIPT, "python")),
+                                       encoding="utf-8")
                 notes.append("data script written")
         if not data_failed or not yaml_path.exists():
             previous = without_system_keys(_read(yaml_path) or read_artefact(parent, TRAIN_YAML))
             changes = parent.system_changes if parent is not None and not _read(yaml_path) else []
             yaml_path.write_text(self._config(client, hypothesis, scenario, workspace, previous,
-                                              "" if data_failed else fix, ctx, changes), encoding="utf-8")
+                                              "" if data_failed else fix, ctx, changes,
+                                              _latest_part(latest, TRAIN_YAML, "yaml")), encoding="utf-8")
             notes.append("config written")
         return CodeResult(workspace=str(workspace), round=_round(ctx), notes="; ".join(notes),
                           files={DATA_SCRIPT: str(script_path), TRAIN_YAML: str(yaml_path)})
 
     def _data_script(self, client: LLMClient, hypothesis: Hypothesis, scenario: ScenarioInfo,
-                     previous: str, fix: str, ctx: Any = None) -> str:
-        messages = data_messages(scenario, self.settings, hypothesis, previous, fix, ctx)
+                     previous: str, fix: str, ctx: Any = None, latest: Section | None = None) -> str:
+        messages = data_messages(scenario, self.settings, hypothesis, previous, fix, ctx, latest)
         return client.chat_code(messages, "python", stage="data_coder")
 
     def _config(self, client: LLMClient, hypothesis: Hypothesis, scenario: ScenarioInfo, workspace: Path,
-                previous: str, fix: str, ctx: Any = None, parent_changes: list[str] | None = None) -> str:
+                previous: str, fix: str, ctx: Any = None, parent_changes: list[str] | None = None,
+                latest: Section | None = None) -> str:
         messages = config_messages(scenario, self.settings, hypothesis, workspace, previous, fix, ctx,
-                                   parent_changes or [])
+                                   parent_changes or [], latest)
         return client.chat_code(messages, "yaml", stage="config_coder")
+
+
+def _latest_other(view: Any, parent: Any) -> Any:
+    """The most recent experiment when it is not the one built on (its files may hold the idea the
+    task refers to, e.g. a sibling's parser): None otherwise."""
+    latest = view.experiments[-1] if view.experiments else None
+    return latest if latest is not None and (parent is None or latest.loop != parent.loop) else None
+
+
+def _latest_part(exp: Any, name: str, lang: str) -> Section | None:
+    """``name`` of the latest other experiment as a low-priority section (None when it has none)."""
+    text = read_artefact(exp, name) if exp is not None else ""
+    if not text:
+        return None
+    if name == TRAIN_YAML:
+        text = without_system_keys(text)
+    score = f"validation {exp.val_score:g}" if exp.val_score is not None else "no validation score"
+    return text_part(f"latest:{name}", f"`{name}` of loop {exp.loop} (the latest experiment, {score}; not the "
+                     "one you build on: reuse what the task asks for)", f"```{lang}\n{text.rstrip()}\n```", 40)
 
 
 def without_system_keys(config_text: str) -> str:
@@ -206,7 +230,7 @@ def _fix_parts(previous: str, fix: str, lang: str, name: str) -> list[Section]:
 
 
 def data_messages(scenario: ScenarioInfo, settings: Any, hypothesis: Hypothesis, previous: str = "",
-                  fix: str = "", ctx: Any = None) -> list[dict[str, str]]:
+                  fix: str = "", ctx: Any = None, latest: Section | None = None) -> list[dict[str, str]]:
     """The data coder's request: scenario, the full dataset catalogue, the rules, the fix to make."""
     from ftagent.datasets.catalogue import read_catalogue, render_entry
 
@@ -236,13 +260,15 @@ def data_messages(scenario: ScenarioInfo, settings: Any, hypothesis: Hypothesis,
         "data_coder", upper_data_size_limit=scenario.upper_data_size_limit, max_position_embeddings=context,
         force_think_token=think, llm_pools=llm_pools_configured(settings)), required=True))
     sections += _fix_parts(previous, fix, "python", "the script")
+    if latest is not None:
+        sections.append(latest)
     sections.append(text_part("reply", "", "Reply with the complete script in one ```python block.", required=True))
     return [{"role": "user", "content": fit(sections, settings).text}]
 
 
 def config_messages(scenario: ScenarioInfo, settings: Any, hypothesis: Hypothesis, workspace: Path | None = None,
                     previous: str = "", fix: str = "", ctx: Any = None,
-                    parent_changes: list[str] | None = None) -> list[dict[str, str]]:
+                    parent_changes: list[str] | None = None, latest: Section | None = None) -> list[dict[str, str]]:
     """The config coder's request: model, hardware, memory, data statistics, the parameter catalogue."""
     think = getattr(settings.ft, "force_think_token", False) or scenario.force_think_token
     essential, others = split_catalogue(parameter_catalogue(scenario))
@@ -270,5 +296,7 @@ def config_messages(scenario: ScenarioInfo, settings: Any, hypothesis: Hypothesi
         sections.append(text_part("changes", "What the system changed in the parent's train.yaml",
                                   "\n".join(f"- {c}" for c in parent_changes), 75))
     sections += _fix_parts(previous, fix, "yaml", "the config")
+    if latest is not None:
+        sections.append(latest)
     sections.append(text_part("reply", "", "Reply with the complete config in one ```yaml block.", required=True))
     return [{"role": "user", "content": fit(sections, settings).text}]
