@@ -564,3 +564,14 @@ def test_coder_sees_the_latest_experiments_files(tmp_path):
     assert "parser of loop 1" in script.body and "latest experiment, validation 57.5" in script.title
     config = _latest_part(latest, "train.yaml", "yaml")
     assert "num_train_epochs: 12" in config.body and "/tmp/x" not in config.body
+
+
+def test_a_long_next_step_reaches_the_proposal_whole(tmp_path):
+    """The tablebench play: the feedback's next step was cut at 1,000 characters, losing its training half."""
+    scenario = _demo_scenario(tmp_path)
+    trace = Trace(core_metric="accuracy", direction="max", baseline_val=0.0)
+    advice = "Change the target to a code-built lookup line. " * 25 + "Then train 12 epochs at lr 1e-3 to fit the time."
+    trace.record(Experiment(loop=0, val_score=60.0, next_step=advice, hypothesis=Hypothesis(hypothesis="h", task="t")))
+    trace.sota_loop = 0
+    text = build_proposal_messages(scenario, planner_view(trace), _settings())[1]["content"]
+    assert len(advice) > 1000 and "Then train 12 epochs at lr 1e-3 to fit the time." in text

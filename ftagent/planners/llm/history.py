@@ -292,7 +292,7 @@ def experiment_block(exp: PlannerExperiment, *, baseline: float | None, core_met
         lines.append(f"- Feedback: {clip_text(exp.reason, 2000 if detail == 'full' else 700)}")
     next_step = getattr(exp, "next_step", "")
     if next_step:
-        lines.append(f"- Suggested next step: {clip_text(next_step, 1000)}")
+        lines.append(f"- Suggested next step: {clip_text(next_step, 2000 if detail == 'full' else 700)}")
     if detail == "full":
         config = planner_config(exp.config)
         if config:
