@@ -16,10 +16,11 @@ import pytest
 from ftagent.core.errors import ErrorType, StepError
 from ftagent.core.settings import load_settings
 from ftagent.tools.opencompass import backend, serving
-from ftagent.tools.opencompass.backend import ServerCheck, VllmProbe, choose_backend, runs_on_host
+from ftagent.tools.opencompass.backend import ServerCheck, choose_backend, runs_on_host
 from ftagent.tools.opencompass.render import ModelSpec, render_config
 from ftagent.tools.opencompass.runs import evaluate_splits_of_path, model_spec
 from ftagent.tools.opencompass.serving import ServeRequest, VllmServeCommand, model_server, served_model
+from tests.unit.test_oc_backend import _probe
 from tests.unit.test_oc_render import BLOCK
 from tests.unit.test_oc_splits import FakeOpenCompass
 
@@ -51,16 +52,6 @@ def _fresh_cache():
     backend.clear_probe_cache()
     yield
     backend.clear_probe_cache()
-
-
-def _probe(available: bool):
-    seen = []
-
-    def fake(runner):
-        seen.append(runner)
-        return VllmProbe(env="fake", available=available, version="0.9" if available else None,
-                         detail="" if available else "No module named 'vllm'")
-    return fake, seen
 
 
 class LocalRunner:  # named like the real one: a host runner
