@@ -42,7 +42,8 @@ class H(BaseHTTPRequestHandler):
         self.wfile.write(data)
     def log_message(self, *a):
         pass
-print("serving", port, names, flush=True)
+import os
+print("serving", port, names, "env:", " ".join(sorted(os.environ)), flush=True)
 ThreadingHTTPServer(("127.0.0.1", port), H).serve_forever()
 """
 
@@ -245,6 +246,19 @@ def test_server_starts_answers_and_is_killed(tmp_path):
         pid = handle.pid
         assert _alive(pid)
     assert not _alive(pid) and "serving" in log.read_text()
+
+
+def test_server_env_holds_no_secret_and_no_ftagent_python_path(tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-must-not-leak")
+    monkeypatch.setenv("PYTHONPATH", "/somewhere/ftagent")
+    port = serving.free_port()
+    log = tmp_path / "server.log"
+    with model_server([sys.executable, "-c", MINI_SERVER, str(port), "ft-model"], base_url=f"http://127.0.0.1:{port}",
+                      served_name="ft-model", log_file=log, start_timeout=30):
+        pass
+    names = log.read_text().split("env:", 1)[1].split()
+    assert "OPENAI_API_KEY" not in names and "PYTHONPATH" not in names
+    assert {"PATH", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"} <= set(names)
 
 
 def test_server_is_killed_when_the_body_raises(tmp_path):

@@ -31,6 +31,7 @@ from typing import Protocol, runtime_checkable
 from pydantic import BaseModel, Field
 
 from ftagent.core.errors import ErrorType, StepError
+from ftagent.runners.process import kill_tree, passthrough_env
 from ftagent.runners.vllmenv import vllm_available, vllm_python, vllm_serve_argv
 from ftagent.tools.opencompass.backend import ServerCheck
 from ftagent.tools.opencompass.progress import ProgressCallback, safe_call
@@ -43,7 +44,6 @@ POLL_S = 0.5
 STOP_GRACE_S = 15.0
 SERVED_NAME = "ft-model"  # the full model (or the base model, when an adapter is served)
 ADAPTER_NAME = "ft"  # a LoRA adapter; avoid names OpenCompass treats as OpenAI reasoning models (o1 ...)
-_DROPPED_ENV = ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")  # ftagent's own env must not leak into the server's
 
 
 class ServeRequest(BaseModel):
@@ -141,17 +141,15 @@ def _served_names(base_url: str) -> list[str] | None:
 
 
 def stop_process_group(proc: subprocess.Popen, grace: float = STOP_GRACE_S) -> None:
-    """SIGTERM the process group of ``proc``, SIGKILL what is left after ``grace`` seconds."""
-    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 10.0)):
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, sig)
-        try:
-            proc.wait(timeout=wait)
-            break
-        except subprocess.TimeoutExpired:
-            continue
-    with contextlib.suppress(ProcessLookupError, PermissionError):  # workers that outlived the leader
-        os.killpg(proc.pid, signal.SIGKILL)
+    """SIGTERM the process group of ``proc`` (vLLM shuts its workers down), then after ``grace`` seconds
+    kill what is left, descendants that left the group included (:func:`runners.process.kill_tree`)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=grace)
+    kill_tree(proc.pid)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=10.0)
 
 
 def _fail(message: str, log_file: Path, details: dict) -> StepError:
@@ -200,8 +198,10 @@ def model_server(argv: list[str], *, base_url: str, served_name: str, log_file: 
     """
     log_file = Path(log_file)
     log_file.parent.mkdir(parents=True, exist_ok=True)
-    full_env = {k: v for k, v in os.environ.items() if k not in _DROPPED_ENV}
-    full_env.update({"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", **(env or {})})
+    # the runners' safe subset (never a secret, never ftagent's own PYTHONPATH/venv) plus PATH for the
+    # compilers vLLM's kernels may call
+    full_env = {**passthrough_env(), "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+                "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", **(env or {})}
     t0 = time.monotonic()
     with open(log_file, "ab") as out:
         try:
