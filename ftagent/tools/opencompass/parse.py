@@ -13,6 +13,7 @@ import csv
 import json
 import random
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -137,25 +138,26 @@ def _result_files(run: Path, split: str | None) -> list[tuple[str, Path]]:
     return [(name, result) for _, name, result in sorted(found)]
 
 
-def error_samples(run: Path, max_samples: int = 10, seed: int = 0,
-                  split: str | None = None) -> list[dict[str, Any]]:
-    """Up to ``max_samples`` wrong samples ``{dataset, question, gold, model_output}`` (seeded choice)
-    of ``split`` when given (see :func:`split_of`)."""
-    wrong: list[dict[str, Any]] = []
+def _scored(run: Path, split: str | None) -> Iterator[tuple[str, dict[str, Any], dict[str, Any]]]:
+    """``(dataset, detail, prediction record)`` of every scored item of ``split`` (results + predictions)."""
     for name, result in _result_files(run, split):
         data = json.loads(result.read_text(encoding="utf-8"))
         pred_file = run / "predictions" / result.parent.name / result.name
         preds = json.loads(pred_file.read_text(encoding="utf-8")) if pred_file.exists() else {}
         for idx, det in _entries(data.get("details")):
-            if is_correct(det):
-                continue
-            p = preds.get(str(idx), {})
-            wrong.append({
-                "dataset": name,
-                "question": _text(p.get("origin_prompt") or det.get("origin_prompt") or det.get("prompt")),
-                "gold": _text(_first(p.get("gold", det.get("answer", det.get("refr", det.get("references")))))),
-                "model_output": _text(_first(p.get("prediction", det.get("origin_prediction", det.get("pred"))))),
-            })
+            yield name, det, preds.get(str(idx), {})
+
+
+def error_samples(run: Path, max_samples: int = 10, seed: int = 0,
+                  split: str | None = None) -> list[dict[str, Any]]:
+    """Up to ``max_samples`` wrong samples ``{dataset, question, gold, model_output}`` (seeded choice)
+    of ``split`` when given (see :func:`split_of`)."""
+    wrong = [{
+        "dataset": name,
+        "question": _text(p.get("origin_prompt") or det.get("origin_prompt") or det.get("prompt")),
+        "gold": _text(_first(p.get("gold", det.get("answer", det.get("refr", det.get("references")))))),
+        "model_output": _text(_first(p.get("prediction", det.get("origin_prediction", det.get("pred"))))),
+    } for name, det, p in _scored(run, split) if not is_correct(det)]
     if len(wrong) > max_samples:
         wrong = random.Random(seed).sample(wrong, max_samples)
     return wrong
@@ -173,16 +175,12 @@ def prediction_profile(run: Path, split: str | None = None) -> tuple[int, int, d
     """
     items = wrong = 0
     counts: Counter[str] = Counter()
-    for _, result in _result_files(run, split):
-        data = json.loads(result.read_text(encoding="utf-8"))
-        pred_file = run / "predictions" / result.parent.name / result.name
-        preds = json.loads(pred_file.read_text(encoding="utf-8")) if pred_file.exists() else {}
-        for idx, det in _entries(data.get("details")):
-            items += 1
-            wrong += not is_correct(det)
-            pred = _first(det.get("pred", preds.get(str(idx), {}).get("prediction")))
-            text = " ".join(str(pred if pred is not None else "").split())
-            counts[text if len(text) <= PREDICTION_CHARS else text[:PREDICTION_CHARS] + "…"] += 1
+    for _, det, p in _scored(run, split):
+        items += 1
+        wrong += not is_correct(det)
+        pred = _first(det.get("pred", p.get("prediction")))
+        text = " ".join(str(pred if pred is not None else "").split())
+        counts[text if len(text) <= PREDICTION_CHARS else text[:PREDICTION_CHARS] + "…"] += 1
     top = {text: n for text, n in counts.most_common(TOP_PREDICTIONS) if n > 1}
     return items, wrong, top
 
