@@ -48,6 +48,14 @@ def inference_config(model_name: str, gpu_count: int, path: Path | None = None) 
     return merged
 
 
+SAMPLING_BACKENDS = ("vllm", "vllm-server")  # the HF backend always decodes greedily
+
+
+def samples(temperature: float, backend: str) -> bool:
+    """Whether evaluation samples: only a vLLM backend, and only at a temperature above 0."""
+    return float(temperature) > 0 and backend in SAMPLING_BACKENDS
+
+
 def answer_token_limit(benchmark_max: int | None, model_max: int | None) -> int | None:
     """New tokens one answer may have: the smaller of the benchmark's and the model's ``max_out_len``."""
     limits = [int(x) for x in (benchmark_max, model_max) if x]
@@ -58,7 +66,7 @@ def eval_decoding(model_name: str, gpu_count: int, benchmark_max_out_len: int | 
     """How evaluation will generate for ``model_name`` on a benchmark (what the planner is told)."""
     inf = inference_config(model_name, gpu_count)
     temperature = float(inf.get("temperature", 0.0))
-    return EvalDecoding(sampling=temperature > 0 and gpu_count > 0,  # HF (the CPU backend) never samples
+    return EvalDecoding(sampling=samples(temperature, "vllm" if gpu_count > 0 else "hf"),  # vLLM on a GPU
                         temperature=temperature, top_p=float(inf.get("top_p", 1.0)),
                         top_k=int(inf.get("top_k", 1)),
                         max_out_len=answer_token_limit(benchmark_max_out_len, inf.get("max_out_len")),

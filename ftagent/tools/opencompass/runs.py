@@ -33,7 +33,12 @@ from ftagent.runners.vllmenv import vllm_env_path
 from ftagent.tools.opencompass import cache as cache_mod
 from ftagent.tools.opencompass import parse
 from ftagent.tools.opencompass.backend import choose_backend, env_identity, warn_once
-from ftagent.tools.opencompass.inference import answer_token_limit, inference_config
+from ftagent.tools.opencompass.inference import (
+    SAMPLING_BACKENDS,
+    answer_token_limit,
+    inference_config,
+    samples,
+)
 from ftagent.tools.opencompass.merge import is_lora_adapter, merge_command, merge_reasons
 from ftagent.tools.opencompass.progress import (
     DatasetInfo,
@@ -51,7 +56,7 @@ if TYPE_CHECKING:
 
 PACKAGE_ROOT = package_root()  # puts ftagent.tools.opencompass.oc_ext on PYTHONPATH
 SPLITS = ("validation", "test")
-VLLM_LIKE = ("vllm", "vllm-server")  # sample when T > 0; LoRA merge rule of vLLM
+VLLM_LIKE = SAMPLING_BACKENDS  # the vLLM backends share the LoRA merge rule too
 KEY_EXCLUDED = {"path", "adapter_path", "tokenizer_path", "api_base", "served_name"}  # not the model's behaviour
 WarningCallback = Callable[[str], None]
 
@@ -107,7 +112,7 @@ def model_spec(model_path: Path, base_path: Path | None, model_name: str, gpu_co
         max_seq_len=int(inf["max_seq_len"]), max_out_len=int(inf["max_out_len"]),
         batch_size=int(inf.get("cpu_batch_size", 8) if cpu else inf["batch_size"]),
         temperature=float(inf["temperature"]), top_p=float(inf["top_p"]), top_k=int(inf["top_k"]),
-        do_sample=float(inf["temperature"]) > 0 and backend in VLLM_LIKE,
+        do_sample=samples(inf["temperature"], backend),
         tensor_parallel_size=int(inf["tensor_parallel_size"]),
         gpu_memory_utilization=float(inf["gpu_memory_utilization"]), dtype=str(inf["dtype"]),
         max_lora_rank=int(inf.get("max_lora_rank", 64)), enable_thinking=bool(inf["enable_thinking"]),
