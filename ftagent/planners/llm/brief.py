@@ -133,16 +133,6 @@ def _clip_lines(text: str, limit: int) -> str:
     return f"{cut}\n[... {len(text) - len(cut):,} more characters]"
 
 
-def _per_item_prompt(key: str) -> bool:
-    """True when the benchmark builds each prompt itself (its YAML shows a note, not a template)."""
-    try:
-        from ftagent.benchmarks import get_benchmark
-
-        return bool(getattr(getattr(get_benchmark(key), "config", None), "prompt_note", None))
-    except Exception:  # noqa: BLE001 - a plug-in benchmark: treat its prompt as a template
-        return False
-
-
 def model_origin(name: str) -> str:
     """Whether the base model is pretrained: built-in models are randomly initialised."""
     from ftagent.models.builtin import BUILTIN_MODELS, BUILTIN_PREFIX
@@ -280,13 +270,18 @@ def _memory_rows(memory: dict[str, Any], context: int | None) -> list[MemoryRow]
     return rows
 
 
-def _benchmark_spec(key: str) -> Any:
+def _benchmark(key: str) -> Any:
     try:
         from ftagent.benchmarks import get_benchmark
 
-        return get_benchmark(key).spec
+        return get_benchmark(key)
     except Exception:  # noqa: BLE001 - a plug-in benchmark without a spec: the brief says less
         return None
+
+
+def _per_item_prompt(bench: Any) -> bool:
+    """True when the benchmark builds each prompt itself (its YAML shows a note, not a template)."""
+    return bool(getattr(getattr(bench, "config", None), "prompt_note", None))
 
 
 def _dataset_texts(scenario: ScenarioInfo, catalogue: dict[str, Any] | None) -> list[str]:
@@ -303,7 +298,8 @@ def brief_facts(scenario: ScenarioInfo, *, catalogue: dict[str, Any] | None = No
                 force_think_token: bool | None = None) -> BriefFacts:
     """The formatted facts of the brief (see :func:`render_brief`)."""
     model = scenario.model_info
-    spec = _benchmark_spec(scenario.benchmark)
+    bench = _benchmark(scenario.benchmark)
+    spec = getattr(bench, "spec", None)
     context = model.max_position_embeddings
     baseline = scenario.baseline
     metric = scenario.core_metric
@@ -323,7 +319,7 @@ def brief_facts(scenario: ScenarioInfo, *, catalogue: dict[str, Any] | None = No
               if model.num_parameters else "unknown")
     think = getattr(scenario, "force_think_token", False) if force_think_token is None else force_think_token
     memory = scenario.memory or {}
-    per_item = _per_item_prompt(scenario.benchmark)
+    per_item = _per_item_prompt(bench)
     example = validation_example(scenario.file_path, scenario.benchmark,
                                  *((spec.input_columns[0], spec.output_column) if spec and spec.input_columns else ()))
     return BriefFacts(

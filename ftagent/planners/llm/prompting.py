@@ -49,20 +49,24 @@ def time_left(ctx: Any, *, finished: bool = False) -> str:
         index, loop_n = None, None
     if index is not None:
         more = int(loop_n) - index - 1 if loop_n else None
-        if finished:  # feedback: the loop's experiment is over, the advice is for the loops that follow
-            after = "" if more is None else "; it was the last loop (a next step is kept for a resumed session)" if more <= 0 else f"; {more} more loop(s) follow"
-            parts.append(f"- loop {index} (numbered from 0) has just finished{after}")
-        else:
-            after = "" if more is None else "; it is the last loop" if more <= 0 else f"; {more} more loop(s) after it"
-            parts.append(f"- this is loop {index} (numbered from 0){after}")
-        loops = (more if finished else (more or 0) + 1) if more is not None else 0
-        if left is not None and loops > 0:
-            share = left / loops
+        parts.append(_loop_line(index, more, finished))
+        loops = None if more is None else more if finished else more + 1  # the loops still to run
+        if left is not None and loops:
             which = "for each of them" if finished else "per loop, this one included,"
-            parts.append(f"- so about {format_duration(share)} {which} for data processing, "
+            parts.append(f"- so about {format_duration(left / loops)} {which} for data processing, "
                          "training and evaluation together: plan the training to fit in that (the per-run "
                          "limits above are ceilings, not targets)")
     return "\n".join(parts)
+
+
+def _loop_line(index: int, more: int | None, finished: bool) -> str:
+    """Where the session is: this loop (or, for feedback, the loop that has just finished) and what follows."""
+    if finished:
+        after = ("" if more is None else "; it was the last loop (a next step is kept for a resumed session)"
+                 if more <= 0 else f"; {more} more loop(s) follow")
+        return f"- loop {index} (numbered from 0) has just finished{after}"
+    after = "" if more is None else "; it is the last loop" if more <= 0 else f"; {more} more loop(s) after it"
+    return f"- this is loop {index} (numbered from 0){after}"
 
 
 def budgets_part(scenario: ScenarioInfo, ctx: Any, priority: int = 60, *, finished: bool = False) -> Section:
