@@ -7,7 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from ftagent.core.errors import StepFailure
-from ftagent.core.types import Hypothesis
+from ftagent.core.types import AnswerProfile, Hypothesis
 
 Direction = Literal["max", "min"]
 
@@ -25,9 +25,7 @@ class Experiment(BaseModel):
     data_rows: int | None = None  # rows of data.json that training used
     loss_history: list[dict[str, Any]] = Field(default_factory=list)
     error_samples: list[dict[str, Any]] = Field(default_factory=list)  # validation only
-    val_items: int | None = None  # validation items scored, and how many were wrong
-    val_wrong: int | None = None
-    val_top_predictions: dict[str, int] = Field(default_factory=dict)  # validation answers given most often
+    val_answers: AnswerProfile | None = None  # how the model answered the validation split
     val_score: float | None = None
     val_metrics: dict[str, Any] = Field(default_factory=dict)
     test_score: float | None = None  # report only: never shown to a planner

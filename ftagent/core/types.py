@@ -65,6 +65,14 @@ class TrainResult(BaseModel):
     duration_s: float = 0.0
 
 
+class AnswerProfile(BaseModel):
+    """How a model answered one split: scored items, wrong ones, and the answers it gave most often."""
+
+    items: int
+    wrong: int
+    top: dict[str, int] = Field(default_factory=dict)  # answer (as scored, clipped) -> items, repeated ones only
+
+
 class EvalResult(BaseModel):
     """Scores of one model on one split of the target benchmark."""
 
@@ -75,9 +83,7 @@ class EvalResult(BaseModel):
     score: float | None
     metrics: dict[str, Any] = Field(default_factory=dict)  # {dataset: {metric: value}}
     error_samples: list[dict[str, Any]] = Field(default_factory=list)
-    items: int | None = None  # scored items of the split (None: not read)
-    wrong: int | None = None  # of them, scored wrong
-    top_predictions: dict[str, int] = Field(default_factory=dict)  # the answers given most often, when they repeat
+    answers: AnswerProfile | None = None  # how the model answered (None: not read)
     cached: bool = False
     run_dir: str | None = None
     duration_s: float = 0.0

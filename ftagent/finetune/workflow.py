@@ -184,7 +184,7 @@ def experiment_of(loop: FinetuneLoop) -> Experiment:
     val, test = loop.scores.validation, loop.scores.test
     if val is not None:
         exp.val_score, exp.val_metrics, exp.error_samples = val.score, val.metrics, list(val.error_samples)
-        exp.val_items, exp.val_wrong, exp.val_top_predictions = val.items, val.wrong, dict(val.top_predictions)
+        exp.val_answers = val.answers
     if test is not None:
         exp.test_score = test.score
     if exp.failure is None and exp.val_score is None and loop.model is not None:

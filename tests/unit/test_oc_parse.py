@@ -78,6 +78,7 @@ def test_cache_roundtrip_and_key_sensitivity(tmp_path):
 def test_prediction_profile_shows_a_collapsed_model():
     """The fixture's model printed only newlines: every scored answer is the same empty string."""
     run = parse.latest_run(FIX / "list_layout")
-    assert parse.prediction_profile(run) == (20, 20, {"": 20})
-    items, wrong, _ = parse.prediction_profile(parse.latest_run(FIX / "dict_layout"))
-    assert (items, wrong) == (20, 18)
+    profile = parse.prediction_profile(run)
+    assert (profile.items, profile.wrong, profile.top) == (20, 20, {"": 20})
+    other = parse.prediction_profile(parse.latest_run(FIX / "dict_layout"))
+    assert (other.items, other.wrong) == (20, 18)

@@ -21,7 +21,7 @@ from ftagent.core.errors import ErrorType, StepFailure
 from ftagent.core.hardware import GPUInfo, HardwareInfo
 from ftagent.core.settings import FTSettings, LLMSettings, PathSettings, Settings
 from ftagent.core.trace import Experiment, Trace
-from ftagent.core.types import EvalResult, Hypothesis, ModelInfo, ScenarioInfo, TimeLimits
+from ftagent.core.types import AnswerProfile, EvalResult, Hypothesis, ModelInfo, ScenarioInfo, TimeLimits
 from ftagent.datasets.catalogue import build_catalogue
 from ftagent.datasets.prepare import prepare_dataset
 from ftagent.planners.llm import brief
@@ -536,8 +536,8 @@ def test_feedback_shows_the_answer_profile():
     from ftagent.planners.llm.feedback import answer_profile
     from ftagent.planners.llm.view import PlannerExperiment
 
-    exp = PlannerExperiment(loop=0, val_score=60.0, val_items=40, val_wrong=16,
-                            val_top_predictions={"Final Answer: No": 40})
+    exp = PlannerExperiment(loop=0, val_score=60.0,
+                            val_answers=AnswerProfile(items=40, wrong=16, top={"Final Answer: No": 40}))
     text = answer_profile(exp)
     assert "16 of the 40 validation items were scored wrong" in text
     assert '"Final Answer: No" × 40' in text and "collapsed to one output" in text

@@ -141,8 +141,8 @@ def feedback_messages(scenario: ScenarioInfo, settings: Any, experiment: Experim
         samples = exp.error_samples[:MAX_ERROR_SAMPLES]
         if samples:
             body = "\n".join("- " + clip(json.dumps(x, ensure_ascii=False, default=str), 600) for x in samples)
-            count = (f"{len(samples)} of the {exp.val_wrong} wrong items, chosen at random. "
-                     if exp.val_wrong and exp.val_wrong > len(samples) else "")
+            wrong = exp.val_answers.wrong if exp.val_answers else 0
+            count = f"{len(samples)} of the {wrong} wrong items, chosen at random. " if wrong > len(samples) else ""
             body = (f"{count}The prompts as OpenCompass records them (e.g. `HUMAN: ...`); the model received each "
                     "through its chat template, exactly as in training.\n" + body)
             sections.append(text_part("errors", "Some validation items the model got wrong", body, 65, level=2))
@@ -158,14 +158,14 @@ def feedback_messages(scenario: ScenarioInfo, settings: Any, experiment: Experim
 
 def answer_profile(exp: Any) -> str:
     """Wrong items out of all, and the answers given most often (a constant answer is a collapse)."""
-    lines = []
-    if exp.val_items:
-        lines.append(f"- {exp.val_wrong} of the {exp.val_items} validation items were scored wrong")
-    if exp.val_top_predictions and exp.val_items:
+    answers = exp.val_answers
+    if answers is None:
+        return ""
+    lines = [f"- {answers.wrong} of the {answers.items} validation items were scored wrong"]
+    if answers.top:
         top = "; ".join(f"{json.dumps(text, ensure_ascii=False)}{' (empty)' if not text else ''} × {n}"
-                        for text, n in exp.val_top_predictions.items())
+                        for text, n in answers.top.items())
         lines.append(f"- answers given more than once (as scored), most frequent first: {top}")
-        first = next(iter(exp.val_top_predictions.values()))
-        if first >= 0.9 * exp.val_items:
+        if next(iter(answers.top.values())) >= 0.9 * answers.items:
             lines.append("- nearly every item got the same answer: the model has collapsed to one output")
     return "\n".join(lines)

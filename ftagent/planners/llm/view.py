@@ -9,7 +9,7 @@ from pydantic import BaseModel
 
 from ftagent.core.errors import StepFailure
 from ftagent.core.trace import Trace
-from ftagent.core.types import Hypothesis
+from ftagent.core.types import AnswerProfile, Hypothesis
 
 
 class PlannerExperiment(BaseModel):
@@ -25,9 +25,7 @@ class PlannerExperiment(BaseModel):
     data_rows: int | None = None
     loss_history: list[dict[str, Any]] = []
     error_samples: list[dict[str, Any]] = []
-    val_items: int | None = None
-    val_wrong: int | None = None
-    val_top_predictions: dict[str, int] = {}
+    val_answers: AnswerProfile | None = None
     val_score: float | None = None
     val_metrics: dict[str, Any] = {}
     decision: bool = False

@@ -17,6 +17,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from ftagent.core.types import AnswerProfile
+
 MAX_FIELD = 600
 _TRUE = {"A", "CORRECT", "TRUE", "YES", "1"}
 SKIP_COLS = {"dataset", "version", "metric", "mode"}
@@ -167,9 +169,10 @@ TOP_PREDICTIONS = 5
 PREDICTION_CHARS = 60
 
 
-def prediction_profile(run: Path, split: str | None = None) -> tuple[int, int, dict[str, int]]:
-    """``(items, wrong, top)`` of ``split``: scored items, wrong ones, and the predictions (as scored,
-    whitespace collapsed, clipped) given most often, only those given more than once.
+def prediction_profile(run: Path, split: str | None = None) -> AnswerProfile | None:
+    """How the model answered ``split``: scored items, wrong ones, and the predictions (as scored,
+    whitespace collapsed, clipped) given most often, only those given more than once; None without
+    scored items.
 
     A model that answers everything the same way (a constant "No") shows up here at once.
     """
@@ -182,7 +185,7 @@ def prediction_profile(run: Path, split: str | None = None) -> tuple[int, int, d
         text = " ".join(str(pred if pred is not None else "").split())
         counts[text if len(text) <= PREDICTION_CHARS else text[:PREDICTION_CHARS] + "…"] += 1
     top = {text: n for text, n in counts.most_common(TOP_PREDICTIONS) if n > 1}
-    return items, wrong, top
+    return AnswerProfile(items=items, wrong=wrong, top=top) if items else None
 
 
 def read_predictions(run: Path, split: str | None = None) -> dict[str, dict[str, Any]]:

@@ -211,11 +211,10 @@ def _merge(adapter: Path, base: Path | None, out: Path, runner: Runner, timeout:
 def _result(run: Path, split: str, spec: Any, benchmark: str, duration: float, one_split: bool) -> EvalResult:
     which = None if one_split else split
     metrics = parse.read_metrics(run, which)
-    items, wrong, top = parse.prediction_profile(run, which)
     return EvalResult(benchmark=benchmark, split=split, core_metric=spec.core_metric,  # type: ignore[arg-type]
                       direction=spec.direction, score=parse.core_score(metrics, spec.core_metric),
                       metrics=metrics, error_samples=parse.error_samples(run, split=which), run_dir=str(run),
-                      duration_s=duration, items=items or None, wrong=wrong if items else None, top_predictions=top)
+                      duration_s=duration, answers=parse.prediction_profile(run, which))
 
 
 def evaluate_splits_of_path(
