@@ -10,7 +10,7 @@ export OMP_NUM_THREADS ?= 1
 # the tool env that `make tools` (ftagent env setup) creates with the default FT_FILE_PATH
 export FT_TOOLS_ENV ?= $(CURDIR)/git_ignore_folder/finetune_files/envs/tools
 
-.PHONY: dev tools demo test test-unit test-integration test-gpu gpu-check lint ui bench clean
+.PHONY: dev tools demo test test-unit test-integration test-gpu gpu-check lint ui bench parity clean
 
 $(BIN)/ftagent: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -35,6 +35,9 @@ test-unit: dev
 
 test-integration: tools
 	$(BIN)/python -m pytest tests/integration -q -rs
+
+parity: tools  ## ftagent vs stock OpenCompass / the official scorers on the same outputs (tests/parity)
+	$(BIN)/python -m pytest tests/parity -q -rs
 
 test-gpu: dev
 	$(BIN)/python -m pytest tests/gpu -q -rs
