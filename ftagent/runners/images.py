@@ -36,6 +36,7 @@ from pydantic import BaseModel, Field
 
 from ftagent.core.errors import EnvironmentFailure
 from ftagent.core.paths import config_file, docker_dir
+from ftagent.runners.heartbeat import Heartbeat
 from ftagent.runners.toolenv import TORCH_PIN, TORCHVISION_PIN, cpu_fix_script
 
 Flavour = Literal["cpu", "gpu"]
@@ -301,6 +302,7 @@ def build_image(
     log_file: Path | None = None,
     on_line: Callable[[str], None] | None = None,
     on_step: Callable[[BuildStep], None] | None = None,
+    on_heartbeat: Callable[[str], None] | None = None,
 ) -> BuildResult:
     """Build the image of ``spec`` unless the engine already has its tag.
 
@@ -312,6 +314,8 @@ def build_image(
         log_file: the full build log (appended).
         on_line: called with every log line as it arrives.
         on_step: called when the builder starts a Dockerfile step.
+        on_heartbeat: called at least every 10 s while the build prints nothing (a quiet ``RUN pip
+            install`` takes minutes), with the elapsed time and the current step.
 
     Raises:
         ImageBuildError: the build failed (the message names the step and the log file).
@@ -333,7 +337,9 @@ def build_image(
                                       forcerm=True, decode=True, network_mode=network_mode, pull=False,
                                       labels={LABEL_HASH: spec.content_hash(), "org.ftagent.flavour": spec.flavour,
                                               "org.ftagent.base-image": spec.base_image})
-            image_id = _consume(stream, spec, log_file, on_line or (lambda _l: None), on_step or (lambda _s: None))
+            with Heartbeat(f"building {tag}", on_heartbeat or (lambda _m: None)) as beat:
+                image_id = _consume(stream, spec, log_file, on_line or (lambda _l: None),
+                                    on_step or (lambda _s: None), beat.touch)
         client.api.tag(image_id, IMAGE_REPO, spec.alias.split(":")[1])
     image = client.images.get(tag)
     return BuildResult(tag=tag, image_id=image_id, size_bytes=int(image.attrs.get("Size", 0)),
@@ -346,7 +352,7 @@ def _present(client, tag: str, start: float, log_file: Path | None) -> BuildResu
                        duration_s=time.monotonic() - start, skipped=True, log_file=log_file)
 
 
-def _consume(stream, spec: ImageSpec, log_file: Path | None, on_line, on_step) -> str:
+def _consume(stream, spec: ImageSpec, log_file: Path | None, on_line, on_step, touch=lambda _d: None) -> str:
     """Follow the build stream; return the image id or raise naming the failing step."""
     step: BuildStep | None = None
     tail: list[str] = []
@@ -370,6 +376,7 @@ def _consume(stream, spec: ImageSpec, log_file: Path | None, on_line, on_step) -
                 if found:
                     step = found
                     on_step(found)
+                touch(f"step {step.number}/{step.total}: {step.instruction[:80]}" if step else "")
                 on_line(line)
     finally:
         if fh:

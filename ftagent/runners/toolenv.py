@@ -35,6 +35,7 @@ from pydantic import BaseModel, Field
 
 from ftagent.core.errors import EnvironmentFailure
 from ftagent.core.paths import config_file
+from ftagent.runners.heartbeat import Heartbeat, latest_pip_line
 
 TORCH_PIN = "torch==2.13.0"
 TORCHVISION_PIN = "torchvision==0.28.0"
@@ -193,13 +194,17 @@ def _pip_env() -> dict[str, str]:
     return env
 
 
-def _run_step(argv: list[str], what: str, log: Path, timeout: float) -> None:
+def _run_step(argv: list[str], what: str, log: Path, timeout: float,
+              say: Callable[[str], None] | None = None) -> None:
     with open(log, "a", encoding="utf-8") as fh:
         fh.write(f"\n$ {' '.join(argv)}\n")
         fh.flush()
+        offset = fh.tell()
         try:
-            proc = subprocess.run(argv, stdout=fh, stderr=subprocess.STDOUT, timeout=timeout,
-                                  env=_pip_env(), check=False)
+            # pip is quiet for minutes at a time: a heartbeat with its latest line at least every 10 s
+            with Heartbeat(what, say or (lambda _m: None), detail=lambda: latest_pip_line(log, offset)):
+                proc = subprocess.run(argv, stdout=fh, stderr=subprocess.STDOUT, timeout=timeout,
+                                      env=_pip_env(), check=False)
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise EnvironmentFailure(f"{what} failed: {exc} (log: {log})") from exc
     if proc.returncode != 0:
@@ -217,11 +222,11 @@ def install_venv(env_path: Path, steps: list[tuple[str, list[str]]], *, base_pyt
     log = env_path / SETUP_LOG
     if not tools_python(env_path).exists():
         say(f"creating venv {env_path}")
-        _run_step([base_python, "-m", "venv", str(env_path)], "python -m venv", log, step_timeout)
+        _run_step([base_python, "-m", "venv", str(env_path)], "python -m venv", log, step_timeout, say)
     pip = pip_cmd or [str(tools_python(env_path)), "-m", "pip"]
     for what, args in steps:
         say(what)
-        _run_step([*pip, *args], what, log, step_timeout)
+        _run_step([*pip, *args], what, log, step_timeout, say)
     return log
 
 
@@ -266,7 +271,7 @@ def setup_tools_env(
                        step_timeout=step_timeout, say=say)
     if not gpu:
         say("CPU fix: remove torchvision, neutralise torchaudio")
-        _run_step([str(tools_python(env_path)), "-c", cpu_fix_script()], "CPU fix", log, step_timeout)
+        _run_step([str(tools_python(env_path)), "-c", cpu_fix_script()], "CPU fix", log, step_timeout, say)
     report = ToolEnvReport(path=env_path, exists=True)
     if verify:
         say("verifying imports")
