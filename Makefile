@@ -10,7 +10,7 @@ export OMP_NUM_THREADS ?= 1
 # the tool env that `make tools` (ftagent env setup) creates with the default FT_FILE_PATH
 export FT_TOOLS_ENV ?= $(CURDIR)/git_ignore_folder/finetune_files/envs/tools
 
-.PHONY: dev tools demo test test-unit test-integration test-gpu gpu-check lint ui bench parity clean
+.PHONY: dev system tools demo test test-unit test-integration test-gpu gpu-check lint ui bench parity clean
 
 $(BIN)/ftagent: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -21,14 +21,17 @@ $(BIN)/ftagent: pyproject.toml
 dev: $(BIN)/ftagent  ## install ftagent (editable) with the dev and ray extras into .venv
 	@command -v bwrap >/dev/null 2>&1 || echo "NOTE: bubblewrap is missing; the LLM planner refuses to run generated code unconfined (local/conda runners). Install it: sudo apt-get install bubblewrap (or use FT_ENV_TYPE=docker)"
 
+system:  ## the system packages the suite uses (tmux, jq, bubblewrap, chromium): apt-get as root, else says what is missing
+	@bash .ci/system-packages.sh
+
 tools: dev  ## create the local tool environment (LLaMA-Factory + OpenCompass, CPU torch)
 	$(BIN)/ftagent env setup
 
-demo: tools  ## offline demo: tiny model, demo_add, heuristic planner, 3 loops
+demo: tools system  ## offline demo: tiny model, demo_add, heuristic planner, 3 loops
 	$(BIN)/ftagent demo
 
-test: tools  ## the full suite: unit + integration (+ gpu, skipped without a GPU)
-	$(BIN)/python -m pytest tests -q -rs
+test: tools system  ## the full suite, as CI runs it: unit + parity + integration (+ Docker where an engine can run, gpu skipped without a GPU)
+	bash .ci/with-docker.sh $(BIN)/python -m pytest tests -q -rs
 
 test-unit: dev
 	$(BIN)/python -m pytest tests/unit -q
