@@ -61,6 +61,23 @@ def to_alpaca(dataset_dir, limit=None, seed=0):
     import re
     from pathlib import Path
 
+    def decode_cot(cot):
+        # struct_cot is a JSON-encoded string, sometimes encoded twice and wrapped in a ```json
+        # fence: decode until it is plain text or an object, so the target is not escaped JSON
+        for _ in range(4):
+            if not isinstance(cot, str):
+                break
+            text = cot.strip()
+            fenced = re.fullmatch(r"```(?:json)?\s*(.*?)\s*```", text, re.DOTALL)
+            text = fenced.group(1) if fenced else text
+            if text[:1] not in ('"', "{", "["):
+                return text
+            try:
+                cot = json.loads(text)
+            except ValueError:
+                return text
+        return cot.strip() if isinstance(cot, str) else json.dumps(cot, ensure_ascii=False, indent=2)
+
     def answer_key(query):
         named = re.search(r"\bkeys?\s+[\"'`]?([A-Za-z][\w ]*?)[\"'`]?(?:[.,;:]|\s*$)", query)
         template = re.search(r'\{\s*"([^"]+)"\s*:', query)
@@ -71,7 +88,7 @@ def to_alpaca(dataset_dir, limit=None, seed=0):
     for path in sorted((Path(dataset_dir) / "chemcotbench-cot").rglob("*.json")):
         for rec in json.loads(path.read_text(encoding="utf-8")):
             query = (rec.get("query") or "").strip()
-            cot = (rec.get("struct_cot") or rec.get("raw_cot") or "").strip()
+            cot = decode_cot(rec.get("struct_cot") or rec.get("raw_cot") or "")
             if not query or not cot:
                 continue
             meta = rec.get("meta") or {}

@@ -54,7 +54,7 @@ def test_scaffold_edit_reaction_by_hand():
     m = cc.reaction_metrics("fs", ['{"Major Product": "O=C(OCC)C"}', "garbage"], [fs[0]["answer"]] * 2)
     assert m["exact_match"] == 50.0 and m["validity"] == 50.0
     assert cc.reaction_metrics("mechsel", ['{"choice": "B) SN2"}'], ["B"])["accuracy"] == 100.0
-    assert cc.reaction_metrics("rcr", ['{"condition": " pd/c "}'], ["Pd/C"])["exact_match"] == 100.0
+    assert cc.reaction_metrics("rcr", ['{"SMILES": "CN(C)C=O"}'], ["CN(C)C=O"])["exact_match"] == 100.0
 
 
 @needs_rdkit

@@ -1,39 +1,42 @@
 """RDKit helpers for ChemCoTBench (RDKit imported lazily; every function is safe on bad SMILES).
 
-Functional-group SMARTS are our own patterns for the ~20 group names the benchmark uses.
+Functional-group SMARTS are the benchmark's own table (``GROUP_TO_SMARTS`` and ``mol_prop`` in
+IDEA-XL/ChemCoTBench ``baseline_and_eval/eval/eval_moledit.py`` @ ac04f91): the edit checks count
+matches of exactly these patterns, so a different pattern gives a different verdict on the same
+molecule.
 """
 
 from __future__ import annotations
 
 import functools
+import os
+import sys
 from collections.abc import Callable
 from typing import Any
 
 GROUP_SMARTS = {
-    "benzene": "c1ccccc1",
-    "hydroxyl": "[OX2H][#6;!$(C=O)]",
-    "aldehyde": "[CX3H1](=O)[#6,#1]",
+    "benzene": "[cR1]1[cR1][cR1][cR1][cR1][cR1]1",
+    "benzene_ring": "[cR1]1[cR1][cR1][cR1][cR1][cR1]1",
+    "hydroxyl": "[OX2H]",  # phenol, alcohol and the OH of carboxylic acids alike
+    "aldehyde": "[CX3H1](=O)[#6]",
     "ketone": "[#6][CX3](=O)[#6]",
     "carboxyl": "[CX3](=O)[OX2H1]",
     "ester": "[#6][CX3](=O)[OX2H0][#6]",
-    "anhydride": "[CX3](=O)[OX2][CX3](=O)",
-    "amine": "[NX3;!$(N-C=[O,S,N]);!$(N-S(=O)=O);!$(N-[N,O]);!$(N-a:n)]",
-    "amide": "[NX3][CX3](=[OX1])",
-    "nitro": "[$([NX3](=O)=O),$([NX3+](=O)[O-])]",
+    "anhydride": "[CX3](=[OX1])[OX2][CX3](=[OX1])",
+    "amine": "[NX3;H2,H1;!$(NC=O)]",
+    "amide": "[NX3][CX3](=[OX1])[#6]",
+    "nitro": "[$([NX3](=O)=O),$([NX3+](=O)[O-])][!#8]",
     "halo": "[F,Cl,Br,I]",
-    "thiol": "[SX2H]",
-    "thioether": "[#6][SX2][#6]",
-    "sulfide": "[#6][SX2][#6]",
-    "disulfide": "[SX2][SX2]",
-    "sulfoxide": "[#6][SX3](=O)[#6]",
-    "sulfone": "[#6][SX4](=O)(=O)[#6]",
-    "nitrile": "[CX2]#[NX1]",
+    "thiol": "[#16X2H]",
+    "thioether": "[SX2][CX4]",
+    "disulfide": "[#16X2H0][#16X2H0]",
+    "sulfoxide": "[$([#16X3]=[OX1]),$([#16X3+][OX1-])]",
+    "sulfone": "[$([#16X4](=[OX1])=[OX1]),$([#16X4+2]([OX1-])[OX1-])]",
+    "sulfide": "[#16X2H0]",  # minus the disulfide matches (see group_count)
+    "nitrile": "[NX1]#[CX2]",
     "borane": "[BX3]",
-    "ether": "[OD2;!$(OC=O)]([#6])[#6]",
-    "alkene": "[CX3]=[CX3]",
-    "alkyne": "[CX2]#[CX2]",
 }
-_ALIASES = {"benzene_ring": "benzene", "phenyl": "benzene", "hydroxy": "hydroxyl", "alcohol": "hydroxyl",
+_ALIASES = {"phenyl": "benzene", "hydroxy": "hydroxyl", "alcohol": "hydroxyl",
             "carboxylic_acid": "carboxyl", "halogen": "halo", "halide": "halo", "cyano": "nitrile",
             "amino": "amine", "sulfhydryl": "thiol"}
 
@@ -70,14 +73,20 @@ def mol(smiles: str | None) -> Any:
         return None
 
 
-def canonical(smiles: str | None) -> str | None:
-    """Canonical SMILES, or ``None`` when invalid."""
+def canonical(smiles: str | None, isomeric: bool = True) -> str | None:
+    """Canonical SMILES (without stereo marks when ``isomeric=False``), or ``None`` when invalid."""
     m = mol(smiles)
-    return None if m is None else _rdkit().MolToSmiles(m)
+    return None if m is None else _rdkit().MolToSmiles(m, isomericSmiles=isomeric)
 
 
-def same_molecule(a: str | None, b: str | None) -> bool:
-    """Both parse and have the same InChI (canonical SMILES when InChI is unavailable)."""
+def same_molecule(a: str | None, b: str | None, isomeric: bool = True) -> bool:
+    """Both parse and have the same InChI (canonical SMILES when InChI is unavailable).
+
+    ``isomeric=False`` compares the molecules without stereochemistry, as the benchmark's reaction
+    scorer does (it canonicalises with ``isomericSmiles=False`` before taking the InChI).
+    """
+    if not isomeric:
+        a, b = canonical(a, isomeric=False), canonical(b, isomeric=False)
     ma, mb = mol(a), mol(b)
     if ma is None or mb is None:
         return False
@@ -118,8 +127,11 @@ def group_count(smiles: str | None, group: str | None) -> int | None:
     m, key = mol(smiles), group_key(group)
     if m is None or key is None:
         return None
-    patt = _rdkit().MolFromSmarts(GROUP_SMARTS[key])
-    return len(m.GetSubstructMatches(patt))
+    Chem = _rdkit()
+    count = len(m.GetSubstructMatches(Chem.MolFromSmarts(GROUP_SMARTS[key])))
+    if key == "sulfide":  # the benchmark's sulfide count excludes disulfide S-S pairs
+        count -= len(m.GetSubstructMatches(Chem.MolFromSmarts(GROUP_SMARTS["disulfide"])))
+    return count
 
 
 def edit_correct(subtask: str, source: str | None, target: str | None, group_a: str | None,
@@ -145,19 +157,50 @@ def esol(smiles: str) -> float | None:
         return None
     from rdkit.Chem import Crippen, Descriptors, Lipinski  # noqa: PLC0415
 
-    heavy = m.GetNumHeavyAtoms() or 1
-    aromatic = sum(a.GetIsAromatic() for a in m.GetAtoms()) / heavy
+    aromatic = sum(a.GetIsAromatic() for a in m.GetAtoms()) / (m.GetNumAtoms() or 1)
     return (0.26121 - 0.74167 * Crippen.MolLogP(m) - 0.0066139 * Descriptors.MolWt(m)
             + 0.0034515 * Lipinski.NumRotatableBonds(m) - 0.42625 * aromatic)
 
 
-def _logp(smiles: str) -> float | None:
+# ZINC-250k normalisation constants of penalised logP (PyTDC ``penalized_logp``, the benchmark's
+# ``Oracle(name="logp")``).
+_PLOGP = {"logp": (2.4570953396190123, 1.434324401111988), "sa": (-3.0525811293166134, 0.8335207024513095),
+          "cycle": (-0.0485696876403053, 0.2860212110245455)}
+
+
+@functools.lru_cache(maxsize=1)
+def _sascorer() -> Any:
+    """RDKit's Contrib SA_Score module (Ertl & Schuffenhauer; shipped in the rdkit wheel)."""
+    from rdkit.Chem import RDConfig  # noqa: PLC0415
+
+    path = os.path.join(RDConfig.RDContribDir, "SA_Score")
+    if path not in sys.path:
+        sys.path.append(path)
+    import sascorer  # noqa: PLC0415 - lives in RDKit's Contrib folder
+
+    return sascorer
+
+
+def _largest_cycle(m: Any) -> int:
+    """Largest cycle of the molecule's cycle basis (networkx, as PyTDC); RDKit's SSSR without it."""
+    try:
+        import networkx as nx  # noqa: PLC0415 - optional; torch brings it into the tool env
+    except ImportError:
+        return max((len(r) for r in m.GetRingInfo().AtomRings()), default=0)
+    cycles = nx.cycle_basis(nx.Graph(_rdkit().rdmolops.GetAdjacencyMatrix(m)))
+    return max((len(c) for c in cycles), default=0)
+
+
+def penalized_logp(smiles: str | None) -> float | None:
+    """Penalised logP as PyTDC computes it: z-scored Crippen logP − SA score − (largest ring − 6)."""
     m = mol(smiles)
     if m is None:
         return None
-    from rdkit.Chem import Crippen  # noqa: PLC0415
+    from rdkit.Chem import Descriptors  # noqa: PLC0415
 
-    return float(Crippen.MolLogP(m))
+    parts = {"logp": Descriptors.MolLogP(m), "sa": -_sascorer().calculateScore(m),
+             "cycle": -max(_largest_cycle(m) - 6, 0)}
+    return float(sum((value - _PLOGP[k][0]) / _PLOGP[k][1] for k, value in parts.items()))
 
 
 def _qed(smiles: str) -> float | None:
@@ -170,13 +213,16 @@ def _qed(smiles: str) -> float | None:
 
 
 def property_oracle(subtask: str) -> Callable[[str], float | None] | None:
-    """An offline oracle for ``logp``/``qed``/``solubility``; ``None`` for drd/gsk/jnk."""
-    return {"logp": _logp, "qed": _qed, "solubility": esol}.get(subtask)
+    """An offline oracle for ``logp`` (penalised logP, as PyTDC's ``logp``), ``qed`` and ``solubility``
+    (ESOL); ``None`` for drd/gsk/jnk (PyTDC classifiers whose model files are downloads)."""
+    return {"logp": penalized_logp, "qed": _qed, "solubility": esol}.get(subtask)
 
 
 def scaffold_similarity(a: str, b: str) -> tuple[bool, float]:
-    """(identical Murcko scaffolds, soft score): soft is 1.0 when identical, else the Morgan (r2,
-    1024 bits) Tanimoto of the two scaffolds (0.0 when a scaffold is empty)."""
+    """(identical Murcko scaffolds, soft score) as the benchmark's ``scaffold_consistency``: soft is
+    1.0 when identical, else the Morgan (r2, 1024 bits) Tanimoto of the two scaffolds when they share
+    a maximum common substructure, else 0.0 (also when a scaffold is empty)."""
+    from rdkit.Chem import rdFMCS  # noqa: PLC0415
     from rdkit.Chem.Scaffolds import MurckoScaffold  # noqa: PLC0415
 
     try:
@@ -186,6 +232,6 @@ def scaffold_similarity(a: str, b: str) -> tuple[bool, float]:
         return False, 0.0
     if sa == sb:
         return True, 1.0
-    if not sa or not sb:
+    if not sa or not sb or rdFMCS.FindMCS([mol(sa), mol(sb)]).numAtoms == 0:
         return False, 0.0
     return False, tanimoto(sa, sb, radius=2, n_bits=1024)

@@ -47,12 +47,15 @@ _KEYS = {
     "equivalence": ("output", "answer"), "ring_system_scaffold": ("output", "answer"),
     "Murcko_scaffold": ("Output Scaffold", "output", "answer"),
     "mechsel": ("choice", "answer"), "fs": ("Major Product", "output", "answer"),
-    "retro": ("Reactants", "output", "answer"), "rcr": ("condition", "answer"), "nepp": ("output", "answer"),
+    # rcr and nepp: the keys the real queries ask for ({"SMILES": str}, {"pred_smi": str})
+    "retro": ("Reactants", "output", "answer"), "rcr": ("SMILES", "answer"), "nepp": ("pred_smi", "output", "answer"),
 }
 _EDIT_KEYS = ("output", "answer")
 _OPT_KEYS = ("Final Target Molecule", "Final_Target_Molecule", "output", "answer")
 _SMILES_TOKEN = re.compile(r"[A-Za-z0-9@\[\]()=#+\-./\\%]{5,}")
 _SOURCE_RE = re.compile(r"(?:Input Molecule|Molecule SMILES|Source Molecule)\s*:\s*([^\s,;]+)")
+# ether0-style answers (the official model logs): <|think_start|>…<|think_end|><|answer_start|>…<|answer_end|>
+_ANSWER_TAG = re.compile(r"<\|answer_start\|>(.*?)<\|answer_end\|>", re.DOTALL)
 
 
 def task_of(subtask: str) -> str:
@@ -78,7 +81,8 @@ def normalise_item(row: dict[str, Any]) -> dict[str, Any]:
         item["group_b"] = item["meta"].get("removed_group") if sub == "sub" else None
     if task in ("mol_edit", "mol_opt"):
         m = _SOURCE_RE.search(item.get("query") or "")
-        item["source_smiles"] = m.group(1) if m else item["meta"].get("source", item["meta"].get("src"))
+        # every real query ends "Source Molecule: <SMILES>." - the sentence's period is not SMILES
+        item["source_smiles"] = m.group(1).rstrip(".") if m else item["meta"].get("source", item["meta"].get("src"))
     item["answer"] = "" if answer is None else str(answer)
     return item
 
@@ -121,6 +125,10 @@ def extract_answer(text: str | None, subtask: str) -> str | None:
     text = strip_think(text)
     task = task_of(subtask)
     keys = _EDIT_KEYS if task == "mol_edit" else _OPT_KEYS if task == "mol_opt" else _KEYS[subtask]
+    tag = _ANSWER_TAG.search(text)
+    if tag:  # the answer span of a tagged answer (its JSON if it holds one, else the span itself)
+        body = tag.group(1).strip().removesuffix("</answer>").strip()
+        return _from_json(body, keys) or body or None
     found = _from_json(text, keys)
     if found is not None:
         return found
@@ -145,7 +153,8 @@ def _yes_no(value: str | None) -> str:
 def mol_und_metrics(subtask: str, predictions: Sequence[str], references: Sequence[str]) -> dict[str, Any]:
     """fg_count/ring_count: ``accuracy`` (exact count) + ``mae`` (unparseable counts as 0);
     equivalence/ring_system_scaffold: Yes/No ``accuracy``; Murcko_scaffold: ``scaffold_hard``
-    (% canonical-SMILES identity) + ``tanimoto`` (Morgan r2/1024, ×100, invalid → 0) via RDKit."""
+    (% same molecule as the gold scaffold), ``scaffold_soft`` (the benchmark's score: mean scaffold
+    consistency of gold and prediction ×100) and ``tanimoto`` (Morgan r2/1024, ×100, invalid → 0)."""
     preds = [extract_answer(t, subtask) for t in predictions]
     n = len(preds)
     if subtask in ("fg_count", "ring_count"):
@@ -161,7 +170,10 @@ def mol_und_metrics(subtask: str, predictions: Sequence[str], references: Sequen
         return unavailable({"scaffold_hard": None, "tanimoto": None}, chem.missing_reason())
     hard = sum(chem.same_molecule(p, r) for p, r in zip(preds, references, strict=True))
     sims = [chem.tanimoto(p, r, radius=2, n_bits=1024) for p, r in zip(preds, references, strict=True)]
-    return {"scaffold_hard": pct(hard, n), "tanimoto": 100 * mean(sims),
+    # the benchmark's own Murcko score: scaffold consistency of the gold and predicted scaffolds
+    soft = [chem.scaffold_similarity(r, p)[1] if chem.mol(p) is not None else 0.0
+            for p, r in zip(preds, references, strict=True)]
+    return {"scaffold_hard": pct(hard, n), "scaffold_soft": 100 * mean(soft), "tanimoto": 100 * mean(sims),
             "valid_rate": pct(sum(chem.mol(p) is not None for p in preds), n)}
 
 
@@ -222,15 +234,25 @@ def mol_opt_metrics(subtask: str, predictions: Sequence[str], items: Sequence[di
             "valid_smiles_rate": pct(valid, n), "scaffold_hard": pct(hard, n), "scaffold_soft": 100 * mean(soft)}
 
 
+def _condition_smiles(pred: str | None) -> str | None:
+    """rcr: the condition part of an answer written as a reaction (as the benchmark's RCR scorer):
+    ``a>>b`` → ``a``, ``a>b>c`` → ``b``."""
+    if pred and ">>" in pred:
+        return pred.split(">>")[0]
+    if pred and ">" in pred:
+        return pred.split(">")[1]
+    return pred
+
+
 def reaction_metrics(subtask: str, predictions: Sequence[str], references: Sequence[str]) -> dict[str, Any]:
-    """fs/retro/nepp: ``exact_match`` (same molecule: InChI/canonical SMILES with RDKit, else plain
-    string equality with ``status="degraded"``) + ``validity``; rcr: case-insensitive
-    ``exact_match``; mechsel: first capital letter ``accuracy``."""
+    """fs/retro/rcr/nepp: ``exact_match`` (same molecule without stereochemistry: InChI of the
+    non-isomeric canonical SMILES, as the benchmark's ``MoleculeSMILESEvaluator``; plain string
+    equality with ``status="degraded"`` without RDKit) + ``validity``; rcr reads the condition part
+    of a reaction-style answer first; mechsel: first capital letter ``accuracy``."""
     preds = [extract_answer(t, subtask) for t in predictions]
-    n = len(preds)
     if subtask == "rcr":
-        hits = sum(p is not None and p.strip().lower() == r.strip().lower() for p, r in zip(preds, references, strict=True))
-        return {"exact_match": pct(hits, n)}
+        preds = [_condition_smiles(p) for p in preds]
+    n = len(preds)
     if subtask == "mechsel":
         def cap(s: str | None) -> str | None:
             m = re.search(r"[A-Z]", s or "")
@@ -241,7 +263,7 @@ def reaction_metrics(subtask: str, predictions: Sequence[str], references: Seque
         hits = sum(p is not None and p.strip() == r.strip() for p, r in zip(preds, references, strict=True))
         return unavailable({"exact_match": pct(hits, n), "validity": None},
                            chem.missing_reason() + "; exact_match is plain string equality", "degraded")
-    hits = sum(chem.same_molecule(p, r) for p, r in zip(preds, references, strict=True))
+    hits = sum(chem.same_molecule(p, r, isomeric=False) for p, r in zip(preds, references, strict=True))
     return {"exact_match": pct(hits, n), "validity": pct(sum(chem.mol(p) is not None for p in preds), n)}
 
 

@@ -1,0 +1,84 @@
+"""ChemCoTBench defects found against the real items and the official scorer (issue #21).
+
+Each test fails on the code before its fix. Queries are verbatim from the published benchmark rows
+(``bench/<task>/<subtask>.json``, a public copy of ``OpenMol/ChemCoTBench``).
+"""
+
+import json
+
+import pytest
+
+from ftagent.benchmarks.domain import chem
+from ftagent.benchmarks.domain import chemcot as cc
+
+pytestmark = pytest.mark.skipif(not chem.available(), reason="RDKit not installed")
+
+LOGP_QUERY = (
+    "You are a chemical assistent, Optimize the Source Molecule to improve the LogP value while following a "
+    "structured intermediate optimization process. LogP is a measure of a molecule's lipophilicity, which is its "
+    "tendency to dissolve in a lipid (fatty) environment compared to water. \nYour response must be directly "
+    'parsable JSON format:\n{\n    "Final Target Molecule": "SMILES",\n}\n\n'
+    "Source Molecule: NC(=O)c1cccc(O)c1.")
+RCR_QUERY = (
+    "Given the following reaction under the type of Acylation:\nCNc1cccnc1.O=C(O)c1cc(Cl)sc1Cl>>"
+    "CN(C(=O)c1cc(Cl)sc1Cl)c1cccnc1,\ngive me the most recommended catalyst(s) for this reaction. Return the "
+    'SMILES of the catalyst following the JSON format:\n{\n    "SMILES": str\n}\n')
+
+
+def _row(query, task, subtask, gt="", meta=None):
+    return cc.normalise_item({"id": "x", "query": query, "gt": gt, "task": task, "subtask": subtask,
+                              "meta": json.dumps(meta or {})})
+
+
+def test_mol_opt_source_drops_the_sentence_period():
+    item = _row(LOGP_QUERY, "mol_opt", "logp")
+    assert item["source_smiles"] == "NC(=O)c1cccc(O)c1"
+    # methylating the phenol raises (penalised) logP: a success, not an unparseable source
+    m = cc.mol_opt_metrics("logp", ['{"Final Target Molecule": "COc1cccc(C(N)=O)c1"}'], [item])
+    assert m["success_rate"] == 100.0 and m["valid_smiles_rate"] == 100.0
+
+
+def test_rcr_and_nepp_read_the_keys_their_queries_ask_for():
+    item = _row(RCR_QUERY, "reaction", "rcr", gt="CN(C)C=O")
+    assert cc.metrics("rcr", ['{\n    "SMILES": "CN(C)C=O"\n}'], [item])["exact_match"] == 100.0
+    # a multi-component condition in another order is the same answer
+    assert cc.reaction_metrics("rcr", ['{"SMILES": "ClCCl.CCOC(C)=O"}'], ["CCOC(C)=O.ClCCl"])["exact_match"] == 100.0
+    # written as a reaction (reactants>conditions>product), the condition part is read, as the official RCR scorer
+    assert cc.reaction_metrics("rcr", ['{"SMILES": "CCO>CN(C)C=O>CCOC"}'], ["CN(C)C=O"])["exact_match"] == 100.0
+    gt = "C[O-].CC1(CNC(=O)c2cc(-c3ccccc3C(=O)O)ccc2Cl)CCCCCC1"
+    assert cc.reaction_metrics("nepp", [json.dumps({"pred_smi": gt})], [gt])["exact_match"] == 100.0
+
+
+def test_reaction_exact_match_ignores_stereo_as_the_official_evaluator():
+    # MoleculeSMILESEvaluator canonicalises with isomericSmiles=False before comparing InChIs
+    m = cc.reaction_metrics("fs", ['{"Major Product": "C[C@H](N)C(=O)O"}'], ["CC(N)C(=O)O"])
+    assert m["exact_match"] == 100.0
+
+
+def test_answer_tags_of_the_official_logs_are_read():
+    text = "<|think_start|>Okay, the amide forms.<|think_end|><|answer_start|>CC(=O)NC<|answer_end|>"
+    assert cc.extract_answer(text, "fs") == "CC(=O)NC"
+    assert cc.extract_answer("<|answer_start|>G<|answer_end|>", "mechsel") == "G"
+
+
+def test_functional_groups_use_the_benchmark_smarts():
+    # the official hydroxyl pattern [OX2H] counts the OH of a carboxylic acid; amide needs a C on the carbonyl
+    assert chem.group_count("CC(=O)O", "hydroxyl") == 1
+    assert chem.group_count("NC=O", "amide") == 0
+    assert chem.group_count("CSSC", "sulfide") == 1     # 2 divalent S minus 1 disulfide pair
+    # adding a hydroxyl to methyl acetate by hydrolysis (CC(=O)OC -> CC(=O)O) is +1 OH for the benchmark
+    assert chem.edit_correct("add", "CC(=O)OC", "CC(=O)O", "hydroxyl")
+
+
+def test_murcko_soft_score_is_reported():
+    m = cc.mol_und_metrics("Murcko_scaffold", ['{"Output Scaffold": "c1ccc(-c2ccccc2)cc1"}'],
+                           ["c1ccc(-c2ccccc2)cc1"])
+    assert m["scaffold_soft"] == 100.0 and m["scaffold_hard"] == 100.0
+
+
+def test_logp_oracle_is_penalised_logp():
+    from rdkit.Chem import Crippen
+
+    smi = "NC(=O)c1cccc(O)c1"
+    assert chem.property_oracle("logp")(smi) == pytest.approx(chem.penalized_logp(smi))
+    assert chem.penalized_logp(smi) != pytest.approx(Crippen.MolLogP(chem.mol(smi)))
