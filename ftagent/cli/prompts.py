@@ -22,7 +22,7 @@ app = typer.Typer(help="Show the prompts the LLM planner is sent.", invoke_witho
 
 @app.callback(invoke_without_command=True)
 def prompts(
-    benchmark: str | None = typer.Option(None, "--benchmark", help="benchmark key (e.g. demo_add)"),
+    benchmark: str | None = typer.Option(None, "--benchmark", help="benchmark key (e.g. demo_add) or a benchmark YAML file"),
     base_model: str | None = typer.Option(None, "--base-model", help="HF repo id, local folder or builtin/<name>"),
     step: str | None = typer.Option(None, "--step", help="propose | data | config | feedback (default: all four)"),
     path: Path | None = typer.Option(None, "--path", help="a session directory or snapshot: use its scenario and trace"),
@@ -71,18 +71,12 @@ def _load(benchmark, base_model, path, dataset):
 
 
 def _scenario(settings):
-    """The scenario as ``llm_finetune`` builds it, without the baseline evaluation."""
-    from ftagent.benchmarks import get_benchmark
-    from ftagent.finetune.app import check_base_model, check_benchmark, check_dataset
+    """The scenario as ``llm_finetune`` builds it (the same start-up), without the baseline evaluation."""
     from ftagent.finetune.scenario import FinetuneScenario
+    from ftagent.finetune.startup import resolve_run
     from ftagent.runners.factory import get_runner
 
-    ft = settings.ft
-    check_benchmark(ft.target_benchmark)
-    check_base_model(ft.base_model, ft.file_path)
-    check_dataset(ft.dataset, ft.target_benchmark)
-    if not ft.benchmark_description:
-        ft.benchmark_description = get_benchmark(ft.target_benchmark).spec.description
-    ft.planner = "heuristic"  # offline: the datasets are chosen by the rule, no LLM is asked
+    resolve_run(settings)
+    settings.ft.planner = "heuristic"  # offline: the datasets are chosen by the rule, no LLM is asked
     builder = FinetuneScenario(settings, get_runner(settings), lambda event: None)
     return builder.build(builder.prepare())

@@ -24,6 +24,14 @@ from ftagent.core.errors import EnvironmentFailure, UserInputError
 from ftagent.engine.events import Message, SessionEnd, SessionStart, _Event
 from ftagent.engine.loop import RunSummary
 from ftagent.engine.session import Session
+from ftagent.finetune.lifecycle import begin_run, hold
+from ftagent.finetune.startup import (  # noqa: F401 (re-exported: the start-up checks)
+    benchmark_file,
+    check_base_model,
+    check_benchmark,
+    check_dataset,
+    resolve_run,
+)
 from ftagent.finetune.state import FinetuneSessionState
 
 console = Console(stderr=True)
@@ -44,44 +52,6 @@ class FinetuneOptions(BaseModel):
     checkout: bool = True
     user_target_scenario: str | None = None
     quiet: bool = False  # no live progress (the report is still printed)
-
-
-def check_benchmark(key: str) -> str:
-    """The registry key of ``key``: a known key, or a benchmark YAML file (registered under its ``name``).
-
-    Raises:
-        UserInputError: unknown key (listing valid keys, suggesting the closest) or a bad benchmark file.
-    """
-    from ftagent.benchmarks import resolve_benchmark
-
-    return resolve_benchmark(key)
-
-
-def benchmark_file(key: str) -> str | None:
-    """The user YAML file behind ``key`` (None for built-in and plug-in benchmarks): kept for ``--path``."""
-    from ftagent.benchmarks.registry import BENCHMARKS
-
-    path = BENCHMARKS.source_file(key)
-    return str(path) if path is not None and key not in BENCHMARKS.builtin_files() else None
-
-
-def check_base_model(name: str | None, file_path: Path | None = None) -> None:
-    """A base model must be given, and be builtin/<name>, a local folder or an HF repo id."""
-    if not name or not name.strip():
-        raise UserInputError(
-            "no base model: pass --base-model (e.g. builtin/tiny-qwen2 or Qwen/Qwen2.5-7B-Instruct) "
-            "or set FT_BASE_MODEL"
-        )
-    from ftagent.models.builtin import check_model_name
-
-    check_model_name(name, file_path)
-
-
-def check_dataset(choice: str | None, benchmark: str) -> None:
-    """``--dataset`` must be a registered dataset name or ``all`` (raises UserInputError)."""
-    from ftagent.datasets.registry import resolve_dataset_choice
-
-    resolve_dataset_choice(choice, benchmark)
 
 
 def choose_planner(settings) -> str:
@@ -146,20 +116,7 @@ def run_finetune(options: FinetuneOptions) -> RunSummary:
         user_target_scenario=options.user_target_scenario,
         benchmark_description=options.benchmark_description,
     )
-    ft = settings.ft
-    if not ft.target_benchmark:
-        raise UserInputError(
-            "no benchmark: pass --benchmark KEY (see `ftagent benchmarks list`). ftagent needs a benchmark "
-            "to measure progress; --user-target-scenario only adds a free-text goal to the prompts"
-        )
-    ft.target_benchmark = check_benchmark(ft.target_benchmark)
-    check_base_model(ft.base_model, ft.file_path)
-    if resumed is None:
-        check_dataset(ft.dataset, ft.target_benchmark)
-    if not ft.benchmark_description:
-        from ftagent.benchmarks import get_benchmark
-
-        ft.benchmark_description = get_benchmark(ft.target_benchmark).spec.description
+    resolve_run(settings, check_datasets=resumed is None)
     planner = choose_planner(settings)
     from ftagent.runners.sandbox import require_confinement
 
@@ -173,6 +130,7 @@ def run_finetune(options: FinetuneOptions) -> RunSummary:
     display = ConsoleProgress(console, loop_n=loop_n, timeout_s=timeout_s, quiet=options.quiet)
     emit = SessionEmitter(observer=display)
     display.start(resumed[0].state.elapsed_s if resumed else 0.0)
+    end_run = begin_run(settings, emit)  # SIGTERM = Ctrl-C; ends what a killed predecessor left running
     try:
         runner = RecordingRunner(get_runner(settings), on_run=emit)
         if resumed is not None:
@@ -182,6 +140,7 @@ def run_finetune(options: FinetuneOptions) -> RunSummary:
         summary = _run(session, settings, runner, emit, planner, options, timeout_s)
     finally:
         display.stop()  # before the report: a live refresh never lands inside it
+        end_run()
     from ftagent.views.report import write_report
 
     md, _ = write_report(session.dir)
@@ -209,6 +168,7 @@ def _start(settings, runner, emit: SessionEmitter, planner: str, loop_n: int | N
                "base_model": ft.base_model, "loop_n": loop_n}
     session = Session.create(Path(settings.paths.log_path), config={"run": run_cfg, "settings": settings.redacted()},
                              state_cls=FinetuneSessionState)
+    hold(session)
     session.events.emit(_session_start(session, settings, planner, None))
     emit.attach(session)
     emit(Message(text=f"planner: {_planner_note(planner, settings)}"))
@@ -230,6 +190,9 @@ def _start(settings, runner, emit: SessionEmitter, planner: str, loop_n: int | N
     except EnvironmentFailure as exc:
         session.events.emit(SessionEnd(status="env_error", message=str(exc)))
         raise
+    except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM during the baseline: the session still ends
+        session.events.emit(SessionEnd(status="interrupted", message=str(exc) or "interrupted by the user"))
+        raise
     state.elapsed_s = time.time() - started  # scenario time counts against --timeout
     return session
 
@@ -239,10 +202,11 @@ def _resume(resumed: tuple[Session, Path], checkout: bool, settings, emit: Sessi
 
     session, snapshot = resumed
     if checkout:
+        hold(session)  # before anything changes: a second resume of it exits 2 naming this process
         session.checkout(snapshot)
     else:
         old_id = session.state.session_id
-        session = session.fork(Path(settings.paths.log_path))
+        session = hold(session.fork(Path(settings.paths.log_path)))
         fork_workspace(session.state, _workspace_root(settings), old_id)  # type: ignore[arg-type]
     state: FinetuneSessionState = session.state  # type: ignore[assignment]
     if state.scenario is None:

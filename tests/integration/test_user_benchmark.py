@@ -68,3 +68,21 @@ def test_user_benchmark_yaml_runs_one_loop(tmp_path, tools_env):
                           if p.suffix in {".py", ".yaml"})
     assert not [q for q in questions if q in generated]  # the test split never reaches generated code
     print(json.dumps({"scores": {f"{k[0]}{'(baseline)' if k[1] else ''}": v for k, v in scores.items()}}))
+
+
+def test_prompts_of_a_user_benchmark_file(tmp_path, tools_env):
+    """`ftagent prompts --benchmark ./file.yaml` takes the start-up of llm_finetune (it once looked the
+    file path up as a key: FileNotFoundError …/benchmarks/my_bench.yaml/prepared.json)."""
+    _write_benchmark(tmp_path)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("FT_", "CHAT_", "OPENAI_"))}
+    env.update({"PYTHONPATH": str(REPO), "FT_FILE_PATH": str(tmp_path / "files"), "LOG_PATH": str(tmp_path / "log"),
+                "WORKSPACE_PATH": str(tmp_path / "ws"), "FT_TOOLS_ENV": str(tools_env), "FT_ENV_TYPE": "local",
+                "FT_BENCHMARK_LIMIT": "10"})
+    proc = subprocess.run(
+        [sys.executable, "-m", "ftagent", "prompts", "--benchmark", "./my_bench.yaml",
+         "--base-model", "builtin/tiny-qwen2", "--step", "propose"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert proc.stdout.startswith("===== propose:") and "my_bench" in proc.stdout
+    assert "Reply with the sum inside" in proc.stdout  # the file's description reached the brief
+    assert not (tmp_path / "log").exists() or not any((tmp_path / "log").iterdir())  # no session written
