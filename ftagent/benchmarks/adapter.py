@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ftagent.benchmarks.base import BenchmarkSpec, DatasetBlock, Split, read_jsonl, write_jsonl
+from ftagent.benchmarks.base import SOURCE_KEY, BenchmarkSpec, DatasetBlock, Split, read_jsonl, write_jsonl
 from ftagent.benchmarks.components import EXTRACTORS, ITEMS, LOADERS, METRICS, ROUNDS, ExtractorDef, MetricDef
 from ftagent.benchmarks.schema import BenchmarkConfig
 from ftagent.core.errors import UserInputError
@@ -141,16 +141,48 @@ class Benchmark:
         (out / "spec.json").write_text(self.spec.model_dump_json(indent=2), encoding="utf-8")
         return out
 
-    def _split(self, root: Path, limit: int | None) -> dict[str, dict[str, list[dict[str, Any]]]]:
-        from ftagent.benchmarks.splits import split_items
+    def _where(self) -> str:
+        cfg = self.config
+        return f"benchmark file {cfg.source_file}" if cfg.source_file else f"benchmark '{cfg.name}'"
 
+    def _items(self, rows: list[dict[str, Any]], subset: str) -> list[dict[str, Any]]:
+        """Items of one sub-dataset's source rows; a row that cannot be one is a clear error."""
+        labels = self.config.data.labels
+        items = []
+        for i, row in enumerate(rows):
+            origin = row.pop(SOURCE_KEY, None) if isinstance(row, dict) else None
+            origin = origin or f"row {i + 1} of sub-dataset '{subset}'"
+            try:
+                item = self.to_item(row, subset) | {"subset": subset}
+            except KeyError as exc:
+                name = exc.args[0] if exc.args else exc
+                what = f"has no field {name!r}" if isinstance(name, str) and len(name) < 80 else str(name)
+                raise UserInputError(f"{self._where()}: {origin} {what} (has: {', '.join(map(str, row))})") from exc
+            except (TypeError, ValueError, IndexError) as exc:
+                raise UserInputError(f"{self._where()}: {origin} cannot be read as an item: {exc}") from exc
+            if labels is not None and item.get("answer") not in labels:
+                raise UserInputError(f"{self._where()}: {origin}: the gold answer {item.get('answer')!r} (field "
+                                     f"`{self.config.answer}`) is not one of the options {', '.join(labels)}")
+            items.append(item)
+        return items
+
+    def _split(self, root: Path, limit: int | None) -> dict[str, dict[str, list[dict[str, Any]]]]:
+        from ftagent.benchmarks.splits import split_by_key
+
+        key = self.config.data.stratify
         parts: dict[str, dict[str, list[dict[str, Any]]]] = {}
         for subset, raw in self.raw_subsets(root).items():
             if isinstance(raw, dict):  # the source names both splits
-                parts[subset] = {s: [self.to_item(r, subset) | {"subset": subset} for r in raw[s]][:limit]
-                                 for s in ("validation", "test")}
-            else:
-                parts[subset] = split_items([self.to_item(r, subset) | {"subset": subset} for r in raw], limit)
+                parts[subset] = {s: self._items(raw[s], subset)[:limit] for s in ("validation", "test")}
+                continue
+            items = self._items(raw, subset)
+            if key and items and key not in items[0]:
+                raise UserInputError(f"{self._where()}: `data.stratify: {key}` names no column of the items "
+                                     f"(they have {', '.join(items[0])})")
+            parts[subset] = split_by_key(items, key, limit)
+        if not any(rows["validation"] for rows in parts.values()):
+            raise UserInputError(f"{self._where()}: the data hold no item to evaluate (source: "
+                                 f"{self.spec.data_source}; sub-datasets {', '.join(self.spec.subsets)})")
         return parts
 
     def load_items(self, root: Path, split: Split) -> list[dict[str, Any]]:

@@ -95,27 +95,60 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
         return [json.loads(line) for line in fh if line.strip()]
 
 
-def hub_snapshot(repo_id: str, dest: Path, allow_patterns: list[str] | None = None) -> Path:
-    """Download an HF dataset repo snapshot into ``dest`` (reused when already present).
+SOURCE_KEY = "__source__"  # a loader's note of where a row came from ("<file>, row N"); popped before items are built
+COMPLETE = ".complete"  # written into a benchmark's raw/ folder last, after every file is there
+HF_DOWNLOAD_CACHE = Path(".cache") / "huggingface"  # what snapshot_download(local_dir=...) keeps while it works
+
+
+def raw_state(dest: Path) -> Literal["complete", "partial", "manual", "empty"]:
+    """What a raw folder holds: a finished download (marker), an interrupted one (the Hub's download
+    cache but no marker), files put there by hand (neither), or nothing."""
+    if (dest / COMPLETE).is_file():
+        return "complete"
+    if not dest.is_dir():
+        return "empty"
+    if (dest / HF_DOWNLOAD_CACHE).exists():
+        return "partial"
+    files = [p for p in dest.rglob("*") if p.is_file() and not p.name.startswith(".")]
+    return "manual" if files else "empty"
+
+
+def _hub_advice(repo_id: str, dest: Path, gated: bool, exc: Exception) -> str:
+    from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError
+
+    cause = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ''}"
+    if gated or isinstance(exc, (GatedRepoError, RepositoryNotFoundError)):
+        fix = (f"the dataset is gated: log in on huggingface.co, accept its terms at "
+               f"https://huggingface.co/datasets/{repo_id}, and set HF_TOKEN to a token of that account")
+    else:
+        fix = "go online (unset HF_HUB_OFFLINE)"
+    return (f"cannot download benchmark data '{repo_id}' from the Hugging Face Hub ({cause}). Fix: {fix}; or copy "
+            f"the files into {dest} and create {COMPLETE} there.")
+
+
+def hub_snapshot(repo_id: str, dest: Path, allow_patterns: list[str] | None = None, *, gated: bool = False) -> Path:
+    """Download an HF dataset repo snapshot into ``dest``; reused only once complete.
+
+    The :data:`COMPLETE` marker is written last, so an interrupted download is fetched again (the Hub
+    resumes it) and never read half-written. ``allow_patterns`` limits the download to the files the
+    benchmark reads. ``HF_TOKEN`` (environment) authenticates, which gated repos need.
 
     Raises:
-        EnvironmentFailure: when the Hub cannot be reached (offline mode or no network).
+        EnvironmentFailure: the Hub cannot be reached (offline mode, no network) or refuses (gated repo);
+            the message says how to fix it.
     """
     from ftagent.core.errors import EnvironmentFailure
 
-    marker = dest / ".complete"
+    marker = dest / COMPLETE
     if marker.exists():
         return dest
     try:
         from huggingface_hub import snapshot_download
 
         snapshot_download(repo_id=repo_id, repo_type="dataset", local_dir=str(dest),
-                          allow_patterns=allow_patterns)
+                          allow_patterns=allow_patterns, token=os.environ.get("HF_TOKEN") or None)
     except Exception as exc:  # offline, DNS, gated repo ... all end the same way
-        raise EnvironmentFailure(
-            f"cannot download benchmark data '{repo_id}' from the Hugging Face Hub ({type(exc).__name__}: "
-            f"{str(exc)[:200]}). Copy the files into {dest} and create {marker.name} there, or go online."
-        ) from exc
+        raise EnvironmentFailure(_hub_advice(repo_id, dest, gated, exc)) from exc
     marker.write_text("ok\n", encoding="utf-8")
     return dest
 

@@ -19,7 +19,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ftagent.benchmarks.base import hub_snapshot
+from ftagent.benchmarks.base import COMPLETE, hub_snapshot, raw_state
 from ftagent.benchmarks.domain import MEAN_CORE, family_module
 
 DATA_SUFFIXES = (".json", ".jsonl", ".parquet")
@@ -35,31 +35,34 @@ def family_of(bench: Any) -> str:
     return str(bench.config.data.options["family"])
 
 
-def _has_data(folder: Path) -> bool:
-    return folder.is_dir() and any(p.suffix in DATA_SUFFIXES for p in folder.rglob("*") if p.is_file())
-
-
 def _json_default(value: Any) -> Any:
     return value.tolist() if hasattr(value, "tolist") else str(value)
 
 
 def ensure_raw(bench: Any, root: Path) -> Path:
-    """The raw folder, downloaded from the Hub when it holds no data files yet.
+    """The raw folder, downloaded from the Hub unless complete (or filled by hand).
+
+    A folder holding the Hub's download cache but no completion marker is an interrupted download:
+    it is fetched again (resumed), never read half-written. Files put there by hand (no download
+    cache) are used as they are and marked complete.
 
     Raises:
-        EnvironmentFailure: offline/unreachable Hub; the message says where to put which files.
+        EnvironmentFailure: offline/unreachable Hub or a gated repo; the message says where to put which files.
     """
     from ftagent.core.errors import EnvironmentFailure
 
     data = bench.config.data
     raw = raw_dir(root, bench.key)
-    if _has_data(raw) or (raw / ".complete").exists():
+    state = raw_state(raw)
+    if state == "manual":
+        (raw / COMPLETE).write_text("manual\n", encoding="utf-8")
+    if state in ("complete", "manual"):
         return raw
     try:
-        return hub_snapshot(data.repo or "", raw, data.allow_patterns)
+        return hub_snapshot(data.repo or "", raw, data.allow_patterns, gated=data.gated)
     except EnvironmentFailure as exc:
         raise EnvironmentFailure(
-            f"benchmark '{bench.key}' needs the files of HF dataset '{data.repo}' and the Hub is unreachable. "
+            f"benchmark '{bench.key}' needs the files of HF dataset '{data.repo}' and they cannot be downloaded. "
             f"Put them into {raw} (layout: {data.options.get('layout', '-')}) and rerun. Cause: {exc}") from exc
 
 

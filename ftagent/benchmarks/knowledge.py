@@ -35,17 +35,28 @@ def mmlu_row(row: dict[str, Any], subset: str, bench: Any) -> dict[str, Any]:
 
 def _financeiq_raw(bench: Any, root: Path | None) -> Path:
     data = bench.config.data
-    return hub_snapshot(data.repo or "", bench.raw_dir(root), data.allow_patterns)
+    return hub_snapshot(data.repo or "", bench.raw_dir(root), data.allow_patterns, gated=data.gated)
 
 
 def load_financeiq(bench: Any, root: Path) -> dict[str, list[dict[str, Any]]]:
     """Loader ``financeiq``: every row of ``data/test/<subject>.csv``, one subset per subject.
 
-    The whole test CSV is split into validation (first rows) and test (last rows) by the standard
-    rule; the training copy (:mod:`ftagent.datasets.financeiq`) keeps only the rows between them.
+    Each subject's test CSV is split by the standard rule (:mod:`ftagent.benchmarks.splits`: seeded
+    shuffle, then validation and test); the training copy (:mod:`ftagent.datasets.financeiq`) keeps
+    only the rows in neither split.
+
+    Raises:
+        UserInputError: the test folder holds none of the subjects' CSV files.
     """
+    from ftagent.benchmarks.loaders import tagged_rows
+    from ftagent.core.errors import UserInputError
+
     test_dir = _financeiq_raw(bench, root) / bench.config.data.options.get("test_dir", "data/test")
-    return {s: read_table(test_dir / f"{s}.csv") for s in bench.spec.subsets if (test_dir / f"{s}.csv").exists()}
+    found = {s: tagged_rows(test_dir / f"{s}.csv") for s in bench.spec.subsets if (test_dir / f"{s}.csv").exists()}
+    if not found:
+        raise UserInputError(f"benchmark '{bench.key}': no subject CSV (<subject>.csv for "
+                             f"{', '.join(bench.spec.subsets)}) in {test_dir}")
+    return found
 
 
 def financeiq_rounds(bench: Any, root: Path | None, subset: str) -> list[dict[str, str]]:

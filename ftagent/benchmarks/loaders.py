@@ -8,10 +8,11 @@ build the chat turns of the prompt. Family-specific ones live with their family
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ftagent.benchmarks.base import hub_snapshot, read_table
+from ftagent.benchmarks.base import SOURCE_KEY, hub_snapshot, read_table
 from ftagent.core.errors import UserInputError
 
 if TYPE_CHECKING:
@@ -35,6 +36,7 @@ def _local_rows(bench: Benchmark, name: str) -> Rows:
         raise UserInputError(f"{where}: cannot read {path}: {exc}") from exc
     if not rows:
         raise UserInputError(f"{where}: data file {path} holds no rows")
+    rows = [{**r, SOURCE_KEY: f"{path}, row {i + 1}"} if isinstance(r, dict) else r for i, r in enumerate(rows)]
     needed = [c for c in cfg.columns() if not cfg.data.fields] + [cfg.answer]
     for i, row in enumerate(rows):
         missing = [c for c in dict.fromkeys(needed) if not isinstance(row, dict) or c not in row]
@@ -53,21 +55,51 @@ def local_files(bench: Benchmark, root: Path) -> dict[str, Any]:
                         "test": _local_rows(bench, data.test or "")}}
 
 
+TRAIN_NAME = re.compile(r"(^|[^a-z])(train|training|dev)([^a-z]|$)", re.IGNORECASE)
+
+
+def tagged_rows(path: Path) -> Rows:
+    """Rows of ``path``, each noting its origin (``SOURCE_KEY``) for error messages."""
+    return [{**row, SOURCE_KEY: f"{path}, row {i + 1}"} if isinstance(row, dict) else row
+            for i, row in enumerate(read_table(path))]
+
+
 def rows_from(folder: Path, patterns: list[str], max_files: int | None = None) -> Rows:
-    """Rows of the files matching the first pattern that matches anything (sorted, recursive)."""
+    """Rows of the files matching the first pattern that matches anything (sorted, recursive).
+
+    Raises:
+        UserInputError: a matched file is a training split (``train``/``dev`` in its name): a benchmark
+            is evaluated on its test files only.
+    """
     for pattern in patterns:
-        paths = sorted(p for p in folder.rglob(pattern) if p.is_file())[:max_files]
-        rows = [r for p in paths for r in read_table(p)]
+        paths = sorted(p for p in folder.rglob(pattern) if p.is_file()
+                       and not any(part.startswith(".") for part in p.relative_to(folder).parts))[:max_files]
+        train = [p for p in paths if any(TRAIN_NAME.search(part) for part in p.relative_to(folder).parts)]
+        if train:
+            raise UserInputError(f"benchmark data under {folder}: pattern {pattern!r} matches the training "
+                                 f"file {train[0].relative_to(folder)}; a benchmark reads its test files only "
+                                 "(narrow `data.patterns`)")
+        rows = [r for p in paths for r in tagged_rows(p)]
         if rows:
             return rows
     return []
 
 
 def hub_files(bench: Benchmark, root: Path) -> dict[str, Rows]:
-    """``data.repo`` downloaded into ``<root>/<key>/raw`` (once); rows of the ``data.patterns`` files."""
+    """``data.repo`` downloaded into ``<root>/<key>/raw`` (once); rows of the ``data.patterns`` files.
+
+    Raises:
+        UserInputError: no rows in the files the patterns match.
+    """
     data = bench.config.data
-    raw = hub_snapshot(data.repo or "", bench.raw_dir(root), data.allow_patterns)
-    return {"default": rows_from(raw, data.patterns or ["*.jsonl", "*.parquet", "*.json"], data.max_files)}
+    raw = hub_snapshot(data.repo or "", bench.raw_dir(root), data.allow_patterns, gated=data.gated)
+    patterns = data.patterns or ["*.jsonl", "*.parquet", "*.json"]
+    rows = rows_from(raw, patterns, data.max_files)
+    if not rows:
+        raise UserInputError(f"benchmark '{bench.key}': no rows in the files under {raw} matching "
+                             f"{', '.join(patterns)} (an empty or incomplete copy: delete the folder to download "
+                             "it again)")
+    return {"default": rows}
 
 
 def fill(template: str, values: dict[str, Any]) -> str:

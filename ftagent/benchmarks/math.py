@@ -33,6 +33,8 @@ def gsm8k_gold(answer: str) -> str:
 def math_item(row: dict[str, Any], subset: str = "default", bench: Any = None) -> dict[str, Any]:
     """Item transform ``math_solution``: gold = ``answer`` or the last boxed expression of ``solution``."""
     answer = row.get("answer") or last_boxed_content(row.get("solution", "")) or ""
+    if str(answer).strip() == "":
+        raise ValueError("no gold answer: the row has no `answer` and its `solution` has no \\boxed{}")
     return {"question": str(row.get("problem") or row["question"]), "answer": str(answer)}
 
 

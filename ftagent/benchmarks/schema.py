@@ -41,6 +41,10 @@ class DataConfig(BaseModel):
     fields: dict[str, str | list[str]] = Field(
         default_factory=dict, description="item column → source column(s), first present wins")
     options: dict[str, Any] = Field(default_factory=dict, description="loader-specific options")
+    stratify: str | None = Field(None, description="item column whose values each get their share of both "
+                                                   "splits (MMLU: subject)")
+    labels: list[str] | None = Field(None, description="the only gold answers allowed (A-D); others are an error")
+    gated: bool = Field(False, description="the HF repo needs HF_TOKEN and accepted terms")
 
     @model_validator(mode="after")
     def _local_files(self) -> DataConfig:

@@ -32,6 +32,7 @@ class DatasetSpec(BaseModel):
     license: str = ""
     summary: str = ""
     gated: bool = False
+    allow_patterns: list[str] | None = Field(None, description="download only these files (None = the whole repo)")
     hook_description: str = Field("", description="what post_download changes, in one line")
 
     def relates_to(self, benchmark_key: str) -> bool:

@@ -76,6 +76,8 @@ SOURCE = FunctionSource(
         license="CC BY 4.0 (HF card) / CC BY-NC 4.0 (GitHub): unsettled",
         summary="protocol QA, error detection, step ordering and protocol generation",
         hook_description="*_test.json (the benchmark's test sets) deleted from the training copy",
+        # the four task files the converter reads; not the test files nor the ~175 MB of raw protocol corpora
+        allow_patterns=["PQA.json", "ERR.json", "ORD.json", "GEN.json", "README.md"],
     ),
     converter=to_alpaca,
     hook=remove_test_files,

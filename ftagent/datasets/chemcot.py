@@ -117,6 +117,7 @@ SOURCE = FunctionSource(
         license="MIT (card) / CC BY 4.0 (GitHub badge): unsettled",
         summary="molecule understanding, editing, optimisation and reaction prediction with CoT",
         hook_description="rxn/rcr.json: gt moved into meta, cot_result → struct_cot without code fence",
+        gated=True,  # redirects to IDEA-AI4S/ChemCoTDataset: HF_TOKEN + accepted terms
     ),
     converter=to_alpaca,
     hook=fix_rcr_schema,

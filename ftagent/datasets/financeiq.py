@@ -2,9 +2,9 @@
 
 The hub repo has ``data/dev/<subject>.csv`` (few-shot examples) and ``data/test/<subject>.csv``. The
 ``FinanceIQ_gen`` benchmark splits every test CSV by the standard rule
-(:mod:`ftagent.benchmarks.splits`): validation = the first ``k`` rows, test = the last ``k`` rows,
-``k = min(100, n // 2)``. The training copy keeps only the rows **between** them
-(``data/train/<subject>.csv``, :func:`training_range`) and drops ``dev/`` (the 5-shot examples), so
+(:mod:`ftagent.benchmarks.splits`: seed-42 shuffle, then ``k = min(100, n // 2)`` rows each to
+validation and test). The training copy keeps only the rows in **neither** split
+(``data/train/<subject>.csv``, :func:`training_rows`) and drops ``dev/`` (the 5-shot examples), so
 no row the benchmark evaluates is ever trained on. Subjects with at most 200 rows keep at most one.
 """
 
@@ -14,19 +14,18 @@ import csv
 import shutil
 from pathlib import Path
 
-from ftagent.benchmarks.splits import split_ranges
+from ftagent.benchmarks.splits import unused_indices
 from ftagent.datasets.base import DatasetSpec, FunctionSource
 
 
-def training_range(n_rows: int) -> tuple[int, int]:
-    """Half-open row range of a subject CSV that the benchmark uses for neither validation nor test."""
-    ranges = split_ranges(n_rows)
-    return ranges["validation"][1], max(ranges["validation"][1], ranges["test"][0])
+def training_rows(n_rows: int) -> list[int]:
+    """Row indices (ascending) of a subject CSV that the benchmark uses for neither validation nor test."""
+    return unused_indices(n_rows)
 
 
 def _read_csv(path: Path) -> tuple[list[str], list[list[str]]]:
     with path.open(encoding="utf-8", newline="") as fh:
-        rows = list(csv.reader(fh))
+        rows = [r for r in csv.reader(fh) if r]  # blank lines skipped, as the benchmark's csv.DictReader does
     return (rows[0], rows[1:]) if rows else ([], [])
 
 
@@ -41,7 +40,7 @@ def _write_csv(path: Path, header: list[str], rows: list[list[str]]) -> None:
 
 
 def make_training_split(dataset_dir: Path) -> dict[str, int]:
-    """Post-download hook: keep only the rows between validation and test of every test CSV; delete ``dev/``.
+    """Post-download hook: keep only the rows in neither benchmark split of every test CSV; delete ``dev/``.
 
     Idempotent: a copy that has no ``test/`` folder any more is left alone.
 
@@ -56,9 +55,9 @@ def make_training_split(dataset_dir: Path) -> dict[str, int]:
         train_dir = test_dir.parent / "train"
         for path in sorted(test_dir.glob("*.csv")):
             header, rows = _read_csv(path)
-            start, stop = training_range(len(rows))
-            _write_csv(train_dir / path.name, header, rows[start:stop])
-            kept[path.stem] = stop - start
+            keep = training_rows(len(rows))
+            _write_csv(train_dir / path.name, header, [rows[i] for i in keep])
+            kept[path.stem] = len(keep)
         shutil.rmtree(test_dir)
     return kept
 
@@ -93,8 +92,8 @@ SOURCE = FunctionSource(
         task_type="finance reasoning (multiple choice, Chinese)",
         license="CC-BY-NC-SA-4.0",
         summary="10 subjects of Chinese financial exam questions, answer A-D",
-        hook_description="dev/ deleted; each test CSV cut to the rows between the benchmark's validation "
-                         "(first min(100, n//2)) and test (last min(100, n//2)) rows → train/",
+        hook_description="dev/ deleted; each test CSV cut to the rows in neither of the benchmark's splits "
+                         "(seed-42 shuffle, min(100, n//2) rows each to validation and test) → train/",
     ),
     converter=to_alpaca,
     hook=make_training_split,

@@ -119,6 +119,7 @@ SOURCE = FunctionSource(
         license="CC-BY-NC-4.0",
         summary="USPTO prior-art retrieval, paragraph identification and allowability classification",
         hook_description="every file/folder named *test* or *validation* is deleted (benchmark splits)",
+        allow_patterns=["PAR4PC/train*", "PI4PC/train*", "NOC4PC/train*", "README.md"],  # what the converter reads
     ),
     converter=to_alpaca,
     hook=remove_eval_splits,

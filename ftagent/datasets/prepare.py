@@ -151,7 +151,8 @@ def _download(source: DatasetSource, out: Path, token: str | None) -> None:
     repo = source.spec.repo_id
     staging = out.with_name(f".{out.name}.partial")
     try:
-        snapshot_download(repo, repo_type="dataset", local_dir=staging, token=token or None)
+        snapshot_download(repo, repo_type="dataset", local_dir=staging, token=token or None,
+                          allow_patterns=source.spec.allow_patterns)
     except GatedRepoError as exc:
         raise EnvironmentFailure(_advice(source.spec.name, repo, out, "is gated", exc)) from exc
     except RepositoryNotFoundError as exc:

@@ -15,6 +15,7 @@ from ftagent.benchmarks.components import EXTRACTORS, METRICS, USER_METRICS
 from ftagent.benchmarks.domain import KEY_SPECS
 from ftagent.benchmarks.registry import BENCHMARKS, BUILTIN_DIR
 from ftagent.benchmarks.schema import load_config
+from ftagent.benchmarks.splits import permutation
 from ftagent.core.errors import UserInputError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -156,7 +157,9 @@ def test_minimal_user_file_prepares_with_the_standard_split(tmp_path):
     out = bench.prepare(root)
     assert out == root / "my_bench"
     val, test = bench.load_items(root, "validation"), bench.load_items(root, "test")
-    assert [r["answer"] for r in val] == ["0", "2", "4", "6", "8"] and len(test) == 5
+    answers = [str(2 * i) for i in range(10)]  # the rows' gold answers, in file order
+    perm = permutation(10)
+    assert [r["answer"] for r in val] == [answers[i] for i in perm[:5]] and len(test) == 5  # seed-42 shuffle
     (block,) = bench.dataset_blocks(root, "validation")
     assert block.evaluator == "ftagent.tools.opencompass.oc_ext:ExactMatchEvaluator"
     assert block.postprocessor == "ftagent.tools.opencompass.oc_ext:strip_answer"

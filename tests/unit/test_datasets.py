@@ -102,11 +102,13 @@ def _csv_rows(path: Path) -> list[list[str]]:
 
 
 def test_financeiq_split_is_deterministic_and_disjoint_from_benchmark(tmp_path):
-    from ftagent.datasets.financeiq import training_range
+    from ftagent.benchmarks.splits import split_indices
+    from ftagent.datasets.financeiq import training_rows
 
-    # the rows between the benchmark's validation (first min(100, n//2)) and test (last min(100, n//2))
-    assert [training_range(n) for n in (1, 3, 7, 200, 1211)] == [(1, 1), (1, 2), (3, 4), (100, 100), (100, 1111)]
+    # the rows in neither of the benchmark's splits (seed-42 shuffle, min(100, n//2) each side)
+    assert [len(training_rows(n)) for n in (1, 3, 7, 200, 1211)] == [0, 1, 1, 0, 1011]
     original = _csv_rows(FIXTURES / "financeiq/data/test/经济师.csv")
+    used = {i for idx in split_indices(len(original)).values() for i in idx}
     runs = []
     for i in range(2):
         root = copy_fixture("financeiq", tmp_path / str(i))
@@ -114,8 +116,8 @@ def test_financeiq_split_is_deterministic_and_disjoint_from_benchmark(tmp_path):
         assert not (root / "data/dev").exists() and not (root / "data/test").exists()
         runs.append((root / "data/train/经济师.csv").read_bytes())
         train = _csv_rows(root / "data/train/经济师.csv")
-        assert train == original[3:4]
-        held_out = original[:3] + original[4:]  # what the benchmark evaluates (validation + test)
+        assert train == [original[i] for i in training_rows(len(original))] and len(train) == 1
+        held_out = [original[i] for i in sorted(used)]  # what the benchmark evaluates (validation + test)
         assert not {tuple(r) for r in train} & {tuple(r) for r in held_out}
         assert len(_csv_rows(root / "data/train/注册会计师（CPA）.csv")) == 1
     assert runs[0] == runs[1]

@@ -2,7 +2,8 @@
 
 Both sides run on the project's own fixture (tests/fixtures/datasets/financeiq: ``,Question,A,B,C,D,Answer``
 with an unnamed index column, as published). Before the fix the benchmark's prepare() raised KeyError on
-that header, and the training copy kept the first rows of each test CSV = the validation rows.
+that header, and the training copy kept the first rows of each test CSV = the validation rows. Since the
+seed-42 shuffle (split rule 2) the training copy keeps the rows in neither split.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import shutil
 from pathlib import Path
 
 from ftagent.benchmarks import get_benchmark
+from ftagent.benchmarks.splits import permutation
 from ftagent.datasets.registry import get_source
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "datasets" / "financeiq"
@@ -30,9 +32,11 @@ def test_prepare_reads_the_published_header(tmp_path):
     bench, root = _benchmark(tmp_path)
     val, test = bench.load_items(root, "validation"), bench.load_items(root, "test")
     assert {r["subset"] for r in val} == {"经济师", "注册会计师（CPA）"}
+    perm = permutation(7)  # 经济师 has 7 rows: validation = perm[:3], test = perm[4:] (seed-42 shuffle)
+    assert [r["question"][:10] for r in val if r["subset"] == "经济师"] == [f"经济师test第{i}题" for i in perm[:3]]
+    assert [r["question"][:10] for r in test if r["subset"] == "经济师"] == [f"经济师test第{i}题" for i in perm[4:]]
     first = next(r for r in val if r["subset"] == "经济师")
-    assert first["question"].startswith("经济师test第0题") and first["A"] == "选项甲0" and first["answer"] == "A"
-    assert [r["question"][:10] for r in test if r["subset"] == "经济师"] == [f"经济师test第{i}题" for i in (4, 5, 6)]
+    assert first["A"] == f"选项甲{perm[0]}" and first["answer"] in "ABCD"
     (block,) = [b for b in bench.dataset_blocks(root, "validation") if b.abbr.endswith("经济师")]
     assert len(block.rounds) == 11 and block.rounds[1]["prompt"] == "答案是: A\n"
     assert "经济师dev第0题" in block.rounds[0]["prompt"] and "{question}" in block.rounds[-1]["prompt"]
@@ -51,5 +55,5 @@ def test_training_copy_excludes_every_validation_and_test_row(tmp_path):
     text = "\n".join(r["instruction"] + r["output"] for r in rows)
     leaked = [q for q in evaluated if q in text]
     assert not leaked, f"benchmark rows in the training copy: {leaked}"
-    assert len(rows) == 2  # the rows between validation and test: 经济师 row 3, CPA row 1
-    assert "经济师test第3题" in text and "dev第" not in text  # dev (5-shot) rows are dropped too
+    assert len(rows) == 2  # the rows in neither split: one of 经济师's 7, one of CPA's 3
+    assert f"经济师test第{permutation(7)[3]}题" in text and "dev第" not in text  # dev (5-shot) rows are dropped too

@@ -1,7 +1,7 @@
 """Evaluation cache: ``FT_FILE_PATH/eval_cache/<key>.json`` holding an EvalResult.
 
 Key = sha256 of (model artefact digest, benchmark, split and its ranges, inference settings, config
-template version). The artefact digest hashes the weight/adapter files (size + content) and the
+template version, the split rule's version :data:`~ftagent.benchmarks.splits.SPLIT_VERSION`). The artefact digest hashes the weight/adapter files (size + content) and the
 configs, so a retrained model in the same folder never hits a stale entry.
 """
 
@@ -14,6 +14,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from ftagent.benchmarks.splits import SPLIT_VERSION
 from ftagent.core.types import EvalResult
 
 ARTEFACT_SUFFIXES = {".safetensors", ".bin", ".json", ".jinja", ".model", ".txt", ".py"}
@@ -41,7 +42,8 @@ def cache_key(digest: str, benchmark: str, split: str, ranges: Any, inference: d
     """The cache key (hex sha256) of one evaluation; ``judge`` = the LLM judge's settings (model, base
     URL, retries; never the key), None when no judge is used. A different judge scores differently."""
     payload = json.dumps({"model": digest, "benchmark": benchmark, "split": split, "ranges": ranges,
-                          "inference": inference, "template": template_version, "judge": judge},
+                          "inference": inference, "template": template_version, "judge": judge,
+                          "split_rule": SPLIT_VERSION},
                          sort_keys=True, default=str)
     return hashlib.sha256(payload.encode()).hexdigest()
 

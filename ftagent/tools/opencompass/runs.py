@@ -62,14 +62,17 @@ WarningCallback = Callable[[str], None]
 
 
 def prepare_benchmark(key: str, root: Path, limit: int | None) -> Path:
-    """Prepare ``root/<key>`` once per ``limit`` (a marker records the limit used)."""
+    """Prepare ``root/<key>`` once per ``limit`` and split rule (a marker records both)."""
+    from ftagent.benchmarks.splits import SPLIT_VERSION
+
     adapter = get_benchmark(key)
     out = Path(root) / key
     marker = out / "prepared.json"
-    if marker.exists() and json.loads(marker.read_text()).get("limit") == limit:
+    wanted = {"limit": limit, "split_rule": SPLIT_VERSION}  # a folder split by an older rule is prepared again
+    if marker.exists() and json.loads(marker.read_text()) == wanted:
         return out
     adapter.prepare(root, limit=limit)
-    marker.write_text(json.dumps({"limit": limit}), encoding="utf-8")
+    marker.write_text(json.dumps(wanted), encoding="utf-8")
     return out
 
 
