@@ -5,6 +5,14 @@ subclasses) and a dict keyed by index (``AccEvaluator`` / ``AccwithDetailsEvalua
 
 One run may hold several splits: their datasets are named ``<abbr>@<split>`` (:func:`split_abbr`)
 and ``split=`` selects one of them, with the suffix removed (so results read as a one-split run).
+
+Runs (``FT_BENCHMARK_NUM_RUNS`` = ``n`` > 1): OpenCompass's ``BaseEvaluator.evaluate`` scores each
+replica and renames every numeric metric ``"<metric> (<n> runs average)"`` (the mean over the runs);
+with ``k`` > 1 (``FT_BENCHMARK_PASS_K``) it adds ``G-Pass@<k>_<t>`` and ``mG-Pass@<k>`` (and the same
+per "subdivision", ``<abbr up to its first _>/G-Pass@...``). Its details hold one entry per item whose
+fields are lists of the ``n`` runs, and the predictions file holds ``n × items`` records (run ``r`` of
+item ``i`` at ``r × items + i``). Here every (item, run) is one scored answer (:func:`_scored`), and
+the core metric is the benchmark's metric or its runs average (:func:`core_value`).
 """
 
 from __future__ import annotations
@@ -12,6 +20,7 @@ from __future__ import annotations
 import csv
 import json
 import random
+import re
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -84,9 +93,31 @@ def read_metrics(run: Path, split: str | None = None) -> dict[str, dict[str, flo
     return out
 
 
+RUNS_AVERAGE = re.compile(r"^(?P<metric>.+) \((?P<runs>\d+) runs average\)$")
+
+
+def metric_runs(name: str) -> tuple[str, int]:
+    """``(metric, runs)`` of a summary metric name: ``"accuracy (2 runs average)"`` → ``("accuracy", 2)``;
+    a name without the suffix is one run."""
+    match = RUNS_AVERAGE.match(name)
+    return (match["metric"], int(match["runs"])) if match else (name, 1)
+
+
+def core_value(dataset_metrics: dict[str, float], core_metric: str) -> float | None:
+    """``core_metric`` of one dataset: the exact name, else its runs average (OpenCompass renames the
+    metric when a dataset has ``n`` > 1); None when neither is there."""
+    if core_metric in dataset_metrics:
+        return dataset_metrics[core_metric]
+    for name, value in dataset_metrics.items():
+        metric, runs = metric_runs(name)
+        if runs > 1 and metric == core_metric:
+            return value
+    return None
+
+
 def core_score(metrics: dict[str, dict[str, float]], core_metric: str) -> float | None:
-    """Plain mean of ``core_metric`` over the datasets (sub-datasets weigh equally)."""
-    values = [m[core_metric] for m in metrics.values() if core_metric in m]
+    """Plain mean of ``core_metric`` (or its runs average) over the datasets (sub-datasets weigh equally)."""
+    values = [v for m in metrics.values() if (v := core_value(m, core_metric)) is not None]
     return sum(values) / len(values) if values else None
 
 
@@ -130,6 +161,19 @@ def _entries(details: Any) -> list[tuple[int, dict[str, Any]]]:
     return []
 
 
+def _runs_of(detail: dict[str, Any]) -> list[dict[str, Any]]:
+    """One detail per run. ``BaseEvaluator.evaluate`` groups an item's runs into one entry (with
+    ``example_abbr``) whose fields are lists of the runs; other fields (G-Pass@k values) are the item's
+    own and stay. A detail without ``example_abbr`` is one run, as written."""
+    if "example_abbr" not in detail:
+        return [detail]
+    runs = max((len(v) for v in detail.values() if isinstance(v, list)), default=0)
+    if runs == 0:
+        return [detail]
+    return [{k: v[r] if isinstance(v, list) and len(v) == runs else v for k, v in detail.items()}
+            for r in range(runs)]
+
+
 def _result_files(run: Path, split: str | None) -> list[tuple[str, Path]]:
     """``(dataset, results file)`` of ``split``, in the order of a one-split run's file names."""
     found = []
@@ -140,26 +184,42 @@ def _result_files(run: Path, split: str | None) -> list[tuple[str, Path]]:
     return [(name, result) for _, name, result in sorted(found)]
 
 
-def _scored(run: Path, split: str | None) -> Iterator[tuple[str, dict[str, Any], dict[str, Any]]]:
-    """``(dataset, detail, prediction record)`` of every scored item of ``split`` (results + predictions)."""
+def _scored(run: Path, split: str | None) -> Iterator[tuple[str, int, dict[str, Any], dict[str, Any]]]:
+    """``(dataset, item index, detail, prediction record)`` of every scored answer of ``split``
+    (results + predictions): one per item and run (run ``r`` of item ``i`` is prediction
+    ``r × items + i``, OpenCompass's replica order)."""
     for name, result in _result_files(run, split):
         data = json.loads(result.read_text(encoding="utf-8"))
         pred_file = run / "predictions" / result.parent.name / result.name
         preds = json.loads(pred_file.read_text(encoding="utf-8")) if pred_file.exists() else {}
-        for idx, det in _entries(data.get("details")):
-            yield name, det, preds.get(str(idx), {})
+        entries = _entries(data.get("details"))
+        for idx, det in entries:
+            for r, one in enumerate(_runs_of(det)):
+                yield name, idx, one, preds.get(str(r * len(entries) + idx), {})
 
 
 def error_samples(run: Path, max_samples: int = 10, seed: int = 0,
                   split: str | None = None) -> list[dict[str, Any]]:
-    """Up to ``max_samples`` wrong samples ``{dataset, question, gold, model_output}`` (seeded choice)
-    of ``split`` when given (see :func:`split_of`)."""
-    wrong = [{
-        "dataset": name,
-        "question": _text(p.get("origin_prompt") or det.get("origin_prompt") or det.get("prompt")),
-        "gold": _text(_first(p.get("gold", det.get("answer", det.get("refr", det.get("references")))))),
-        "model_output": _text(_first(p.get("prediction", det.get("origin_prediction", det.get("pred"))))),
-    } for name, det, p in _scored(run, split) if not is_correct(det)]
+    """Up to ``max_samples`` wrong answers ``{dataset, question, gold, model_output}`` (seeded choice)
+    of ``split`` when given (see :func:`split_of`).
+
+    With several runs each run's wrong answer counts, once per distinct output of an item (greedy
+    runs that agree give one sample, not ``n`` copies).
+    """
+    wrong: list[dict[str, Any]] = []
+    seen: set[tuple[str, int, str]] = set()
+    for name, idx, det, p in _scored(run, split):
+        if is_correct(det):
+            continue
+        sample = {
+            "dataset": name,
+            "question": _text(p.get("origin_prompt") or det.get("origin_prompt") or det.get("prompt")),
+            "gold": _text(_first(p.get("gold", det.get("answer", det.get("refr", det.get("references")))))),
+            "model_output": _text(_first(p.get("prediction", det.get("origin_prediction", det.get("pred"))))),
+        }
+        if (name, idx, sample["model_output"]) not in seen:
+            seen.add((name, idx, sample["model_output"]))
+            wrong.append(sample)
     if len(wrong) > max_samples:
         wrong = random.Random(seed).sample(wrong, max_samples)
     return wrong
@@ -170,15 +230,17 @@ PREDICTION_CHARS = 60
 
 
 def prediction_profile(run: Path, split: str | None = None) -> AnswerProfile | None:
-    """How the model answered ``split``: scored items, wrong ones, and the predictions (as scored,
+    """How the model answered ``split``: scored answers, wrong ones, and the predictions (as scored,
     whitespace collapsed, clipped) given most often, only those given more than once; None without
-    scored items.
+    scored answers.
 
-    A model that answers everything the same way (a constant "No") shows up here at once.
+    With ``n`` runs every item counts ``n`` times (one answer per run), so ``1 - wrong / items`` is
+    the runs average OpenCompass reports. A model that answers everything the same way (a constant
+    "No") shows up here at once.
     """
     items = wrong = 0
     counts: Counter[str] = Counter()
-    for _, det, p in _scored(run, split):
+    for _, _, det, p in _scored(run, split):
         items += 1
         wrong += not is_correct(det)
         pred = _first(det.get("pred", p.get("prediction")))
