@@ -56,10 +56,36 @@ def samples(temperature: float, backend: str) -> bool:
     return float(temperature) > 0 and backend in SAMPLING_BACKENDS
 
 
-def answer_token_limit(benchmark_max: int | None, model_max: int | None) -> int | None:
-    """New tokens one answer may have: the smaller of the benchmark's and the model's ``max_out_len``."""
+ANSWER_CAP_RULE = "2"  # in the eval cache key; 2: thinking models get the larger cap (was: the smaller)
+
+
+def answer_token_limit(benchmark_max: int | None, model_max: int | None, *, thinking: bool = False,
+                       max_seq_len: int | None = None) -> int | None:
+    """New tokens one answer may have (the one rule for evaluation and the planner's brief).
+
+    A benchmark's cap (``max_out_len`` of its YAML, 32 for MMLU) is sized for the answer alone. A
+    model that answers directly gets the smaller of the benchmark's and the model's ``max_out_len``
+    (models.yaml). A thinking model (``enable_thinking: true`` in models.yaml) writes its reasoning
+    inside the same budget, so a benchmark's small cap would cut it mid-thought: it gets the larger
+    of the two (Qwen3: 38,912 on MMLU, as stock OpenCompass gives it wherever a dataset sets no cap
+    of its own), never more than its context window ``max_seq_len``.
+
+    Args:
+        benchmark_max: the benchmark's (or sub-dataset's) ``max_out_len``; None or 0 = none.
+        model_max: the model's ``max_out_len`` from models.yaml; None or 0 = none.
+        thinking: the model thinks before it answers (models.yaml ``enable_thinking``).
+        max_seq_len: the model's context window (models.yaml), an upper bound for thinking models.
+
+    Returns:
+        The cap in tokens, or None when neither side sets one.
+    """
     limits = [int(x) for x in (benchmark_max, model_max) if x]
-    return min(limits) if limits else None
+    if not limits:
+        return None
+    if not thinking:
+        return min(limits)
+    cap = max(limits)
+    return min(cap, int(max_seq_len)) if max_seq_len else cap
 
 
 def eval_decoding(model_name: str, gpu_count: int, benchmark_max_out_len: int | None) -> EvalDecoding:
@@ -69,6 +95,8 @@ def eval_decoding(model_name: str, gpu_count: int, benchmark_max_out_len: int | 
     return EvalDecoding(sampling=samples(temperature, "vllm" if gpu_count > 0 else "hf"),  # vLLM on a GPU
                         temperature=temperature, top_p=float(inf.get("top_p", 1.0)),
                         top_k=int(inf.get("top_k", 1)),
-                        max_out_len=answer_token_limit(benchmark_max_out_len, inf.get("max_out_len")),
+                        max_out_len=answer_token_limit(benchmark_max_out_len, inf.get("max_out_len"),
+                                                       thinking=bool(inf.get("enable_thinking", False)),
+                                                       max_seq_len=inf.get("max_seq_len")),
                         max_seq_len=int(inf["max_seq_len"]) if inf.get("max_seq_len") else None,
                         enable_thinking=bool(inf.get("enable_thinking", False)))

@@ -34,6 +34,7 @@ from ftagent.tools.opencompass import cache as cache_mod
 from ftagent.tools.opencompass import parse
 from ftagent.tools.opencompass.backend import choose_backend, env_identity, warn_once
 from ftagent.tools.opencompass.inference import (
+    ANSWER_CAP_RULE,
     SAMPLING_BACKENDS,
     answer_token_limit,
     inference_config,
@@ -147,7 +148,9 @@ class _Job:
             raise StepError(f"benchmark {self.benchmark} has no {split} items", error_type=ErrorType.EVAL)
         out = []
         for b in blocks:
-            update: dict[str, Any] = {"max_out_len": answer_token_limit(b.max_out_len, self.mspec.max_out_len)}
+            cap = answer_token_limit(b.max_out_len, self.mspec.max_out_len, thinking=self.mspec.enable_thinking,
+                                     max_seq_len=self.mspec.max_seq_len)
+            update: dict[str, Any] = {"max_out_len": cap}
             if suffix:
                 update["abbr"] = parse.split_abbr(b.abbr, split)
             out.append(b.model_copy(update=update))
@@ -271,7 +274,7 @@ def evaluate_splits_of_path(
     keys = {split: cache_mod.cache_key(
         digest, benchmark, split,
         {"data": _data_digest(bench_dir, split), "limit": ft.benchmark_limit, "runs": ft.benchmark_num_runs,
-         "pass_k": ft.benchmark_pass_k, "template": template},
+         "pass_k": ft.benchmark_pass_k, "template": template, "answer_caps": ANSWER_CAP_RULE},
         mspec.model_dump(exclude=KEY_EXCLUDED), TEMPLATE_VERSION,
         judge=_judge(settings)) for split in splits}
     out = SplitResults()
