@@ -11,7 +11,7 @@ import sys
 
 import typer
 
-from ftagent.cli import benchmarks, datasets, env, job, models, prompts, run, ui
+from ftagent.cli import benchmarks, datasets, env, export, job, models, prompts, run, ui
 from ftagent.cli.common import print_error
 from ftagent.cli.doctor import doctor
 from ftagent.core.errors import EnvironmentFailure, UserInputError
@@ -34,6 +34,7 @@ app.add_typer(env.app, name="env")
 app.add_typer(models.app, name="models")
 app.add_typer(job.app, name="job")
 app.add_typer(prompts.app, name="prompts")
+app.add_typer(export.app, name="export")
 
 
 def main() -> None:

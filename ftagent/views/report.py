@@ -25,6 +25,7 @@ class LoopRow(BaseModel):
 
 class Report(BaseModel):
     session: str
+    session_dir: str | None = None
     benchmark: str | None = None
     base_model: str | None = None
     core_metric: str = "score"
@@ -54,8 +55,8 @@ _KEY_CONFIG = ("finetuning_type", "learning_rate", "max_steps", "num_train_epoch
 def build_report(session_dir: Path) -> Report:
     """Collect the report of a session directory (through the one projection, :func:`load_session`)."""
     view = load_session(Path(session_dir))
-    report = Report(session=Path(session_dir).name, benchmark=view.benchmark, base_model=view.base_model,
-                    core_metric=view.core_metric or "score", planner=view.planner,
+    report = Report(session=Path(session_dir).name, session_dir=str(session_dir), benchmark=view.benchmark,
+                    base_model=view.base_model, core_metric=view.core_metric or "score", planner=view.planner,
                     status=view.end["status"] if view.end else "running",
                     baseline_val=view.baseline.get("validation"), baseline_test=view.baseline.get("test"))
     report.loops = [_row(lp) for lp in view.loops]
@@ -89,6 +90,11 @@ def _row(lp: LoopView) -> LoopRow:
                    duration_s=(lp.end or {}).get("duration_s", 0.0))
 
 
+def export_command(session_dir: str | Path) -> str:
+    """The command that exports a session's best model (see ``ftagent export``)."""
+    return f"ftagent export {session_dir}"
+
+
 def _fmt(value: float | None) -> str:
     return "–" if value is None else f"{value:.2f}"
 
@@ -107,6 +113,8 @@ def render_markdown(r: Report) -> str:
         f"| baseline | {_fmt(r.baseline_val)} | {_fmt(r.baseline_test)} |",
         f"| best (loop {r.best_loop}) | {_fmt(r.best_val)} | {_fmt(r.best_test)} |", "",
         f"Best model: `{r.best_model_path}`" if r.best_model_path else "No loop beat the baseline.", "",
+        *([f"Export it (Hugging Face folder, model card, reproduce/): `{export_command(r.session_dir)}`", ""]
+          if r.best_model_path and r.session_dir else []),
         "| loop | hypothesis | key config | val | test | decision | status | duration |",
         "|---|---|---|---|---|---|---|---|",
     ]

@@ -1,0 +1,181 @@
+"""What an export says about its model, collected from the session's events and its latest snapshot.
+
+The scores, times, costs and the loss history come from ``events.jsonl`` through the one projection
+(:func:`ftagent.views.session.load_session` and :func:`ftagent.views.report.build_report`); the
+experiment DAG (parents, artefact paths, the trained config, rows) and the scenario come from the
+latest snapshot's typed state. Nothing is re-parsed from raw logs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from ftagent.core.errors import UserInputError
+from ftagent.core.trace import Experiment
+from ftagent.core.types import ScenarioInfo
+from ftagent.engine.session import list_snapshots
+from ftagent.finetune.state import FinetuneSessionState
+from ftagent.views.report import build_report
+from ftagent.views.session import LoopView, SessionView, is_session_dir, load_session
+
+
+class ChainStep(BaseModel):
+    """One experiment on the path from the first ancestor to the exported loop."""
+
+    loop: int
+    hypothesis: str = ""
+    reason: str = ""
+    val_score: float | None = None
+    decision: bool = False
+    feedback: str = ""
+
+
+class SplitScores(BaseModel):
+    """Baseline and fine-tuned core-metric scores of one benchmark split."""
+
+    split: str
+    baseline: float | None = None
+    finetuned: float | None = None
+
+
+class ExportFacts(BaseModel):
+    """Everything the card and ``reproduce/`` say, with the host paths they are built from."""
+
+    session: str
+    loop: int
+    is_sota: bool
+    benchmark: str
+    core_metric: str = "score"
+    base_model: str  # as the user named it
+    base_model_path: str  # host folder (never written to the card)
+    planner: str | None = None
+    datasets: list[str] = Field(default_factory=list)
+    dataset_root: str | None = None  # host folder of the raw datasets (FT_FILE_PATH/datasets)
+    template: str | None = None
+    finetuning_type: str = "full"
+    model_path: str  # host folder: full model or LoRA adapter
+    workspace: str  # host folder of the loop's files
+    files: dict[str, str] = Field(default_factory=dict)  # logical name -> host path (process_data.py, train.yaml)
+    config: dict[str, Any] = Field(default_factory=dict)  # the train.yaml that was trained
+    data_rows: int | None = None
+    loss_history: list[dict[str, Any]] = Field(default_factory=list)
+    train_runtime_s: float | None = None
+    scores: list[SplitScores] = Field(default_factory=list)
+    chain: list[ChainStep] = Field(default_factory=list)
+    loop_duration_s: float = 0.0
+    wall_time_s: float = 0.0
+    training_time_s: float = 0.0
+    evaluation_time_s: float = 0.0
+    llm_calls: int = 0
+    llm_cost_usd: float = 0.0
+    llm_unpriced_calls: int = 0
+
+    @property
+    def is_lora(self) -> bool:
+        return self.finetuning_type == "lora"
+
+    def score(self, split: str, which: str) -> float | None:
+        """The ``baseline`` or ``finetuned`` score of ``split`` (None when not measured)."""
+        row = next((s for s in self.scores if s.split == split), None)
+        return getattr(row, which) if row is not None else None
+
+
+def load_state(session_dir: Path) -> FinetuneSessionState:
+    """The latest readable snapshot of a session as its typed state.
+
+    Raises:
+        UserInputError: not a session directory, or no readable snapshot.
+    """
+    session_dir = Path(session_dir)
+    if not session_dir.is_dir() or not is_session_dir(session_dir):
+        raise UserInputError(f"{session_dir} is not a session directory (no events.jsonl or __session__/)")
+    for snap in reversed(list_snapshots(session_dir)):
+        try:
+            return FinetuneSessionState.model_validate_json(snap.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+    raise UserInputError(f"{session_dir} has no readable snapshot: nothing to export")
+
+
+def pick_loop(view: SessionView, state: FinetuneSessionState, loop: int | None) -> Experiment:
+    """The experiment to export: ``loop``, else the session's best (SOTA) loop.
+
+    Raises:
+        UserInputError: no such loop, no SOTA to default to, or the loop left no model.
+    """
+    trace = state.trace
+    if loop is None:
+        if trace.sota_loop is None:
+            raise UserInputError(f"no loop of {Path(view.dir).name} beat the baseline, so there is no best model; "
+                                 "pass --loop N to export one anyway")
+        loop = trace.sota_loop
+    exp = trace.get(loop)
+    if exp is None:
+        known = ", ".join(str(e.loop) for e in trace.experiments) or "none"
+        raise UserInputError(f"loop {loop} does not exist in {Path(view.dir).name} (finished loops: {known})")
+    model = exp.artefacts.get("model")
+    if not model:
+        why = f": {exp.failure.summary()}" if exp.failure else ""
+        raise UserInputError(f"loop {loop} has no model{why}"[:500])
+    if not Path(model).is_dir():
+        raise UserInputError(f"loop {loop}'s model folder {model} is gone (deleted or on another machine)")
+    return exp
+
+
+def _chain(state: FinetuneSessionState, view: SessionView, exp: Experiment) -> list[ChainStep]:
+    """The exported experiment and its ancestors (oldest first), each with what the feedback said."""
+    loops = {lp.index: lp for lp in view.loops}
+    steps: list[ChainStep] = []
+    seen: set[int] = set()
+    current: Experiment | None = exp
+    while current is not None and current.loop not in seen:
+        seen.add(current.loop)
+        hyp = current.hypothesis
+        feedback = (loops.get(current.loop) or LoopView(index=current.loop)).feedback or {}
+        steps.append(ChainStep(loop=current.loop, hypothesis=hyp.hypothesis if hyp else "",
+                               reason=hyp.reason if hyp else "", val_score=current.val_score,
+                               decision=current.decision, feedback=str(feedback.get("reason") or current.reason)))
+        current = state.trace.get(current.parent) if current.parent is not None else None
+    return list(reversed(steps))
+
+
+def collect_facts(session_dir: Path, loop: int | None = None) -> ExportFacts:
+    """The facts of one loop's model (default: the best loop).
+
+    Raises:
+        UserInputError: see :func:`load_state` and :func:`pick_loop`.
+    """
+    session_dir = Path(session_dir)
+    state = load_state(session_dir)
+    view = load_session(session_dir)
+    exp = pick_loop(view, state, loop)
+    scenario: ScenarioInfo | None = state.scenario
+    if scenario is None:
+        raise UserInputError(f"{session_dir.name} has no scenario in its snapshot: nothing to export")
+    report = build_report(session_dir)
+    lp = next((x for x in view.loops if x.index == exp.loop), LoopView(index=exp.loop))
+    training = lp.training or {}
+    config = dict(exp.config or training.get("config") or {})
+    scores = [SplitScores(split=split, baseline=view.baseline.get(split),
+                          finetuned=(lp.results.get(split) or {}).get("score",
+                                                                      exp.val_score if split == "validation"
+                                                                      else exp.test_score))
+              for split in ("validation", "test")]
+    return ExportFacts(
+        session=session_dir.name, loop=exp.loop, is_sota=state.trace.sota_loop == exp.loop,
+        benchmark=scenario.benchmark, core_metric=view.core_metric or scenario.core_metric,
+        base_model=scenario.base_model, base_model_path=scenario.base_model_path, planner=view.planner,
+        datasets=list(scenario.datasets), dataset_root=scenario.dataset_root, template=config.get("template") or scenario.model_info.template,
+        finetuning_type=str(config.get("finetuning_type") or training.get("finetuning_type") or "full"),
+        model_path=exp.artefacts["model"], workspace=exp.artefacts.get("workspace", ""),
+        files={k: v for k, v in exp.artefacts.items() if k not in {"model", "output_dir", "workspace"}},
+        config=config, data_rows=exp.data_rows,
+        loss_history=list(exp.loss_history or training.get("loss_history") or []),
+        train_runtime_s=training.get("train_runtime_s"), scores=scores, chain=_chain(state, view, exp),
+        loop_duration_s=(lp.end or {}).get("duration_s", 0.0), wall_time_s=report.wall_time_s,
+        training_time_s=report.training_time_s, evaluation_time_s=report.evaluation_time_s,
+        llm_calls=report.llm_calls, llm_cost_usd=report.llm_cost_usd, llm_unpriced_calls=report.llm_unpriced_calls,
+    )
