@@ -36,6 +36,7 @@ class Reply:
     status: int = 200  # anything but 200 sends an OpenAI-style error body with this status
     delay: float = 0.0  # seconds to wait before answering (provokes client timeouts)
     usage: tuple[int, int] | None = None  # (prompt_tokens, completion_tokens); None = estimate
+    retry_after: str | None = None  # the Retry-After header of an error reply (429 default: "0")
 
     @classmethod
     def from_file(cls, path: str | Path, *, fence: str | None = None, preface: str = "") -> Reply:
@@ -204,7 +205,8 @@ class _Handler(BaseHTTPRequestHandler):
         if reply.delay:
             time.sleep(reply.delay)
         if reply.status != 200:
-            headers = {"Retry-After": "0"} if reply.status == 429 else None
+            after = reply.retry_after if reply.retry_after is not None else ("0" if reply.status == 429 else None)
+            headers = {"Retry-After": after} if after is not None else None
             return self._send_json(reply.status, {"error": {"message": f"injected {reply.status}",
                                                             "type": "server_error", "code": reply.status}}, headers)
         prompt = json.dumps(body.get("messages", []))

@@ -5,6 +5,11 @@ are switched off, and tenacity retries 408/429/5xx, timeouts and connection erro
 backoff (``MAX_RETRY`` retries after the first attempt, ``RETRY_WAIT_SECONDS`` as the base wait). So
 ``MAX_RETRY=2`` means at most 3 requests reach the server, never 3 × 3 × 3.
 
+The session's ``--timeout`` is a hard bound: a client made for a loop step (:meth:`LLMClient.for_context`)
+knows the time left; each attempt's timeout is capped by it, a retry whose wait would end past it is not
+made, and a call with no time left is not sent (a TIMEOUT :class:`StepError`). A server's
+``Retry-After`` (seconds or an HTTP date; ``retry-after-ms`` too) sets the wait before the next attempt.
+
 litellm is imported lazily (on the first call) with ``LITELLM_LOCAL_MODEL_COST_MAP=True`` so that the
 import does not fetch the price list from the network.
 """
@@ -36,6 +41,10 @@ CONTINUE_PROMPT = ("Your previous answer was cut off. Continue exactly where it 
 _FENCE_RE = re.compile(r"```[ \t]*([\w+.-]*)[^\n]*\n(.*?)```", re.DOTALL)
 _THINK_RE = re.compile(r"^\s*<think>.*?</think>\s*", re.DOTALL)
 _LANG_ALIASES = {"python": {"python", "py", "python3"}, "yaml": {"yaml", "yml"}, "json": {"json"}}
+
+
+MIN_CALL_S = 5.0  # a request with less time left than this before the session deadline is not sent
+RETRY_AFTER_MAX_S = 300.0  # a server's Retry-After is honoured up to this
 
 
 class LLMCallError(StepError):
@@ -121,6 +130,41 @@ def _is_fenced_open(text: str) -> bool:
     return text.count("```") % 2 == 1
 
 
+def retry_after_s(exc: BaseException) -> float | None:
+    """The wait a server asked for with ``Retry-After`` / ``retry-after-ms`` (None when it asked none)."""
+    for holder in (getattr(exc, "response", None), exc):
+        headers = getattr(holder, "headers", None) or getattr(holder, "litellm_response_headers", None)
+        if not headers:
+            continue
+        try:
+            ms = headers.get("retry-after-ms")
+            if ms is not None:
+                return max(0.0, float(ms) / 1000.0)
+            value = headers.get("retry-after")
+        except (AttributeError, TypeError, ValueError):
+            continue
+        if value is None:
+            continue
+        try:
+            return max(0.0, float(value))
+        except ValueError:
+            from email.utils import parsedate_to_datetime
+
+            try:
+                return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
+            except (TypeError, ValueError):
+                continue
+    return None
+
+
+class DeadlineReached(StepError):
+    """The session's ``--timeout`` leaves no time for (another attempt of) an LLM call."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, error_type=ErrorType.TIMEOUT,
+                         suggestion="the session's --timeout is spent; resume with --path and a longer --timeout")
+
+
 def _retryable(exc: BaseException) -> bool:
     status = getattr(exc, "status_code", None)
     if isinstance(status, int):
@@ -139,11 +183,14 @@ class LLMClient:
         ft: the ``FT_*`` settings (for ``FT_LLM_BUDGET_USD`` and the judge key to redact); optional.
         session_dir: where ``llm/<n>.json`` records go; None writes no records.
         emit: called with an :class:`ftagent.engine.events.LLMCall` after every call (e.g. ``ctx.emit``).
+        time_left: seconds left before the session deadline (None: no deadline), e.g. ``ctx.time_left``.
     """
 
     def __init__(self, llm: LLMSettings, ft: FTSettings | None = None, session_dir: Path | None = None,
-                 emit: Callable[[Any], None] | None = None) -> None:
+                 emit: Callable[[Any], None] | None = None,
+                 time_left: Callable[[], float | None] | None = None) -> None:
         self.llm = llm
+        self.time_left = time_left or (lambda: None)
         self.ft = ft
         self.emit = emit
         secrets = [llm.openai_api_key.get_secret_value() if llm.openai_api_key else None]
@@ -159,7 +206,7 @@ class LLMClient:
         """A client for a loop step: records into the step's session, events through ``ctx.emit``."""
         session = getattr(ctx, "session", None)
         return cls(settings.llm, settings.ft, session_dir=getattr(session, "dir", None),
-                   emit=getattr(ctx, "emit", None))
+                   emit=getattr(ctx, "emit", None), time_left=getattr(ctx, "time_left", None))
 
     # --- routing ------------------------------------------------------------------------------------
     def route(self, stage: str) -> dict[str, Any]:
@@ -198,6 +245,11 @@ class LLMClient:
 
         def attempt() -> Any:
             nonlocal attempts
+            left = self.time_left()
+            if left is not None and left < MIN_CALL_S:
+                raise DeadlineReached(f"no LLM request sent: {left:.0f} s left before the session deadline")
+            kwargs["timeout"] = self.llm.llm_timeout_seconds if left is None else \
+                min(self.llm.llm_timeout_seconds, left)
             attempts += 1
             if not self.llm.chat_stream:
                 return litellm.completion(**kwargs)
@@ -205,12 +257,31 @@ class LLMClient:
             return litellm.stream_chunk_builder(chunks, messages=messages)
 
         wait = self.llm.retry_wait_seconds
-        retrying = Retrying(stop=stop_after_attempt(self.llm.max_retry + 1),
-                            wait=wait_exponential(multiplier=wait, min=wait, max=max(wait, 60.0)),
+        backoff = wait_exponential(multiplier=wait, min=wait, max=max(wait, 60.0))
+
+        def wait_for(state) -> float:
+            asked = retry_after_s(state.outcome.exception())
+            return min(asked, RETRY_AFTER_MAX_S) if asked is not None else backoff(state)
+
+        stopped: list[float] = []
+
+        def past_deadline(state) -> bool:  # the next attempt would start too late: do not wait for it
+            left = self.time_left()
+            if left is not None and _retryable(state.outcome.exception()) and wait_for(state) + MIN_CALL_S > left:
+                stopped.append(left)
+                return True
+            return False
+
+        retrying = Retrying(stop=stop_after_attempt(self.llm.max_retry + 1) | past_deadline, wait=wait_for,
                             retry=retry_if_exception(_retryable), reraise=True)
         try:
             return retrying(attempt), attempts
         except Exception as exc:
+            if stopped and not isinstance(exc, DeadlineReached):
+                exc = DeadlineReached(f"LLM retries stopped at the session deadline ({stopped[0]:.0f} s left) "
+                                      f"after {attempts} attempt(s): {type(exc).__name__}: {exc}")
+                exc.ft_attempts = attempts  # type: ignore[attr-defined]
+                raise exc from None
             exc.ft_attempts = attempts  # type: ignore[attr-defined]
             raise
 
@@ -242,6 +313,12 @@ class LLMClient:
         t0 = time.monotonic()
         try:
             response, record.attempts = self._request(messages, route)
+        except DeadlineReached as exc:
+            record.attempts = getattr(exc, "ft_attempts", 0)
+            record.latency_s = time.monotonic() - t0
+            record.error = self.redactor.text(str(exc))[:2000]
+            self._finish(record)
+            raise
         except Exception as exc:  # noqa: BLE001 - classified below
             record.attempts = getattr(exc, "ft_attempts", 1)
             record.latency_s = time.monotonic() - t0
