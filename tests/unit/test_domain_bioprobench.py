@@ -22,6 +22,7 @@ def test_loader_and_prompts():
     assert "Choices:\n['1,200'" in bio.build_prompt("PQA", bio.load_items(FIX, "PQA")[0])
 
 
+
 def test_extraction_edge_cases():
     assert bio.extract_pqa(f"{S} 1,400 & 80% {E}") == ("1,400", 80)
     assert bio.extract_pqa(f"{S} 50 uL 90 {E}") == ("50 uL", 90)
@@ -35,7 +36,8 @@ def test_extraction_edge_cases():
     assert bio.extract_err("so the answer is\nfalse") is False
     assert bio.extract_err(f"{S}maybe{E}") is None
     assert bio.extract_gen(f"<Structure>..</Structure>{S}\n1. a\n2. b\n{E}") == "1. a\n2. b"
-    assert bio.extract_gen("no tags") is None
+    assert bio.extract_gen("no tags") == "no tags"      # official: untagged text is the answer
+    assert bio.extract_gen(None) is None
 
 
 def test_pqa_metrics_by_hand():
@@ -76,6 +78,6 @@ def test_gen_metrics_by_hand():
     perfect = f"{S}\n{ref}\n{E}"
     m = evaluate_subtask("bioprobench", "GEN", [perfect], items)
     assert m["ROUGE-L"] == pytest.approx(100.0) and m["BLEU-4"] == pytest.approx(100.0)
-    # unparsed answers score 0 and count as failed: mean(100, 0) = 50
-    m = bio.gen_metrics([perfect, "no tags"], [items[0]["output"]] * 2)
+    # no output scores 0 and counts as failed: mean(100, 0) = 50
+    m = bio.gen_metrics([perfect, None], [items[0]["output"]] * 2)
     assert m["ROUGE-L"] == pytest.approx(50.0) and m["failed"] == 1
