@@ -44,6 +44,12 @@ class FinetuneScenario:
         self.settings = settings
         self.runner = runner
         self.emit = emit
+        self.selection_client = None  # the LLM client of the pre-session dataset selection, if any
+
+    def attach_session(self, session_dir: Path) -> None:
+        """Write the pre-session LLM calls (dataset selection) into the session's records and budget."""
+        if self.selection_client is not None:
+            self.selection_client.records.attach(session_dir)
 
     def _stage(self, name: str, fn, **detail):
         self.emit(ScenarioStage(stage=name, status="start", detail=detail))
@@ -85,7 +91,8 @@ class FinetuneScenario:
         if use_llm:
             from ftagent.planners.llm.client import LLMClient
 
-            client = LLMClient(llm, ft, emit=self.emit)  # no session yet: announced as an event, not recorded
+            # no session yet: the records wait in memory until attach_session() writes them
+            client = self.selection_client = LLMClient(llm, ft, emit=self.emit)
         return select_datasets(ft.target_benchmark, ft.benchmark_description or "", dataset=ft.dataset,
                                client=client)
 

@@ -53,3 +53,24 @@ def test_a_bad_answer_falls_back_to_the_rule():
         server.fail_next(500)
         sel = select_datasets("mmlu", "x", client=_client(server))
     assert sel.source == "rule" and "no usable answer" in sel.reason
+
+
+def test_the_selection_call_before_the_session_is_recorded_and_counted_once_it_exists(tmp_path):
+    """Issue #22.6: the pre-session call reached no record, so FT_LLM_BUDGET_USD never counted it."""
+    import json
+
+    from ftagent.core.settings import FTSettings
+    from ftagent.planners.llm.records import RecordWriter
+
+    reply = '{"datasets": ["deepscaler"], "reason": "maths"}'
+    with FakeOpenAIServer([reply]) as server:
+        client = LLMClient(LLMSettings(chat_model="fake", openai_api_base=server.base_url, openai_api_key="sk-sel-SECRET",
+                                       chat_stream=False, max_retry=0), FTSettings())
+        select_datasets("mmlu", "x", client=client)
+    assert client.records.pending and not (tmp_path / "llm").exists()  # no session yet: kept in memory
+    client.records.pending[0][0].cost_usd = 0.25  # the fake model has no price: give the call one
+    (path,) = client.records.attach(tmp_path)
+    record = json.loads(path.read_text())
+    assert path.name == "1.json" and record["stage"] == "dataset_selection" and record["reply"] == reply
+    assert "sk-sel-SECRET" not in path.read_text()
+    assert RecordWriter(tmp_path).spent_usd() == 0.25  # the budget's ledger now holds it

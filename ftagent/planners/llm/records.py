@@ -83,16 +83,33 @@ class LLMRecord(BaseModel):
 
 
 class RecordWriter:
-    """Writes numbered records into ``<session_dir>/llm/`` (atomic: temp file + rename)."""
+    """Writes numbered records into ``<session_dir>/llm/`` (atomic: temp file + rename).
+
+    Without a session (the dataset selection runs before the session exists) records are kept in
+    memory and written by :meth:`attach` once the session folder is known, so every call is in the
+    ledger that ``FT_LLM_BUDGET_USD`` reads.
+    """
 
     def __init__(self, session_dir: Path | None) -> None:
-        self.dir = Path(session_dir) / "llm" if session_dir is not None else None
+        self.dir: Path | None = None
         self._lock = threading.Lock()
         self._next = 1
         self._costs: dict[str, float] = {}  # record file name -> cost (records never change once written)
-        if self.dir is not None and self.dir.exists():
+        self.pending: list[tuple[LLMRecord, Redactor]] = []
+        if session_dir is not None:
+            self._open(Path(session_dir))
+
+    def _open(self, session_dir: Path) -> None:
+        self.dir = session_dir / "llm"
+        if self.dir.exists():
             numbers = [int(p.stem) for p in self.dir.glob("*.json") if p.stem.isdigit()]
             self._next = max(numbers, default=0) + 1
+
+    def attach(self, session_dir: Path) -> list[Path]:
+        """Write the records kept before the session existed into ``session_dir/llm/``; later ones go there."""
+        self._open(Path(session_dir))
+        pending, self.pending = self.pending, []
+        return [path for record, redactor in pending if (path := self.write(record, redactor)) is not None]
 
     def spent_usd(self) -> float:
         """Cost of the calls already recorded in this session (so a resumed session keeps its budget)."""
@@ -108,8 +125,9 @@ class RecordWriter:
         return sum(self._costs.values())
 
     def write(self, record: LLMRecord, redactor: Redactor) -> Path | None:
-        """Assign the next number, redact and write; returns the file path (None without a session)."""
+        """Assign the next number, redact and write; returns the file path (None: kept until :meth:`attach`)."""
         if self.dir is None:
+            self.pending.append((record.model_copy(deep=True), redactor))
             return None
         with self._lock:
             self.dir.mkdir(parents=True, exist_ok=True)
