@@ -98,6 +98,10 @@ class DataProcessor:
     def _load(self, workspace: Path) -> list[dict]:
         try:
             rows = json.loads((workspace / DATA_FILE).read_text(encoding="utf-8"))
+        except UnicodeDecodeError as exc:  # a ValueError, not a JSONDecodeError: once an UNKNOWN failure
+            raise StepError(f"data.json is not valid UTF-8 (byte {exc.start}: {exc.reason}); write it with "
+                            "encoding='utf-8' (json.dump(..., ensure_ascii=False) into a file opened so)",
+                            error_type=ErrorType.DATA) from exc
         except (OSError, json.JSONDecodeError) as exc:
             raise StepError(f"data.json is not readable JSON: {exc}", error_type=ErrorType.DATA) from exc
         if not isinstance(rows, list):
