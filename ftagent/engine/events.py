@@ -161,6 +161,15 @@ class Progress(_Event):
     detail: dict[str, Any] = Field(default_factory=dict)  # loss, lr, eta_s ...
 
 
+class LeftoversReaped(_Event):
+    """Before work started: what a killed predecessor left running (on this ``FT_FILE_PATH``) was ended."""
+
+    type: Literal["leftovers_reaped"] = "leftovers_reaped"
+    processes: list[dict[str, Any]] = Field(default_factory=list)  # {pid, command, session}
+    containers: list[str] = Field(default_factory=list)
+    message: str = ""
+
+
 class Message(_Event):
     type: Literal["message"] = "message"
     level: Literal["info", "warning", "error"] = "info"
@@ -183,6 +192,7 @@ Event = Annotated[
     | FeedbackEvent
     | LoopEnd
     | Progress
+    | LeftoversReaped
     | Message,
     Field(discriminator="type"),
 ]

@@ -6,6 +6,7 @@ Layout of a session directory::
         events.jsonl
         __session__/<loop>/<seq>_<step>     JSON snapshot written after that step
         llm/<n>.json                        one file per LLM call
+        .lock, .lock.holder.json            held by the process working in it (:class:`SessionLock`)
 
 A snapshot is a :class:`SessionState` as JSON. Loading one never executes code. Writes are atomic
 (temp file + rename), so a SIGKILL leaves either the old or the new snapshot, never half of one.
@@ -16,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import time
 import uuid
 from datetime import datetime, timezone
@@ -30,6 +32,69 @@ from ftagent.engine.events import EventLog
 SNAPSHOT_SCHEMA = 1
 SESSION_DIR = "__session__"
 EVENTS_FILE = "events.jsonl"
+LOCK_FILE = ".lock"
+HOLDER_FILE = ".lock.holder.json"
+
+
+class LockHolder(BaseModel):
+    """Who runs a session: written next to the lock once it is held (the lock file itself is the OS lock)."""
+
+    pid: int
+    host: str
+    started_at: float
+
+    def describe(self) -> str:
+        when = datetime.fromtimestamp(self.started_at, timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+        return f"pid {self.pid} on {self.host}, since {when}"
+
+
+class SessionLock:
+    """An exclusive lock on one session directory while an ftagent process works in it.
+
+    The lock is an OS file lock (``filelock``): a killed holder releases it with its death, so a stale lock
+    never blocks a resume. A second process gets :class:`UserInputError` naming the holder.
+    """
+
+    def __init__(self, directory: Path) -> None:
+        from filelock import FileLock
+
+        self.dir = Path(directory)
+        self._lock = FileLock(str(self.dir / LOCK_FILE), timeout=0)
+
+    def holder(self) -> LockHolder | None:
+        """The recorded holder (of the lock now held, or the last one)."""
+        try:
+            return LockHolder.model_validate_json((self.dir / HOLDER_FILE).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+
+    def acquire(self) -> SessionLock:
+        """Take the lock or fail at once.
+
+        Raises:
+            UserInputError: another process holds it (the message names it: pid, host, start time).
+        """
+        from filelock import Timeout
+
+        try:
+            self._lock.acquire()
+        except Timeout:
+            holder = self.holder()
+            who = holder.describe() if holder else "another ftagent process"
+            raise UserInputError(
+                f"session {self.dir} is in use by {who}; wait for it to end (or stop it), or resume a copy "
+                f"with --no-checkout") from None
+        write_atomic(self.dir / HOLDER_FILE, LockHolder(pid=os.getpid(), host=socket.gethostname(),
+                                                        started_at=time.time()).model_dump_json())
+        return self
+
+    def release(self) -> None:
+        """Let the next process in (the holder record stays, for the record)."""
+        self._lock.release()
+
+    @property
+    def held(self) -> bool:
+        return self._lock.is_locked
 
 
 class LoopState(BaseModel):
@@ -116,6 +181,23 @@ class Session:
         self.dir = directory
         self.state = state
         self.events = EventLog(directory / EVENTS_FILE)
+        self._lock: SessionLock | None = None
+
+    def lock(self) -> SessionLock:
+        """Hold this session's lock until :meth:`unlock` or the end of the process (see :class:`SessionLock`).
+
+        Raises:
+            UserInputError: another process works in this session (named in the message).
+        """
+        if self._lock is None:
+            self._lock = SessionLock(self.dir).acquire()
+        return self._lock
+
+    def unlock(self) -> None:
+        """Release the lock taken with :meth:`lock` (no-op without one)."""
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
 
     @property
     def events_path(self) -> Path:

@@ -13,17 +13,24 @@
   script reaches an LLM server on the host's loopback) come from the settings.
 * Output is streamed to the log file while the command runs; on timeout the container is killed
   and ``timed_out`` is set.
+* Containers die with ftagent: each carries the labels ``org.ftagent.session`` and
+  ``org.ftagent.owner`` (host:pid:start of this process) and is recorded in the child registry
+  (:mod:`ftagent.runners.reaper`) while it runs; a watcher process (:mod:`ftagent.runners.supervise`,
+  started with the first container) removes this process's containers as soon as it dies, SIGKILL
+  included, and the next session's reaper removes any the watcher could not.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import subprocess
 import threading
 import time
 from pathlib import Path
 
 from ftagent.core.errors import EnvironmentFailure
+from ftagent.runners import reaper
 from ftagent.runners.base import Mount, RunResult, ToolEnv
 from ftagent.runners.images import ImageSpec, build_image, image_exists
 from ftagent.runners.process import LogSink, passthrough_env
@@ -102,6 +109,7 @@ class DockerRunner:
         self._image = image
         self._ready: str | None = None
         self._lock = threading.Lock()
+        self._watcher: subprocess.Popen | None = None
 
     @classmethod
     def from_settings(cls, settings) -> DockerRunner:
@@ -218,7 +226,24 @@ class DockerRunner:
         return dict(working_dir=str(workdir), environment=self.environment(env), volumes=volumes,
                     tmpfs=self.hidden_paths(tool, volumes), device_requests=self.device_requests(gpus),
                     shm_size=self.shm_size, mem_limit=self.mem_limit, network_mode=self.network,
-                    user=f"{self.uid}:{self.gid}", detach=True, labels={"org.ftagent.tool": tool})
+                    user=f"{self.uid}:{self.gid}", detach=True, labels=self.labels(tool))
+
+    def labels(self, tool: ToolEnv) -> dict[str, str]:
+        """The tool, the session and this process (the watcher and the reaper find containers by them)."""
+        return {"org.ftagent.tool": tool, reaper.SESSION_LABEL: reaper.current_session() or "",
+                reaper.OWNER_LABEL: reaper.Owner.current().label}
+
+    def _ensure_watcher(self) -> None:
+        """Start the process that removes this process's containers once it dies (once per runner)."""
+        from ftagent.runners.supervise import watcher_argv
+
+        if self._watcher is not None and self._watcher.poll() is None:
+            return
+        env = {k: v for k, v in os.environ.items() if k.startswith("DOCKER_") or k in ("PATH", "HOME")}
+        # a session of its own: a Ctrl-C or group kill of ftagent must not take the watcher first
+        self._watcher = subprocess.Popen(watcher_argv(reaper.Owner.current().label), env=env,
+                                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                         start_new_session=True)
 
     def run(
         self,
@@ -241,14 +266,17 @@ class DockerRunner:
         workdir = Path(workdir).absolute()
         workdir.mkdir(parents=True, exist_ok=True)
         options = self.container_options(tool=tool, workdir=workdir, env=env, mounts=mounts, gpus=gpus)
+        self._ensure_watcher()
         container = self.client.containers.run(image, command=list(cmd), **options)
+        record = reaper.record_container(container.id, list(cmd))
         try:
             return self._wait(container, timeout, log_file)
-        finally:
+        finally:  # also on KeyboardInterrupt / SIGTERM
             try:
                 container.remove(force=True)
             except Exception:  # noqa: BLE001 - the container may already be gone
                 pass
+            reaper.forget(record)
 
     def _wait(self, container, timeout: float | None, log_file: Path | None) -> RunResult:
         import requests

@@ -1,20 +1,26 @@
 """Run one subprocess with streamed logging, a tail buffer and a process-tree kill on timeout.
 
 Shared by the local and conda runners. The child starts in its own session (process group), so a
-timeout kills everything it spawned, grandchildren included.
+timeout kills everything it spawned, grandchildren included. It runs under the supervisor of
+:mod:`ftagent.runners.supervise` (the group's leader), which ends the whole group when ftagent dies,
+even by SIGKILL; while it runs, the group is recorded in the child registry (:mod:`ftagent.runners.reaper`)
+so a successor can end it if even the supervisor was killed.
 """
 
 from __future__ import annotations
 
 import collections
 import os
+import shutil
 import signal
 import subprocess
 import threading
 import time
 from pathlib import Path
 
+from ftagent.runners import reaper
 from ftagent.runners.base import RunResult
+from ftagent.runners.supervise import supervised_argv
 
 TAIL_LINES = 50
 
@@ -99,6 +105,27 @@ def _pump(stream, sink: LogSink) -> None:
     stream.close()
 
 
+def _missing_executable(head: str, cwd: Path, env: dict[str, str]) -> bool:
+    """True when the child's ``argv[0]`` cannot be found (what Popen would fail on, said before the supervisor)."""
+    if "/" in head:
+        path = Path(head) if Path(head).is_absolute() else Path(cwd) / head
+        return not (path.is_file() and os.access(path, os.X_OK))
+    return shutil.which(head, path=env.get("PATH", os.defpath)) is None
+
+
+def start_supervised(argv: list[str], **popen_kwargs) -> subprocess.Popen:
+    """``Popen`` of ``argv`` under the supervisor, as the leader of a new session (see the module docstring).
+
+    ``popen_kwargs`` go to :class:`subprocess.Popen` (``start_new_session`` is always set). Raises OSError
+    like Popen when ``argv[0]`` cannot be found.
+    """
+    env = popen_kwargs.get("env") or os.environ
+    if _missing_executable(argv[0], Path(popen_kwargs.get("cwd") or "."), env):
+        raise FileNotFoundError(2, "No such file or directory", argv[0])
+    popen_kwargs["start_new_session"] = True
+    return subprocess.Popen(supervised_argv(argv), **popen_kwargs)
+
+
 def run_process(
     argv: list[str],
     *,
@@ -122,15 +149,16 @@ def run_process(
     sink = LogSink(log_file)
     start = time.monotonic()
     try:
-        proc = subprocess.Popen(
+        proc = start_supervised(
             argv, cwd=str(cwd), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL, text=True, errors="replace", bufsize=1, start_new_session=True,
+            stdin=subprocess.DEVNULL, text=True, errors="replace", bufsize=1,
         )
     except OSError as exc:
         sink.write(f"[ftagent] cannot start {argv[0]}: {exc}")
         sink.close()
         return RunResult(exit_code=None, duration_s=time.monotonic() - start, log_tail=sink.tail_text(),
                          log_file=str(log_file) if log_file else None)
+    record = reaper.record_process(proc.pid, argv)
     pump = threading.Thread(target=_pump, args=(proc.stdout, sink), daemon=True)
     pump.start()
     timed_out = False
@@ -141,8 +169,12 @@ def run_process(
         kill_tree(proc.pid)
         proc.wait()
         exit_code = None
-    finally:
+    finally:  # also on KeyboardInterrupt / SIGTERM: the tool never outlives the command
+        if proc.poll() is None:
+            kill_tree(proc.pid)
+            proc.wait()
         kill_tree_if_alive(proc.pid)
+        reaper.forget(record)
     pump.join(timeout=10)
     duration = time.monotonic() - start
     if timed_out:

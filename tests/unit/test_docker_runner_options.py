@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -77,7 +78,8 @@ def test_container_options_from_settings_values(tmp_path: Path) -> None:
     opts = runner.container_options(tool="data", workdir=tmp_path, env=None, mounts=None, gpus=None)
     assert (opts["shm_size"], opts["mem_limit"], opts["network_mode"]) == ("2g", "6g", "bridge")
     assert opts["user"] == "1234:2345" and opts["working_dir"] == str(tmp_path) and opts["detach"]
-    assert opts["device_requests"] == [] and opts["labels"] == {"org.ftagent.tool": "data"}
+    assert opts["device_requests"] == [] and opts["labels"]["org.ftagent.tool"] == "data"
+    assert opts["labels"]["org.ftagent.owner"].split(":")[-2] == str(os.getpid())  # the watcher's key
 
 
 def test_from_settings_reads_the_docker_settings(monkeypatch, tmp_path: Path) -> None:

@@ -107,10 +107,23 @@ def network_prefix() -> tuple[str, ...]:
     return ()
 
 
+def _die_with_parent() -> None:  # runs in the child before exec
+    """SIGKILL the chart process when its parent dies: it left the parent's process group (setsid), so a
+    group kill of the evaluator would miss it. The forking thread waits for it, and it execs no set-uid
+    binary, so the PDEATHSIG caveats do not apply."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 def _limits(cpu_s: int, memory_mb: int) -> None:  # runs in the child before exec
     import resource  # noqa: PLC0415 - POSIX only
 
     os.setsid()
+    _die_with_parent()
     resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s))
     resource.setrlimit(resource.RLIMIT_AS, (memory_mb << 20, memory_mb << 20))
     resource.setrlimit(resource.RLIMIT_FSIZE, (64 << 20, 64 << 20))

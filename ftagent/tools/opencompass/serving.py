@@ -31,7 +31,8 @@ from typing import Protocol, runtime_checkable
 from pydantic import BaseModel, Field
 
 from ftagent.core.errors import ErrorType, StepError
-from ftagent.runners.process import kill_tree, passthrough_env
+from ftagent.runners import reaper
+from ftagent.runners.process import kill_tree, passthrough_env, start_supervised
 from ftagent.runners.vllmenv import vllm_available, vllm_python, vllm_serve_argv
 from ftagent.tools.opencompass.backend import ServerCheck
 from ftagent.tools.opencompass.progress import ProgressCallback, safe_call
@@ -205,10 +206,12 @@ def model_server(argv: list[str], *, base_url: str, served_name: str, log_file: 
     t0 = time.monotonic()
     with open(log_file, "ab") as out:
         try:
-            proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                    env=full_env, start_new_session=True)  # own process group: one kill stops all
+            # own process group under the supervisor: one kill stops all, and it dies with ftagent
+            proc = start_supervised(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    env=full_env)
         except OSError as exc:
             raise _fail(f"the model server could not be started: {exc}", log_file, {"argv": argv}) from exc
+    record = reaper.record_process(proc.pid, argv)
     log.info("model server pid %s: %s (log %s)", proc.pid, " ".join(argv), log_file)
     try:
         _wait_ready(proc, base_url, served_name, log_file, start_timeout)
@@ -218,6 +221,7 @@ def model_server(argv: list[str], *, base_url: str, served_name: str, log_file: 
         yield handle
     finally:
         stop_process_group(proc)
+        reaper.forget(record)
 
 
 def serve_request(mspec: ModelSpec, port: int) -> ServeRequest:
