@@ -150,13 +150,20 @@ def build_prompt(task: str, item: dict[str, Any], cot: bool = False) -> str:
 # ---------------------------------------------------------------- extraction
 
 def _letters(value: Any) -> list[str] | None:
+    """Letters A-H of a JSON ``answer`` value, as the official ``process_llm_response`` reads it.
+
+    A string is split on commas and whitespace and only single-letter tokens count (so ``"A, C"`` and
+    ``"A C"`` give A and C, while ``"A/C"``, ``"(A)"`` or ``"A."`` give none); a list keeps its
+    single-letter string items. Case-insensitive; sorted and unique; ``None`` when nothing is left.
+    """
     if isinstance(value, str):
-        found = re.findall(r"\b([A-Ha-h])\b", value)
+        found = [t for t in re.split(r"[,\s]+", value.upper()) if len(t) == 1 and t in LETTERS]
     elif isinstance(value, list):
-        found = [v for v in value if isinstance(v, str) and len(v.strip()) == 1 and v.strip().upper() in LETTERS]
+        found = [v.strip().upper() for v in value if isinstance(v, str) and len(v.strip()) == 1
+                 and v.strip().upper() in LETTERS]
     else:
         return None
-    return sorted({f.strip().upper() for f in found}) or None
+    return sorted(set(found)) or None
 
 
 def extract_par4pc(text: str | None, fork_fallback: bool = False) -> list[str] | None:
@@ -171,19 +178,31 @@ def extract_par4pc(text: str | None, fork_fallback: bool = False) -> list[str] |
     m = re.search(r'"answer"\s*:\s*(\[[^\]]*\]|"[^"]*")', text)
     if m:
         return _letters(m.group(1).strip('"') if m.group(1).startswith('"') else re.findall(r'"([^"]*)"', m.group(1)))
-    return _letters(text) if fork_fallback else None
+    if fork_fallback:  # the reference fork's last resort: every standalone letter in the text
+        return sorted({f.upper() for f in re.findall(r"\b([A-Ha-h])\b", text)}) or None
+    return None
+
+
+def _int_answer(value: Any) -> int | None:
+    """``int(value)`` as the official ``process_llm_response_paragraphs`` takes it (9.0 → 9), else ``None``."""
+    try:
+        return int(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
 
 
 def extract_pi4pc(text: str | None, fork_fallback: bool = False) -> int | None:
-    """The paragraph key chosen in a PI4PC answer, or ``None``."""
+    """The paragraph key chosen in a PI4PC answer, or ``None``.
+
+    The JSON ``answer`` converted with ``int()`` like the official script; when the JSON is cut off,
+    an ``"answer": 17`` whose number is followed by a delimiter (so it cannot be a cut-off prefix of
+    a longer key); the first integer in the text only with ``fork_fallback``.
+    """
     text = strip_think(text)
     obj = parse_json_object(text)
     if obj is not None and "answer" in obj:
-        try:
-            return int(str(obj["answer"]).strip())
-        except ValueError:
-            return None
-    m = re.search(r'"?answer"?\s*[:=]\s*"?(-?\d+)', text)
+        return _int_answer(obj["answer"])
+    m = re.search(r'"answer"\s*:\s*"?(-?\d+)(?=["\s,}])', text)
     if m:
         return int(m.group(1))
     if fork_fallback:
@@ -199,7 +218,9 @@ def extract_noc4pc(text: str | None, fork_fallback: bool = False) -> str | None:
     if obj is not None and "code" in obj:
         code = str(obj["code"]).strip().upper()
         return code if code in NOC_CODES else None
-    m = re.search(r"""["']?code["']?\s*:\s*["']?(ALLOW|102|103)\b""", text, re.IGNORECASE)
+    # a cut-off JSON object whose "code" value is complete (closing quote): the lower-case key the
+    # prompt asks for, as the official parser reads only "code" ("Code" scores nothing there either)
+    m = re.search(r"""["']code["']\s*:\s*["']((?i:allow)|102|103)["']""", text)
     if m:
         return m.group(1).upper()
     if fork_fallback:
