@@ -170,3 +170,31 @@ def test_run_data_processing(env, runner: LocalRunner) -> None:
     with pytest.raises(StepError) as err:
         run_data_processing(ws, runner, timeout=120)
     assert err.value.error_type is ErrorType.DATA and "no source data" in err.value.log_tail
+
+
+def test_a_full_disk_stops_the_session_with_what_to_free(env, runner: LocalRunner) -> None:
+    """Issue #22.5: a disk that fills during training is an ENV failure that stops the session (not an
+    UNKNOWN loop failure repeated every loop). Real: the run's output/ is a 512 KiB tmpfs."""
+    import os
+    import subprocess
+
+    from ftagent.core.errors import EnvironmentFailure
+
+    root, scen, settings = env
+    ws = _workspace(root, "diskfull", {**BASE, "finetuning_type": "full", "per_device_train_batch_size": 32,
+                                       "max_steps": 5, "logging_steps": 1})
+    report = _validate(env, runner, ws)
+    assert report.passed, report.failure
+    out = ws / "output"
+    out.mkdir()
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", str(out)],
+                                           capture_output=True).returncode != 0:
+        pytest.skip("needs root and mount(8) to put output/ on a tiny tmpfs")
+    try:
+        with pytest.raises(EnvironmentFailure) as info:
+            LlamaFactoryTrainer(scen, settings, runner=runner).train(CodeResult(workspace=str(ws)), report, None)
+    finally:
+        subprocess.run(["umount", "-l", str(out)], check=False)
+    message = str(info.value)
+    assert message.startswith("training stopped: the disk is full") and "GiB free" in message
+    assert "eval_cache" in message and "--path" in message  # what to free, and how to go on

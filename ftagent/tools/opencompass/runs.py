@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ftagent.benchmarks import get_benchmark
+from ftagent.core.disk import check_disk_full
 from ftagent.core.errors import ErrorType, StepError
 from ftagent.core.paths import package_root
 from ftagent.core.types import EvalResult, SplitResults
@@ -194,6 +195,7 @@ class _Job:
         reason = "timed out" if res.timed_out else parse.failure_reason(run)
         error = None
         if reason:
+            check_disk_full(res.log_tail + "\n" + (_log_lines(run) or ""), "evaluation", [self.work_dir])
             error = StepError(f"OpenCompass evaluation of {self.benchmark}/{label} failed: {reason}",
                               error_type=ErrorType.TIMEOUT if res.timed_out else ErrorType.EVAL,
                               log_tail=_log_lines(run) or res.log_tail,
