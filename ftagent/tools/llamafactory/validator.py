@@ -1,6 +1,6 @@
 """The validate step: check the data, clean the config, prove it trains for a few steps.
 
-:class:`LlamaFactoryValidator` (``FT_VALIDATOR`` default) runs three checks on a code-step workspace
+:class:`LlamaFactoryValidator` (``FT_VALIDATOR`` default) runs four checks on a code-step workspace
 and returns a :class:`ValidationReport` (never raises for the planner's mistakes, so the engine can
 send the coder another round):
 
@@ -8,13 +8,17 @@ send the coder another round):
 2. ``train.yaml`` parses; unknown keys and wrong-shaped values are dropped and reported; the
    system-managed keys are injected and the result is written back (the original is kept as
    ``train.orig.yaml``) with the workspace ``dataset_info.json`` (CONFIG on failure);
-3. a micro-batch run (a few optimizer steps on a few samples) must log at least one completed step
+3. a planner-chosen ``template:`` must train the chat format evaluation will prompt with (rendered
+   both ways by the real LLaMA-Factory in the tool env, :mod:`~ftagent.tools.llamafactory.template_check`;
+   CONFIG on a mismatch, naming the templates that match);
+4. a micro-batch run (a few optimizer steps on a few samples) must log at least one completed step
    with a finite loss; failures are classified CONFIG/OOM/DATA/ENV/TIMEOUT from the log.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import shutil
 import time
 from pathlib import Path
@@ -43,6 +47,13 @@ from ftagent.tools.llamafactory.logs import (
     finite_loss_steps,
     read_loss_history,
     relevant_lines,
+)
+from ftagent.tools.llamafactory.template_check import DATA_KEYS as TEMPLATE_DATA_KEYS
+from ftagent.tools.llamafactory.template_check import (
+    ProbeError,
+    TemplateProbe,
+    probe_template,
+    template_mismatch,
 )
 from ftagent.tools.llamafactory.trainer import lf_env, read_run_log, run_llamafactory
 
@@ -76,6 +87,7 @@ class LlamaFactoryValidator:
         self.runner = runner
         self._catalogue = catalogue
         self.defaults = load_lf_defaults()
+        self._probes: dict[str, TemplateProbe] = {}  # the same template is probed once per session
 
     @property
     def catalogue(self) -> LFCatalogue:
@@ -85,7 +97,7 @@ class LlamaFactoryValidator:
         return self._catalogue
 
     def validate(self, code: CodeResult, ctx: StepContext | None) -> ValidationReport:
-        """Run the three checks; the report's ``failure`` says what to fix when ``passed`` is False."""
+        """Run the four checks; the report's ``failure`` says what to fix when ``passed`` is False."""
         scenario = self.scenario
         workspace = Path(code.workspace).absolute()
         report = ValidationReport(passed=False)
@@ -100,6 +112,8 @@ class LlamaFactoryValidator:
                                     "'instruction' and 'output' (and an optional string 'input').",
                          details={"bad_examples": [b.model_dump() for b in data.bad_examples]})
         final = self._build_config(workspace, original, scenario, data.valid, report)
+        if not report.failure and final.get("template"):
+            self._check_template(workspace, final, ctx, report)
         if not report.failure:
             self._micro_batch(workspace, final, ctx, report)
         return report
@@ -157,6 +171,27 @@ class LlamaFactoryValidator:
         (workspace / MANAGED_MARKER).write_text(_sha(final_path.read_text(encoding="utf-8")), encoding="utf-8")
         report.config_path = str(final_path)
         return managed.config
+
+    def _check_template(self, workspace: Path, config: dict[str, Any], ctx: StepContext | None,
+                        report: ValidationReport) -> None:
+        """CONFIG failure when ``template`` trains another format than evaluation prompts with."""
+        key = json.dumps([self.scenario.base_model_path, config["template"],
+                          {k: config.get(k) for k in TEMPLATE_DATA_KEYS}], sort_keys=True, default=str)
+        probe = self._probes.get(key)
+        if probe is None:
+            timeout = float(self.settings.ft.micro_batch_timeout)
+            try:
+                probe = probe_template(Path(self.scenario.base_model_path), config, self.runner, workspace,
+                                       ctx.limit(timeout) if ctx else timeout)
+            except ProbeError as exc:  # not the planner's fault: the micro-batch run shows the real error
+                report.micro_batch.setdefault("notes", []).append(f"template check could not run: {exc}")
+                return
+            self._probes[key] = probe
+        report.micro_batch["template_check"] = {"template": probe.template, "agrees": probe.agrees}
+        mismatch = template_mismatch(probe)
+        if mismatch:
+            _fail(report, ErrorType.CONFIG, mismatch["message"], suggestion=mismatch["suggestion"],
+                  details=mismatch["details"])
 
     def _micro_batch(self, workspace: Path, config: dict[str, Any], ctx: StepContext | None,
                      report: ValidationReport) -> None:
