@@ -29,6 +29,7 @@ class StandInHub(ThreadingHTTPServer):
         self.repos: dict[str, dict] = {}
         self.files: dict[str, bytes] = {}
         self.card_results: list | None = None
+        self.refuse_commit = False
 
     @property
     def url(self) -> str:
@@ -94,6 +95,8 @@ class _Handler(BaseHTTPRequestHandler):
             files = json.loads(body)["files"]
             self._reply(200, {"files": [{"path": f["path"], "uploadMode": "regular", "shouldIgnore": False}
                                         for f in files]})
+        elif "/commit/" in self.path and self.server.refuse_commit:
+            self._reply(403, {"error": "You don't have the rights to create a model under this namespace"})
         elif "/commit/" in self.path:
             for line in body.splitlines():
                 item = json.loads(line)
@@ -141,3 +144,17 @@ def test_refused_token_uploads_and_writes_nothing(tmp_path, monkeypatch, online)
                          NoToolRunner)
         requests = list(hub.requests)
     assert requests == [("GET", "/api/whoami-v2")] and not (tmp_path / "out").exists()
+
+
+def test_failed_upload_keeps_the_folder_and_says_how_to_retry(tmp_path, monkeypatch, online):
+    from ftagent.core.errors import EnvironmentFailure
+
+    session = exportable_session(tmp_path)
+    with StandInHub() as hub:
+        hub.refuse_commit = True
+        monkeypatch.setenv("HF_ENDPOINT", hub.url)
+        monkeypatch.setenv("HF_TOKEN", TOKEN)
+        with pytest.raises(EnvironmentFailure, match="hf upload me/tiny-add") as err:
+            export_model(ExportRequest(session_dir=session, to=tmp_path / "out", push_to_hub="me/tiny-add"),
+                         NoToolRunner)
+    assert TOKEN not in str(err.value) and (tmp_path / "out" / "README.md").is_file()

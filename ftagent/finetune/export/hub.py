@@ -11,7 +11,7 @@ import os
 import re
 from pathlib import Path
 
-from ftagent.core.errors import UserInputError
+from ftagent.core.errors import EnvironmentFailure, UserInputError
 
 REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]{0,95}/[A-Za-z0-9][\w.-]{0,95}$")
 
@@ -47,9 +47,20 @@ def check_hub(repo_id: str) -> str:
 
 
 def push_folder(folder: Path, repo_id: str, *, private: bool = True) -> str:
-    """Create ``repo_id`` (a model repo, private by default) if needed and upload ``folder``; its URL."""
+    """Create ``repo_id`` (a model repo, private by default) if needed and upload ``folder``; its URL.
+
+    Raises:
+        EnvironmentFailure: the Hub refused or the connection broke during the upload (the folder is kept;
+            re-running the push uploads only what is missing).
+    """
     api = _api(os.environ["HF_TOKEN"])
-    url = api.create_repo(repo_id, repo_type="model", private=private, exist_ok=True)
-    api.upload_folder(folder_path=str(folder), repo_id=repo_id, repo_type="model",
-                      commit_message="ftagent export")
+    try:
+        url = api.create_repo(repo_id, repo_type="model", private=private, exist_ok=True)
+        api.upload_folder(folder_path=str(folder), repo_id=repo_id, repo_type="model",
+                          commit_message="ftagent export")
+    except Exception as exc:  # noqa: BLE001 - HTTP, connection and metadata errors alike
+        reason = str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
+        raise EnvironmentFailure(f"uploading {folder} to {repo_id} failed ({type(exc).__name__}: {reason}); "
+                                 "the export folder is kept: push it again with "
+                                 f"`hf upload {repo_id} {folder}`") from exc
     return str(url)
