@@ -94,8 +94,12 @@ class FTSettings(BaseSettings):
                             "from FT_VLLM_ENV (GPU, local/conda runner), else HF; a forced one that cannot work "
                             "fails the evaluation")
     benchmark_limit: int | None = Field(None, gt=0, description="cap validation and test size")
-    benchmark_num_runs: int = Field(1, gt=0)
-    benchmark_pass_k: int | None = Field(None, gt=0)
+    benchmark_num_runs: int = Field(1, gt=0, description=(
+        "generations per item; > 1: the core score is OpenCompass's `<metric> (n runs average)` (greedy HF "
+        "runs agree; see docs/benchmarks.md, Runs and pass@k)"))
+    benchmark_pass_k: int | None = Field(None, gt=0, description=(
+        "`k` of OpenCompass's G-Pass@k / mG-Pass@k metrics (needs `FT_BENCHMARK_NUM_RUNS` ≥ k > 1), "
+        "reported next to the core metric"))
     benchmark_paths: Annotated[list[Path], NoDecode] = Field(
         default_factory=list,
         description="directories scanned for more benchmark YAML files (separated by ':')")
