@@ -26,6 +26,7 @@ class ErrorType(str, Enum):
     DATA = "DATA"
     ENV = "ENV"
     TIMEOUT = "TIMEOUT"
+    DIVERGED = "DIVERGED"  # training stopped early: the loss turned NaN/Inf or rose far above its best
     EVAL = "EVAL"
     LLM = "LLM"
     UNKNOWN = "UNKNOWN"

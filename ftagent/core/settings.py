@@ -84,6 +84,17 @@ class FTSettings(BaseSettings):
     micro_batch_timeout: int = Field(1800, gt=0)
     benchmark_timeout: int = Field(0, ge=0, description="0 = 7 days")
 
+    # --- training: early stop and experiment tracking ----------------------------------------------
+    early_stop: bool = Field(True, description="stop a full training run whose loss diverges (NaN/Inf, or a "
+                                               "sustained rise above its best)")
+    early_stop_loss_ratio: float = Field(
+        3.0, gt=1.0, description="a logged loss above this × the run's best loss so far counts as diverging")
+    early_stop_patience_steps: int = Field(
+        20, ge=0, description="optimizer steps the loss must stay above that bar before the run is stopped")
+    report_to: Literal["none", "tensorboard", "wandb", "mlflow"] = Field(
+        "none", description="experiment tracker of full training runs (LLaMA-Factory report_to); one run per "
+                            "loop named <session>-loop<n>, with ftagent's validation score logged to it")
+
     # --- evaluation ------------------------------------------------------------------------------
     judge_model: str = "gpt-5.1"
     judge_api_key: SecretStr | None = None

@@ -113,6 +113,22 @@ class RunEvent(_Event):
     runner: str = ""
 
 
+class EarlyStopFacts(BaseModel):
+    """A full training run stopped because its loss diverged (``ftagent.tools.llamafactory.early_stop``)."""
+
+    reason: Literal["nan", "rise"]
+    step: int
+    total_steps: int | None = None
+    loss: float
+    lr: float | None = None
+    best_loss: float | None = None
+    best_step: int | None = None
+    since_step: int | None = None
+    elapsed_s: float | None = None
+    saved_s: float | None = None  # training time the stop saved: steps left ÷ steps/s so far
+    stopped: bool = True  # False: the runner could not stop it, it ran to its end
+
+
 class TrainingEvent(_Event):
     type: Literal["training"] = "training"
     output_dir: str
@@ -120,6 +136,7 @@ class TrainingEvent(_Event):
     loss_history: list[dict[str, Any]] = Field(default_factory=list)
     train_runtime_s: float | None = None
     config: dict[str, Any] = Field(default_factory=dict)
+    early_stop: EarlyStopFacts | None = None  # set when the run diverged (the step then failed)
 
 
 class BenchmarkResult(_Event):

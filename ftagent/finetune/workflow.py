@@ -136,6 +136,7 @@ class FinetuneWorkflow:
                                                on_progress=progress_events(ctx.emit))
         loop.scores.validation = out.require("validation")  # its failure fails the loop
         ctx.emit(benchmark_event(loop.scores.validation))
+        self._track_scores(ctx, loop)
         if "test" in out:
             loop.scores.test = out["test"]
             ctx.emit(benchmark_event(loop.scores.test))
@@ -143,6 +144,21 @@ class FinetuneWorkflow:
             failure = out.failures["test"]
             loop.scores.test_error = failure.summary()[:500]
             ctx.emit(Message(level="warning", text=f"test evaluation failed (report only): {failure.message}"[:500]))
+
+    def _track_scores(self, ctx: StepContext, loop: FinetuneLoop) -> None:
+        """The validation score into the loop's tracker run (``FT_REPORT_TO``); a failure is only a warning.
+        The test score is not sent: see :mod:`ftagent.tools.llamafactory.tracking`."""
+        log_scores = getattr(self.c.trainer, "log_scores", None)  # optional: a plug-in trainer may not track
+        if log_scores is None or loop.model is None:
+            return
+        try:
+            result = log_scores(loop.model, loop.scores.validation, ctx, baseline=ctx.state.trace.baseline_val)
+        except Exception as exc:  # noqa: BLE001 - the tracker is a display; the score is in the events
+            ctx.emit(Message(level="warning", text=f"tracker: validation score not logged: {exc}"[:500]))
+            return
+        if result is not None and not result.ok:
+            ctx.emit(Message(level="warning", text=f"tracker: validation score not logged (exit {result.exit_code}; "
+                                                   f"see {result.log_file})"[:500]))
 
     def feedback(self, ctx: StepContext) -> None:
         loop = self._loop(ctx)

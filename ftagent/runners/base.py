@@ -8,6 +8,7 @@ and ``docker``; chosen by ``FT_ENV_TYPE``.
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Literal, Protocol, runtime_checkable
 
@@ -55,7 +56,10 @@ class Runner(Protocol):
         gpus: str | None = None,
         timeout: float | None = None,
         log_file: Path | None = None,
+        stop: threading.Event | None = None,
     ) -> RunResult:
         """Run ``cmd`` (argv; ``cmd[0]`` may be ``python`` or a tool CLI such as ``llamafactory-cli``,
-        resolved inside the tool environment ``tool``)."""
+        resolved inside the tool environment ``tool``). ``stop``, when set during the run, ends the
+        command early (SIGTERM to its process tree or container, then SIGKILL); runners without the
+        parameter cannot be stopped early (the trainer checks)."""
         ...

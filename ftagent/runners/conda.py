@@ -16,6 +16,7 @@ import json
 import os
 import shutil
 import subprocess
+import threading
 from pathlib import Path
 
 from ftagent.core.errors import EnvironmentFailure
@@ -134,6 +135,7 @@ class CondaRunner:
         gpus: str | None = None,
         timeout: float | None = None,
         log_file: Path | None = None,
+        stop: threading.Event | None = None,
     ) -> RunResult:
         """Run ``cmd`` in the conda env, confined by bubblewrap unless ``FT_SANDBOX`` says otherwise
         (then ``mounts`` do not matter: the host filesystem is visible)."""
@@ -161,4 +163,4 @@ class CondaRunner:
                     Path(mount.source).mkdir(parents=True, exist_ok=True)
             argv = bwrap_argv(argv, workdir=workdir, tools_env=None, mounts=mounts,
                               executable=shutil.which("bwrap") or "bwrap", read_only=self.visible_prefixes())
-        return run_process(argv, cwd=workdir, env=child, timeout=timeout, log_file=log_file)
+        return run_process(argv, cwd=workdir, env=child, timeout=timeout, log_file=log_file, stop=stop)

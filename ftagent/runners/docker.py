@@ -256,6 +256,7 @@ class DockerRunner:
         gpus: str | None = None,
         timeout: float | None = None,
         log_file: Path | None = None,
+        stop: threading.Event | None = None,
     ) -> RunResult:
         """Run ``cmd`` in a container; see :class:`ftagent.runners.base.Runner`.
 
@@ -270,7 +271,7 @@ class DockerRunner:
         container = self.client.containers.run(image, command=list(cmd), **options)
         record = reaper.record_container(container.id, list(cmd))
         try:
-            return self._wait(container, timeout, log_file)
+            return self._wait(container, timeout, log_file, stop)
         finally:  # also on KeyboardInterrupt / SIGTERM
             try:
                 container.remove(force=True)
@@ -278,13 +279,17 @@ class DockerRunner:
                 pass
             reaper.forget(record)
 
-    def _wait(self, container, timeout: float | None, log_file: Path | None) -> RunResult:
+    def _wait(self, container, timeout: float | None, log_file: Path | None,
+              stop: threading.Event | None = None) -> RunResult:
         import requests
 
         sink = LogSink(log_file)
         start = time.monotonic()
         pump = threading.Thread(target=_stream_logs, args=(container, sink), daemon=True)
         pump.start()
+        done = threading.Event()
+        if stop is not None:
+            threading.Thread(target=_stop_when, args=(stop, done, container), daemon=True).start()
         timed_out = False
         exit_code: int | None = None
         try:
@@ -295,13 +300,27 @@ class DockerRunner:
                 container.kill()
             except Exception:  # noqa: BLE001 - it may have exited just now
                 pass
+        done.set()
         pump.join(timeout=10)
         duration = time.monotonic() - start
         if timed_out:
             sink.write(f"[ftagent] timed out after {duration:.1f}s (limit {timeout}s); container killed")
+        elif stop is not None and stop.is_set():
+            sink.write(f"[ftagent] stopped on request after {duration:.1f}s (exit {exit_code})")
         sink.close()
         return RunResult(exit_code=exit_code, duration_s=duration, timed_out=timed_out,
                          log_tail=sink.tail_text(), log_file=str(log_file) if log_file else None)
+
+
+def _stop_when(stop: threading.Event, done: threading.Event, container, poll_s: float = 0.5) -> None:
+    """Stop ``container`` (SIGTERM, SIGKILL after 10 s) once ``stop`` is set, unless it ended (``done``)."""
+    while not done.wait(poll_s):
+        if stop.is_set():
+            try:
+                container.stop(timeout=10)
+            except Exception:  # noqa: BLE001 - it may have exited just now
+                pass
+            return
 
 
 def _stream_logs(container, sink: LogSink) -> None:

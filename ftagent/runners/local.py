@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import shutil
+import threading
 from pathlib import Path
 
 from ftagent.core.errors import EnvironmentFailure
@@ -116,6 +117,7 @@ class LocalRunner:
         gpus: str | None = None,
         timeout: float | None = None,
         log_file: Path | None = None,
+        stop: threading.Event | None = None,
     ) -> RunResult:
         """Run ``cmd`` in ``workdir`` with the tool env; see :class:`ftagent.runners.base.Runner`.
 
@@ -131,4 +133,4 @@ class LocalRunner:
                 Path(mount.source).mkdir(parents=True, exist_ok=True)
         argv = self.command_line(cmd, workdir, mounts)
         return run_process(argv, cwd=workdir, env=self.build_env(env, gpus), timeout=timeout,
-                           log_file=log_file)
+                           log_file=log_file, stop=stop)

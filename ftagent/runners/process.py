@@ -133,6 +133,7 @@ def run_process(
     env: dict[str, str],
     timeout: float | None = None,
     log_file: Path | None = None,
+    stop: threading.Event | None = None,
 ) -> RunResult:
     """Run ``argv`` with stdout+stderr merged and streamed line by line into ``log_file``.
 
@@ -142,6 +143,8 @@ def run_process(
         env: the complete environment of the child (nothing is inherited).
         timeout: seconds; on expiry the whole process tree is killed and ``timed_out`` is set.
         log_file: appended to while the command runs (optional).
+        stop: when set while the command runs (the trainer's early stop), the process group gets SIGTERM,
+            then SIGKILL after a grace period; the exit status is the tool's (e.g. -15).
 
     Returns:
         RunResult; ``exit_code`` is None when the command could not be started or was killed.
@@ -163,7 +166,7 @@ def run_process(
     pump.start()
     timed_out = False
     try:
-        exit_code: int | None = proc.wait(timeout=timeout)
+        exit_code: int | None = wait_or_stop(proc, timeout, stop)
     except subprocess.TimeoutExpired:
         timed_out = True
         kill_tree(proc.pid)
@@ -179,9 +182,38 @@ def run_process(
     duration = time.monotonic() - start
     if timed_out:
         sink.write(f"[ftagent] timed out after {duration:.1f}s (limit {timeout}s); process tree killed")
+    elif stop is not None and stop.is_set():
+        sink.write(f"[ftagent] stopped on request after {duration:.1f}s (exit {exit_code})")
     sink.close()
     return RunResult(exit_code=exit_code, duration_s=duration, timed_out=timed_out,
                      log_tail=sink.tail_text(), log_file=str(log_file) if log_file else None)
+
+
+def wait_or_stop(proc: subprocess.Popen, timeout: float | None, stop: threading.Event | None,
+                 poll_s: float = 0.5, grace_s: float = 10.0) -> int:
+    """``proc.wait(timeout)`` that also ends when ``stop`` is set: SIGTERM to the whole tree first (the
+    tool may exit cleanly), SIGKILL for what is left after ``grace_s``.
+
+    Raises:
+        subprocess.TimeoutExpired: the timeout passed first (the caller kills the tree).
+    """
+    if stop is None:
+        return proc.wait(timeout=timeout)
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while not stop.is_set():
+        left = None if deadline is None else deadline - time.monotonic()
+        if left is not None and left <= 0:
+            raise subprocess.TimeoutExpired(proc.args, timeout or 0)
+        try:
+            return proc.wait(timeout=poll_s if left is None else min(poll_s, left))
+        except subprocess.TimeoutExpired:
+            continue
+    kill_tree(proc.pid, signal.SIGTERM)
+    try:
+        return proc.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        kill_tree(proc.pid)
+        return proc.wait()
 
 
 def kill_tree_if_alive(pgid: int) -> None:

@@ -11,7 +11,7 @@ from ftagent.runners.base import Mount, Runner, RunResult, ToolEnv
 
 
 def purpose_of(cmd: list[str], tool: str) -> str:
-    """A short label for the event: train, train_micro_batch, export, eval, data, data_debug, <tool>."""
+    """A short label for the event: train, train_micro_batch, export, eval, data, data_debug, track, <tool>."""
     head = Path(cmd[0]).name if cmd else ""
     if head == "llamafactory-cli" and len(cmd) > 2:
         sub = cmd[1]
@@ -20,6 +20,8 @@ def purpose_of(cmd: list[str], tool: str) -> str:
         return sub
     if head == "opencompass":
         return "eval"
+    if any(part.endswith("tracking_script.py") for part in cmd):  # scores to the tracker: not training time
+        return "track"
     if "process_data.py" in cmd:
         return "data_debug" if "--debug" in cmd else "data"
     return tool
@@ -38,9 +40,10 @@ class RecordingRunner:
 
     def run(self, cmd: list[str], *, tool: ToolEnv, workdir: Path, env: dict[str, str] | None = None,
             mounts: list[Mount] | None = None, gpus: str | None = None, timeout: float | None = None,
-            log_file: Path | None = None) -> RunResult:
+            log_file: Path | None = None, **extra: Any) -> RunResult:
+        # extra: optional keywords of the inner runner (``stop``), passed only when given
         result = self.inner.run(cmd, tool=tool, workdir=workdir, env=env, mounts=mounts, gpus=gpus,
-                                timeout=timeout, log_file=log_file)
+                                timeout=timeout, log_file=log_file, **extra)
         self.on_run(RunEvent(purpose=purpose_of(cmd, tool), command=" ".join(cmd)[:500],
                              exit_code=result.exit_code, duration_s=result.duration_s,
                              timed_out=result.timed_out, log_file=result.log_file, runner=self.name))

@@ -46,6 +46,8 @@ class Report(BaseModel):
     training_time_s: float = 0.0
     evaluation_time_s: float = 0.0
     wall_time_s: float = 0.0
+    early_stops: int = 0  # full runs stopped because their loss diverged
+    early_stop_saved_s: float = 0.0  # the training time those stops saved (estimated)
 
 
 _KEY_CONFIG = ("finetuning_type", "learning_rate", "max_steps", "num_train_epochs",
@@ -76,6 +78,9 @@ def build_report(session_dir: Path) -> Report:
             report.evaluation_time_s += run["duration_s"]
     if view.started is not None and view.last_ts is not None:
         report.wall_time_s = view.last_ts - view.started
+    stops = [lp.training["early_stop"] for lp in view.loops if (lp.training or {}).get("early_stop")]
+    report.early_stops = len(stops)
+    report.early_stop_saved_s = sum(s.get("saved_s") or 0.0 for s in stops)
     return report
 
 
@@ -108,7 +113,9 @@ def render_markdown(r: Report) -> str:
         f"(training {r.training_time_s:.0f}s, evaluation {r.evaluation_time_s:.0f}s, "
         f"all subprocesses {r.subprocess_time_s:.0f}s)",
         f"- LLM: {r.llm_calls} calls, {r.llm_tokens} tokens, ${r.llm_cost_usd:.4f}"
-        + (f" (+ {r.llm_unpriced_calls} calls of unknown price)" if r.llm_unpriced_calls else ""), "",
+        + (f" (+ {r.llm_unpriced_calls} calls of unknown price)" if r.llm_unpriced_calls else ""),
+        *([f"- early stop: {r.early_stops} diverging run(s) stopped, ~{r.early_stop_saved_s:.0f}s of training "
+           "saved"] if r.early_stops else []), "",
         "| | validation | test |", "|---|---|---|",
         f"| baseline | {_fmt(r.baseline_val)} | {_fmt(r.baseline_test)} |",
         f"| best (loop {r.best_loop}) | {_fmt(r.best_val)} | {_fmt(r.best_test)} |", "",

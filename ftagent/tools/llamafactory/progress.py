@@ -3,13 +3,15 @@
 LLaMA-Factory appends one JSON line per logging step (``current_steps``, ``total_steps``, ``loss``,
 ``lr``, ``remaining_time`` …). :class:`TrainerLogFollower` reads new lines as they appear and hands
 each to ``on_point`` — at most one call per ``min_interval_s`` (the last point is always delivered on
-:meth:`stop`). It only reads a file, so it works for every runner that mounts the workspace.
+:meth:`stop`) — and every point, unthrottled, to ``on_each`` (the early-stop watch must not miss a NaN).
+It only reads a file, so it works for every runner that mounts the workspace.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -42,9 +44,10 @@ class TrainerLogFollower:
     """Follow ``<output_dir>/trainer_log.jsonl`` in a daemon thread; use as a context manager."""
 
     def __init__(self, output_dir: Path, on_point: Callable[[dict[str, Any]], None], *,
-                 poll_s: float = 1.0, min_interval_s: float = 2.0) -> None:
+                 poll_s: float = 1.0, min_interval_s: float = 2.0,
+                 on_each: Callable[[dict[str, Any]], None] | None = None) -> None:
         self.path = Path(output_dir) / TRAINER_LOG
-        self.on_point = on_point
+        self.on_point, self.on_each = on_point, on_each
         self.poll_s, self.min_interval_s = poll_s, min_interval_s
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="trainer-log", daemon=True)
@@ -74,6 +77,8 @@ class TrainerLogFollower:
     def _read(self) -> None:
         try:
             with open(self.path, "rb") as fh:
+                if os.fstat(fh.fileno()).st_size < self._offset:  # LLaMA-Factory replaced an old run's log
+                    self._offset = 0
                 fh.seek(self._offset)
                 data = fh.read()
         except OSError:
@@ -87,6 +92,15 @@ class TrainerLogFollower:
                 continue
             if isinstance(point, dict) and "current_steps" in point:
                 self._pending = point
+                self._watch(point)
+
+    def _watch(self, point: dict[str, Any]) -> None:
+        if self.on_each is None:
+            return
+        try:
+            self.on_each(point)
+        except Exception:  # noqa: BLE001 - a broken watcher never fails training
+            log.warning("trainer log watcher failed", exc_info=True)
 
     def _flush(self, force: bool = False) -> None:
         now = time.monotonic()

@@ -2,29 +2,38 @@
 
 * :func:`run_data_processing` — ``python process_data.py [--debug]`` in the workspace (tool "data").
 * :class:`LlamaFactoryTrainer` — the train step (``FT_TRAINER`` default): runs the validated
-  ``train.yaml``, parses the loss history, keeps the model under ``<workspace>/output``.
+  ``train.yaml``, parses the loss history, keeps the model under ``<workspace>/output``. While it runs,
+  every ``trainer_log.jsonl`` point goes to the early-stop watch (:mod:`.early_stop`): a diverging run
+  is stopped through the runner and raised as a ``DIVERGED`` step error. With ``FT_REPORT_TO`` the
+  full run reports to a tracker (:mod:`.tracking`), and :meth:`LlamaFactoryTrainer.log_scores` adds the
+  validation score to that run after evaluation.
 """
 
 from __future__ import annotations
 
+import inspect
+import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from ftagent.core.disk import check_disk_full
 from ftagent.core.errors import ErrorType, StepError
 from ftagent.core.types import CodeResult, TrainResult, ValidationReport
 from ftagent.runners.base import Mount, Runner, RunResult
+from ftagent.tools.llamafactory import tracking
 from ftagent.tools.llamafactory.config import DATA_FILE, system_env
 from ftagent.tools.llamafactory.defaults import load_lf_defaults
+from ftagent.tools.llamafactory.early_stop import Divergence, DivergenceWatch, EarlyStopRule
 from ftagent.tools.llamafactory.launch import launch_env, visible_gpus
 from ftagent.tools.llamafactory.logs import classify_failure, read_loss_history, relevant_lines
 from ftagent.tools.llamafactory.progress import TrainerLogFollower, progress_detail
 
 if TYPE_CHECKING:
     from ftagent.core.settings import Settings
-    from ftagent.core.types import ScenarioInfo
+    from ftagent.core.types import EvalResult, ScenarioInfo
     from ftagent.engine.loop import StepContext
 
 MODEL_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
@@ -48,13 +57,29 @@ def read_run_log(result: RunResult, max_bytes: int = 400_000) -> str:
     return result.log_tail or ""
 
 
+def accepts_stop(runner: Runner) -> bool:
+    """Whether ``runner.run`` takes ``stop`` (the built-in runners do; a plug-in may not). A wrapper that
+    passes keywords through (``**kwargs`` and an ``inner`` runner) is asked about its inner runner."""
+    try:
+        params = inspect.signature(runner.run).parameters
+    except (TypeError, ValueError):
+        return False
+    if "stop" in params:
+        return True
+    inner = getattr(runner, "inner", None)
+    has_var_kw = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+    return bool(has_var_kw and inner is not None and inner is not runner and accepts_stop(inner))
+
+
 def run_llamafactory(subcommand: str, config_path: Path, runner: Runner, *, workdir: Path,
                      mounts: list[Mount], env: dict[str, str], timeout: float | None,
-                     log_file: Path, gpus: str | None = None) -> RunResult:
-    """``llamafactory-cli <subcommand> <config>`` in the training tool env (``gpus``: the visible set)."""
+                     log_file: Path, gpus: str | None = None, stop: threading.Event | None = None) -> RunResult:
+    """``llamafactory-cli <subcommand> <config>`` in the training tool env (``gpus``: the visible set;
+    ``stop``: ends the run early, passed only to a runner that takes it)."""
     log_file.parent.mkdir(parents=True, exist_ok=True)
+    extra = {"stop": stop} if stop is not None and accepts_stop(runner) else {}
     return runner.run(["llamafactory-cli", subcommand, str(config_path)], tool="train", workdir=workdir,
-                      env=env, mounts=mounts, gpus=gpus, timeout=timeout, log_file=log_file)
+                      env=env, mounts=mounts, gpus=gpus, timeout=timeout, log_file=log_file, **extra)
 
 
 def run_data_processing(workspace: Path, runner: Runner, timeout: float, debug: bool = False,
@@ -76,6 +101,7 @@ def run_data_processing(workspace: Path, runner: Runner, timeout: float, debug: 
                         log_tail=relevant_lines(read_run_log(result)),
                         suggestion="Process fewer samples or make the script faster.")
     if not result.ok:
+        check_disk_full(read_run_log(result), "data processing", [workspace])
         raise StepError(f"process_data.py failed (exit {result.exit_code})", error_type=ErrorType.DATA,
                         log_tail=relevant_lines(read_run_log(result)),
                         suggestion="Fix the traceback in process_data.py.")
@@ -121,11 +147,65 @@ class LlamaFactoryTrainer:
         ray_path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
         return ray_path
 
+    @staticmethod
+    def _run_config(config: dict[str, Any], config_path: Path, run: tracking.TrackingRun | None,
+                    rule: EarlyStopRule) -> tuple[dict[str, Any], Path]:
+        """The full run's config: the validated one plus the tracker keys and, with early stop on,
+        ``logging_nan_inf_filter: false`` (transformers would otherwise log a NaN step as the mean of the
+        others, and the watch could not see it). Written next to train.yaml, which stays as validated."""
+        extra: dict[str, Any] = tracking.config_overrides(run)
+        if rule.enabled:
+            extra["logging_nan_inf_filter"] = False
+        if not extra:
+            return config, config_path
+        run_config = {**config, **extra}
+        path = config_path.with_name("train.run.yaml")
+        path.write_text(yaml.safe_dump(run_config, sort_keys=False), encoding="utf-8")
+        return run_config, path
+
+    def _diverged(self, verdict: Divergence, result: RunResult, output_dir: Path, config: dict[str, Any],
+                  ctx: StepContext | None, *, stopped: bool) -> None:
+        """Record the stopped run (a training event with the stop and the time it saved) and raise the
+        feedback for the next loop. The log and ``trainer_log.jsonl`` stay where they are."""
+        from ftagent.engine.events import EarlyStopFacts, TrainingEvent
+
+        saved = verdict.saved_s if stopped else 0.0
+        points, _ = read_loss_history(output_dir)
+        facts = EarlyStopFacts(**verdict.model_dump(exclude={"saved_s"}), saved_s=saved, stopped=stopped)
+        if ctx is not None:
+            ctx.emit(TrainingEvent(output_dir=str(output_dir), finetuning_type=config.get("finetuning_type"),
+                                   loss_history=[p.model_dump() for p in points], config=config,
+                                   early_stop=facts))
+        how = "stopped" if stopped else "ran to its end (this runner cannot stop a command early)"
+        raise StepError(
+            f"training {verdict.message()}; the run was {how}",
+            error_type=ErrorType.DIVERGED, log_tail=relevant_lines(read_run_log(result)),
+            suggestion="Lower learning_rate (by 3-10x), add warmup_steps, or clip gradients (max_grad_norm); "
+                       "a loss that leaves its best this far does not come back.",
+            details={"early_stop": facts.model_dump(), "exit_code": result.exit_code,
+                     "log_file": result.log_file, "trainer_log": str(output_dir / "trainer_log.jsonl")})
+
+    def log_scores(self, model: TrainResult, validation: EvalResult | None, ctx: StepContext | None,
+                   baseline: float | None = None) -> RunResult | None:
+        """Add ftagent's validation score to the loop's tracker run (``FT_REPORT_TO``; no-op when off).
+
+        A failure here is a warning, never a failed loop: the score is already in events and the report.
+        """
+        workspace = Path(model.output_dir).absolute().parent
+        run = tracking.tracking_run(self.settings.ft.report_to, workspace, ctx)
+        if run is None or validation is None or validation.score is None:
+            return None
+        step = max((int(p.get("step") or 0) for p in model.loss_history), default=0)
+        scalars = tracking.score_scalars(validation.core_metric, validation.score, baseline)
+        return tracking.log_scores(run, scalars, step, self.runner, workdir=workspace,
+                                   log_file=workspace / "logs" / "track_scores.log")
+
     def train(self, code: CodeResult, report: ValidationReport, ctx: StepContext | None) -> TrainResult:
         """Train; return where the model is and its loss history.
 
         Raises:
-            StepError: the run failed (classified CONFIG/OOM/DATA/ENV/TIMEOUT) or left no model.
+            StepError: the run diverged (DIVERGED: stopped early, see :mod:`.early_stop`), failed
+                (classified CONFIG/OOM/DATA/ENV/TIMEOUT) or left no model.
         """
         scenario = self.scenario
         workspace = Path(code.workspace).absolute()
@@ -133,17 +213,32 @@ class LlamaFactoryTrainer:
         config: dict[str, Any] = yaml.safe_load(config_path.read_text(encoding="utf-8")) or {}
         output_dir = Path(config.get("output_dir") or workspace / "output")
         timeout = ctx.limit(self.settings.ft.full_timeout) if ctx else float(self.settings.ft.full_timeout)
-        env = lf_env(workspace, {**system_env(scenario.hardware), **launch_env(scenario.hardware, config)})
-        config_path = self._apply_ray(config, config_path, env)  # after launch_env: Ray overrides torchrun
-        mounts = [Mount(source=workspace, read_only=False), Mount(source=Path(scenario.base_model_path))]
+        run = tracking.tracking_run(self.settings.ft.report_to, workspace, ctx)
+        env = lf_env(workspace, {**system_env(scenario.hardware), **launch_env(scenario.hardware, config),
+                                 **tracking.tracker_env(run)})
+        watch = DivergenceWatch(EarlyStopRule.from_settings(self.settings.ft))
+        run_config, config_path = self._run_config(config, config_path, run, watch.rule)
+        config_path = self._apply_ray(run_config, config_path, env)  # after launch_env: Ray overrides torchrun
+        mounts = [Mount(source=workspace, read_only=False), Mount(source=Path(scenario.base_model_path)),
+                  *tracking.tracker_mounts(run)]
+        stop = threading.Event()
+
+        def on_each(point: dict[str, Any]) -> None:
+            if watch.observe(point) is not None:
+                stop.set()
+
         start = time.monotonic()
-        with TrainerLogFollower(output_dir, _progress_emitter(ctx)):
+        with TrainerLogFollower(output_dir, _progress_emitter(ctx), on_each=on_each):
             result = run_llamafactory("train", config_path, self.runner, workdir=workspace, mounts=mounts,
                                       env=env, timeout=timeout, log_file=workspace / "logs" / "train.log",
-                                      gpus=visible_gpus(scenario.hardware))
+                                      gpus=visible_gpus(scenario.hardware), stop=stop)
         duration = time.monotonic() - start
+        if watch.verdict is not None:
+            self._diverged(watch.verdict, result, output_dir, config, ctx, stopped=accepts_stop(self.runner))
         if not result.ok:
-            info = classify_failure(read_run_log(result), exit_code=result.exit_code,
+            log = read_run_log(result)
+            check_disk_full(log, "training", [workspace, scenario.file_path])  # stops the session, not the loop
+            info = classify_failure(log, exit_code=result.exit_code,
                                     timed_out=result.timed_out, timeout_s=timeout)
             raise StepError(f"training failed: {info.message}", error_type=info.error_type, log_tail=info.log_tail,
                             suggestion=info.suggestion, details={"exit_code": result.exit_code})

@@ -1,0 +1,116 @@
+"""Experiment tracking (``FT_REPORT_TO``): one tracker run per loop, LLaMA-Factory's curves and ftagent's score.
+
+* :func:`tracking_run` names the loop's run ``<session>-loop<n>``; for TensorBoard its event files go to
+  ``LOG_PATH/<session>/tensorboard/loop_<n>`` (``tensorboard --logdir LOG_PATH/<session>/tensorboard``
+  shows every loop of a session side by side).
+* :func:`config_overrides` is what the trainer adds to the *full* run's config only (``report_to``,
+  ``run_name``, ``logging_dir``): the micro-batch run of the validator stays ``report_to: none``, so a
+  tracker sees one run per loop, not one per validation round.
+* :func:`tracker_env` hands the tracker's own variables (``WANDB_*``, ``MLFLOW_*``, secrets included) to
+  the training command and the score logger only: the runners pass no such variable on their own
+  (``passthrough_env``), so data scripts written by the planner never see ``WANDB_API_KEY``. The values
+  go into the child's environment only, never into a config, an event or a snapshot.
+* :func:`log_scores` writes ftagent's validation score into the same run after evaluation, by
+  ``tracking_script.py`` run in the tool env (the tracker libraries and torch live there, not in ftagent's env). The test
+  split's score is not logged: a tracker is where people pick runs, and picking by the held-out score
+  would make it a second validation set; it stays in the report.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+from pydantic import BaseModel
+
+from ftagent.runners.base import Mount, Runner, RunResult
+
+if TYPE_CHECKING:
+    from ftagent.engine.loop import StepContext
+
+ReportTo = Literal["none", "tensorboard", "wandb", "mlflow"]
+_ENV_PREFIXES = {"wandb": ("WANDB_",), "mlflow": ("MLFLOW_",), "tensorboard": ()}
+
+
+class TrackingRun(BaseModel):
+    """The tracker run of one loop's full training."""
+
+    report_to: ReportTo
+    run_name: str
+    logging_dir: str  # TensorBoard event files (LLaMA-Factory's and ftagent's scalars)
+
+
+def run_name_of(session_id: str, loop: int | None) -> str:
+    """``<session>-loop<n>``, reduced to the characters every tracker accepts in run names and ids."""
+    name = f"{session_id}-loop{loop}" if loop is not None else session_id
+    return re.sub(r"[^A-Za-z0-9_.-]", "-", name)[:128]
+
+
+def tracking_run(report_to: str, workspace: Path, ctx: StepContext | None) -> TrackingRun | None:
+    """The loop's run (None when tracking is off). Without a step context (a trainer used on its own)
+    the run is named after the workspace and logs under it."""
+    if report_to == "none":
+        return None
+    if ctx is not None:
+        loop = ctx.loop.index
+        name = run_name_of(ctx.state.session_id, loop)
+        logging_dir = Path(ctx.session.dir) / "tensorboard" / f"loop_{loop}"
+    else:
+        name = run_name_of(Path(workspace).name, None)
+        logging_dir = Path(workspace) / "tensorboard"
+    return TrackingRun(report_to=report_to, run_name=name, logging_dir=str(Path(logging_dir).absolute()))
+
+
+def config_overrides(run: TrackingRun | None) -> dict[str, str]:
+    """LLaMA-Factory keys of a tracked full run."""
+    if run is None:
+        return {}
+    return {"report_to": run.report_to, "run_name": run.run_name, "logging_dir": run.logging_dir}
+
+
+def tracker_env(run: TrackingRun | None, source: dict[str, str] | None = None) -> dict[str, str]:
+    """The tracker's variables from ``source`` (default ``os.environ``) for the training process.
+
+    For wandb the run id is the run name (``WANDB_RUN_ID``), so :func:`log_scores` can reopen the run.
+    """
+    if run is None:
+        return {}
+    source = dict(os.environ) if source is None else source
+    env = {k: v for k, v in source.items() if k.startswith(_ENV_PREFIXES[run.report_to])}
+    if run.report_to == "wandb":
+        env.setdefault("WANDB_RUN_ID", run.run_name)
+    return env
+
+
+def tracker_mounts(run: TrackingRun | None) -> list[Mount]:
+    """The writable folders a tracked run needs besides the workspace (TensorBoard's log dir)."""
+    if run is None:
+        return []
+    Path(run.logging_dir).mkdir(parents=True, exist_ok=True)
+    return [Mount(source=Path(run.logging_dir), read_only=False)]
+
+
+SCRIPT = Path(__file__).with_name("tracking_script.py")
+
+
+def score_scalars(core_metric: str, score: float | None, baseline: float | None = None) -> dict[str, float]:
+    """The scalars ftagent adds to a loop's run: the validation core metric (and the baseline's)."""
+    out: dict[str, float] = {}
+    if score is not None:
+        out[f"ftagent/validation/{core_metric}"] = float(score)
+    if baseline is not None:
+        out[f"ftagent/baseline_validation/{core_metric}"] = float(baseline)
+    return out
+
+
+def log_scores(run: TrackingRun, scalars: dict[str, float], step: int, runner: Runner, *, workdir: Path,
+               log_file: Path, timeout: float = 300.0) -> RunResult:
+    """Write ``scalars`` at ``step`` (the run's last training step) into the loop's tracker run."""
+    cmd = ["python", str(SCRIPT), run.report_to, run.run_name, run.logging_dir, str(int(step)), json.dumps(scalars)]
+    return runner.run(cmd, tool="train", workdir=workdir, env=tracker_env(run),
+                      mounts=[Mount(source=SCRIPT.parent), Mount(source=Path(workdir), read_only=False),
+                              *tracker_mounts(run)],
+                      timeout=timeout, log_file=log_file)

@@ -1,0 +1,239 @@
+"""Early stop of a diverging run: the watch's rule, the runner's stop, the trainer's feedback and event."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ftagent.core.errors import ErrorType, StepError
+from ftagent.core.settings import load_settings
+from ftagent.core.types import CodeResult, ScenarioInfo, ValidationReport
+from ftagent.runners.base import RunResult
+from ftagent.runners.process import run_process
+from ftagent.runners.recording import RecordingRunner
+from ftagent.tools.llamafactory.early_stop import DivergenceWatch, EarlyStopRule, remaining_seconds
+from ftagent.tools.llamafactory.progress import TrainerLogFollower
+from ftagent.tools.llamafactory.trainer import LlamaFactoryTrainer, accepts_stop
+
+
+def _point(step: int, loss: float, total: int = 100, elapsed: str = "0:00:10") -> dict:
+    return {"current_steps": step, "total_steps": total, "loss": loss, "lr": 0.5, "elapsed_time": elapsed}
+
+
+def _feed(watch: DivergenceWatch, losses: list[float], every: int = 1):
+    for i, loss in enumerate(losses, start=1):
+        verdict = watch.observe(_point(i * every, loss))
+        if verdict is not None:
+            return verdict
+    return None
+
+
+def test_nan_and_inf_stop_at_once() -> None:
+    for bad in (math.nan, math.inf, -math.inf):
+        verdict = _feed(DivergenceWatch(EarlyStopRule()), [2.0, 1.5, bad, 1.0])
+        assert verdict is not None and verdict.reason == "nan" and verdict.step == 3
+        assert verdict.message().startswith("diverged at step 3/100: loss ")
+        assert "lr 0.5" in verdict.message() and "not a finite number" in verdict.message()
+
+
+def test_sustained_rise_stops_after_patience_steps_and_a_spike_does_not() -> None:
+    rule = EarlyStopRule(loss_ratio=3.0, patience_steps=4)
+    # best 1.0 at step 2; above 3.0 from step 4 on: stop at step 8 (8 - 4 >= 4)
+    verdict = _feed(DivergenceWatch(rule), [2.0, 1.0, 1.2, 5.0, 6.0, 7.0, 9.0, 8.0, 9.0])
+    assert verdict is not None and verdict.reason == "rise"
+    assert (verdict.step, verdict.best_step, verdict.best_loss, verdict.since_step) == (8, 2, 1.0, 4)
+    assert verdict.message() == ("diverged at step 8/100: loss 8, lr 0.5 (above 8× its best 1 at step 2, "
+                                 "since step 4)")
+    # a spike that comes back under the bar resets the stretch
+    assert _feed(DivergenceWatch(rule), [2.0, 1.0, 5.0, 6.0, 7.0, 1.1, 5.0, 5.0, 5.0, 1.0]) is None
+    # a loss that only rises a little (below ratio × best) never stops
+    assert _feed(DivergenceWatch(rule), [1.0] + [2.9] * 50) is None
+
+
+def test_patience_counts_optimizer_steps_not_points() -> None:
+    rule = EarlyStopRule(loss_ratio=2.0, patience_steps=20)
+    verdict = _feed(DivergenceWatch(rule), [1.0, 5.0, 5.0, 5.0, 5.0], every=10)  # points at steps 10..50
+    assert verdict is not None and (verdict.since_step, verdict.step) == (20, 40)
+
+
+def test_off_switch_and_only_one_verdict() -> None:
+    assert _feed(DivergenceWatch(EarlyStopRule(enabled=False)), [1.0, math.nan]) is None
+    watch = DivergenceWatch(EarlyStopRule())
+    assert watch.observe(_point(1, math.nan)) is not None and watch.observe(_point(2, math.nan)) is None
+    assert watch.observe({"current_steps": 3, "total_steps": 100}) is None  # a line without a loss
+
+
+def test_settings_reach_the_rule(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FT_EARLY_STOP", "false")
+    monkeypatch.setenv("FT_EARLY_STOP_LOSS_RATIO", "5")
+    monkeypatch.setenv("FT_EARLY_STOP_PATIENCE_STEPS", "7")
+    rule = EarlyStopRule.from_settings(load_settings().ft)
+    assert (rule.enabled, rule.loss_ratio, rule.patience_steps) == (False, 5.0, 7)
+    monkeypatch.setenv("FT_EARLY_STOP_LOSS_RATIO", "0.5")
+    with pytest.raises(ValueError):
+        load_settings()
+
+
+def test_remaining_time_is_steps_left_over_the_rate_so_far() -> None:
+    assert remaining_seconds(_point(25, 1.0, total=100, elapsed="0:00:50")) == pytest.approx(150.0)
+    assert remaining_seconds({"current_steps": 0, "remaining_time": "0:01:00"}) == 60.0
+
+
+def test_follower_hands_every_point_to_the_watcher_and_rereads_a_replaced_log(tmp_path: Path) -> None:
+    log = tmp_path / "trainer_log.jsonl"
+    log.write_text("".join(json.dumps(_point(s, 1.0)) + "\n" for s in range(1, 40)))  # an older, longer run
+    seen: list[int] = []
+    with TrainerLogFollower(tmp_path, lambda p: None, poll_s=0.05, min_interval_s=60,
+                            on_each=lambda p: seen.append(p["current_steps"])):
+        time.sleep(0.2)
+        log.write_text("".join(json.dumps(_point(s, 1.0)) + "\n" for s in range(1, 6)))  # the new run's log
+        time.sleep(0.3)
+    assert seen == [1, 2, 3, 4, 5]  # all of them (unthrottled), none of the old run's
+
+
+def test_run_process_stop_ends_the_process_group_early(tmp_path: Path) -> None:
+    stop = threading.Event()
+    script = ("import subprocess, sys, time\n"
+              "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'])\n"
+              "print('child', child.pid, flush=True)\ntime.sleep(120)\n")
+    threading.Timer(1.5, stop.set).start()
+    start = time.monotonic()
+    result = run_process([sys.executable, "-c", script], cwd=tmp_path, env={"PATH": "/usr/bin:/bin"},
+                         timeout=60, log_file=tmp_path / "run.log", stop=stop)
+    took = time.monotonic() - start
+    assert took < 20 and not result.timed_out  # (the exit status is the tool's: -15, or what the supervisor says)
+    log = (tmp_path / "run.log").read_text()
+    assert "[ftagent] stopped on request" in log
+    child = int(log.split("child ")[1].split()[0])
+    alive = subprocess.run(["kill", "-0", str(child)], capture_output=True).returncode == 0
+    assert not alive  # the grandchild went with the group
+
+
+class _DivergingRunner:
+    """Writes a trainer_log.jsonl whose loss explodes, until ftagent sets ``stop`` (like a real run)."""
+
+    name = "diverging"
+
+    def __init__(self, losses: list[float], stoppable: bool = True) -> None:
+        self.losses, self.calls = losses, []
+        if not stoppable:
+            self.run = self._run_unstoppable  # type: ignore[method-assign]
+
+    def run(self, cmd, *, tool, workdir, env=None, mounts=None, gpus=None, timeout=None, log_file=None,
+            stop=None):
+        return self._write(cmd, env, log_file, stop)
+
+    def _run_unstoppable(self, cmd, *, tool, workdir, env=None, mounts=None, gpus=None, timeout=None,
+                         log_file=None):
+        return self._write(cmd, env, log_file, None)
+
+    def _write(self, cmd, env, log_file, stop):
+        config = yaml.safe_load(Path(cmd[-1]).read_text())
+        self.calls.append({"cmd": cmd, "env": dict(env or {}), "config": config})
+        out = Path(config["output_dir"])
+        out.mkdir(parents=True, exist_ok=True)
+        Path(log_file).write_text("training...\n")
+        total = len(self.losses)
+        with open(out / "trainer_log.jsonl", "a") as fh:
+            for step, loss in enumerate(self.losses, start=1):
+                fh.write(json.dumps({"current_steps": step, "total_steps": total, "loss": loss, "lr": 10.0,
+                                     "elapsed_time": f"0:00:{step:02d}"}) + "\n")
+                fh.flush()
+                if stop is not None and stop.wait(0.1):
+                    return RunResult(exit_code=-15, duration_s=0.1, log_file=str(log_file))
+        (out / "config.json").write_text("{}")
+        (out / "model.safetensors").write_text("")
+        return RunResult(exit_code=0, duration_s=0.1, log_file=str(log_file))
+
+
+class _Ctx:
+    def __init__(self) -> None:
+        self.events: list = []
+
+    def emit(self, event) -> None:
+        self.events.append(event)
+
+    def limit(self, seconds: float) -> float:
+        return seconds
+
+
+def _trainer_setup(tmp_path: Path):
+    ws = tmp_path / "loop_0"
+    ws.mkdir()
+    (ws / "data.json").write_text("[]")
+    config = {"stage": "sft", "do_train": True, "finetuning_type": "full", "learning_rate": 10.0,
+              "output_dir": str(ws / "output"), "model_name_or_path": "/models/m"}
+    (ws / "train.yaml").write_text(yaml.safe_dump(config))
+    scenario = ScenarioInfo(benchmark="demo", base_model="m", base_model_path="/models/m", file_path=str(tmp_path),
+                            workspace_root=str(tmp_path))
+    report = ValidationReport(passed=True, config_path=str(ws / "train.yaml"))
+    return ws, scenario, report
+
+
+def test_trainer_stops_a_diverging_run_and_says_where(tmp_path: Path) -> None:
+    ws, scenario, report = _trainer_setup(tmp_path)
+    losses = [3.0, 2.0, 1.0] + [50.0] * 197  # 200 steps; rises at step 4, patience 20 → stop at step 24
+    runner = _DivergingRunner(losses)
+    ctx = _Ctx()
+    trainer = LlamaFactoryTrainer(scenario, load_settings(file_path=str(tmp_path)), RecordingRunner(runner,
+                                                                                                   lambda e: None))
+    with pytest.raises(StepError) as err:
+        trainer.train(CodeResult(workspace=str(ws)), report, ctx)  # type: ignore[arg-type]
+    exc = err.value
+    assert exc.error_type is ErrorType.DIVERGED
+    assert exc.message.startswith("training diverged at step 24/200: loss 50, lr 10 (above 50× its best 1 at step 3")
+    facts = exc.details["early_stop"]
+    assert facts["step"] == 24 and facts["stopped"] is True
+    assert facts["saved_s"] == pytest.approx((200 - 24) * 24 / 24)  # 1 s/step so far, 176 steps left
+    lines = (ws / "output" / "trainer_log.jsonl").read_text().splitlines()
+    assert 24 <= len(lines) < 150  # stopped well before 200 (the follower polls once a second); the log is kept
+    event = next(e for e in ctx.events if getattr(e, "type", "") == "training")
+    assert event.early_stop.step == 24 and event.early_stop.saved_s == facts["saved_s"]
+    assert len(event.loss_history) == len(lines)
+    # the full run was told not to hide NaN losses; train.yaml stays as validated
+    assert runner.calls[0]["config"]["logging_nan_inf_filter"] is False
+    assert "logging_nan_inf_filter" not in yaml.safe_load((ws / "train.yaml").read_text())
+
+
+def test_a_runner_that_cannot_stop_still_yields_the_feedback(tmp_path: Path) -> None:
+    ws, scenario, report = _trainer_setup(tmp_path)
+    runner = _DivergingRunner([2.0, 1.0, math.nan, math.nan], stoppable=False)
+    assert not accepts_stop(runner) and accepts_stop(RecordingRunner(_DivergingRunner([1.0]), lambda e: None))
+    with pytest.raises(StepError) as err:
+        LlamaFactoryTrainer(scenario, load_settings(file_path=str(tmp_path)), runner).train(
+            CodeResult(workspace=str(ws)), report, None)
+    assert err.value.error_type is ErrorType.DIVERGED and "diverged at step 3/4: loss nan" in err.value.message
+    assert err.value.details["early_stop"]["saved_s"] == 0.0 and "ran to its end" in err.value.message
+
+
+def test_early_stop_off_trains_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FT_EARLY_STOP", "false")
+    ws, scenario, report = _trainer_setup(tmp_path)
+    runner = _DivergingRunner([1.0] + [50.0] * 30)
+    result = LlamaFactoryTrainer(scenario, load_settings(file_path=str(tmp_path)), runner).train(
+        CodeResult(workspace=str(ws)), report, None)
+    assert len(result.loss_history) == 31 and runner.calls[0]["cmd"][-1] == str(ws / "train.yaml")
+
+
+def test_the_report_counts_the_saved_training_time(tmp_path: Path) -> None:
+    from ftagent.engine.events import EarlyStopFacts, EventLog, LoopEnd, SessionStart, TrainingEvent
+    from ftagent.views.report import build_report, render_markdown
+
+    session = tmp_path / "sess"
+    log = EventLog(session / "events.jsonl")
+    log.emit(SessionStart(session_id="sess", benchmark="demo_add"))
+    for loop, saved in ((0, 120.4), (1, None), (2, 30.0)):
+        facts = EarlyStopFacts(reason="rise", step=24, loss=50.0, saved_s=saved) if saved else None
+        log.emit(TrainingEvent(loop=loop, output_dir=str(tmp_path), early_stop=facts))
+        log.emit(LoopEnd(loop=loop, status="failed" if saved else "succeeded"))
+    report = build_report(session)
+    assert report.early_stops == 2 and report.early_stop_saved_s == pytest.approx(150.4)
+    assert "- early stop: 2 diverging run(s) stopped, ~150s of training saved" in render_markdown(report)

@@ -1,0 +1,199 @@
+"""Experiment tracking (FT_REPORT_TO): the run's name and keys, the tracker's env (secrets to training only)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ftagent.core.settings import load_settings
+from ftagent.core.types import CodeResult, EvalResult, ScenarioInfo, ValidationReport
+from ftagent.runners.base import RunResult
+from ftagent.runners.process import passthrough_env
+from ftagent.runners.recording import RecordingRunner, purpose_of
+from ftagent.tools.llamafactory import tracking
+from ftagent.tools.llamafactory.trainer import LlamaFactoryTrainer
+
+SECRET = "wandb-secret-123"
+
+
+class _Recorder:
+    name = "recorder"
+
+    def __init__(self) -> None:
+        self.calls: list[dict] = []
+
+    def run(self, cmd, *, tool, workdir, env=None, mounts=None, gpus=None, timeout=None, log_file=None, stop=None):
+        self.calls.append({"cmd": cmd, "env": dict(env or {}), "mounts": mounts or []})
+        if cmd[0] == "llamafactory-cli":
+            config = yaml.safe_load(Path(cmd[-1]).read_text())
+            self.calls[-1]["config"] = config
+            out = Path(config["output_dir"])
+            out.mkdir(parents=True, exist_ok=True)
+            (out / "trainer_log.jsonl").write_text(json.dumps({"current_steps": 7, "loss": 1.5}) + "\n")
+            (out / "config.json").write_text("{}")
+            (out / "model.safetensors").write_text("")
+        Path(log_file).parent.mkdir(parents=True, exist_ok=True)
+        Path(log_file).write_text("ok\n")
+        return RunResult(exit_code=0, duration_s=0.1, log_file=str(log_file))
+
+
+class _Session:
+    def __init__(self, d: Path) -> None:
+        self.dir = d
+
+
+class _Ctx:
+    def __init__(self, session_dir: Path, session_id: str = "2026-12-03_sess", loop: int = 2) -> None:
+        self.session = _Session(session_dir)
+        self.state = type("S", (), {"session_id": session_id})()
+        self.loop = type("L", (), {"index": loop})()
+        self.events: list = []
+
+    def emit(self, event) -> None:
+        self.events.append(event)
+
+    def limit(self, seconds: float) -> float:
+        return seconds
+
+
+def _setup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, report_to: str):
+    monkeypatch.setenv("FT_REPORT_TO", report_to)
+    monkeypatch.setenv("WANDB_API_KEY", SECRET)
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"file:{tmp_path}/mlruns")
+    ws = tmp_path / "ws" / "loop_2"
+    ws.mkdir(parents=True)
+    (ws / "train.yaml").write_text(yaml.safe_dump({"finetuning_type": "lora", "output_dir": str(ws / "output"),
+                                                   "report_to": "none"}))
+    scenario = ScenarioInfo(benchmark="demo", base_model="m", base_model_path="/models/m", file_path=str(tmp_path),
+                            workspace_root=str(tmp_path / "ws"))
+    runner = _Recorder()
+    trainer = LlamaFactoryTrainer(scenario, load_settings(file_path=str(tmp_path)), runner)
+    return ws, trainer, runner, ValidationReport(passed=True, config_path=str(ws / "train.yaml"))
+
+
+def test_tensorboard_run_is_named_after_session_and_loop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ws, trainer, runner, report = _setup(tmp_path, monkeypatch, "tensorboard")
+    ctx = _Ctx(tmp_path / "log" / "2026-12-03_sess")
+    result = trainer.train(CodeResult(workspace=str(ws)), report, ctx)  # type: ignore[arg-type]
+    config = runner.calls[0]["config"]
+    tb_dir = tmp_path / "log" / "2026-12-03_sess" / "tensorboard" / "loop_2"
+    assert (config["report_to"], config["run_name"], config["logging_dir"]) == (
+        "tensorboard", "2026-12-03_sess-loop2", str(tb_dir))
+    assert tb_dir.is_dir() and any(m.source == tb_dir and not m.read_only for m in runner.calls[0]["mounts"])
+    assert yaml.safe_load((ws / "train.yaml").read_text())["report_to"] == "none"  # as validated
+    assert "report_to" not in result.config or result.config["report_to"] == "none"
+    assert not any(k.startswith("WANDB") for k in runner.calls[0]["env"])  # only the chosen tracker's vars
+    # after evaluation: the validation score (not the test score) goes to the same run at the last step
+    val = EvalResult(split="validation", benchmark="demo", core_metric="accuracy", score=42.5)
+    trainer.log_scores(result, val, ctx, baseline=10.0)  # type: ignore[arg-type]
+    cmd = runner.calls[-1]["cmd"]
+    assert cmd[1].endswith("tracking_script.py") and cmd[2:6] == ["tensorboard", "2026-12-03_sess-loop2",
+                                                                  str(tb_dir), "7"]
+    assert json.loads(cmd[6]) == {"ftagent/validation/accuracy": 42.5, "ftagent/baseline_validation/accuracy": 10.0}
+    assert purpose_of(cmd, "train") == "track"  # not counted as training time
+
+
+def test_wandb_secret_reaches_the_training_process_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ws, trainer, runner, report = _setup(tmp_path, monkeypatch, "wandb")
+    events: list = []
+    recording = RecordingRunner(runner, events.append)
+    trainer.runner = recording
+    ctx = _Ctx(tmp_path / "log" / "s1", session_id="s1", loop=0)
+    result = trainer.train(CodeResult(workspace=str(ws)), report, ctx)  # type: ignore[arg-type]
+    env = runner.calls[0]["env"]
+    assert env["WANDB_API_KEY"] == SECRET and env["WANDB_MODE"] == "offline" and env["WANDB_RUN_ID"] == "s1-loop0"
+    assert "MLFLOW_TRACKING_URI" not in env
+    assert runner.calls[0]["config"]["report_to"] == "wandb"
+    # never in what is persisted: the run config file, the result (snapshot), the run events
+    persisted = (ws / "train.run.yaml").read_text() + result.model_dump_json() + "".join(
+        e.model_dump_json() for e in events)
+    assert SECRET not in persisted
+    # the runners never pass tracker variables on their own: data scripts do not see the key
+    assert not any(k.startswith(("WANDB", "MLFLOW")) for k in passthrough_env())
+    trainer.log_scores(result, EvalResult(split="validation", benchmark="demo", core_metric="accuracy", score=1.0),
+                       ctx)  # type: ignore[arg-type]
+    assert runner.calls[-1]["env"]["WANDB_RUN_ID"] == "s1-loop0"  # reopens the same run
+    assert SECRET not in "".join(e.model_dump_json() for e in events)
+
+
+def test_mlflow_gets_its_uri_and_none_tracks_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ws, trainer, runner, report = _setup(tmp_path, monkeypatch, "mlflow")
+    trainer.train(CodeResult(workspace=str(ws)), report, None)
+    assert runner.calls[0]["env"]["MLFLOW_TRACKING_URI"] == f"file:{tmp_path}/mlruns"
+    assert runner.calls[0]["config"]["run_name"] == "loop_2"  # no session context: the workspace's name
+    ws2, trainer2, runner2, report2 = _setup(tmp_path / "b", monkeypatch, "none")
+    result = trainer2.train(CodeResult(workspace=str(ws2)), report2, None)
+    assert "run_name" not in runner2.calls[0]["config"] and runner2.calls[0]["config"]["report_to"] == "none"
+    assert trainer2.log_scores(result, EvalResult(split="validation", benchmark="d", core_metric="a", score=1.0),
+                               None) is None
+    assert len(runner2.calls) == 1
+
+
+def test_bad_report_to_is_a_settings_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FT_REPORT_TO", "comet")
+    with pytest.raises(ValueError, match="report_to"):
+        load_settings()
+
+
+def test_run_names_are_safe_for_every_tracker() -> None:
+    assert tracking.run_name_of("2026-12-03_17:48 x/y", 3) == "2026-12-03_17-48-x-y-loop3"
+
+
+
+class _TrackingTrainer:
+    """The workflow's fake trainer plus ``log_scores`` (what the real trainer adds)."""
+
+    def __init__(self, fail: bool = False) -> None:
+        self.logged: list = []
+        self.fail = fail
+
+    def train(self, code, report, ctx):
+        from tests.unit.test_finetune_workflow import FakeTrainer
+
+        return FakeTrainer().train(code, report, ctx)
+
+    def log_scores(self, model, validation, ctx, baseline=None):
+        if self.fail:
+            raise OSError("tracker down")
+        self.logged.append((validation.split, validation.score, baseline))
+        return RunResult(exit_code=0, duration_s=0.1)
+
+
+@pytest.mark.parametrize("fail", [False, True])
+def test_the_workflow_logs_the_validation_score_only_and_a_tracker_failure_is_a_warning(tmp_path: Path,
+                                                                                       fail: bool) -> None:
+    from ftagent.engine.events import read_events
+    from ftagent.engine.loop import LoopEngine
+    from ftagent.engine.session import Session
+    from ftagent.finetune.state import FinetuneSessionState
+    from ftagent.finetune.workflow import Components, FinetuneWorkflow
+    from ftagent.planners.heuristic.planner import HeuristicCoder, HeuristicProposer
+    from tests.unit.test_finetune_workflow import (
+        FakeData,
+        FakeEvaluator,
+        FakeValidator,
+        RecordingFeedback,
+        _scenario,
+    )
+
+    scenario = _scenario(tmp_path)
+    trainer = _TrackingTrainer(fail=fail)
+    components = Components(proposer=HeuristicProposer(scenario), coder=HeuristicCoder(scenario),
+                            validator=FakeValidator(), trainer=trainer, evaluator=FakeEvaluator(),
+                            feedback=RecordingFeedback(), data=FakeData())
+    workflow = FinetuneWorkflow(scenario, components, coder_max_loop=3, sota_min_delta=0.0,
+                                workspace_root=tmp_path / "ws")
+    session = Session.create(tmp_path / "log", state_cls=FinetuneSessionState, scenario=scenario)
+    session.state.trace.baseline_val = 5.0
+    LoopEngine(workflow, session, loop_n=1).run()
+    events = list(read_events(session.dir / "events.jsonl"))
+    assert session.state.trace.get(0).val_score == 50.0 and session.state.trace.get(0).failure is None
+    warnings = [e.text for e in events if e.type == "message" and "tracker" in e.text]
+    if fail:
+        assert trainer.logged == [] and warnings == ["tracker: validation score not logged: tracker down"]
+    else:
+        assert trainer.logged == [("validation", 50.0, 5.0)] and warnings == []  # never the test split's 40.0
