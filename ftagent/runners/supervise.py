@@ -22,10 +22,16 @@ every container labelled ``org.ftagent.owner=LABEL`` (the Docker runner starts o
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
 import sys
-import time
+
+# Run as a script, Python puts this folder first on sys.path, where docker.py (the runner) would shadow
+# the docker SDK the watcher imports.
+if __name__ == "__main__" and sys.path and os.path.abspath(sys.path[0] or ".") == os.path.dirname(os.path.abspath(__file__)):
+    del sys.path[0]
+
+import signal  # noqa: E402
+import subprocess  # noqa: E402
+import time  # noqa: E402
 
 POLL_S = 0.2
 OWNER_LABEL = "org.ftagent.owner"

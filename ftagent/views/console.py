@@ -114,6 +114,8 @@ class ConsoleProgress:
             return f"{who} {ev.split} {ev.core_metric}: {ev.score}"
         if kind == "feedback":
             return f"{self._where()} feedback: {'new best' if ev.decision else 'not better'} ({ev.score})"
+        if kind == "leftovers_reaped":
+            return f"warning: {ev.message}"[:300]
         if kind == "message" and ev.level != "info":
             return f"{ev.level}: {ev.text}"[:300]
         return None

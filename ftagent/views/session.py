@@ -252,6 +252,8 @@ def _apply(view: SessionView, loops: dict[int, LoopView], ev: dict[str, Any]) ->
             lp.llm_calls.append(ev)
     elif kind == "message":
         (lp.messages if lp else view.messages).append(ev)
+    elif kind == "leftovers_reaped":  # shown like a warning message: what a killed predecessor left was ended
+        view.messages.append({**ev, "level": "warning", "text": ev.get("message", "")})
     elif kind == "run" and lp is None:
         view.runs.append(ev)
     elif lp is not None:

@@ -268,3 +268,59 @@ def test_docker_sigkill_during_train_leaves_no_container(tmp_path, tools_env):
             break
         time.sleep(0.2)
     assert not left, f"containers left {GONE_WITHIN_S}s after SIGKILL: {[c.id[:12] for c in left]}"
+
+
+DOCKER_STAND_IN = """
+import sys
+from pathlib import Path
+from ftagent.runners import reaper
+from ftagent.runners.docker import DockerRunner
+reaper.activate(Path(sys.argv[2]), "sess-docker")
+DockerRunner(image=sys.argv[1], use_gpu=False, network="none").run(["sleep", "300"], tool="data",
+                                                                  workdir=Path(sys.argv[3]))
+"""
+
+
+def _owned_by(client, pid: int, all_states: bool = False) -> list:
+    return [c for c in client.containers.list(all=all_states, filters={"label": "org.ftagent.owner"})
+            if f":{pid}:" in c.labels.get("org.ftagent.owner", "")]
+
+
+def test_docker_runner_containers_die_with_ftagent(tmp_path):
+    """The runner's own guarantee, with any small local image: SIGKILL the process that started a container."""
+    try:
+        import docker
+
+        client = docker.from_env()
+        client.ping()
+    except Exception as exc:  # noqa: BLE001 - no engine
+        pytest.skip(f"no Docker engine: {exc}")
+    images = [t for i in client.images.list() for t in i.tags if t.startswith(("ftagent-base:", "ftagent-tools:"))]
+    if not images:
+        pytest.skip("no ftagent image on this engine (`ftagent env build-images`); not building one here")
+    repo = Path(__file__).resolve().parents[2]
+    proc = subprocess.Popen([sys.executable, "-c", DOCKER_STAND_IN, images[0], str(tmp_path / "registry"),
+                             str(tmp_path / "wd")], env={**os.environ, "PYTHONPATH": str(repo)},
+                            start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not _owned_by(client, proc.pid):
+            assert proc.poll() is None, "the stand-in ended before its container ran"
+            time.sleep(0.2)
+        (container,) = _owned_by(client, proc.pid)
+        assert container.labels["org.ftagent.session"] == "sess-docker"
+        assert list((tmp_path / "registry").glob("*.json")), "the container is recorded while it runs"
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < GONE_WITHIN_S and _owned_by(client, proc.pid, all_states=True):
+            time.sleep(0.1)
+        assert not _owned_by(client, proc.pid, all_states=True), f"container left {GONE_WITHIN_S}s after SIGKILL"
+        print(f"container gone {time.monotonic() - t0:.2f}s after SIGKILL")
+        from ftagent.runners import reaper
+
+        assert reaper.reap_leftovers(tmp_path / "registry", docker_client=client).empty  # nothing left to end
+        assert not list((tmp_path / "registry").glob("*.json"))
+    finally:
+        for c in _owned_by(client, proc.pid, all_states=True):
+            c.remove(force=True)

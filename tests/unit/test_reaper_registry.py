@@ -114,3 +114,23 @@ def test_containers_of_dead_owners_are_removed_and_live_ones_kept(tmp_path):
     reaped = reaper.reap_leftovers(tmp_path / "none", docker_client=_Client(containers))
     assert reaped.containers == ["c-dead"]
     assert [c.removed for c in containers] == [True, False, False]
+
+
+def test_the_event_reaches_the_console_and_the_session_view(tmp_path):
+    from rich.console import Console
+
+    from ftagent.engine.events import EventLog, SessionStart
+    from ftagent.views.console import ConsoleProgress
+    from ftagent.views.session import load_session
+
+    event = LeftoversReaped(processes=[{"pid": 7, "command": "opencompass x", "session": "s0"}],
+                            message="ended what a killed predecessor left running: 1 process(es) of s0")
+    console = Console(record=True, width=200, force_terminal=False)
+    ConsoleProgress(console, quiet=False)(event)
+    assert "warning: ended what a killed predecessor left running: 1 process(es) of s0" in console.export_text()
+    session = tmp_path / "s1"
+    log = EventLog(session / "events.jsonl")
+    log.emit(SessionStart(session_id="s1"))
+    log.emit(event)
+    view = load_session(session)
+    assert [m["text"] for m in view.messages if m.get("level") == "warning"] == [event.message]
