@@ -262,20 +262,14 @@ class Session:
         else:
             raise UserInputError(f"--path {path} does not exist")
         try:
-            raw = json.loads(snapshot.read_text(encoding="utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise UserInputError(f"snapshot {snapshot} is corrupted (not JSON): {exc}") from exc
-        if not isinstance(raw, dict) or raw.get("schema_version") != SNAPSHOT_SCHEMA:
-            found = raw.get("schema_version") if isinstance(raw, dict) else None
-            raise UserInputError(
-                f"snapshot {snapshot} has schema version {found!r}; this ftagent reads {SNAPSHOT_SCHEMA}"
-            )
-        try:
-            state = state_cls.model_validate(raw)
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(p) for p in first["loc"])
-            raise UserInputError(f"snapshot {snapshot} is incompatible: {where}: {first['msg']}") from exc
+            state = _read_snapshot(snapshot, state_cls)
+        except UserInputError as exc:
+            if path.is_dir():  # the newest is unreadable: name the newest good one, never skip silently
+                good = next((p for p in reversed(snaps[:-1]) if _readable(p, state_cls)), None)
+                if good is not None:
+                    raise UserInputError(f"{exc}. The previous good snapshot is {good}: resume from it with "
+                                         f"--path {good} (the steps after it run again)") from exc
+            raise
         return cls(session_dir, state), snapshot
 
     def checkout(self, snapshot: Path) -> None:
@@ -305,3 +299,31 @@ class Session:
         state.session_id = sid
         state.config = {**state.config, "forked_from": str(self.dir)}
         return Session(directory, state)
+
+
+def _read_snapshot(snapshot: Path, state_cls: type[SessionState]) -> SessionState:
+    """Parse and validate one snapshot file (UserInputError when corrupted or incompatible)."""
+    try:
+        raw = json.loads(snapshot.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise UserInputError(f"snapshot {snapshot} is corrupted (not JSON): {exc}") from exc
+    if not isinstance(raw, dict) or raw.get("schema_version") != SNAPSHOT_SCHEMA:
+        found = raw.get("schema_version") if isinstance(raw, dict) else None
+        raise UserInputError(
+            f"snapshot {snapshot} has schema version {found!r}; this ftagent reads {SNAPSHOT_SCHEMA}"
+        )
+    try:
+        state = state_cls.model_validate(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise UserInputError(f"snapshot {snapshot} is incompatible: {where}: {first['msg']}") from exc
+    return state
+
+
+def _readable(snapshot: Path, state_cls: type[SessionState]) -> bool:
+    try:
+        _read_snapshot(snapshot, state_cls)
+    except UserInputError:
+        return False
+    return True

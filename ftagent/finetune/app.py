@@ -170,6 +170,7 @@ def _start(settings, runner, emit: SessionEmitter, planner: str, loop_n: int | N
                              state_cls=FinetuneSessionState)
     hold(session)
     session.events.emit(_session_start(session, settings, planner, None))
+    getattr(builder, "attach_session", lambda _dir: None)(session.dir)  # the dataset selection's LLM calls join the records and the budget
     emit.attach(session)
     emit(Message(text=f"planner: {_planner_note(planner, settings)}"))
     state: FinetuneSessionState = session.state  # type: ignore[assignment]
