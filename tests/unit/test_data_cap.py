@@ -72,7 +72,7 @@ def test_rows_within_the_cap_and_debug_runs_are_left_alone(tmp_path, monkeypatch
 
 
 def test_invalid_utf8_in_data_json_is_a_data_error(tmp_path, monkeypatch):
-    bad = '[{"instruction": "caf'.encode() + b"\xe9" + b'", "input": "", "output": "x"}]'
+    bad = b'[{"instruction": "caf' + b"\xe9" + b'", "input": "", "output": "x"}]'
     proc = _processor(tmp_path, 25, monkeypatch, bad)
     with pytest.raises(StepError) as info:
         _prepare(proc, tmp_path / "a")
