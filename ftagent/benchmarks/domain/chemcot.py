@@ -52,7 +52,6 @@ _KEYS = {
 }
 _EDIT_KEYS = ("output", "answer")
 _OPT_KEYS = ("Final Target Molecule", "Final_Target_Molecule", "output", "answer")
-_SMILES_TOKEN = re.compile(r"[A-Za-z0-9@\[\]()=#+\-./\\%]{5,}")
 _SOURCE_RE = re.compile(r"(?:Input Molecule|Molecule SMILES|Source Molecule)\s*:\s*([^\s,;]+)")
 # ether0-style answers (the official model logs): <|think_start|>…<|think_end|><|answer_start|>…<|answer_end|>
 _ANSWER_TAG = re.compile(r"<\|answer_start\|>(.*?)<\|answer_end\|>", re.DOTALL)
@@ -113,15 +112,21 @@ def _from_json(text: str, keys: Sequence[str]) -> str | None:
         for key in keys:
             if key in obj and obj[key] is not None:
                 return str(obj[key]).strip()
+    # a complete "key": value pair in otherwise invalid JSON (e.g. the template's trailing comma),
+    # as the official parse_raw_response; an unterminated value (truncated output) is no answer
     for key in keys:
-        m = re.search(r'"' + re.escape(key) + r'"\s*:\s*"?([^",}\n]+)', text)
+        k = re.escape(key)
+        m = re.search(r'"' + k + r'"\s*:\s*"([^"]+)"', text) or re.search(r'"' + k + r'"\s*:\s*([^,}\s"]+)\s*[,}]', text)
         if m:
             return m.group(1).strip()
     return None
 
 
 def extract_answer(text: str | None, subtask: str) -> str | None:
-    """The answer of one ChemCoT output (``{"output": ...}``-style JSON, key chosen by subtask)."""
+    """The answer of one ChemCoT output: the value of the asked JSON key (``count``, ``output``,
+    ``Output Scaffold``, ``Final Target Molecule``, ``Major Product``, ``Reactants``, ``SMILES``,
+    ``pred_smi``, ``choice``; ``answer`` for every sub-task), or the span of ether0-style
+    ``<|answer_start|>…<|answer_end|>`` tags; ``None`` otherwise."""
     text = strip_think(text)
     task = task_of(subtask)
     keys = _EDIT_KEYS if task == "mol_edit" else _OPT_KEYS if task == "mol_opt" else _KEYS[subtask]
@@ -129,19 +134,9 @@ def extract_answer(text: str | None, subtask: str) -> str | None:
     if tag:  # the answer span of a tagged answer (its JSON if it holds one, else the span itself)
         body = tag.group(1).strip().removesuffix("</answer>").strip()
         return _from_json(body, keys) or body or None
-    found = _from_json(text, keys)
-    if found is not None:
-        return found
-    if subtask in ("fg_count", "ring_count"):
-        n = first_int(text)
-        return None if n is None else str(n)
-    if subtask in ("equivalence", "ring_system_scaffold"):
-        m = re.search(r"\b(yes|no)\b", text, re.IGNORECASE)
-        return m.group(1).capitalize() if m else None
-    if task in ("mol_edit", "mol_opt"):
-        tokens = _SMILES_TOKEN.findall(text)
-        return max(tokens, key=len) if tokens else None
-    return None
+    # only the asked JSON key (or "answer") counts, as the official scorers read only the JSON: free
+    # text ("There are 3 rings and 2 ...") is not an answer and its first number may be the wrong one
+    return _from_json(text, keys)
 
 
 # ---------------------------------------------------------------- metrics
