@@ -10,7 +10,9 @@ from __future__ import annotations
 import ast
 import os
 import re
+import string
 from collections.abc import Sequence
+from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from typing import Any
 
 from . import sandbox
@@ -58,33 +60,54 @@ _TAILS = {
 
 
 def build_prompt(item: dict[str, Any]) -> str:
-    """Prompt for one item; the ``qtype`` picks the closing instruction (or the chart-code prompt)."""
-    qtype = item.get("qtype")
-    if qtype == "Visualization":
+    """Prompt for one item.
+
+    A published TableBench row's ``instruction`` is the whole prompt (answer-format rules, the table
+    and the question); TableBench's own ``inference/infer.py`` sends it verbatim, and so does ftagent
+    (the reference fork appended the table and the question a second time). Rows whose instruction
+    lacks the question (hand-made items) get the assembled prompt: instruction, table, question and
+    a ``qtype``-specific closing line (or the chart-code prompt).
+    """
+    instruction = str(item.get("instruction") or "")
+    question = str(item.get("question") or "")
+    if question and question.strip() in instruction:
+        return instruction
+    if item.get("qtype") == "Visualization":
         return "\n".join([
             "Write Python code that draws the requested chart from the table.",
-            f"Table:\n{item['table']}", f"Question: {item['question']}", f"Instructions: {item.get('instruction', '')}",
+            f"Table:\n{item['table']}", f"Question: {question}", f"Instructions: {instruction}",
             "The table is saved as table.csv. Start from this skeleton:",
             "```python\nimport pandas as pd\nimport matplotlib.pyplot as plt\ndf = pd.read_csv('table.csv')\n"
             "# build the chart with plt.bar / plt.plot / plt.scatter\nplt.show()\n```",
             "Reply with the Python code only, in one ```python block.",
         ])
-    return (f"{item.get('instruction', '')}\nTable:\n{item['table']}\nQuestion: {item['question']}\n"
-            f"{_TAILS.get(qtype, _TAILS['DataAnalysis'])}\nAnswer:")
+    return (f"{instruction}\nTable:\n{item['table']}\nQuestion: {question}\n"
+            f"{_TAILS.get(item.get('qtype'), _TAILS['DataAnalysis'])}\nAnswer:")
 
 
 # ---------------------------------------------------------------- extraction
 
+_MARKER = re.compile(r"Final Answer: (.+)")
+_PUNCT = frozenset(string.punctuation)
+
+
 def final_answer(text: str | None) -> str:
-    """Text after the first ``Final Answer:`` up to the end of that line (else the whole text)."""
-    text = strip_think(text)
-    m = re.search(r"final answer\s*:\s*(.*)", text, re.IGNORECASE)
-    return (m.group(1) if m else text).strip()
+    """The official ``parse_dp_prediction``: the rest of the line after the first ``Final Answer: ``.
+
+    Case-sensitive, one space after the colon, as TableBench's own parser; no marker → ``""`` (the
+    output scores 0 and does not count for ``Parse@1``). A reasoning block is dropped first
+    (:func:`~.common.strip_think`): a draft answer inside ``<think>`` is not the answer.
+    """
+    m = _MARKER.search(strip_think(text))
+    return m.group(1) if m else ""
 
 
 def normalise(text: str) -> str:
-    """Lower-case; non-word, non-space characters → space; collapse whitespace."""
-    return " ".join(re.sub(r"[^\w\s]", " ", text.lower()).split())
+    """TableBench's ``normalize_answer`` (SQuAD's): lower-case, drop ASCII punctuation, drop the
+    articles a/an/the, collapse whitespace. Note it also drops ``.``, ``-``, ``%`` and ``,`` inside
+    numbers ("0.85" → "085"); the official metrics compare those normalised strings."""
+    text = "".join(ch for ch in text.lower() if ch not in _PUNCT)
+    return " ".join(re.sub(r"\b(a|an|the)\b", " ", text).split())
 
 
 def python_code(text: str | None) -> str | None:
@@ -99,64 +122,109 @@ def python_code(text: str | None) -> str | None:
     return None
 
 
-def first_number(text: str) -> float | None:
-    """First number in ``text`` after removing commas and ``%``."""
-    m = re.search(r"-?\d+\.?\d*", text.replace(",", "").replace("%", ""))
-    return float(m.group(0)) if m else None
+# ---------------------------------------------------------------- metrics (TableBench's definitions)
+
+def _is_number(value: str) -> bool:
+    return bool(re.match(r"^-?\d+(\.\d+)?%?$", value.strip()))
 
 
-# ---------------------------------------------------------------- metrics
+def _decimal(value: str) -> Decimal:
+    if value.endswith("%"):
+        return (Decimal(value.strip("%")) / 100).quantize(Decimal("1.0000"), rounding=ROUND_HALF_UP)
+    return Decimal(value)
 
-def _em(pred: str, ref: str) -> bool:
-    return normalise(final_answer(pred)) == normalise(final_answer(ref))
+
+def _rounded(value: str, places: int) -> str:
+    return str(_decimal(value).quantize(Decimal("1." + "0" * places), rounding=ROUND_HALF_UP))
 
 
-def _within_10(pred: str, ref: str) -> bool:
-    p_txt, r_txt = final_answer(pred), final_answer(ref)
-    p, r = first_number(p_txt), first_number(r_txt)
-    if p is None or r is None:
-        return p_txt.strip().lower() == r_txt.strip().lower()
-    if r == 0:
-        return abs(p) < 1e-6
-    return abs(p - r) / abs(r) <= 0.10
+def _part_score(pred: str, ref: str, same_number: Any) -> float:
+    """Comma-separated answer parts compared in order, each worth 1/len(parts) (custom_em_metric.py);
+    numeric reference parts compared with ``same_number``, others as equal strings."""
+    refs, preds = [x.strip() for x in ref.split(",")], [x.strip() for x in pred.split(",")]
+    score = 0.0
+    for i, r in enumerate(refs[: len(preds)]):
+        if not _is_number(r):
+            score += (r == preds[i]) / len(refs)
+            continue
+        try:
+            score += bool(same_number(preds[i], r, refs)) / len(refs)
+        except (InvalidOperation, ValueError):
+            continue
+    return score
+
+
+def _same_rounded(p: str, r: str, refs: list[str]) -> bool:
+    if r.endswith("%"):
+        return _decimal(r) == _decimal(p)
+    numbers = [x for x in refs if _is_number(x) and not x.endswith("%")]
+    places = min((len(x.split(".")[-1]) if "." in x else 0) for x in numbers)
+    return _rounded(r, places) == _rounded(p, places)
+
+
+def _within_10(p: str, r: str, _refs: list[str]) -> bool:
+    want, got = _decimal(r), _decimal(p)
+    return got == want if want == 0 else abs(want - got) / abs(want) <= 10 / 100
+
+
+def em_score(pred: str, ref: str) -> float:
+    """Per-item ``EM`` (0..1) as TableBench's ``compute_em`` on normalised Final Answer and reference."""
+    return _part_score(normalise(final_answer(pred)), normalise(ref), _same_rounded)
+
+
+def em10_score(pred: str, ref: str) -> float:
+    """Per-item ``EM_with_error_10`` (0..1): numeric parts within 10 % (``compute_em_with_tolerance``)."""
+    return _part_score(normalise(final_answer(pred)), normalise(ref), _within_10)
+
+
+def rouge_score(pred: str, ref: str) -> float:
+    """Per-item ROUGE-L F (0..1) of the normalised Final Answer vs the normalised reference
+    (``rouge_score``'s tokens and LCS F-measure, no stemming, as ``evaluate``'s ``rouge``)."""
+    return rouge_l(normalise(final_answer(pred)), normalise(ref))
+
+
+def _parse_rate(predictions: Sequence[str]) -> float:
+    return pct(sum(final_answer(p) != "" for p in predictions), len(predictions))
 
 
 def exact_match_metrics(predictions: Sequence[str], references: Sequence[str]) -> dict[str, Any]:
-    """``accuracy`` = ``exact_match`` = % normalised Final-Answer equality."""
-    score = pct(sum(_em(p, r) for p, r in zip(predictions, references, strict=True)), len(predictions))
-    return {"accuracy": score, "exact_match": score}
+    """``accuracy`` = ``exact_match`` = mean per-item EM ×100; ``Parse@1`` = % with a Final Answer."""
+    score = 100 * mean([em_score(p, r) for p, r in zip(predictions, references, strict=True)])
+    return {"accuracy": score, "exact_match": score, "Parse@1": _parse_rate(predictions)}
 
 
 def numeric_metrics(predictions: Sequence[str], references: Sequence[str]) -> dict[str, Any]:
-    """``accuracy`` = ``EM_with_error_10``: first numbers within 10 % relative error (gold 0 needs
-    |pred| < 1e-6); when either side has no number, case-insensitive string equality."""
-    score = pct(sum(_within_10(p, r) for p, r in zip(predictions, references, strict=True)), len(predictions))
+    """``accuracy`` = ``EM_with_error_10`` = mean per-item ±10 % score ×100."""
+    score = 100 * mean([em10_score(p, r) for p, r in zip(predictions, references, strict=True)])
     return {"accuracy": score, "EM_with_error_10": score}
 
 
 def rouge_metrics(predictions: Sequence[str], references: Sequence[str]) -> dict[str, Any]:
-    """``ROUGE-L`` F1 ×100 (LCS on lower-cased alphanumeric tokens), Final Answer vs full reference."""
-    score = 100 * mean([rouge_l(final_answer(p), r) for p, r in zip(predictions, references, strict=True)])
+    """``ROUGE-L`` = mean per-item ROUGE-L F ×100 (the official ``evaluate`` call bootstraps the mean)."""
+    score = 100 * mean([rouge_score(p, r) for p, r in zip(predictions, references, strict=True)])
     return {"ROUGE-L": score, "accuracy": score}
 
 
 def data_analysis_metrics(predictions: Sequence[str], items: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """Each item scored once, by its qsubtype: numeric subtypes ±10 %, ImpactAnalysis EM, the rest
-    ROUGE-L. ``accuracy`` = mean per-item score (0/100 or ROUGE-L ×100). Unlike the fork, no item is
-    scored twice (its ``analysis_other`` re-scored every DataAnalysis item with ROUGE-L)."""
+    """Each item scored once, by its qsubtype (``eval_tablebench_script.py``): Correlation/Trend/
+    Statistical analysis ``EM_with_error_10``, ImpactAnalysis ``EM``, the rest ``ROUGE-L``.
+    ``accuracy`` = mean per-item score ×100 = the official ``Mix_Metric`` (count-weighted mean).
+    Unlike the reference fork, no item is scored twice (its ``analysis_other`` re-scored every
+    DataAnalysis item with ROUGE-L)."""
     groups: dict[str, list[float]] = {"numeric": [], "impact": [], "rouge": []}
     for pred, item in zip(predictions, items, strict=True):
         sub, ref = item.get("qsubtype"), str(item["answer"])
         if sub in NUMERIC_ANALYSIS:
-            groups["numeric"].append(100.0 * _within_10(pred, ref))
+            groups["numeric"].append(100 * em10_score(pred, ref))
         elif sub == "ImpactAnalysis":
-            groups["impact"].append(100.0 * _em(pred, ref))
+            groups["impact"].append(100 * em_score(pred, ref))
         else:
-            groups["rouge"].append(100 * rouge_l(final_answer(pred), ref))
+            groups["rouge"].append(100 * rouge_score(pred, ref))
     every = groups["numeric"] + groups["impact"] + groups["rouge"]
     return {"accuracy": mean(every), "EM_with_error_10": mean(groups["numeric"]),
             "exact_match": mean(groups["impact"]), "ROUGE-L": mean(groups["rouge"]),
-            "n_numeric": len(groups["numeric"]), "n_impact": len(groups["impact"]), "n_rouge": len(groups["rouge"])}
+            "Parse@1": _parse_rate(predictions), "n_numeric": len(groups["numeric"]),
+            "n_impact": len(groups["impact"]), "n_rouge": len(groups["rouge"])}
 
 
 def reference_series(answer: str) -> list[list[Any]] | None:
