@@ -25,8 +25,8 @@ PROBES = FIXTURES / "template_probe"
 ROW = {"instruction": "What is 2 + 3?", "input": "", "output": "\\boxed{5}"}
 
 
-def _probe(name: str) -> TemplateProbe:
-    return TemplateProbe.model_validate_json((PROBES / f"tiny_qwen2_{name}.json").read_text(encoding="utf-8"))
+def _probe(name: str, model: str = "tiny_qwen2") -> TemplateProbe:
+    return TemplateProbe.model_validate_json((PROBES / f"{model}_{name}.json").read_text(encoding="utf-8"))
 
 
 class _Runner:
@@ -72,6 +72,12 @@ def test_recorded_probes():
     assert _probe("chatml").agrees
     alpaca = _probe("alpaca")  # LLaMA-Factory writes alpaca's format into the saved tokenizer: they agree
     assert alpaca.replaces_chat_template and alpaca.agrees and "### Instruction:" in alpaca.evaluation_prompt
+
+
+def test_thinking_family_template_agrees():
+    """qwen3 trains an empty think block before the answer, as a Qwen3-style chat template renders it."""
+    probe = _probe("qwen3", model="tiny_thinking")
+    assert probe.training_answer.startswith("<think>") and probe.agrees and template_mismatch(probe) is None
 
 
 def test_mismatch_is_one_structured_failure():
