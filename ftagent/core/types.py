@@ -68,9 +68,10 @@ class TrainResult(BaseModel):
 class AnswerProfile(BaseModel):
     """How a model answered one split: scored items, wrong ones, and the answers it gave most often."""
 
-    items: int
+    items: int  # scored answers: benchmark items × runs (FT_BENCHMARK_NUM_RUNS)
     wrong: int
     top: dict[str, int] = Field(default_factory=dict)  # answer (as scored, clipped) -> items, repeated ones only
+    runs: int = 1  # answers per item
 
 
 class EvalResult(BaseModel):

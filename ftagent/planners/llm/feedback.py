@@ -161,7 +161,11 @@ def answer_profile(exp: Any) -> str:
     answers = exp.val_answers
     if answers is None:
         return ""
-    lines = [f"- {answers.wrong} of the {answers.items} validation items were scored wrong"]
+    if answers.runs > 1:  # every item was answered once per run
+        lines = [f"- {answers.wrong} of the {answers.items} validation answers ({answers.items // answers.runs} "
+                 f"items × {answers.runs} runs) were scored wrong"]
+    else:
+        lines = [f"- {answers.wrong} of the {answers.items} validation items were scored wrong"]
     if answers.top:
         top = "; ".join(f"{json.dumps(text, ensure_ascii=False)}{' (empty)' if not text else ''} × {n}"
                         for text, n in answers.top.items())

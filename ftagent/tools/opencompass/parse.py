@@ -240,14 +240,17 @@ def prediction_profile(run: Path, split: str | None = None) -> AnswerProfile | N
     """
     items = wrong = 0
     counts: Counter[str] = Counter()
-    for _, _, det, p in _scored(run, split):
+    distinct: set[tuple[Any, Any]] = set()
+    for abbr, index, det, p in _scored(run, split):
         items += 1
+        distinct.add((abbr, index))
         wrong += not is_correct(det)
         pred = _first(det.get("pred", p.get("prediction")))
         text = " ".join(str(pred if pred is not None else "").split())
         counts[text if len(text) <= PREDICTION_CHARS else text[:PREDICTION_CHARS] + "…"] += 1
     top = {text: n for text, n in counts.most_common(TOP_PREDICTIONS) if n > 1}
-    return AnswerProfile(items=items, wrong=wrong, top=top) if items else None
+    runs = max(1, round(items / len(distinct))) if distinct else 1
+    return AnswerProfile(items=items, wrong=wrong, top=top, runs=runs) if items else None
 
 
 def read_predictions(run: Path, split: str | None = None) -> dict[str, dict[str, Any]]:
