@@ -188,6 +188,23 @@ def mol_edit_metrics(subtask: str, predictions: Sequence[str], items: Sequence[d
     return {"correct_rate": pct(correct, n), "valid_rate": pct(valid, n), "tanimoto": 100 * mean(sims)}
 
 
+def _percentile(values: Sequence[float], q: float) -> float:
+    """numpy's default (linear) percentile."""
+    ordered = sorted(values)
+    pos = q / 100 * (len(ordered) - 1)
+    lo = int(pos)
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
+def _winsorised_mean(values: Sequence[float]) -> float:
+    """Mean after clipping at the 5th/95th percentiles (the official ``compute_statistics(skew=True)``)."""
+    if not values:
+        return 0.0
+    lo, hi = _percentile(values, 5), _percentile(values, 95)
+    return mean([min(max(v, lo), hi) for v in values])
+
+
 OPT_THRESHOLDS = {"drd": 0.3, "gsk": 0.3, "jnk": 0.3, "qed": 0.3, "logp": 0.5, "solubility": 0.5}
 
 
@@ -196,9 +213,10 @@ def mol_opt_metrics(subtask: str, predictions: Sequence[str], items: Sequence[di
     """Property optimisation. improvement = oracle(pred) − oracle(source) for valid pairs.
 
     ``success_rate`` (core) = % of all items with improvement > 0; ``best_rate`` = % with improvement
-    ≥ threshold (0.3 drd/gsk/jnk/qed, 0.5 logp/solubility); ``mean_improvement`` over scored items;
+    ≥ threshold (0.3 drd/gsk/jnk/qed, 0.5 logp/solubility); ``mean_improvement``: the official
+    5/95 % winsorised mean over all items (0.0 for an unscored one);
     ``valid_smiles_rate``; ``scaffold_hard``/``scaffold_soft`` (Murcko scaffold kept). Oracles:
-    logp = RDKit Crippen logP (not TDC's penalised logP), qed = RDKit QED, solubility = ESOL;
+    logp = penalised logP (PyTDC's ``logp``), qed = RDKit QED, solubility = the official ESOL;
     drd/gsk/jnk need ``oracle`` (PyTDC model files), else ``status="oracle unavailable"``.
     """
     keys = ("success_rate", "best_rate", "mean_improvement", "valid_smiles_rate", "scaffold_hard", "scaffold_soft")
@@ -225,7 +243,9 @@ def mol_opt_metrics(subtask: str, predictions: Sequence[str], items: Sequence[di
         success += delta > 0
         best += delta >= OPT_THRESHOLDS.get(subtask, 0.3)
     n = len(predictions)
-    return {"success_rate": pct(success, n), "best_rate": pct(best, n), "mean_improvement": mean(improvements),
+    # official: unscored items count as improvement 0.0, then the 5/95 % winsorised mean
+    padded = improvements + [0.0] * (n - len(improvements))
+    return {"success_rate": pct(success, n), "best_rate": pct(best, n), "mean_improvement": _winsorised_mean(padded),
             "valid_smiles_rate": pct(valid, n), "scaffold_hard": pct(hard, n), "scaffold_soft": 100 * mean(soft)}
 
 
