@@ -113,3 +113,36 @@ def test_supervisor_exits_at_once_when_its_owner_is_already_gone(tmp_path):
     dead.wait()
     proc = subprocess.Popen(supervised_argv(["sleep", "300"], owner_pid=dead.pid), start_new_session=True)
     assert proc.wait(timeout=10) == -signal.SIGKILL
+
+
+def test_the_model_server_dies_with_ftagent(tmp_path):
+    """The vLLM server runs outside bubblewrap: a SIGKILL of ftagent must still take it (a stand-in server)."""
+    from tests.unit.test_oc_vllm_server import MINI_SERVER
+
+    (tmp_path / "server.py").write_text(MINI_SERVER, encoding="utf-8")
+    script = tmp_path / "serve.py"
+    script.write_text(textwrap.dedent(f"""
+        import sys, time
+        from pathlib import Path
+        from ftagent.tools.opencompass import serving
+        port = serving.free_port()
+        argv = [sys.executable, {str(tmp_path / "server.py")!r}, str(port), "ft-model"]
+        with serving.model_server(argv, base_url=f"http://127.0.0.1:{{port}}", served_name="ft-model",
+                                  log_file=Path({str(tmp_path / "server.log")!r}), start_timeout=60):
+            Path({str(tmp_path / "ready")!r}).write_text("1")
+            time.sleep(300)
+    """), encoding="utf-8")
+    parent = subprocess.Popen([sys.executable, str(script)], cwd=tmp_path,
+                              env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+    try:
+        assert _wait_for(lambda: (tmp_path / "ready").exists(), timeout=60), "the stand-in server never got ready"
+        tree = psutil.Process(parent.pid).children(recursive=True)
+        assert any("server.py" in " ".join(p.cmdline()) for p in tree)
+        parent.send_signal(signal.SIGKILL)
+        parent.wait()
+        assert _wait_for(lambda: not any(_alive(p.pid) for p in tree), timeout=5.0), \
+            f"left 5 s after SIGKILL: {[p.pid for p in tree if _alive(p.pid)]}"
+    finally:
+        for proc in psutil.process_iter(["cmdline"]):  # orphans too (they are what this test is about)
+            if str(tmp_path / "server.py") in " ".join(proc.info["cmdline"] or []):
+                proc.kill()
