@@ -26,28 +26,45 @@ def to_alpaca(dataset_dir, limit=None, seed=0):
     def tag(text):
         return f"[ANSWER_START]{text}[ANSWER_END]"
 
+    # the benchmark's own prompts (the official Scripts/prompt_format.py wording, as the evaluation
+    # prompts of the bioprobench benchmark keys), so training sees exactly what is evaluated
+    fmt = "- Output your answer *wrapped exactly* between the tags [ANSWER_START] and [ANSWER_END].\n"
+
     def pqa(r):
-        prompt = ("Choose exactly one option from the Choices to fill the blank. Answer as "
-                  "[ANSWER_START]<option text> & <confidence 0-100>%[ANSWER_END].\n"
-                  f"Question:\n{r['question']}\nChoices:\n{r['choices']}")
+        prompt = ("\nYou will be given a multiple-choice question related to a biological protocol. The blank in "
+                  "the question (represented as '____') indicates where the correct choice should be filled in.\n\n"
+                  f"Question:\n{r['question']}\n\nChoices:\n{r['choices']}\n\n"
+                  "Your task:\n- Choose the most likely correct answer from the given choices.\n"
+                  "- You must always select *one* answer, even if you are unsure.\n"
+                  "- The selected answer must match one of the choices exactly (including case and punctuation).\n"
+                  "- Assign a confidence score between 0 and 100 based on your certainty.\n" + fmt +
+                  "- The format of your response must be:\n"
+                  "[ANSWER_START]your selected choice & your confidence score[ANSWER_END]\n")
         return prompt, tag(f"{r['answer']} & 90%")
 
     def err(r):
         step = r["corrected_text"] if r["is_correct"] else r["corrupted_text"]
-        prompt = ("Is the following protocol step True (correct) or False (contains an error)? Context: "
-                  f"{r['context']}\nStep: {step}\nAnswer True or False inside [ANSWER_START][ANSWER_END].")
+        prompt = ("Determine whether the following target step in a protocol is True or False:\n"
+                  f"{step}\n\nYou may use the following context, which includes the purpose of the step, as well "
+                  "as the preceding and following steps, to inform your decision:\n"
+                  f"{r['context']}\n\nPlease carefully evaluate if the step is logically consistent, "
+                  "necessary, and accurate in the context. If you find anything wrong, answer False.\n\n"
+                  "- Please respond with only True or False, without any additional explanation.\n" + fmt +
+                  "- The format of your response must be:\n[ANSWER_START]True or False[ANSWER_END]\n")
         return prompt, tag("True" if r["is_correct"] else "False")
 
     def ord_(r):
         wrong = list(r["wrong_steps"])
         order = [wrong.index(s) for s in r["correct_steps"]]
-        prompt = (f"{r['question']}\nThe steps are:\n{wrong}\nGive the correct order as a list of the "
-                  "original indices (from 0) inside [ANSWER_START][ANSWER_END].")
+        prompt = (f"\n{r['question']}\nThe steps are:\n{wrong}\n\n"
+                  "- Give me the correct order of the steps as a list of their original indices (start from 0), "
+                  "no other words.\n" + fmt +
+                  "- The format of your response must be:\n[ANSWER_START]a list of the original indices[ANSWER_END]\n")
         return prompt, tag(str(order))
 
     def gen(r):
-        prompt = (f"{r.get('system_prompt', '')}\n{r['instruction']}\nPut the steps between "
-                  f"[ANSWER_START] and [ANSWER_END], one step per line.\n{r.get('input', '')}").strip()
+        prompt = (f"{r.get('system_prompt', '')}\n{r.get('instruction', '')}\n"
+                  f"Format requirements:\n- Each step must be on a separate line.\n\n{r.get('input', '')}")
         steps = r["output"] if isinstance(r["output"], list) else [str(r["output"])]
         return prompt, tag("\n".join(steps))
 
