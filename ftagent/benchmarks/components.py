@@ -86,13 +86,17 @@ _EXTRACTORS = {
                                   rule="first stand-alone option letter A-D"),
     "last_number": ExtractorDef(postprocessor=f"{OC_EXT}:last_number",
                                 rule="last number of the output (of its last \\boxed{} when present)"),
-    "code_block": ExtractorDef(postprocessor=f"{OC_EXT}:extract_code", rule="first ```python block (or raw text)"),
+    "code_block": ExtractorDef(postprocessor=f"{OC_EXT}:extract_code",
+                               rule="first fenced block, any tag (stock humaneval_postprocess_v2); an unclosed "
+                                    "fence's code; else the raw text"),
     "math_v2": ExtractorDef(postprocessor="opencompass.datasets:math_postprocess_v2",
                             rule="last \\boxed{} → MATH v2 normalisation"),
     "gsm8k": ExtractorDef(postprocessor="opencompass.datasets:gsm8k_postprocess",
                           rule="text before 'Question:', last number"),
     "first_option": ExtractorDef(postprocessor="opencompass.utils.text_postprocessors:first_option_postprocess",
                                  kwargs={"options": "ABCD"}, rule="first option letter A-D in the output"),
+    "first_capital": ExtractorDef(postprocessor="opencompass.utils.text_postprocessors:first_capital_postprocess",
+                                  rule="first upper-case letter of the output (stock FinanceIQ_gen_e0e6b5)"),
     "last_capital": ExtractorDef(postprocessor="opencompass.utils.text_postprocessors:last_capital_postprocess",
                                  rule="last upper-case letter of the output"),
 }
@@ -110,6 +114,10 @@ _METRICS = {
     "contains": MetricDef(evaluator=f"{OC_EXT}:ContainsEvaluator", extractor="none",
                           rule="gold text occurs in the output (case-insensitive)"),
     # the published benchmarks' own
+    # stock aime2024_gen_17d799 / aime2025_cascade_eval_gen_5e9f4f / math_500_gen: no dataset post-processor,
+    # math-verify parses the raw output (boxed answer first), so an LLM judge behind it sees the raw text too
+    "math_verify": MetricDef(evaluator="opencompass.evaluator:MATHVerifyEvaluator", extractor="none",
+                             rule="math-verify: the boxed answer (else a $...$ one) equivalent to the gold"),
     "math_equivalence": MetricDef(evaluator="opencompass.datasets:MATHEvaluator", kwargs={"version": "v2"},
                                   extractor="math_v2", rule="equivalence"),
     "gsm8k": MetricDef(evaluator="opencompass.datasets:Gsm8kEvaluator", extractor="gsm8k",

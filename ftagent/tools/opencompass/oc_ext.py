@@ -3,7 +3,8 @@
 Standalone on purpose: it imports OpenCompass and the standard library, never ftagent's core (the
 tool env does not have ftagent's dependencies). Registered names:
 
-* post-processors ``ftagent_last_boxed`` (:func:`last_boxed`), ``ftagent_extract_code`` (:func:`extract_code`);
+* post-processors ``ftagent_last_boxed`` (:func:`last_boxed`), ``ftagent_extract_code`` (:func:`extract_code`,
+  stock ``humaneval_postprocess_v2``'s fence rule);
 * evaluators :class:`BoxedIntAccEvaluator` (exact boxed-integer match) and
   :class:`PythonTestsEvaluator` (pass@1 by running the tests), both with per-sample ``correct`` details;
 * the model types :class:`TrainedFormatChatModel` (HF chat model, prompts in the training format) and
@@ -23,7 +24,9 @@ from opencompass.openicl.icl_evaluator import BaseEvaluator
 from opencompass.registry import ICL_EVALUATORS, MODELS, TEXT_POSTPROCESSORS
 
 _BOXED = re.compile(r"\\boxed\s*\{")
-_CODE_BLOCK = re.compile(r"```(?:python|py)?\s*\n(.*?)(?:```|$)", re.S)
+# stock humaneval_postprocess_v2's block: a fence with any tag (```python, ```Python, ```python3, ```py, none)
+_CODE_BLOCK = re.compile(r"```\w*\n(.*?)```", re.S)
+_OPEN_FENCE = re.compile(r"```[^\n`]*\n")
 
 
 @TEXT_POSTPROCESSORS.register_module("ftagent_last_boxed")
@@ -68,9 +71,21 @@ class BoxedIntAccEvaluator(BaseEvaluator):
 
 @TEXT_POSTPROCESSORS.register_module("ftagent_extract_code")
 def extract_code(text: str) -> str:
-    """The first fenced Python block of ``text`` (an unterminated one counts), else the raw text."""
-    match = _CODE_BLOCK.search(text or "")
-    return match.group(1) if match else (text or "")
+    """The code of a reply: stock ``humaneval_postprocess_v2`` plus the unclosed fence.
+
+    The first closed fenced block (any tag) left-stripped, as stock; a reply whose fence never closes
+    (cut at the answer-token cap) gives the code after the fence, where stock runs the fence line
+    itself and fails on a SyntaxError (a deliberate difference, docs/benchmarks.md); else the raw text
+    left-stripped.
+    """
+    text = text or ""
+    match = _CODE_BLOCK.search(text)
+    if match:
+        return match.group(1).lstrip()
+    opened = _OPEN_FENCE.search(text)
+    if opened:
+        return text[opened.end():].split("```")[0].lstrip()
+    return text.lstrip()
 
 
 def run_python(program: str, timeout: float) -> bool:

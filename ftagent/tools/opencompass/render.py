@@ -24,7 +24,7 @@ from ftagent.core.paths import config_file
 
 TEMPLATE_DIR = config_file("opencompass")
 TEMPLATE_NAME = "eval_config.py.j2"
-TEMPLATE_VERSION = "2"  # 2: HF chat turns keep the training format (no trailing newline)
+TEMPLATE_VERSION = "3"  # 2: HF turns keep the training format; 3: stock scoring (think strip, math-verify)
 JUDGE_PROMPT = (
     "As a grading expert, decide whether the candidate's final answer matches the standard answer. "
     "Trust the standard answer, do not solve the problem again, accept equivalent forms and ignore "
