@@ -182,7 +182,8 @@ def analyze_dataset(root: Path, counter: TokenCounter) -> DatasetEntry:
     groups: dict[str, list[Path]] = defaultdict(list)
     for path in sorted(root.rglob("*")):
         rel = path.relative_to(root)
-        if path.is_file() and path.suffix.lower() in DATA_SUFFIXES and not any(x.startswith(".") for x in rel.parts):
+        if (path.is_file() and path.suffix.lower() in DATA_SUFFIXES and path.name != CATALOGUE_FILE
+                and not any(x.startswith(".") for x in rel.parts)):  # a LLaMA-Factory registration is no data
             groups[path.parent.name if len(rel.parts) > 1 else "_root"].append(path)
     tasks, size = {}, 0
     for task, files in groups.items():

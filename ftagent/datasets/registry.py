@@ -18,6 +18,8 @@ DATASETS: Registry[DatasetSource] = Registry("dataset", entry_point_group="ftage
 for _name in ("deepscaler", "chemcot", "panorama", "financeiq", "tableinstruct", "bioprobench", "demo_add"):
     DATASETS.register(_name, f"ftagent.datasets.{_name}:SOURCE")
 
+_USER: set[str] = set()  # copies of users' own files (ftagent.datasets.user_file), registered at run time
+
 
 def get_source(name: str) -> DatasetSource:
     """The source registered as ``name`` (UserInputError with a did-you-mean when unknown)."""
@@ -25,8 +27,19 @@ def get_source(name: str) -> DatasetSource:
 
 
 def dataset_names() -> list[str]:
-    """All registered dataset names."""
-    return DATASETS.names()
+    """The registered dataset names (built-in and plug-ins; users' own files are not among them)."""
+    return [n for n in DATASETS.names() if n not in _USER]
+
+
+def register_user_source(name: str, source: DatasetSource) -> None:
+    """Register a user file's copy under ``name`` for this process (never chosen by 'all' or a benchmark)."""
+    DATASETS.register(name, source)
+    _USER.add(name)
+
+
+def is_user_dataset(name: str) -> bool:
+    """True when ``name`` is a user file's copy registered in this process."""
+    return name in _USER
 
 
 def datasets_for_benchmark(benchmark_key: str) -> list[str]:
@@ -47,7 +60,7 @@ def resolve_dataset_choice(dataset: str | None, benchmark_key: str | None) -> li
     """Turn ``--dataset`` (a name, 'all', or None) and the benchmark into dataset names.
 
     None → the datasets related to the benchmark; 'all' → every registered dataset; a name → itself
-    (validated, with a did-you-mean on typos).
+    (validated, with a did-you-mean on typos; a user file's registered copy is a name too).
     """
     if dataset == "all":
         return dataset_names()

@@ -165,7 +165,8 @@ def _start(settings, runner, emit: SessionEmitter, planner: str, loop_n: int | N
     builder = load_object(ft.scen)(settings, runner, emit)
     prepared = builder.prepare()  # bad dataset / model / benchmark data: raises before any session exists
     run_cfg = {"benchmark": ft.target_benchmark, "benchmark_file": benchmark_file(ft.target_benchmark),
-               "base_model": ft.base_model, "loop_n": loop_n}
+               "base_model": ft.base_model, "loop_n": loop_n,
+               "dataset": ft.dataset}  # a user file's copy by name: --path resumes on that copy without --dataset
     session = Session.create(Path(settings.paths.log_path), config={"run": run_cfg, "settings": settings.redacted()},
                              state_cls=FinetuneSessionState)
     hold(session)

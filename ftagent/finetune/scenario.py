@@ -79,7 +79,20 @@ class FinetuneScenario:
                                  base_model=ft.base_model)
         self._stage("benchmark_data", lambda: prepare_benchmark(ft.target_benchmark, benchmarks_dir(file_path),
                                                                 ft.benchmark_limit), benchmark=ft.target_benchmark)
+        self._check_user_datasets(list(prepared), file_path)
         return Prepared(prepared, Path(model_path))
+
+    def _check_user_datasets(self, names: list[str], file_path: Path) -> None:
+        """A user's own file (``--dataset ./my_data.jsonl``): scan it for benchmark items, say what was found."""
+        from ftagent.datasets.registry import is_user_dataset
+        from ftagent.finetune.startup import check_user_datasets
+
+        users = [n for n in names if is_user_dataset(n)]
+        if users:
+            lines = self._stage("user_dataset_scan", lambda: check_user_datasets(
+                users, self.settings.ft.target_benchmark, file_path), datasets=users)
+            for line in lines:
+                self.emit(Message(text=line))
 
     def _select_datasets(self):
         """The rule, or the LLM planner where the rule cannot decide (:mod:`ftagent.planners.llm.select`)."""

@@ -132,11 +132,16 @@ class DataProcessor:
 def benchmark_items(scenario: ScenarioInfo) -> dict[str, list[str]]:
     """The input fields (question first) of the benchmark's validation and test items, keyed by
     ``subset/split:index``."""
+    return benchmark_items_for(scenario.benchmark, Path(scenario.file_path))
+
+
+def benchmark_items_for(benchmark: str, file_path: Path) -> dict[str, list[str]]:
+    """:func:`benchmark_items` before a scenario exists (a user's training file is scanned at start-up)."""
     from ftagent.benchmarks import get_benchmark
     from ftagent.benchmarks.base import read_jsonl
 
-    adapter = get_benchmark(scenario.benchmark)
-    root = Path(scenario.file_path) / "benchmarks" / scenario.benchmark
+    adapter = get_benchmark(benchmark)
+    root = Path(file_path) / "benchmarks" / benchmark
     items: dict[str, list[str]] = {}
     for split in ("validation", "test"):
         for path in sorted(root.glob(f"**/{split}.jsonl")):
