@@ -95,7 +95,8 @@ PUBLISHED = {"logp": (0.80, 0.32, 0.4069006780846787, 0.99, 0.72, 0.903845934298
 def test_mol_opt_reproduces_the_published_official_numbers(subtask):
     from pathlib import Path
 
-    fixture = Path(__file__).parents[1] / "fixtures" / "benchmarks" / "chemcotbench" / "official_logs"
+    # outside the chemcotbench fixture root: load_items reads every .json under it
+    fixture = Path(__file__).parents[1] / "fixtures" / "benchmarks" / "chemcotbench_official"
     logs = json.loads((fixture / "claude3.7_molopt.json").read_text(encoding="utf-8"))["logs"][subtask]
     items = [_row(LOGP_QUERY.rsplit("Source Molecule: ", 1)[0] + f"Source Molecule: {src}.", "mol_opt", subtask)
              for src, _ in logs]
