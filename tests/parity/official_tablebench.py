@@ -16,6 +16,12 @@ the metric the official tables use for the item's qtype/qsubtype is ``eval_table
 mapping (FactChecking/NumericalReasoning/ImpactAnalysis EM; Correlation/Trend/Statistical analysis
 EM_with_error_10; other DataAnalysis ROUGE-L). ``evaluate.load('rouge')`` is pointed at the
 ``metrics/rouge`` folder of the evaluate checkout (the Hub is not reachable here).
+
+Visualization: the parse script's own ``pre_save_table_to_csv`` and ``parse_chart_code_then_exec``
+(run in a scratch folder, with the module's ``__name__`` set to ``"__main__"`` as when the script is
+run, since it wraps the answer in ``if __name__ == '__main__':``), which execs the answer, then the
+answer + ``y_references`` + its chart getters; ``parsed_prediction is True`` is ``Pass@1``,
+``ecr_1`` is ``ECR@1``. Run with ``MPLBACKEND=Agg`` (no display), as any headless scorer runs.
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ HERE = Path(__file__).resolve().parent
 CORPORA = HERE / "corpora"
 REFERENCE = HERE / "reference" / "tablebench.json"
 TEXT_KEYS = ("tablebench_fact_checking", "tablebench_numerical_reasoning", "tablebench_data_analysis")
+VIS_KEY = "tablebench_visualization"
 REPO = "TableBench/TableBench"
 NUMERIC_ANALYSIS = ("CorrelationAnalysis", "TrendForecasting", "StatisticalAnalysis")
 
@@ -87,7 +94,30 @@ def compute(checkout: Path, evaluate_checkout: Path) -> dict[str, Any]:
             scores.append({"parsed": parsed, "metric": metric, "score": m[metric], "EM": m["EM"],
                            "EM_with_error_10": m["EM_with_error_10"], "ROUGE-L": m["ROUGE-L"]})
         result["keys"][key] = scores
+    result["keys"][VIS_KEY] = _visualization(parse)
     return result
+
+
+def _visualization(parse: Any) -> list[dict[str, Any]]:
+    """Pass@1 / ECR@1 per output with the official parse script's chart path."""
+    import tempfile  # noqa: PLC0415
+
+    parse.__dict__["__name__"] = "__main__"  # as `python parse_tablebench_instruction_response_script.py`
+    cases = json.loads((CORPORA / f"{VIS_KEY}.json").read_text(encoding="utf-8"))
+    scores, cwd = [], os.getcwd()
+    for case in cases:
+        item = case["item"]
+        sample = {"answer": item["answer"], "chart_type": item["chart_type"], "prediction": case["output"],
+                  "table": item["table"]}
+        with tempfile.TemporaryDirectory() as tmp:
+            os.chdir(tmp)
+            try:
+                parse.pre_save_table_to_csv(item["table"])
+                pred, ecr = parse.parse_chart_code_then_exec(sample)
+            finally:
+                os.chdir(cwd)
+        scores.append({"pass": pred is True, "ecr": bool(ecr), "parse": pred != ""})
+    return scores
 
 
 def main() -> int:

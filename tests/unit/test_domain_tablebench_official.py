@@ -56,3 +56,44 @@ def test_impact_analysis_real_row_needs_both_factors_in_order():
     assert score["exact_match"] == 0.0              # "surface runoff" != "surface run off" after normalising
     assert evaluate_subtask("tablebench", "data_analysis", ["Final Answer: infiltration, surface run off"],
                             [item])["exact_match"] == 100.0
+
+
+def test_chart_values_compared_flattened_rounded_and_sorted():
+    # compute_general_chart_metric: one level flattened, round(·, 2), sorted, then equal
+    assert tb.series_match([150.0, 100.0, 120.004], [[100, 120, 150]])
+    assert tb.series_match([[1, 2], [3]], [[3, 1, 2]])
+    assert not tb.series_match([100, 120], [[100, 120, 150]])
+    assert tb.series_match([1.0, float("nan")], [[1, float("nan")]])  # NaN equals NaN (sort order kept)
+    # pie: the reference values become fractions of their total (wedges are read as fractions)
+    assert tb.series_match([0.25, 0.75], [[10, 30]], "pie") and not tb.series_match([10, 30], [[10, 30]], "pie")
+
+
+def test_only_a_python_tagged_fence_is_code():
+    code = "import matplotlib.pyplot as plt\nplt.bar([1], [2])\n"
+    assert tb.python_code(f"```python\n{code}```") == code
+    assert tb.python_code(f"first\n```python\nx = 1\n```\nthen\n```python\n{code}```") == code
+    for text in (f"```\n{code}```", f"```py\n{code}```", code, "```python\n```"):
+        assert tb.python_code(text) is None
+
+
+def _tools_python() -> str | None:
+    import os  # noqa: PLC0415
+
+    root = os.environ.get("FT_TOOLS_ENV") or str(Path(__file__).parents[2] / "git_ignore_folder" / "finetune_files"
+                                                / "envs" / "tools")
+    exe = Path(root) / "bin" / "python"
+    return str(exe) if exe.exists() else None
+
+
+@pytest.mark.skipif(_tools_python() is None, reason="needs the tool env's python (matplotlib)")
+def test_axes_charts_count_as_the_official_getters_read_them():
+    """ax.bar, DataFrame.plot and horizontal bars are read from the axes by chart_type (they were not
+    recorded before, so a correct chart failed Pass@1)."""
+    item = tb.load_items(FIX, "visualization", filename=SAMPLE)[0]   # bar chart of passengers per city
+    head = ("```python\nimport pandas as pd\nimport matplotlib.pyplot as plt\ndf = pd.read_csv('table.csv')\n"
+            "df['Passengers'] = df['Passengers'].str.replace(',', '').astype(int)\n")
+    answers = [head + "fig, ax = plt.subplots()\nax.bar(df['City'], df['Passengers'])\nplt.show()\n```",
+               head + "df.plot(kind='bar', x='City', y='Passengers')\nplt.show()\n```",
+               head + "plt.barh(df['City'], df['Passengers'])\nplt.show()\n```"]
+    got = [tb.visualization_metrics([a], [item], python=_tools_python(), timeout_s=60)["Pass@1"] for a in answers]
+    assert got == [100.0, 100.0, 0.0]   # barh: a "bar" item reads bar heights (the bar thickness)

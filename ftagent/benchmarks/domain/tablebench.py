@@ -8,6 +8,7 @@ Data: HF ``Multilingual-Multimodal-NLP/TableBench``, file ``TableBench_TCoT.json
 from __future__ import annotations
 
 import ast
+import math
 import os
 import re
 import string
@@ -16,7 +17,7 @@ from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from typing import Any
 
 from . import sandbox
-from .common import as_obj, fenced_blocks, mean, pct, read_records, rouge_l, strip_think
+from .common import as_obj, mean, pct, read_records, rouge_l, strip_think
 
 QTYPES = {"fact_checking": "FactChecking", "numerical_reasoning": "NumericalReasoning",
           "data_analysis": "DataAnalysis", "visualization": "Visualization"}
@@ -33,20 +34,22 @@ def table_text(table: dict[str, Any]) -> str:
     return "\n".join([header, "-" * max(3, len(header))] + rows)
 
 
+def item_from_row(row: dict[str, Any]) -> dict[str, Any]:
+    """One published row as an item: adds ``table_raw`` (the dict) and ``table`` (plain text); the
+    ``answer`` as a string."""
+    item = dict(row)
+    raw = as_obj(row.get("table")) or {}
+    item["table_raw"], item["table"] = raw, table_text(raw)
+    item["answer"] = "" if row.get("answer") is None else str(row["answer"])
+    return item
+
+
 def load_items(root: str, qtype: str | None = None, filename: str = DEFAULT_FILE) -> list[dict[str, Any]]:
-    """Items of ``<root>/<filename>`` (``qtype`` = a key of :data:`QTYPES` or a raw qtype); each
-    gains ``table_raw`` (the dict) and ``table`` (plain text)."""
+    """Items of ``<root>/<filename>`` (``qtype`` = a key of :data:`QTYPES` or a raw qtype), each
+    built by :func:`item_from_row`."""
     wanted = QTYPES.get(qtype, qtype) if qtype else None
-    items = []
-    for row in read_records(os.path.join(root, filename)):
-        if wanted and row.get("qtype") != wanted:
-            continue
-        item = dict(row)
-        raw = as_obj(row.get("table")) or {}
-        item["table_raw"], item["table"] = raw, table_text(raw)
-        item["answer"] = "" if row.get("answer") is None else str(row["answer"])
-        items.append(item)
-    return items
+    return [item_from_row(row) for row in read_records(os.path.join(root, filename))
+            if not wanted or row.get("qtype") == wanted]
 
 
 _TAILS = {
@@ -111,15 +114,13 @@ def normalise(text: str) -> str:
 
 
 def python_code(text: str | None) -> str | None:
-    """The last ```python block (else the last fence), or the whole text if it looks like code."""
-    text = strip_think(text)
-    blocks = fenced_blocks(text)
-    py = [b for lang, b in blocks if lang in ("python", "py")] or [b for _lang, b in blocks]
-    if py:
-        return py[-1]
-    if re.search(r"\b(import|plt|pandas|pd|df|numpy)\b", text):
-        return text
-    return None
+    """The last ```` ```python ```` block, as TableBench's ``parse_python_code``; ``None`` without one.
+
+    Only a fence opened by exactly ```` ```python ```` and a newline counts (an untagged fence or bare
+    code does not, as in the official parser); a reasoning block is dropped first.
+    """
+    blocks = re.findall(r"```python\n(.*?)```", strip_think(text), flags=re.S)
+    return blocks[-1] if blocks and blocks[-1] else None
 
 
 # ---------------------------------------------------------------- metrics (TableBench's definitions)
@@ -237,39 +238,49 @@ def reference_series(answer: str) -> list[list[Any]] | None:
     return value if isinstance(value, list) else None
 
 
-def series_match(got: list[list[Any]], want: list[list[Any]], tol: float = 0.01) -> bool:
-    """Same number of series and lengths; numbers within ``tol`` absolute, other values equal."""
-    if len(got) != len(want):
+def _flat(values: list[Any]) -> list[Any]:
+    out: list[Any] = []
+    for v in values:
+        out.extend(v if isinstance(v, list) else [v])
+    return out
+
+
+def series_match(got: list[Any], want: list[Any], chart_type: str = "") -> bool:
+    """TableBench's chart check (``compute_general_chart_metric`` / ``compute_pie_chart_metric``):
+    both sides flattened one level, rounded to 2 decimals and sorted, then equal (NaN equals NaN);
+    for a pie the reference values are first turned into fractions of their total."""
+    try:
+        ref, pred = _flat(want), _flat(got)
+        if chart_type == "pie":
+            total = sum(ref)
+            ref = [round(r / total, 2) for r in ref]
+        ref, pred = sorted(round(r, 2) for r in ref), sorted(round(p, 2) for p in pred)
+    except (TypeError, ValueError, ZeroDivisionError):
         return False
-    for g_series, w_series in zip(got, want, strict=True):
-        if len(g_series) != len(w_series):
-            return False
-        for g, w in zip(g_series, w_series, strict=True):
-            if isinstance(w, (int, float)) and isinstance(g, (int, float)):
-                if abs(float(g) - float(w)) > tol:
-                    return False
-            elif g != w:
-                return False
-    return True
+    if len(ref) != len(pred):
+        return False
+    return all(math.isnan(p) if math.isnan(r) else r == p for r, p in zip(ref, pred, strict=True))
 
 
 def visualization_metrics(predictions: Sequence[str], items: Sequence[dict[str, Any]], *,
                           timeout_s: float = 10.0, memory_mb: int = 2048, python: str | None = None
                           ) -> dict[str, Any]:
-    """Execute each answer's code in the sandbox. ``Parse@1`` = code found, ``ECR@1`` = ran without
-    error, ``Pass@1`` (core) = recorded bar/plot/scatter y series equal the reference series."""
+    """Execute each answer's code once in the sandbox. ``Parse@1`` = a ```python block found,
+    ``ECR@1`` = it ran without error, ``Pass@1`` (core) = the chart's y values, read from the axes
+    for the item's ``chart_type``, equal ``y_references`` (:func:`series_match`)."""
     parsed = ran = passed = 0
     for pred, item in zip(predictions, items, strict=True):
         code = python_code(pred)
         if code is None:
             continue
         parsed += 1
+        chart = str(item.get("chart_type") or "")
         result = sandbox.run_chart_code(code, item.get("table_raw") or {}, timeout_s=timeout_s,
-                                        memory_mb=memory_mb, python=python)
+                                        memory_mb=memory_mb, python=python, chart_type=chart)
         if not result.ok:
             continue
         ran += 1
         want = reference_series(str(item.get("answer", "")))
-        passed += want is not None and series_match(result.series, want)
+        passed += want is not None and series_match(result.series, want, chart)
     n = len(predictions)
     return {"Pass@1": pct(passed, n), "ECR@1": pct(ran, n), "Parse@1": pct(parsed, n)}
