@@ -106,3 +106,17 @@ def test_mol_opt_reproduces_the_published_official_numbers(subtask):
         (100 * success, 100 * best, 100 * valid, 100 * hard))
     assert m["scaffold_soft"] == pytest.approx(100 * soft, abs=1e-6)
     assert m["mean_improvement"] == pytest.approx(mean_gain, abs=1e-4)   # ESOL/RDKit version: 4e-6 on solubility
+
+
+def test_retro_gold_joined_without_dots_is_restored():
+    # a real retro row: the two reactants are written back to back in `gt`
+    gt = "COc1cc2ncc3c(N)nc(-c4cncc(OC[C@@H]5CN5)c4)cc3c2cc1OCO=P(Cl)(c1ccccc1)c1ccccc1"
+    item = _row("Given the product SMILES ... {\"Reactants\": ...}", "reaction", "retro", gt=gt)
+    assert item["answer"] == "COc1cc2ncc3c(N)nc(-c4cncc(OC[C@@H]5CN5)c4)cc3c2cc1OC.O=P(Cl)(c1ccccc1)c1ccccc1"
+    answer = '{"Reactants": "O=P(Cl)(c1ccccc1)c1ccccc1.COc1cc2ncc3c(N)nc(-c4cncc(OC[C@@H]5CN5)c4)cc3c2cc1OC"}'
+    assert cc.metrics("retro", [answer], [item])["exact_match"] == 100.0
+    assert chem.split_joined_smiles("CCc1nc(OCCO)c2cc(N)cc(F)c2n1C[Si](C)(C)C#NO=C1CCC1") == \
+        "CCc1nc(OCCO)c2cc(N)cc(F)c2n1.C[Si](C)(C)C#N.O=C1CCC1"
+    # ambiguous (the F belongs to either piece): left as published
+    assert chem.split_joined_smiles("OC(c1ccccc1)(c1ccccc1)C12CCN(CC1)CC2Fc1cccc(OCCCBr)c1") is None
+    assert chem.split_joined_smiles("CCO") is None

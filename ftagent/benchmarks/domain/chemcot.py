@@ -74,6 +74,8 @@ def normalise_item(row: dict[str, Any]) -> dict[str, Any]:
     if sub == "fs":
         parsed = as_obj(gt)
         answer = parsed.get("Major Product", gt) if isinstance(parsed, dict) else gt
+    if sub == "retro":  # reactants joined without "." in half the real rows: restore when unambiguous
+        answer = chem.split_joined_smiles(str(gt)) or gt
     if task == "mol_edit":
         answer = item["meta"].get("reference", gt)
         item["group_a"] = item["meta"].get("removed_group" if sub == "delete" else "added_group")
