@@ -6,6 +6,9 @@ the official per-output result is recorded in ``reference/bioprobench.json`` by
 ``official_bioprobench.py`` (with ``FTAGENT_OFFICIAL_BIOPROBENCH=<checkout>`` the test recomputes it
 live). Per output: PQA/ERR correct (``None`` = failed parse), ORD exact match and per-item Kendall
 tau (``None`` = failed), GEN ROUGE-L and BLEU (0..1).
+
+The corpora quote 32 real test rows of YuyangSunshine/bioprotocolbench@b6f36cb ``Data/`` (licence: CC BY 4.0
+on the HF card, CC BY-NC 4.0 on GitHub; quoted here with attribution for non-commercial testing).
 """
 
 from __future__ import annotations

@@ -9,6 +9,11 @@ normalised item) and compared with the official per-output score recorded in
 Per-output score: correct (bool) for the sub-task's core metric; Murcko_scaffold: the official
 scaffold soft score (0..1). Every disagreement must match one of the reasons below (each says why
 ftagent's reading is the more correct one); docs/benchmarks.md lists them.
+
+The corpora quote real rows of the benchmark (a public copy, riiiiiiin/ChemCoTBench@530d952 ``bench/``) and
+real model outputs of IDEA-XL/ChemCoTBench@ac04f91 ``baseline_and_eval/logs/`` (licence: CC BY 4.0 per the
+GitHub README, MIT per the dataset card; quoted with attribution). Queries marked "(abridged)" keep the
+asked-format tail only; ring_count/Murcko/equivalence/fs queries follow the task wording, their golds are real.
 """
 
 from __future__ import annotations
