@@ -13,7 +13,9 @@ ftagent's reading is the more correct one); docs/benchmarks.md lists them.
 The corpora quote real rows of the benchmark (a public copy, riiiiiiin/ChemCoTBench@530d952 ``bench/``) and
 real model outputs of IDEA-XL/ChemCoTBench@ac04f91 ``baseline_and_eval/logs/`` (licence: CC BY 4.0 per the
 GitHub README, MIT per the dataset card; quoted with attribution). Queries marked "(abridged)" keep the
-asked-format tail only; ring_count/Murcko/equivalence/fs queries follow the task wording, their golds are real.
+asked-format tail only. Verbatim real query templates: fg_count, ring_system_scaffold, sub, logp, rcr, nepp,
+mechsel; the add/delete and other mol_opt queries adapt the sub/logp template, the ring_count, Murcko and
+equivalence queries are invented in the task's style (their golds and molecules are real, from the logs).
 """
 
 from __future__ import annotations
