@@ -41,6 +41,9 @@ def _install_sigterm() -> Callable[[], None]:
         if fired.is_set():
             return  # the cleanup of the first one is running: let it finish
         fired.set()
+        from ftagent.runners import reaper
+
+        reaper.kill_running_groups()  # the tools stop now; the unwinding below kills what is left
         raise Terminated(f"terminated by {signal.Signals(signum).name}")
 
     previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGHUP)}

@@ -21,7 +21,7 @@ import socket
 import time
 import uuid
 from pathlib import Path
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from pydantic import BaseModel, Field, ValidationError
 
@@ -89,6 +89,14 @@ class Reaped(BaseModel):
 
 
 _state: dict[str, object] = {"dir": None, "session": None}
+_running: set[int] = set()  # process groups of this process's commands that have not ended yet
+
+
+class Recorded(NamedTuple):
+    """A started child as :func:`forget` needs it: its record file (None: registry off) and process group."""
+
+    path: Path | None
+    pgid: int | None = None
 
 
 def _create_time(pid: int) -> float | None:
@@ -134,22 +142,44 @@ def _write(record: ChildRecord) -> Path | None:
     return path
 
 
-def record_process(pgid: int, command: list[str]) -> Path | None:
-    """Write down a process group that just started (None when the registry is off)."""
-    return _write(ChildRecord(kind="process", owner=Owner.current(), session=current_session(), pgid=pgid,
-                              leader_started=_create_time(pgid), command=" ".join(command)[:300]))
+def record_process(pgid: int, command: list[str]) -> Recorded:
+    """Write down a process group that just started (the file only when the registry is on)."""
+    _running.add(pgid)
+    return Recorded(_write(ChildRecord(kind="process", owner=Owner.current(), session=current_session(),
+                                       pgid=pgid, leader_started=_create_time(pgid),
+                                       command=" ".join(command)[:300])), pgid)
 
 
-def record_container(container_id: str, command: list[str]) -> Path | None:
-    """Write down a container that just started (None when the registry is off)."""
-    return _write(ChildRecord(kind="container", owner=Owner.current(), session=current_session(),
-                              container=container_id, command=" ".join(command)[:300]))
+def record_container(container_id: str, command: list[str]) -> Recorded:
+    """Write down a container that just started (the file only when the registry is on)."""
+    return Recorded(_write(ChildRecord(kind="container", owner=Owner.current(), session=current_session(),
+                                       container=container_id, command=" ".join(command)[:300])))
 
 
-def forget(path: Path | None) -> None:
-    """The child ended normally: drop its record."""
-    if path is not None:
-        path.unlink(missing_ok=True)
+def forget(record: Recorded | None) -> None:
+    """The child ended: drop its record."""
+    if record is None:
+        return
+    if record.pgid is not None:
+        _running.discard(record.pgid)
+    if record.path is not None:
+        record.path.unlink(missing_ok=True)
+
+
+def kill_running_groups(sig: int = signal.SIGKILL) -> list[int]:
+    """Signal every process group this process started that has not ended (safe in a signal handler).
+
+    The SIGTERM handler calls it first, so the tools stop within milliseconds rather than after the
+    interpreter has unwound to the runner's ``finally`` (which still kills what is left).
+    """
+    hit = []
+    for pgid in list(_running):
+        try:
+            os.killpg(pgid, sig)
+            hit.append(pgid)
+        except OSError:
+            _running.discard(pgid)
+    return hit
 
 
 def group_members(pgid: int, not_before: float) -> list:
@@ -233,11 +263,12 @@ def _reap_labelled(client) -> list[str]:
     """Containers of this host whose ``org.ftagent.owner`` process is dead (records lost or never written)."""
     removed = []
     try:
-        containers = client.containers.list(all=True, filters={"label": OWNER_LABEL})
+        # sparse: one request, no per-container inspect (which fails for one removed meanwhile)
+        containers = client.containers.list(all=True, sparse=True, filters={"label": OWNER_LABEL})
     except Exception:  # noqa: BLE001 - engine gone: nothing to do
         return removed
     for container in containers:
-        owner = _owner_from_label(container.labels.get(OWNER_LABEL, ""))
+        owner = _owner_from_label((container.attrs.get("Labels") or {}).get(OWNER_LABEL, ""))
         if owner is not None and not owner.alive() and _remove_container(client, container.id):
             removed.append(container.id)
     return removed

@@ -106,9 +106,10 @@ def remove_owned_containers(owner_label: str) -> list[str]:
 
     client = docker.from_env()
     removed = []
-    for container in client.containers.list(all=True, filters={"label": f"{OWNER_LABEL}={owner_label}"}):
+    label = {"label": f"{OWNER_LABEL}={owner_label}"}
+    for container in client.containers.list(all=True, sparse=True, filters=label):  # sparse: no inspect race
         try:
-            container.remove(force=True)
+            client.api.remove_container(container.id, force=True)
             removed.append(container.id)
         except docker.errors.APIError:
             pass

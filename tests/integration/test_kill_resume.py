@@ -255,15 +255,13 @@ def test_docker_sigkill_during_train_leaves_no_container(tmp_path, tools_env):
         if any(e.type == "progress" and e.phase == "train" and (e.done or 0) >= 10 for e in events):
             break
         time.sleep(0.5)
-    running = [c for c in client.containers.list(filters={"label": "org.ftagent.owner"})
-               if f":{proc.pid}:" in c.labels.get("org.ftagent.owner", "")]
+    running = _owned_by(client, proc.pid)
     assert running, f"no container of ftagent {proc.pid} while it trains"
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     t0 = time.monotonic()
     while time.monotonic() - t0 < GONE_WITHIN_S:
-        left = [c for c in client.containers.list(all=True, filters={"label": "org.ftagent.owner"})
-                if f":{proc.pid}:" in c.labels.get("org.ftagent.owner", "")]
+        left = _owned_by(client, proc.pid, all_states=True)
         if not left:
             break
         time.sleep(0.2)
@@ -282,8 +280,9 @@ DockerRunner(image=sys.argv[1], use_gpu=False, network="none").run(["sleep", "30
 
 
 def _owned_by(client, pid: int, all_states: bool = False) -> list:
-    return [c for c in client.containers.list(all=all_states, filters={"label": "org.ftagent.owner"})
-            if f":{pid}:" in c.labels.get("org.ftagent.owner", "")]
+    # sparse: no per-container inspect, which races with the removal this test waits for
+    return [c for c in client.containers.list(all=all_states, sparse=True, filters={"label": "org.ftagent.owner"})
+            if f":{pid}:" in (c.attrs.get("Labels") or {}).get("org.ftagent.owner", "")]
 
 
 def test_docker_runner_containers_die_with_ftagent(tmp_path):
@@ -308,7 +307,7 @@ def test_docker_runner_containers_die_with_ftagent(tmp_path):
             assert proc.poll() is None, "the stand-in ended before its container ran"
             time.sleep(0.2)
         (container,) = _owned_by(client, proc.pid)
-        assert container.labels["org.ftagent.session"] == "sess-docker"
+        assert container.attrs["Labels"]["org.ftagent.session"] == "sess-docker"
         assert list((tmp_path / "registry").glob("*.json")), "the container is recorded while it runs"
         proc.send_signal(signal.SIGKILL)
         proc.wait()

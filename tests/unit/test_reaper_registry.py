@@ -66,8 +66,10 @@ def test_children_of_a_live_owner_are_never_touched(tmp_path):
         reaper.activate(tmp_path)
         record = reaper.record_process(proc.pid, ["sleep", "300"])  # owned by this (live) process
         reaper.activate(None)
-        assert record is not None and reaper.reap_leftovers(tmp_path).empty
-        assert _alive(proc.pid) and record.exists()
+        assert record.path is not None and reaper.reap_leftovers(tmp_path).empty
+        assert _alive(proc.pid) and record.path.exists()
+        reaper.forget(record)
+        assert not record.path.exists()
     finally:
         proc.kill()
         proc.wait()
@@ -91,7 +93,7 @@ def test_a_reused_pid_is_not_killed(tmp_path):
 
 class _Container:
     def __init__(self, cid: str, owner: str) -> None:
-        self.id, self.labels, self.removed = cid, {reaper.OWNER_LABEL: owner}, False
+        self.id, self.attrs, self.removed = cid, {"Labels": {reaper.OWNER_LABEL: owner}}, False
 
     def remove(self, force: bool = False) -> None:
         self.removed = force
@@ -99,7 +101,7 @@ class _Container:
 
 class _Client:
     def __init__(self, containers) -> None:
-        self.containers = SimpleNamespace(list=lambda all, filters: list(containers),  # noqa: A006
+        self.containers = SimpleNamespace(list=lambda all, sparse, filters: list(containers),  # noqa: A006
                                           get=lambda cid: next(c for c in containers if c.id == cid))
 
 
