@@ -198,3 +198,15 @@ def test_a_full_disk_stops_the_session_with_what_to_free(env, runner: LocalRunne
     message = str(info.value)
     assert message.startswith("training stopped: the disk is full") and "GiB free" in message
     assert "eval_cache" in message and "--path" in message  # what to free, and how to go on
+
+
+def test_a_diverging_micro_batch_fails_validation(env, runner: LocalRunner) -> None:
+    """lr 100 turns the tiny model's loss to NaN within the 3 micro-batch steps; transformers' default
+    logging filter wrote that NaN as 0.0 and the validator passed it (losses [6.29, 164920, 0.0])."""
+    root, _, _ = env
+    ws = _workspace(root, "diverge", {**BASE, "finetuning_type": "full", "learning_rate": 100.0,
+                                      "per_device_train_batch_size": 8, "max_steps": 300})
+    report = _validate(env, runner, ws)
+    assert not report.passed and report.failure is not None, report.micro_batch
+    assert report.failure.error_type is ErrorType.DIVERGED, report.failure
+    assert "diverged at step" in report.failure.message and "learning_rate" in report.failure.suggestion

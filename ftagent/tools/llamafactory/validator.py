@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import shutil
 import time
 from pathlib import Path
@@ -216,6 +217,14 @@ class LlamaFactoryValidator:
             duration_s=round(time.monotonic() - start, 2), steps_logged=len(points),
             losses=[p.loss for p in points], log_file=str(debug / "train_micro.log"),
         )
+        diverged = next((p for p in points if p.loss is not None and not math.isfinite(p.loss)), None)
+        if result.ok and diverged is not None:  # the micro-batch is short: a NaN/Inf this early is the config's
+            _fail(report, ErrorType.DIVERGED,
+                  f"micro-batch run diverged at step {diverged.step}: loss {diverged.loss}, "
+                  f"learning_rate {micro.get('learning_rate')} (losses {[p.loss for p in points]})",
+                  log_tail=relevant_lines(read_run_log(result)),
+                  suggestion="Lower learning_rate (by 10x or more), or add warmup; check the data for empty outputs.")
+            return
         if result.ok and good:
             report.passed = True
             return
