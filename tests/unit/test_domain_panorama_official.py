@@ -6,6 +6,9 @@ differently by ftagent before the fix.
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from ftagent.benchmarks.domain import panorama as pan
@@ -47,3 +50,29 @@ def test_pi4pc_answer_is_converted_like_int(text, want):
 ])
 def test_noc4pc_code_key_is_case_sensitive_and_value_complete(text, want):
     assert pan.extract_noc4pc(text) == want
+
+
+REAL = str(Path(__file__).parents[1] / "fixtures" / "benchmarks" / "panorama" / "real")
+
+
+@pytest.mark.parametrize("task", ["par4pc", "pi4pc", "noc4pc"])
+def test_real_records_load_prompt_and_score(task):
+    """Real records (official samples): the loader reads them, the prompt names the key the scorer
+    reads, and the gold answer in that format scores full marks; a wrong one scores 0."""
+    items = pan.load_items(REAL, task)
+    assert len(items) == 2 and items[0]["identifier"].startswith(f"{task}_app")
+    for cot in (False, True):
+        prompt = pan.build_prompt(task, items[0], cot=cot)
+        assert ('"code"' if task == "noc4pc" else '"answer"') in prompt
+        assert f"Claim {items[0]['claim_number']}" in prompt
+    if task == "par4pc":
+        gold = [f'{{"answer": {json.dumps(i["gold_answers"])}}}' for i in items]
+        wrong, core = '{"answer": "' + next(k for k in "BCDEFH" if k in items[0]["negative_answers"]) + '"}', "macro_f1"
+    elif task == "pi4pc":
+        gold = [f'{{"answer": {i["gold_answers"][0]}}}' for i in items]
+        wrong, core = f'{{"answer": {items[0]["negative_answers"][0]}}}', "gold_hit_rate"
+    else:
+        gold = [f'{{"reason": "Regarding Claim 1, ...", "code": "{i["answer"]["code"]}"}}' for i in items]
+        wrong, core = '{"code": "ALLOW"}', "accuracy"
+    assert pan.METRICS[task](gold, items)[core] == 100.0
+    assert pan.METRICS[task]([wrong, wrong], items)[core] == 0.0
