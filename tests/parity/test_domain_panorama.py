@@ -2,15 +2,18 @@
 
 The official per-output scores are recorded in ``reference/panorama.json`` (how: see
 ``official_panorama.py``); with ``FTAGENT_OFFICIAL_PANORAMA=<checkout>`` this test also recomputes
-them live (in the interpreter that runs it, which then needs pandas/numpy/pydantic/scikit-learn)
-and checks the recording is current. ftagent's side is ``evaluate_subtask`` on one output at a time,
+them live (with ``FTAGENT_OFFICIAL_PYTHON``, a venv holding the official requirements) and checks
+the recording is current. ftagent's side is ``evaluate_subtask`` on one output at a time,
 exactly as ``DomainEvaluator`` scores each detail row.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -40,13 +43,18 @@ KEYS = ("panorama_par4pc", "panorama_par4pc_cot", "panorama_pi4pc", "panorama_pi
         "panorama_noc4pc", "panorama_noc4pc_cot")
 
 
+@functools.lru_cache(maxsize=1)
 def _reference() -> dict[str, Any]:
+    """The recorded official scores; recomputed and compared when the official checkout is given
+    (run by ``FTAGENT_OFFICIAL_PYTHON``, a venv with the official requirements, default this python)."""
     recorded = json.loads(REFERENCE.read_text(encoding="utf-8"))
-    checkout = os.environ.get("FTAGENT_OFFICIAL_PANORAMA")
-    if checkout:
-        from tests.parity.official_panorama import compute  # noqa: PLC0415 - needs the official venv
-
-        live = compute(Path(checkout))
+    if os.environ.get("FTAGENT_OFFICIAL_PANORAMA"):
+        python = os.environ.get("FTAGENT_OFFICIAL_PYTHON", sys.executable)
+        script = Path(__file__).resolve().parent / "official_panorama.py"
+        proc = subprocess.run([python, str(script)], capture_output=True, text=True, timeout=1800,
+                              env={**os.environ, "MPLBACKEND": "Agg"})
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        live = json.loads(proc.stdout)
         assert live["keys"] == recorded["keys"], "reference/panorama.json is stale: rerun official_panorama.py --write"
     return recorded
 

@@ -2,8 +2,8 @@
 
 The official per-output scores are recorded in ``reference/tablebench.json`` (how: see
 ``official_tablebench.py``); with ``FTAGENT_OFFICIAL_TABLEBENCH=<checkout>`` and
-``FTAGENT_OFFICIAL_EVALUATE=<huggingface/evaluate checkout>`` the test recomputes them live (in the
-interpreter that runs it, which then needs the official requirements) and checks the recording is
+``FTAGENT_OFFICIAL_EVALUATE=<huggingface/evaluate checkout>`` the test recomputes them live (with
+``FTAGENT_OFFICIAL_PYTHON``, a venv holding the official requirements) and checks the recording is
 current. ftagent's side is ``evaluate_subtask`` on one output at a time, as ``DomainEvaluator``
 scores each detail row. The corpora are TableBench's own example rows (its o3-mini outputs
 included) plus outputs in many other styles.
@@ -11,8 +11,11 @@ included) plus outputs in many other styles.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -33,14 +36,19 @@ _THINK_OPEN = ("'Final Answer:' inside an unclosed <think> (cut off while reason
 DELIBERATE = {11: _THINK_DRAFT, 12: _THINK_OPEN}
 
 
+@functools.lru_cache(maxsize=1)
 def _reference() -> dict[str, Any]:
+    """The recorded official scores; recomputed and compared when the official checkout is given
+    (run by ``FTAGENT_OFFICIAL_PYTHON``, a venv with the official requirements, default this python)."""
     recorded = json.loads(REFERENCE.read_text(encoding="utf-8"))
-    checkout, ev = os.environ.get("FTAGENT_OFFICIAL_TABLEBENCH"), os.environ.get("FTAGENT_OFFICIAL_EVALUATE")
-    if checkout and ev:
-        from tests.parity.official_tablebench import compute  # noqa: PLC0415 - needs the official venv
-
-        live = compute(Path(checkout), Path(ev))
-        assert live["keys"] == recorded["keys"], "reference/tablebench.json is stale: rerun official_tablebench.py"
+    if os.environ.get("FTAGENT_OFFICIAL_TABLEBENCH") and os.environ.get("FTAGENT_OFFICIAL_EVALUATE"):
+        python = os.environ.get("FTAGENT_OFFICIAL_PYTHON", sys.executable)
+        script = Path(__file__).resolve().parent / "official_tablebench.py"
+        proc = subprocess.run([python, str(script)], capture_output=True, text=True, timeout=1800,
+                              env={**os.environ, "MPLBACKEND": "Agg"})
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        live = json.loads(proc.stdout)
+        assert live["keys"] == recorded["keys"], "reference/tablebench.json is stale: rerun official_tablebench.py --write"
     return recorded
 
 
