@@ -91,9 +91,14 @@ def test_a_diverging_learning_rate_is_stopped_early(lf, monkeypatch: pytest.Monk
     monkeypatch.delenv("FT_EARLY_STOP", raising=False)
     settings = load_settings(file_path=str(root / "file_path"))
     ws, report = validated_workspace(root, "diverge", {
-        "template": "chatml", "cutoff_len": 64, "finetuning_type": "full", "learning_rate": 100.0,
+        "template": "chatml", "cutoff_len": 64, "finetuning_type": "full", "learning_rate": 1.0e-3,
         "lr_scheduler_type": "constant", "per_device_train_batch_size": 8, "max_steps": STEPS,
         "logging_steps": 1, "save_strategy": "no"}, scenario, settings, runner)
+    # a run that passed its micro-batch and diverges at full scale (lr 100 fails validation itself now,
+    # test_training.py::test_a_diverging_micro_batch_fails_validation): raise lr in the validated config
+    validated = Path(report.config_path or ws / "train.yaml")
+    config = yaml.safe_load(validated.read_text())
+    validated.write_text(yaml.safe_dump({**config, "learning_rate": 100.0}))
     ctx = EventCtx(root / "log" / "sess", "sess", 0)
     start = time.monotonic()
     with pytest.raises(StepError) as err:
