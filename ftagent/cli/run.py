@@ -15,7 +15,7 @@ def llm_finetune(
         None, "--benchmark-description", help="free text; default: the benchmark's description"),
     base_model: str | None = typer.Option(
         None, "--base-model", help="HF repo id (Qwen/Qwen2.5-7B-Instruct), local folder or builtin/<name>"),
-    dataset: str | None = typer.Option(None, "--dataset", help="raw dataset name, or 'all'"),
+    dataset: str | None = typer.Option(None, "--dataset", help="raw dataset name, 'all', or your own file (./my_data.jsonl|.json|.csv|.parquet, Alpaca or ShareGPT)"),
     upper_data_size_limit: int | None = typer.Option(None, "--upper-data-size-limit", min=1),
     loop_n: int | None = typer.Option(None, "--loop-n", min=1, help="total loops in the session"),
     step_n: int | None = typer.Option(None, "--step-n", min=1, help="steps to run in this invocation"),

@@ -38,7 +38,8 @@ class FTSettings(BaseSettings):
     target_benchmark: str | None = Field(None, description="benchmark key (e.g. aime25) or a benchmark YAML file")
     benchmark_description: str | None = Field(None, description="free text; default: the benchmark YAML's description")
     base_model: str | None = Field(None, description="HF repo id or builtin/<name>")
-    dataset: str | None = Field(None, description="one raw dataset name, or 'all'")
+    dataset: str | None = Field(None, description="one raw dataset name, 'all', or your own data file "
+                                             "(.jsonl/.json/.csv/.parquet, Alpaca or ShareGPT)")
     user_target_scenario: str | None = Field(None, description="free-text target carried into prompts")
     upper_data_size_limit: int = Field(2000, gt=0, description="max training samples")
 

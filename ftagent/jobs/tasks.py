@@ -42,6 +42,8 @@ class TaskSpec(BaseModel):
     benchmark_description: str | None = None
     scenario: str | None = None
     loop_n: int | None = Field(default=None, ge=1)
+    dataset: str | None = Field(default=None, min_length=1,
+                                description="a dataset name, 'all', or your own data file (relative to tasks.json)")
 
     @field_validator("gpus", mode="before")
     @classmethod
@@ -140,6 +142,27 @@ def _check_benchmark(i: int, item: dict[str, Any], base_dir: Path | None) -> lis
     return []
 
 
+def _check_dataset(i: int, item: dict[str, Any], base_dir: Path | None) -> list[str]:
+    """Validate ``item["dataset"]``: a registered name or 'all', or a data file (made absolute, checked)."""
+    from ftagent.datasets.registry import resolve_dataset_choice
+    from ftagent.datasets.user_file import detect_layout, looks_like_file, read_records
+
+    dataset = item.get("dataset")
+    if not isinstance(dataset, str) or not dataset:
+        return []
+    try:
+        if not looks_like_file(dataset):
+            resolve_dataset_choice(dataset, None)
+            return []
+        path = Path(dataset).expanduser()
+        if not path.is_absolute() and base_dir is not None:
+            path = item["dataset"] = str((base_dir / path).resolve())
+        detect_layout(Path(path), read_records(Path(path)))  # the check llm_finetune makes, before the job starts
+    except UserInputError as exc:
+        return [f"task {i} dataset: {exc}"]
+    return []
+
+
 def default_description(benchmark: str) -> str:
     """The registry's description of a validated benchmark key or file ('' when it has none)."""
     from ftagent.benchmarks import default_description as describe
@@ -166,6 +189,7 @@ def validate_tasks(raw: Any, base_dir: Path | None = None) -> tuple[TasksFile | 
             continue
         item = dict(item)
         errors += _check_benchmark(i, item, base_dir)
+        errors += _check_dataset(i, item, base_dir)
         try:
             specs.append((i, TaskSpec.model_validate(item)))
         except ValidationError as exc:
@@ -181,7 +205,7 @@ def validate_tasks(raw: Any, base_dir: Path | None = None) -> tuple[TasksFile | 
 
 
 def read_tasks_file(path: Path) -> tuple[TasksFile | None, list[str]]:
-    """Read and validate a ``tasks.json`` file (benchmark files relative to its folder)."""
+    """Read and validate a ``tasks.json`` file (benchmark and dataset files relative to its folder)."""
     path = Path(path)
     if not path.is_file():
         return None, [f"{path}: no such file"]
@@ -226,6 +250,8 @@ def build_plan(tasks: TasksFile, *, job_id: str, log_base: Path, workspace_base:
             argv += ["--user-target-scenario", t.scenario]
         if t.loop_n is not None:
             argv += ["--loop-n", str(t.loop_n)]
+        if t.dataset:
+            argv += ["--dataset", t.dataset]
         plans.append(TaskPlan(index=i, name=name, spec=t, window=name, log_path=env["LOG_PATH"],
                               workspace_path=env["WORKSPACE_PATH"], log_file=str(job_dir / f"{name}.log"),
                               env=env, argv=argv, command=shlex.join(argv)))

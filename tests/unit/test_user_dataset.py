@@ -249,3 +249,36 @@ def test_bad_file_is_one_error_exit_2_and_no_session(tmp_path, name):
     assert not (tmp_path / "log").exists() and not (tmp_path / "ws").exists()
     assert not (tmp_path / "files" / "datasets").exists()  # nothing copied
     assert (tmp_path / name).read_bytes() == content  # the user's file is untouched
+
+
+def test_llm_data_coder_gets_the_user_files_converter(tmp_path, root):
+    from ftagent.planners.llm.code import converter_sources
+
+    register_user_file(_jsonl(tmp_path / "for_llm.jsonl", ALPACA), root)
+    sources = converter_sources(["for_llm", "demo_add"])
+    assert "def to_alpaca(" in sources["for_llm"] and ".user_dataset.json" in sources["for_llm"]
+    assert "demo_add_train.json" in sources["demo_add"]
+
+
+def test_tasks_json_dataset_file_is_relative_to_tasks_json_and_checked(tmp_path):
+    from ftagent.jobs.tasks import build_plan, read_tasks_file
+
+    sub = tmp_path / "exp"
+    sub.mkdir()
+    _jsonl(sub / "mine.jsonl", ALPACA)
+    _jsonl(sub / "bad.jsonl", [{"question": "q"}])
+    good = sub / "tasks.json"
+    good.write_text(json.dumps({"tasks": [{"model": "builtin/tiny-qwen2", "benchmark": "demo_add",
+                                           "dataset": "mine.jsonl"},
+                                          {"model": "builtin/tiny-qwen2", "benchmark": "demo_add",
+                                           "dataset": "demo_add"}]}))
+    tasks, errors = read_tasks_file(good)
+    assert not errors and tasks.tasks[0].dataset == str(sub / "mine.jsonl")
+    plan = build_plan(tasks, job_id="j", log_base=tmp_path / "log", workspace_base=tmp_path / "ws", ftagent_bin="ftagent")
+    assert plan.tasks[0].argv[-2:] == ["--dataset", str(sub / "mine.jsonl")]
+    assert plan.tasks[1].argv[-2:] == ["--dataset", "demo_add"]
+    bad = sub / "bad_tasks.json"
+    bad.write_text(json.dumps({"tasks": [{"model": "m", "benchmark": "demo_add", "dataset": "bad.jsonl"},
+                                         {"model": "m", "benchmark": "demo_add", "dataset": "demo_ad"}]}))
+    _, errors = read_tasks_file(bad)
+    assert len(errors) == 2 and "unknown columns: found question" in errors[0] and "demo_add" in errors[1], errors

@@ -56,8 +56,14 @@ def converter_sources(datasets: list[str]) -> dict[str, str]:
 
     The module may expose ``to_alpaca`` or ``convert``; without either the whole module is shown.
     """
+    from ftagent.datasets.base import converter_source
+    from ftagent.datasets.registry import get_source, is_user_dataset
+
     out: dict[str, str] = {}
     for name in datasets:
+        if is_user_dataset(name):  # a user's own file (--dataset FILE): the converter it was registered with
+            out[name] = converter_source(get_source(name))
+            continue
         try:
             module = importlib.import_module(f"ftagent.datasets.{name.replace('-', '_')}")
             target = getattr(module, "to_alpaca", None) or getattr(module, "convert", None) or module
