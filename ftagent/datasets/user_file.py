@@ -47,6 +47,7 @@ USER_ROLES = ("human", "user")
 ASSISTANT_ROLES = ("gpt", "assistant")
 SYSTEM_ROLE = "system"
 LICENSE = "your own file"
+_CREATED: set[str] = set()  # copies this process made (a contaminated one is removed again)
 EXPECTED = ("Alpaca columns `instruction`, `output` (optional `input`, `system`, `history`), or ShareGPT "
             "`conversations` / `messages`: a list of turns with `from`/`value` or `role`/`content`")
 
@@ -352,6 +353,7 @@ def register_user_file(path: Path, datasets_root: Path, reserved: set[str] | fro
             info = UserDataset(name=name, source_path=str(path), file_name=_copy_name(path), sha256=digest,
                                rows=len(records), registered_at=time.time(), **layout.model_dump())
             _write_folder(path, root / name, info)
+            _CREATED.add(name)
             register_source(info)
             return info
     raise UserInputError(f"--dataset {path}: every name for this file is taken under {root}")  # unreachable
@@ -456,7 +458,9 @@ def check_against_benchmark(info: UserDataset, folder: Path, items: dict[str, An
     """The contamination scan of the built-in datasets' generated rows, on the whole user file.
 
     Returns the rows checked. Raises UserInputError naming how many rows hold benchmark items and the
-    first row's index and item id -- never the item's text (the test split stays hidden).
+    first row's index and item id -- never the item's text (the test split stays hidden). A copy this
+    process made is removed then (the fixed file takes the name again); an older one stays, as a
+    session may have trained on it.
     """
     from ftagent.core.errors import StepError
     from ftagent.datasets.contamination import check_contamination
@@ -467,6 +471,9 @@ def check_against_benchmark(info: UserDataset, folder: Path, items: dict[str, An
     try:
         check_contamination(rows, items, examples=1)
     except StepError as exc:
+        if info.name in _CREATED:
+            shutil.rmtree(folder, ignore_errors=True)
+            _CREATED.discard(info.name)
         first = (exc.details or {}).get("examples", [{}])[0]
         raise UserInputError(
             f"--dataset {info.source_path}: {exc.details.get('flagged_rows')} of {len(rows)} rows contain items of "

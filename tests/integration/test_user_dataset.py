@@ -125,3 +125,4 @@ def test_file_with_benchmark_items_stops_before_the_session(tmp_path, files, too
     assert (flagged, total) == (20, 250) and 17 <= first < 217, errors[0]  # FT_BENCHMARK_LIMIT: 10 + 10 items
     assert not [i for i in items if i["question"] in proc.stderr + proc.stdout]  # never the item text
     assert not (tmp_path / "log").exists() or not any((tmp_path / "log").iterdir())
+    assert not (files / "datasets" / "leaky").exists()  # the contaminated copy is not kept
