@@ -23,6 +23,7 @@ def test_fence_with_any_tag_gives_the_first_block(oc_ext, reply):  # noqa: F811
 
 @pytest.mark.parametrize("reply,code", [
     (f"```python\n{CODE}", CODE),  # cut at the answer-token cap before the closing fence
+    (f"[BEGIN]\n '{CODE}' \n[DONE]", CODE),  # stock MBPP's few-shot answer format
     (CODE, CODE), ("   " + CODE, CODE), ("", ""), (None, ""),
 ])
 def test_unclosed_fence_raw_and_empty(oc_ext, reply, code):  # noqa: F811

