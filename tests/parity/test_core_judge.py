@@ -29,7 +29,7 @@ def test_aime25_judge_gets_the_raw_prediction(tools_python, tmp_path, monkeypatc
         srv.queue("A")
         # a tiktoken-known name: OpenAISDK counts prompt tokens with tiktoken for those, else it fetches an HF
         # tokenizer of that name from the Hub
-        judge = {"model": "gpt-4", "key_env": "ENV", "api_base": srv.base_url + "/", "retry": "0"}
+        judge = {"model": "gpt-4", "key_env": "ENV", "api_base": srv.base_url + "/", "retry": "1"}
         config = ours_config("aime25", tmp_path, judge=judge)
         monkeypatch.setenv("OPENAI_API_KEY", "sk-fake-judge")
         cases = [{"output": out, "question": "Find the sum of all integer bases b > 9 ...", "gold": "70"}
