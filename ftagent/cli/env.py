@@ -123,7 +123,7 @@ def env_build_images(
 
         try:
             result = build_image(client, spec, force=force, network_mode=settings.ft.docker_build_network,
-                                 log_file=log_file, on_line=on_line, on_step=on_step,
+                                 log_file=log_file, on_line=None if quiet else on_line, on_step=on_step,
                                  on_heartbeat=lambda msg: (status.update(escape(msg)), console.log(escape(msg))))
         except ImageBuildError as exc:
             typer.secho(str(exc), fg=typer.colors.RED, err=True)

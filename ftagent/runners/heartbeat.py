@@ -61,6 +61,10 @@ class Heartbeat:
         self._pushed = detail or self._pushed
         self._last_said = time.monotonic()
 
+    def note(self, detail: str) -> None:
+        """Remember the latest detail the user has not seen (e.g. a build line in quiet mode); no reset."""
+        self._pushed = detail or self._pushed
+
     def _run(self) -> None:
         poll = min(1.0, self.interval / 4)
         while not self._stop.wait(poll):

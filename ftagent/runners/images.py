@@ -338,8 +338,9 @@ def build_image(
                                       labels={LABEL_HASH: spec.content_hash(), "org.ftagent.flavour": spec.flavour,
                                               "org.ftagent.base-image": spec.base_image})
             with Heartbeat(f"building {tag}", on_heartbeat or (lambda _m: None)) as beat:
+                # lines the caller shows count as signs of life; unshown ones only feed the beat's detail
                 image_id = _consume(stream, spec, log_file, on_line or (lambda _l: None),
-                                    on_step or (lambda _s: None), beat.touch)
+                                    on_step or (lambda _s: None), beat.touch if on_line else beat.note)
         client.api.tag(image_id, IMAGE_REPO, spec.alias.split(":")[1])
     image = client.images.get(tag)
     return BuildResult(tag=tag, image_id=image_id, size_bytes=int(image.attrs.get("Size", 0)),
@@ -376,7 +377,8 @@ def _consume(stream, spec: ImageSpec, log_file: Path | None, on_line, on_step, t
                 if found:
                     step = found
                     on_step(found)
-                touch(f"step {step.number}/{step.total}: {step.instruction[:80]}" if step else "")
+                touch(f"step {step.number}/{step.total}: {step.instruction[:60]} — {line.strip()[:80]}"
+                      if step else line.strip()[:80])
                 on_line(line)
     finally:
         if fh:

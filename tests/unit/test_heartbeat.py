@@ -86,3 +86,29 @@ def test_a_quiet_build_step_beats_with_the_step_it_is_in(tmp_path: Path, monkeyp
                 on_heartbeat=beats.append)
     assert len(beats) >= 2, beats
     assert "step 2/2: RUN pip install -r tools.txt" in beats[-1]
+
+
+def test_quiet_mode_beats_through_lines_the_user_does_not_see(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`env build-images --quiet` shows only steps: pip's lines inside a RUN step must not silence the beat
+    (they did: every build line reset it, so a quiet build said nothing for minutes)."""
+    monkeypatch.setattr(heartbeat, "HEARTBEAT_S", 0.3)
+
+    class ChattyChunks(list):
+        def __iter__(self):
+            yield from super().__iter__()
+
+    lines = [{"stream": "Step 1/1 : RUN pip install -r tools.txt\n"}]
+    lines += [{"stream": f"Collecting pkg{i}\n"} for i in range(24)]
+    lines += [{"aux": {"ID": "sha256:abc"}}]
+
+    class Slow(ChattyChunks):
+        def __iter__(self):
+            for chunk in super().__iter__():
+                time.sleep(0.05)
+                yield chunk
+
+    beats: list[str] = []
+    build_image(_FakeClient(Slow(lines)), ImageSpec(base_image="ftagent-base:bookworm"), log_file=tmp_path / "b.log",
+                on_heartbeat=beats.append)  # no on_line: nothing of the build log is shown
+    assert len(beats) >= 2, beats
+    assert "Collecting pkg" in beats[-1] and "step 1/1" in beats[-1]
