@@ -31,8 +31,11 @@ MBPP_TAG = ("a fence tagged ```Python, ```py or ```PYTHON: stock's patterns know
             "code line (NameError)")
 SPACED = ("a fence written ``` python (a space before the tag): stock's `\\w*\\n` sees no fence and runs the fence "
           "line (SyntaxError); ftagent reads it as an unclosed-style fence")
+BODY = ("a fenced body-only completion (HumanEval's own completion format, `    return ...`): stock's lstrip takes "
+        "the first line's indentation (a SyntaxError after the prompt); ftagent keeps it and the function runs "
+        "(unfenced, the model-level thinking step strips it on both sides, #7)")
 DELIBERATE = {
-    "humaneval": {9: UNCLOSED, 26: SPACED, 27: UNCLOSED},
+    "humaneval": {8: BODY, 9: UNCLOSED, 26: SPACED, 27: UNCLOSED},
     "mbpp": {1: MBPP_TAG, 3: MBPP_TAG, 17: MBPP_TAG, 22: SPACED},
 }
 

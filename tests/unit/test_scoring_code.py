@@ -24,7 +24,9 @@ def test_fence_with_any_tag_gives_the_first_block(oc_ext, reply):  # noqa: F811
 @pytest.mark.parametrize("reply,code", [
     (f"```python\n{CODE}", CODE),  # cut at the answer-token cap before the closing fence
     (f"[BEGIN]\n '{CODE}' \n[DONE]", CODE),  # stock MBPP's few-shot answer format
-    (CODE, CODE), ("   " + CODE, CODE), ("", ""), (None, ""),
+    (CODE, CODE), ("\n\n" + CODE, CODE), ("", ""), (None, ""),
+    ("    return x + 1\n", "    return x + 1\n"),  # a body-only completion keeps its indentation
+    ("```python\n\n    return x + 1\n```", "    return x + 1\n"),
 ])
 def test_unclosed_fence_raw_and_empty(oc_ext, reply, code):  # noqa: F811
     assert oc_ext.extract_code(reply) == code
