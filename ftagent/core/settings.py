@@ -100,7 +100,8 @@ class FTSettings(BaseSettings):
     judge_model: str = "gpt-5.1"
     judge_api_key: SecretStr | None = None
     judge_api_base: str | None = None
-    judge_retry: int = Field(10, ge=0, description="retries of each LLM-judge request (OpenCompass judge_cfg retry)")
+    judge_retry: int = Field(10, ge=1, description="tries of each LLM-judge request (OpenCompass judge_cfg retry; "
+                             "OpenCompass makes no call at all with 0)")
     eval_backend: Literal["auto", "hf", "vllm", "vllm-server"] = Field(
         "auto", description="inference backend of evaluations: auto = vLLM in the eval env, else a vLLM server "
                             "from FT_VLLM_ENV (GPU, local/conda runner), else HF; a forced one that cannot work "

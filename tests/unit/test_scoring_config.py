@@ -48,3 +48,15 @@ def test_every_backend_strips_thinking_at_model_level(tmp_path, backend):
     ast.parse(src)
     models = src.split("\nmodels = [", 1)[1]
     assert models.count(MODEL_STEP) == 1
+
+
+def test_judge_retry_zero_is_refused(monkeypatch):
+    """OpenCompass's ``OpenAISDK`` loops ``while num_retries < retry``: with 0 the judge is never called and
+    every rule miss ends the evaluation with 'Calling OpenAI API failed' (test_core_judge.py runs it)."""
+    from pydantic import ValidationError
+
+    from ftagent.core.settings import load_settings
+
+    monkeypatch.setenv("FT_JUDGE_RETRY", "0")
+    with pytest.raises(ValidationError, match="judge_retry"):
+        load_settings()
