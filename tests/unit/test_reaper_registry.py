@@ -27,7 +27,11 @@ def _killed_predecessor(tmp_path: Path) -> tuple[list[int], int]:
     parent = subprocess.Popen([sys.executable, str(_parent_script(tmp_path, shell))], cwd=tmp_path)
     assert _wait_for(lambda: len(_pids(tmp_path / "pids")) == 2)
     (supervisor,) = psutil.Process(parent.pid).children()
-    supervisor.send_signal(signal.SIGKILL)  # the worst case: even the supervisor is gone
+    # freeze the parent first: awake, it sees its supervisor die and kills the group itself (a race that
+    # failed this test 2 runs in 3 on a loaded machine); then the worst case: even the supervisor is gone
+    parent.send_signal(signal.SIGSTOP)
+    supervisor.send_signal(signal.SIGKILL)
+    assert _wait_for(lambda: not _alive(supervisor.pid), timeout=10)  # a zombie of the frozen parent
     parent.send_signal(signal.SIGKILL)
     parent.wait()
     tools = _pids(tmp_path / "pids")

@@ -297,7 +297,7 @@ class NaNTrainRunner:
         return RunResult(exit_code=0, duration_s=0.1, log_tail="{'loss': nan}", log_file=str(log_file))
 
 
-def test_nan_loss_in_the_micro_batch_is_a_config_error(tmp_path):
+def test_nan_loss_in_the_micro_batch_is_a_divergence(tmp_path):
     from ftagent.core.settings import load_settings
     from ftagent.tools.llamafactory.catalogue import read_catalogue
     from ftagent.tools.llamafactory.validator import LlamaFactoryValidator
@@ -310,8 +310,9 @@ def test_nan_loss_in_the_micro_batch_is_a_config_error(tmp_path):
                                       runner=NaNTrainRunner(),
                                       catalogue=read_catalogue(REPO / "tests" / "fixtures" / "llamafactory"))
     report = validator.validate(CodeResult(workspace=str(ws)), None)
-    assert not report.passed and report.failure.error_type is ErrorType.CONFIG
-    assert "no step with a finite loss" in report.failure.message and "NaN" in report.failure.suggestion
+    assert not report.passed and report.failure.error_type is ErrorType.DIVERGED
+    assert "micro-batch run diverged at step 1: loss nan" in report.failure.message
+    assert "Lower learning_rate" in report.failure.suggestion
 
 
 
