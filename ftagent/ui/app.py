@@ -18,6 +18,8 @@ import streamlit as st
 from ftagent.ui import frames as F
 from ftagent.ui.llm_calls import show_llm_calls
 from ftagent.views import session as D
+from ftagent.views.console import short_duration
+from ftagent.views.report import export_command
 
 CSS = {"green": "background-color: #c8f7c5", "red": "background-color: #f9c6c6",
        "blue": "background-color: #cfe3ff", "": ""}
@@ -30,12 +32,6 @@ def default_log_dir() -> str:
     parser.add_argument("--log-dir")
     args, _ = parser.parse_known_args(sys.argv[1:])
     return args.log_dir or os.environ.get("FTAGENT_UI_LOG_DIR") or "log"
-
-
-@st.cache_data(show_spinner=False, max_entries=16)
-def load_job_cached(path: str, sig: tuple) -> D.JobView:
-    """Load a job (cached until an events file changes: ``sig`` is :func:`data.signature`)."""
-    return D.load_job(Path(path))
 
 
 def sidebar() -> tuple[Path, str, bool, int]:
@@ -91,11 +87,12 @@ def job_summary(job: D.JobView) -> None:
             st.warning(f"{task.name}: {w}")
 
 
-def session_header(s: D.SessionView) -> None:
+def session_header(s: D.SessionView, spec: dict | None = None) -> None:
     state = "running" if s.running else f"ended: {s.end.get('status')}"
     st.subheader(f"{s.benchmark or '?'} · {s.base_model or '?'}")
-    st.caption(f"session `{s.session_id}` · {state} · planner {s.planner or '?'} · runner {s.runner or '?'} · "
-               f"core metric {s.core_metric or '?'} ({s.direction})")
+    st.caption(f"session `{s.session_id}` · {state}")
+    with st.expander("Task", expanded=False):
+        st.table(pd.DataFrame(F.task_rows(s, spec)), hide_index=True, hide_header=True)
     cols = st.columns(6)
     cols[0].metric("Loops", len(s.loops))
     cols[1].metric("Baseline val", F.fmt_score(s.baseline.get("validation")))
@@ -107,6 +104,39 @@ def session_header(s: D.SessionView) -> None:
         st.warning(w)
     if s.end and s.end.get("message"):
         st.caption(f"Session end: {s.end['message']}")
+    show_export(s)
+
+
+def show_export(s: D.SessionView) -> None:
+    """The command that takes the best model home (the report's :func:`export_command`), once a loop beat the baseline."""
+    if s.sota_loop is None:
+        return
+    st.markdown(f"**Take the best model home** (loop {s.sota_loop}: Hugging Face folder, model card, "
+                "`reproduce/`)" + (f" · model `{s.sota_model}`" if s.sota_model else ""))
+    st.code(export_command(s.dir), language="bash")
+
+
+def show_step_times(s: D.SessionView) -> None:
+    """Wall time per loop and step; forecast rows next to them once sessions record a forecast."""
+    forecast = F.session_forecast(s)
+    frame = F.step_times_frame(s, forecast)
+    if frame.empty:
+        return
+    st.markdown("**Wall time per step**" + (" (forecast vs actual)" if forecast else ""))
+    st.dataframe(frame, width="stretch", hide_index=True)
+    if forecast is None:
+        st.caption("No forecast in this session's events: actual wall times only.")
+
+
+def show_task(text: str) -> None:
+    """The hypothesis' task: its text, and a JSON object in it (a recipe) as a key/value table."""
+    rest, rows = F.split_task_text(text)
+    if rest:
+        st.markdown(f"**Task**: {rest}")
+    if rows:
+        if not rest:
+            st.markdown("**Task**")
+        st.table(pd.DataFrame(rows), hide_index=True)
 
 
 def show_files(lp: D.LoopView) -> None:
@@ -145,9 +175,8 @@ def loop_title(lp: D.LoopView) -> str:
 
 
 def show_loop(lp: D.LoopView, session_dir: Path | None = None) -> None:
-    steps = pd.DataFrame([s.model_dump() for s in lp.steps])
+    steps = F.steps_frame(lp)
     if not steps.empty:
-        steps = steps[["name", "status", "duration_s", "goto", "failure"]].fillna({"goto": "", "failure": ""})
         st.dataframe(steps, width="stretch", hide_index=True)
     if lp.hypothesis:
         h = lp.hypothesis
@@ -155,7 +184,7 @@ def show_loop(lp: D.LoopView, session_dir: Path | None = None) -> None:
         if h.get("reason"):
             st.markdown(f"**Reason**: {h['reason']}")
         if h.get("task"):
-            st.markdown(f"**Task**: {h['task']}")
+            show_task(h["task"])
     show_files(lp)
     for v in lp.validations:
         st.markdown(f"**Validation**: {'passed' if v.get('passed') else 'failed'}")
@@ -164,9 +193,10 @@ def show_loop(lp: D.LoopView, session_dir: Path | None = None) -> None:
         st.markdown(f"**Training** ({lp.training.get('finetuning_type') or '?'}), output `{lp.training['output_dir']}`")
         loss = F.loss_frame(lp)
         if not loss.empty:
-            st.line_chart(loss)
+            st.vega_lite_chart(loss.reset_index(), F.line_spec(loss.index.name or "index", "loss"),
+                               width="stretch")
     for run in lp.runs:
-        st.caption(f"run `{run['purpose']}`: exit {run['exit_code']} in {run['duration_s']:.1f}s"
+        st.caption(f"run `{run['purpose']}`: exit {run['exit_code']} in {short_duration(run['duration_s'])}"
                    + (" (timed out)" if run.get("timed_out") else ""))
     show_result("Validation", lp.results.get("validation"))
     show_result("Test (report only)", lp.results.get("test"))
@@ -188,7 +218,7 @@ def single_task(job: D.JobView) -> None:
     task = tasks[names.index(st.sidebar.selectbox("Task", names))] if len(tasks) > 1 else tasks[0]
     ids = [s.session_id for s in task.sessions]
     s = task.sessions[ids.index(st.sidebar.selectbox("Session", ids, index=len(ids) - 1))]
-    session_header(s)
+    session_header(s, task.spec)
     if s.n_events == 0:
         st.info("This session has not written any events yet.")
         return
@@ -196,7 +226,8 @@ def single_task(job: D.JobView) -> None:
     if not scores.empty:
         st.markdown("**Core score by loop**")
         long = scores.reset_index().melt(id_vars="loop", var_name="series", value_name="score").dropna()
-        st.line_chart(long, x="loop", y="score", color="series")
+        st.vega_lite_chart(long, F.line_spec("loop", "score", color="series"), width="stretch")
+    show_step_times(s)
     timeline = F.timeline_frame(s)
     if not timeline.empty:
         with st.expander("Step timeline", expanded=False):
@@ -235,7 +266,7 @@ def main() -> None:
     if path is None:
         return
     sig = D.signature(path)
-    job = load_job_cached(str(path), sig)
+    job = D.load_job(path)  # each session parsed once per change of its files (views' cache), not per rerun
     if page == "Job Summary":
         job_summary(job)
     else:

@@ -6,9 +6,13 @@ CLI stays light.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
+from ftagent.views.console import short_duration
 from ftagent.views.session import JobView, LoopView, SessionView
+
+STEP_ORDER = ("propose", "code", "validate", "train", "evaluate", "feedback")
 
 
 def fmt_score(value: float | None) -> str:
@@ -89,10 +93,97 @@ def timeline_frame(session: SessionView):
     """One row per step run: loop, step, status, duration, failure."""
     import pandas as pd
 
-    rows = [{"loop": lp.index, "step": st.name, "status": st.status,
-             "duration_s": None if st.duration_s is None else round(st.duration_s, 2),
+    rows = [{"loop": lp.index, "step": st.name, "status": st.status, "duration": short_duration(st.duration_s),
              "goto": st.goto or "", "failure": st.failure or ""} for lp in session.loops for st in lp.steps]
     return pd.DataFrame(rows)
+
+
+def steps_frame(lp: LoopView):
+    """A loop's steps: name, status, duration (``11.1 s``), goto, failure."""
+    import pandas as pd
+
+    cols = ["step", "status", "duration", "goto", "failure"]
+    rows = [{"step": st.name, "status": st.status, "duration": short_duration(st.duration_s),
+             "goto": st.goto or "", "failure": st.failure or ""} for st in lp.steps]
+    return pd.DataFrame(rows, columns=cols)
+
+
+def session_forecast(session: SessionView) -> dict[int, dict[str, float]] | None:
+    """Hook for forecast vs actual: the forecast seconds per loop and step, or ``None`` when there is none.
+
+    No event type carries a forecast yet, so this is always ``None`` and the UI shows the actual wall
+    times only. When the session's events record a forecast (issue #23 part 4), project it into the
+    :class:`SessionView` and return ``{loop: {step: seconds}}`` here; :func:`step_times_frame` then adds
+    a ``forecast`` row under each loop's ``actual`` row.
+    """
+    return None
+
+
+def step_times_frame(session: SessionView, forecast: dict[int, dict[str, float]] | None = None):
+    """Wall time per loop and step (summed over goto rounds), as ``11.1 s`` / ``3 min 12 s`` text.
+
+    One ``actual`` row per loop, plus a ``forecast`` row when ``forecast`` (see :func:`session_forecast`)
+    has that loop. Columns: loop, row, the steps in workflow order, total.
+    """
+    import pandas as pd
+
+    names = [n for n in STEP_ORDER if any(st.name == n for lp in session.loops for st in lp.steps)]
+    names += sorted({st.name for lp in session.loops for st in lp.steps} - set(names))
+    rows = []
+    for lp in session.loops:
+        spent: dict[str, float] = {}
+        for st in lp.steps:
+            if st.duration_s is not None:
+                spent[st.name] = spent.get(st.name, 0.0) + st.duration_s
+        series = [("actual", spent)] + ([("forecast", forecast[lp.index])] if forecast and lp.index in forecast else [])
+        for label, secs in series:
+            row: dict[str, Any] = {"loop": lp.index, "row": label}
+            row.update({n: short_duration(secs.get(n)) for n in names})
+            row["total"] = short_duration(sum(secs.values())) if secs else "-"
+            rows.append(row)
+    return pd.DataFrame(rows, columns=["loop", "row", *names, "total"])
+
+
+def task_rows(session: SessionView, spec: dict[str, Any] | None = None) -> list[dict[str, str]]:
+    """The session's task as ``field``/``value`` rows: benchmark, model, planner, runner, metric, and
+    the job's loops and timeout when the session belongs to a job (``spec`` = its tasks.json entry)."""
+    spec = spec or {}
+    state = "running" if session.running else f"ended: {session.end.get('status')}"
+    rows = [("benchmark", session.benchmark), ("base model", session.base_model), ("planner", session.planner),
+            ("runner", session.runner), ("core metric", f"{session.core_metric or '?'} ({session.direction})"),
+            ("loops", spec.get("loop_n")), ("timeout", spec.get("timeout")), ("gpus", spec.get("gpus")),
+            ("state", state), ("session", session.session_id)]
+    return [{"field": k, "value": str(v)} for k, v in rows if v not in (None, "")]
+
+
+def split_task_text(text: str) -> tuple[str, list[dict[str, str]]]:
+    """A hypothesis task such as ``Train with {"learning_rate": 1e-4, ...}`` → (``Train with``, key/value rows).
+
+    Text without a JSON object stays text (no rows).
+    """
+    start = text.find("{")
+    if start < 0:
+        return text, []
+    try:
+        obj, end = json.JSONDecoder().raw_decode(text[start:])
+    except ValueError:
+        return text, []
+    if not isinstance(obj, dict) or not obj:
+        return text, []
+    rest = (text[:start] + text[start + end:]).strip()
+    return rest, [{"key": str(k), "value": v if isinstance(v, str) else json.dumps(v)} for k, v in obj.items()]
+
+
+def line_spec(x: str, y: str, color: str | None = None, title: str | None = None) -> dict[str, Any]:
+    """A Vega-Lite line chart spec (drawn by ``st.vega_lite_chart``; no Altair, which ``st.line_chart``
+    imports and builds per chart: it was most of a single-task page's server time)."""
+    enc: dict[str, Any] = {"x": {"field": x, "type": "quantitative"}, "y": {"field": y, "type": "quantitative"}}
+    if color:
+        enc["color"] = {"field": color, "type": "nominal"}
+    spec: dict[str, Any] = {"mark": {"type": "line", "point": True}, "encoding": enc}
+    if title:
+        spec["title"] = title
+    return spec
 
 
 def scores_frame(session: SessionView):
@@ -135,5 +226,6 @@ def llm_frame(calls: list[dict[str, Any]]):
     """LLM calls with tokens, cost and latency."""
     import pandas as pd
 
-    cols = ["loop", "stage", "model", "prompt_tokens", "completion_tokens", "cost_usd", "latency_s", "error"]
-    return pd.DataFrame([{c: call.get(c) for c in cols} for call in calls], columns=cols)
+    cols = ["loop", "stage", "model", "prompt_tokens", "completion_tokens", "cost_usd", "latency", "error"]
+    rows = [{**{c: call.get(c) for c in cols}, "latency": short_duration(call.get("latency_s"))} for call in calls]
+    return pd.DataFrame(rows, columns=cols)

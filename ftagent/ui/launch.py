@@ -9,10 +9,16 @@ import sys
 from pathlib import Path
 
 APP = Path(__file__).with_name("app.py")
+TOOLBAR_MODE = "viewer"  # streamlit >= 1.31: hides Deploy / Rerun / Clear cache
 
 
 def streamlit_command(log_dir: Path, host: str = "127.0.0.1", port: int = 19899) -> list[str]:
-    """The ``streamlit run`` command line for ``log_dir`` (headless, no telemetry, no file watcher)."""
+    """The ``streamlit run`` command line for ``log_dir``.
+
+    Headless, no telemetry, no file watcher, and ``client.toolbarMode=viewer``: the toolbar keeps the
+    viewer options (print, theme) but not the developer ones (Deploy, Rerun, Clear cache), which mean
+    nothing to someone reading a run.
+    """
     return [
         sys.executable, "-m", "streamlit", "run", str(APP),
         "--server.headless", "true",
@@ -20,6 +26,7 @@ def streamlit_command(log_dir: Path, host: str = "127.0.0.1", port: int = 19899)
         "--server.port", str(port),
         "--browser.gatherUsageStats", "false",
         "--server.fileWatcherType", "none",
+        "--client.toolbarMode", TOOLBAR_MODE,
         "--", "--log-dir", str(Path(log_dir).resolve()),
     ]
 

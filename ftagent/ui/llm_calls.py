@@ -14,6 +14,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from ftagent.views.console import short_duration
+
 MAX_CHARS = 60_000  # per message shown (the record on disk keeps everything)
 
 
@@ -38,7 +40,7 @@ class LLMCallView(BaseModel):
     def title(self) -> str:
         tokens = f"{self.prompt_tokens or 0:,} + {self.completion_tokens or 0:,} tokens"
         cost = f"${self.cost_usd:.4f}" if self.cost_usd is not None else "cost unknown"
-        latency = f"{self.latency_s:.1f} s" if self.latency_s is not None else "?"
+        latency = short_duration(self.latency_s)
         head = f"#{self.n} " if self.n is not None else ""
         return f"{head}{self.stage} · {self.model} · {tokens} · {cost} · {latency}" + (" · ERROR" if self.error else "")
 
@@ -79,7 +81,7 @@ def summary_rows(views: list[LLMCallView]) -> list[dict[str, Any]]:
     """One row per call for the summary table."""
     return [{"#": v.n, "stage": v.stage, "model": v.model, "prompt tokens": v.prompt_tokens,
              "measured": v.prompt_tokens_measured, "budget": v.prompt_budget,
-             "completion tokens": v.completion_tokens, "cost (USD)": v.cost_usd, "latency (s)": v.latency_s,
+             "completion tokens": v.completion_tokens, "cost (USD)": v.cost_usd, "latency": short_duration(v.latency_s),
              "error": v.error or ""} for v in views]
 
 

@@ -102,7 +102,7 @@ class ConsoleProgress:
             self.task = None
             tail = f" → {ev.goto}" if ev.goto else ""
             why = f": {ev.failure.summary()}" if ev.failure else ""
-            return f"{self._where()} {ev.step} {ev.status} in {_short(ev.duration_s)}{tail}{why}"[:300]
+            return f"{self._where()} {ev.step} {ev.status} in {short_duration(ev.duration_s)}{tail}{why}"[:300]
         if kind == "progress":
             self.task = (ev.phase, ev.done, ev.total, dict(ev.detail))
             return None  # shown by the bar or the heartbeat
@@ -176,6 +176,11 @@ class ConsoleProgress:
                 self._print(text)
 
 
-def _short(seconds: float) -> str:
-    """Step durations: tenths under a minute (``1.5 s``), else :func:`format_duration`."""
+def short_duration(seconds: float | None) -> str:
+    """Step durations for people: tenths under a minute (``11.1 s``), else :func:`format_duration` (``3 min 12 s``).
+
+    The console and the UI share it, so a step reads the same in both; ``None`` (not finished) is ``-``.
+    """
+    if seconds is None:
+        return "-"
     return f"{seconds:.1f} s" if seconds < 60 else format_duration(seconds)

@@ -17,6 +17,7 @@ raise on half-written files: a truncated last line or a missing snapshot becomes
 from __future__ import annotations
 
 import json
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Literal
 
@@ -340,6 +341,42 @@ def load_session(session_dir: Path) -> SessionView:
     return view
 
 
+_SESSION_CACHE: OrderedDict[str, tuple[tuple, SessionView]] = OrderedDict()
+_SESSION_CACHE_MAX = 64
+
+
+def session_key(session_dir: Path) -> tuple:
+    """What a session view depends on: ``events.jsonl``'s size and mtime and the latest snapshot's name and mtime."""
+    key: list[Any] = []
+    snaps = list_snapshots(Path(session_dir))
+    for f in [Path(session_dir) / EVENTS_FILE, *snaps[-1:]]:
+        try:
+            st = f.stat()
+            key.append((f.name, st.st_size, st.st_mtime_ns))
+        except OSError:
+            key.append((f.name, None, None))
+    return tuple(key)
+
+
+def load_session_cached(session_dir: Path) -> SessionView:
+    """:func:`load_session`, parsed once per change of the session's files (see :func:`session_key`).
+
+    A UI rerun (every widget click, every auto-refresh tick) then only ``stat``s a finished session
+    instead of re-reading its events. The view returned is shared between callers: treat it as read-only.
+    """
+    path = str(Path(session_dir).resolve())
+    key = session_key(Path(session_dir))
+    hit = _SESSION_CACHE.get(path)
+    if hit is not None and hit[0] == key:
+        _SESSION_CACHE.move_to_end(path)
+        return hit[1]
+    view = load_session(Path(session_dir))
+    _SESSION_CACHE[path] = (key, view)
+    while len(_SESSION_CACHE) > _SESSION_CACHE_MAX:
+        _SESSION_CACHE.popitem(last=False)
+    return view
+
+
 def list_sessions(folder: Path) -> list[Path]:
     """Session directories directly under ``folder`` (oldest first: ids sort by time)."""
     return [p for p in _subdirs(Path(folder)) if is_session_dir(p)]
@@ -353,20 +390,23 @@ def _exit_code(job_dir: Path, name: str) -> int | None:
 
 
 def load_job(path: Path) -> JobView:
-    """Load a job, a folder of sessions or a single session as tasks (one row each in the summary)."""
+    """Load a job, a folder of sessions or a single session as tasks (one row each in the summary).
+
+    Sessions come from :func:`load_session_cached`: only those whose files changed are parsed again.
+    """
     layout = detect_layout(Path(path))
     job = JobView(dir=str(path), kind=layout.kind)
     if layout.kind == "session":
-        job.tasks = [TaskView(name=Path(path).name, dir=str(path), sessions=[load_session(Path(path))])]
+        job.tasks = [TaskView(name=Path(path).name, dir=str(path), sessions=[load_session_cached(Path(path))])]
     elif layout.kind == "sessions":
-        job.tasks = [TaskView(name=Path(s).name, dir=s, sessions=[load_session(Path(s))])
+        job.tasks = [TaskView(name=Path(s).name, dir=s, sessions=[load_session_cached(Path(s))])
                      for s in layout.children]
     elif layout.kind == "job":
         job.plan = load_job_plan(Path(path))
         specs = {t.name: t.spec.model_dump() for t in job.plan.tasks} if job.plan else {}
         for child in map(Path, layout.children):
             job.tasks.append(TaskView(name=child.name, dir=str(child), spec=specs.get(child.name, {}),
-                                      sessions=[load_session(s) for s in list_sessions(child)],
+                                      sessions=[load_session_cached(s) for s in list_sessions(child)],
                                       exit_code=_exit_code(Path(path), child.name)))
     return job
 

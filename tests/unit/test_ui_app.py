@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
 from ftagent.jobs.tasks import TaskSpec
+from ftagent.ui import frames as F
+from ftagent.ui.launch import streamlit_command
+from ftagent.views import session as D
+from ftagent.views.console import short_duration
+from ftagent.views.report import export_command
 from tests.helpers.make_sessions import LoopPlan, SessionPlan, make_job, make_session
 
 pytest.importorskip("streamlit")
@@ -98,3 +104,81 @@ def test_session_with_no_events_and_no_snapshots(tmp_path, monkeypatch):
     assert "not written any events" in at.info[0].value
     at = _run(tmp_path / "log", monkeypatch)
     assert _metrics(at)["Tasks"] == "1"
+
+
+# ---------------------------------------------------------------- issue #23 part 6: what a user takes home
+
+DURATION = re.compile(r"^(-|\d+\.\d s|\d+ min( \d+ s)?|\d+ h( \d+ min)?)$")
+
+
+def test_single_task_shows_task_table_export_and_readable_durations(job_dir, monkeypatch):
+    at = _run(job_dir, monkeypatch, page="Single Task")
+    task = dict(at.table[0].value.itertuples(index=False, name=None))
+    assert (task["benchmark"], task["base model"], task["planner"], task["timeout"]) == (
+        "demo_add", "builtin/tiny-qwen2", "scripted", "12h")
+    assert task["state"] == "ended: completed" and not any("{" in v for v in task.values())
+    codes = [c.value for c in at.code if c.value.startswith("ftagent export")]
+    session_dir = next(p for p in (job_dir / "demo_add_tiny-qwen2").iterdir() if p.is_dir())
+    assert codes == [export_command(session_dir)] == [f"ftagent export {session_dir}"]
+    frames = [df.value for df in at.dataframe]
+    steps = next(f for f in frames if list(f.columns) == ["step", "status", "duration", "goto", "failure"])
+    assert len(steps) and all(DURATION.match(d) for d in steps["duration"]), steps["duration"].tolist()
+    times = next(f for f in frames if "total" in f.columns)
+    assert list(times.columns[:3]) == ["loop", "row", "propose"] and set(times["row"]) == {"actual"}
+    assert all(DURATION.match(v) for col in times.columns[2:] for v in times[col])
+    assert any("No forecast" in c.value for c in at.caption)
+    assert any(re.search(r"run `train`: exit 0 in 12\.5 s", c.value) for c in at.caption)
+    llm = next(f for f in frames if "latency" in f.columns and "stage" in f.columns and "loop" in f.columns)
+    assert llm["latency"].tolist() == ["1.5 s"] * 3
+
+
+def test_no_export_command_before_a_loop_beats_the_baseline(tmp_path, monkeypatch):
+    sdir = make_session(tmp_path / "log", running_after_steps=3)
+    at = _run(sdir, monkeypatch, page="Single Task")
+    assert not [c for c in at.code if c.value.startswith("ftagent export")]
+    assert "Take the best model home" not in " ".join(m.value for m in at.markdown)
+
+
+def test_recipe_task_is_a_table():
+    text = 'Train with {"learning_rate": 0.0002, "lora_rank": 8, "template": "qwen"}'
+    rest, rows = F.split_task_text(text)
+    assert rest == "Train with"
+    assert rows == [{"key": "learning_rate", "value": "0.0002"}, {"key": "lora_rank", "value": "8"},
+                    {"key": "template", "value": "qwen"}]
+    assert F.split_task_text("Train on demo_add data") == ("Train on demo_add data", [])
+    assert F.split_task_text("see {not json") == ("see {not json", [])
+
+
+def test_step_times_with_a_forecast_adds_forecast_rows(tmp_path):
+    s = D.load_session(make_session(tmp_path / "log"))
+    assert F.session_forecast(s) is None  # no event type carries a forecast yet
+    frame = F.step_times_frame(s, {0: {"train": 192.0, "evaluate": 11.14}})
+    fc = frame[(frame["loop"] == 0) & (frame["row"] == "forecast")].iloc[0]
+    assert (fc["train"], fc["evaluate"], fc["propose"], fc["total"]) == ("3 min 12 s", "11.1 s", "-", "3 min 23 s")
+    assert len(frame[frame["row"] == "actual"]) == len(s.loops)
+
+
+def test_short_duration_is_the_console_formatter():
+    assert [short_duration(x) for x in (None, 11.1391, 59.94, 192, 5400)] == [
+        "-", "11.1 s", "59.9 s", "3 min 12 s", "1 h 30 min"]
+
+
+def test_launcher_hides_the_deploy_button(tmp_path):
+    from streamlit import config
+
+    cmd = streamlit_command(tmp_path)
+    assert cmd[cmd.index("--client.toolbarMode") + 1] == "viewer"
+    option = config._config_options_template["client.toolbarMode"]  # the installed streamlit knows it
+    assert '"viewer"' in option.description
+
+
+def test_session_view_is_parsed_once_per_change(tmp_path, monkeypatch):
+    sdir = make_session(tmp_path / "log")
+    calls = []
+    real = D.load_session
+    monkeypatch.setattr(D, "load_session", lambda p: calls.append(p) or real(p))
+    first = D.load_session_cached(sdir)
+    assert D.load_session_cached(sdir) is first and len(D.load_job(sdir).tasks) == 1 and len(calls) == 1
+    with open(sdir / "events.jsonl", "a") as fh:
+        fh.write("\n")  # size and mtime change: parsed again
+    assert D.load_session_cached(sdir) is not first and len(calls) == 2
