@@ -157,7 +157,10 @@ def test_dataset_blocks_pass_evaluator_kwargs_and_render(tmp_path):
     source = render_config(blocks, ModelSpec(abbr="m", path="/m", tokenizer_path="/m"),
                            benchmark="tablebench_gen", split="validation")
     assert "from ftagent.tools.opencompass.oc_domain import DomainEvaluator" in source
-    assert "core_metric='Pass@1'" in source and "pred_postprocessor" not in source
+    assert "core_metric='Pass@1'" in source
+    # the domain datasets post-process nothing themselves; only the model's stock step strips reasoning
+    assert source.count("pred_postprocessor") == 1
+    assert "pred_postprocessor=dict(type='extract-non-reasoning-content')" in source
 
 
 # ---------------------------------------------------------------- evaluator
