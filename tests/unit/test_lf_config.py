@@ -101,3 +101,15 @@ def test_micro_batch_config_and_dataset_info(tmp_path: Path) -> None:
     info = json.loads(write_dataset_info(tmp_path, "ftagent_data").read_text())
     assert info["ftagent_data"]["file_name"] == "data.json"
     assert info["ftagent_data"]["columns"] == {"prompt": "instruction", "query": "input", "response": "output"}
+
+
+def test_dataset_info_maps_system_and_history_when_rows_carry_them(tmp_path: Path) -> None:
+    rows = [{"instruction": "q", "input": "", "output": "a", "system": "be brief",
+             "history": [["earlier q", "earlier a"]]}, {"instruction": "q2", "input": "", "output": "a2"}]
+    (tmp_path / "data.json").write_text(json.dumps(rows))
+    columns = json.loads(write_dataset_info(tmp_path, "ftagent_data").read_text())["ftagent_data"]["columns"]
+    assert columns == {"prompt": "instruction", "query": "input", "response": "output", "system": "system",
+                       "history": "history"}
+    (tmp_path / "data.json").write_text(json.dumps(rows[1:]))
+    columns = json.loads(write_dataset_info(tmp_path, "ftagent_data").read_text())["ftagent_data"]["columns"]
+    assert "system" not in columns and "history" not in columns

@@ -105,14 +105,19 @@ def convert_warmup(config: dict[str, Any], total_steps: int) -> dict[str, Any]:
 
 
 def write_dataset_info(workspace: Path, dataset_name: str, data_file: str = DATA_FILE) -> Path:
-    """Register the workspace's Alpaca ``data.json`` for LLaMA-Factory under ``dataset_name``."""
-    info = {
-        dataset_name: {
-            "file_name": data_file,
-            "formatting": "alpaca",
-            "columns": {"prompt": "instruction", "query": "input", "response": "output"},
-        }
-    }
+    """Register the workspace's Alpaca ``data.json`` for LLaMA-Factory under ``dataset_name``.
+
+    The optional Alpaca columns ``system`` and ``history`` are mapped when rows carry them (a user's
+    own data file or a data script may); unmapped, LLaMA-Factory would silently train without them.
+    """
+    columns = {"prompt": "instruction", "query": "input", "response": "output"}
+    try:
+        rows = json.loads((Path(workspace) / data_file).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        rows = []
+    present = {key for row in rows if isinstance(row, dict) for key in row} if isinstance(rows, list) else set()
+    columns.update({key: key for key in ("system", "history") if key in present})
+    info = {dataset_name: {"file_name": data_file, "formatting": "alpaca", "columns": columns}}
     path = Path(workspace) / DATASET_INFO
     path.write_text(json.dumps(info, indent=2), encoding="utf-8")
     return path
