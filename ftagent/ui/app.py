@@ -91,7 +91,7 @@ def session_header(s: D.SessionView, spec: dict | None = None) -> None:
     state = "running" if s.running else f"ended: {s.end.get('status')}"
     st.subheader(f"{s.benchmark or '?'} · {s.base_model or '?'}")
     st.caption(f"session `{s.session_id}` · {state}")
-    with st.expander("Task", expanded=False):
+    with st.expander("Task", expanded=True):
         st.table(pd.DataFrame(F.task_rows(s, spec)), hide_index=True, hide_header=True)
     cols = st.columns(6)
     cols[0].metric("Loops", len(s.loops))

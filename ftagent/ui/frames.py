@@ -176,8 +176,10 @@ def split_task_text(text: str) -> tuple[str, list[dict[str, str]]]:
 
 def line_spec(x: str, y: str, color: str | None = None, title: str | None = None) -> dict[str, Any]:
     """A Vega-Lite line chart spec (drawn by ``st.vega_lite_chart``; no Altair, which ``st.line_chart``
-    imports and builds per chart: it was most of a single-task page's server time)."""
-    enc: dict[str, Any] = {"x": {"field": x, "type": "quantitative"}, "y": {"field": y, "type": "quantitative"}}
+    imports and builds per chart: it was most of a single-task page's server time). ``x`` is an integer
+    axis (loop, step): ticks at whole numbers only."""
+    enc: dict[str, Any] = {"x": {"field": x, "type": "quantitative", "axis": {"tickMinStep": 1, "format": "d"}},
+                           "y": {"field": y, "type": "quantitative"}}
     if color:
         enc["color"] = {"field": color, "type": "nominal"}
     spec: dict[str, Any] = {"mark": {"type": "line", "point": True}, "encoding": enc}

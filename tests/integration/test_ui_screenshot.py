@@ -2,15 +2,21 @@
 
 Writes test-artifacts/ui.png (Job Summary) and test-artifacts/ui-single-task.png. Set
 FTAGENT_UPDATE_DOC_IMAGES=1 to also copy them to docs/img/ for the docs.
+
+It also drives Chromium over the DevTools protocol (``websockets``, a Streamlit dependency) to time, in
+wall-clock seconds, how long the single-task page of a finished session takes from navigation until its
+real content (not Streamlit's grey skeleton) is on the page, and checks that no Deploy button is there.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -53,6 +59,61 @@ def _screenshot(url: str, out: Path) -> None:
     subprocess.run(cmd, check=True, capture_output=True, timeout=120)
 
 
+# the session page's real content: header metrics, the export command, the step times (near the end)
+CONTENT = ("SOTA loop", "ftagent export ", "Wall time per step", "LLM calls")
+FIRST_RENDER_BOUND_S = 15.0  # generous for a loaded CI machine; measured 3-8 s on a busy 2-core box
+
+
+def _devtools_page(port: int, timeout: float = 30) -> str:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=2) as r:
+                pages = [p for p in json.load(r) if p.get("type") == "page"]
+            if pages:
+                return pages[0]["webSocketDebuggerUrl"]
+        except OSError:
+            pass
+        time.sleep(0.2)
+    raise AssertionError("chromium's DevTools endpoint did not come up")
+
+
+def _time_to_text(url: str, needles: tuple[str, ...], timeout: float = 90) -> tuple[float, str]:
+    """Seconds from ``Page.navigate`` until all ``needles`` are in the page's text, and that text."""
+    from websockets.sync.client import connect
+
+    port = _free_port()
+    with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as profile:  # chromium helpers may linger
+        browser = subprocess.Popen([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                                    "--disable-dev-shm-usage", "--disable-background-networking",
+                                    f"--remote-debugging-port={port}", f"--user-data-dir={profile}",
+                                    "--window-size=1400,1600", "about:blank"],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            with connect(_devtools_page(port), max_size=None) as ws:
+                ids = iter(range(1, 1_000_000))
+
+                def call(method: str, **params):
+                    n = next(ids)
+                    ws.send(json.dumps({"id": n, "method": method, "params": params}))
+                    while (msg := json.loads(ws.recv())).get("id") != n:
+                        pass
+                    return msg.get("result", {})
+
+                t0 = time.monotonic()
+                call("Page.navigate", url=url)
+                while time.monotonic() - t0 < timeout:
+                    text = call("Runtime.evaluate", expression="document.body ? document.body.innerText : ''",
+                                returnByValue=True).get("result", {}).get("value") or ""
+                    if all(n in text for n in needles):
+                        return time.monotonic() - t0, text
+                    time.sleep(0.1)
+            raise AssertionError(f"{needles} were not all on {url} after {timeout:.0f} s")
+        finally:
+            browser.terminate()
+            browser.wait(timeout=15)
+
+
 def _assert_not_blank(png: Path) -> float:
     from PIL import Image, ImageStat
 
@@ -78,6 +139,13 @@ def test_ui_screenshots(tmp_path):
                             cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         _wait_healthy(url, proc)
+        # first render of a finished session's page: a fresh browser session, the server's first script run
+        seconds, text = _time_to_text(f"{url}/?page=single", CONTENT)
+        print(f"\nsingle-task page of a finished session: real content after {seconds:.2f} s (wall clock)")
+        assert seconds < FIRST_RENDER_BOUND_S, f"first render took {seconds:.1f} s"
+        assert "Deploy" not in text  # client.toolbarMode=viewer
+        again, _ = _time_to_text(f"{url}/?page=single", CONTENT)
+        print(f"same page, second browser session: {again:.2f} s")
         artifacts = REPO / "test-artifacts"
         artifacts.mkdir(exist_ok=True)
         shots = {"ui.png": url, "ui-single-task.png": f"{url}/?page=single"}
