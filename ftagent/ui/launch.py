@@ -15,12 +15,13 @@ TOOLBAR_MODE = "viewer"  # streamlit >= 1.31: hides Deploy / Rerun / Clear cache
 def streamlit_command(log_dir: Path, host: str = "127.0.0.1", port: int = 19899) -> list[str]:
     """The ``streamlit run`` command line for ``log_dir``.
 
-    Headless, no telemetry, no file watcher, and ``client.toolbarMode=viewer``: the toolbar keeps the
-    viewer options (print, theme) but not the developer ones (Deploy, Rerun, Clear cache), which mean
-    nothing to someone reading a run.
+    Streamlit's own CLI, started through :mod:`ftagent.ui.serve` (which imports what the first render
+    needs before the server listens). Headless, no telemetry, no file watcher, and
+    ``client.toolbarMode=viewer``: the toolbar keeps the viewer options (print, theme) but not the
+    developer ones (Deploy, Rerun, Clear cache), which mean nothing to someone reading a run.
     """
     return [
-        sys.executable, "-m", "streamlit", "run", str(APP),
+        sys.executable, "-m", "ftagent.ui.serve", "run", str(APP),  # streamlit's CLI after a preload
         "--server.headless", "true",
         "--server.address", host,
         "--server.port", str(port),

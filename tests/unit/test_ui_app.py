@@ -172,6 +172,19 @@ def test_launcher_hides_the_deploy_button(tmp_path):
     assert '"viewer"' in option.description
 
 
+def test_server_entry_preloads_then_runs_streamlits_cli():
+    import subprocess
+    import sys
+
+    import streamlit
+
+    cmd = streamlit_command(Path("log"))
+    assert cmd[1:4] == ["-m", "ftagent.ui.serve", "run"]
+    out = subprocess.run([sys.executable, "-m", "ftagent.ui.serve", "version"], capture_output=True, text=True,
+                         timeout=120, check=True).stdout
+    assert streamlit.__version__ in out
+
+
 def test_session_view_is_parsed_once_per_change(tmp_path, monkeypatch):
     sdir = make_session(tmp_path / "log")
     calls = []
