@@ -21,6 +21,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from ftagent.engine.events import EarlyStopFacts
 from ftagent.tools.llamafactory.progress import eta_seconds
 
 
@@ -38,19 +39,10 @@ class EarlyStopRule(BaseModel):
                    patience_steps=ft.early_stop_patience_steps)
 
 
-class Divergence(BaseModel):
-    """Why and where a run was stopped, and the training time that stop saved."""
-
-    reason: Literal["nan", "rise"]
-    step: int
-    total_steps: int | None = None
-    loss: float
-    lr: float | None = None
-    best_loss: float | None = None
-    best_step: int | None = None
-    since_step: int | None = None  # first step of the stretch above the bar (rise)
-    elapsed_s: float | None = None
-    saved_s: float | None = None  # estimated remaining training time at the stop
+class Divergence(EarlyStopFacts):
+    """Why and where a run was stopped, and the training time that stop saved (the event's facts, plus
+    the feedback line). ``since_step`` is the first step of the stretch above the bar (rise);
+    ``saved_s`` the estimated remaining training time at the stop."""
 
     def message(self) -> str:
         """The feedback line: ``diverged at step k: loss …, lr …`` and the evidence."""

@@ -171,7 +171,7 @@ class LlamaFactoryTrainer:
 
         saved = verdict.saved_s if stopped else 0.0
         points, _ = read_loss_history(output_dir)
-        facts = EarlyStopFacts(**verdict.model_dump(exclude={"saved_s"}), saved_s=saved, stopped=stopped)
+        facts = EarlyStopFacts(**verdict.model_dump(exclude={"saved_s", "stopped"}), saved_s=saved, stopped=stopped)
         if ctx is not None:
             ctx.emit(TrainingEvent(output_dir=str(output_dir), finetuning_type=config.get("finetuning_type"),
                                    loss_history=[p.model_dump() for p in points], config=config,
