@@ -123,3 +123,16 @@ def run_in_tools(python: Path, script: Path, payload: Any, timeout: float = 600)
     if proc.returncode != 0:
         raise RuntimeError(f"{script.name} failed (rc {proc.returncode}):\n{proc.stderr[-4000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def publish_reference(reference: Path, data: Any) -> int:
+    """Print the official scores as JSON and, with ``--write`` on the command line, store them at
+    ``reference`` (the recompute scripts ``official_*.py`` end here); returns the exit code 0."""
+    import sys
+
+    text = json.dumps(data, indent=1, ensure_ascii=False) + "\n"
+    if "--write" in sys.argv:
+        reference.parent.mkdir(exist_ok=True)
+        reference.write_text(text, encoding="utf-8")
+    print(text)
+    return 0
