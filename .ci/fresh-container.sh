@@ -7,7 +7,7 @@
 # base image (ftagent-base:bookworm: Debian + python3 + venv, nothing else). The container gets what a
 # machine of this kind has on day one and nothing of this checkout: gcc, make, git and the Python
 # headers (installed from Debian), this machine's pip configuration, wheel folders and CA bundle (read
-# only), the package registries (--network host). It is privileged so that bubblewrap and a Docker
+# only), the package registries (--network host). It is privileged (or as near as the engine allows) so that bubblewrap and a Docker
 # engine of its own (docker-in-docker, state under OUT_DIR/docker; no bridge, no iptables, since it
 # shares the host's network) can run as on a CI machine.
 # Then `make demo` and `make test`, each timed; the logs and a summary land in OUT_DIR
@@ -30,7 +30,12 @@ for v in $(env | grep -oE '^(PIP_[A-Z_]+|SSL_CERT_FILE|REQUESTS_CA_BUNDLE|CURL_C
   envs+=(-e "$v")
 done
 
-docker run --rm --privileged --network host --name "ftagent-fresh-$$" \
+# --privileged where the engine may grant it; else every capability this host has (this kind of machine
+# lacks CAP_SYS_RESOURCE, which --privileged asks for), no seccomp/AppArmor filter, a writable cgroup tree
+if docker run --rm --privileged "$image" true 2>/dev/null; then priv=(--privileged)
+else priv=(--cap-add ALL --cap-drop SYS_RESOURCE --security-opt seccomp=unconfined --security-opt apparmor=unconfined
+           --security-opt systempaths=unconfined --cgroupns host -v /sys/fs/cgroup:/sys/fs/cgroup:rw); fi
+docker run --rm "${priv[@]}" --network host --name "ftagent-fresh-$$" \
   "${mounts[@]}" "${envs[@]}" -e PYTEST_ADDOPTS="${PYTEST_ADDOPTS:---durations=40}" \
   -v "$out/src:/src" -v "$out/docker:/var/lib/docker" -v "$out:/out" -w /src "$image" bash -c '
     set -u
