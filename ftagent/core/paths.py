@@ -60,6 +60,11 @@ def benchmarks_dir(file_path: Path | str) -> Path:
     return Path(file_path) / "benchmarks"
 
 
+def benchmark_data_dir(file_path: Path | str, key: str) -> Path:
+    """One benchmark's prepared data (``<split>.jsonl`` or ``<subset>/<split>.jsonl``): ``FT_FILE_PATH/benchmarks/<key>``."""
+    return benchmarks_dir(file_path) / key
+
+
 def llama_factory_info_dir(file_path: Path | str) -> Path:
     """LLaMA-Factory's extracted parameter catalogue: ``FT_FILE_PATH/.llama_factory_info``."""
     return Path(file_path) / ".llama_factory_info"

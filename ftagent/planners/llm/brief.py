@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel
 
 from ftagent.core.durations import format_duration
+from ftagent.core.paths import benchmark_data_dir
 from ftagent.planners.llm.templates import render
 
 if TYPE_CHECKING:
@@ -94,7 +95,7 @@ def validation_items(file_path: str | None, benchmark: str) -> int | None:
     """Number of validation items of ``benchmark`` under ``FT_FILE_PATH/benchmarks/<key>`` (never the test)."""
     if not file_path:
         return None
-    root = Path(file_path) / "benchmarks" / benchmark
+    root = benchmark_data_dir(file_path, benchmark)
     files = sorted(root.glob("validation.jsonl")) + sorted(root.glob("*/validation.jsonl"))
     if not files:
         return None
@@ -115,7 +116,7 @@ def validation_example(file_path: str | None, benchmark: str, input_column: str 
     """
     if not file_path:
         return "", ""
-    path = Path(file_path) / "benchmarks" / benchmark / "validation.jsonl"
+    path = benchmark_data_dir(file_path, benchmark) / "validation.jsonl"
     try:
         with path.open(encoding="utf-8") as fh:
             first = next((line for line in fh if line.strip()), "")
@@ -271,6 +272,7 @@ def _memory_rows(memory: dict[str, Any], context: int | None) -> list[MemoryRow]
 
 
 def _benchmark(key: str) -> Any:
+    """The registry's benchmark for a caller that has only the key (an older snapshot's stored brief)."""
     try:
         from ftagent.benchmarks import get_benchmark
 
@@ -294,11 +296,11 @@ def _dataset_texts(scenario: ScenarioInfo, catalogue: dict[str, Any] | None) -> 
     return [render_entry(name, catalogue[name], "full", level=3) for name in scenario.datasets if name in catalogue]
 
 
-def brief_facts(scenario: ScenarioInfo, *, catalogue: dict[str, Any] | None = None,
+def brief_facts(scenario: ScenarioInfo, *, benchmark: Any = None, catalogue: dict[str, Any] | None = None,
                 force_think_token: bool | None = None) -> BriefFacts:
     """The formatted facts of the brief (see :func:`render_brief`)."""
     model = scenario.model_info
-    bench = _benchmark(scenario.benchmark)
+    bench = benchmark if benchmark is not None else _benchmark(scenario.benchmark)
     spec = getattr(bench, "spec", None)
     context = model.max_position_embeddings
     baseline = scenario.baseline
@@ -368,18 +370,20 @@ def decoding_words(decoding: EvalDecoding | None) -> str:
             "tokenizer files (written at training time), so evaluation uses the training chat format.")
 
 
-def render_brief(scenario: ScenarioInfo, *, catalogue: dict[str, Any] | None = None,
+def render_brief(scenario: ScenarioInfo, *, benchmark: Any = None, catalogue: dict[str, Any] | None = None,
                  force_think_token: bool | None = None) -> str:
     """The scenario brief as Markdown (``prompts/scenario_brief.j2``).
 
     Args:
         scenario: the session's scenario (validation facts only).
+        benchmark: the resolved benchmark (:attr:`ftagent.finetune.startup.ResolvedRun.benchmark`: its
+            spec, YAML config); default: looked up by ``scenario.benchmark`` (callers with only a key).
         catalogue: dataset catalogue entries (default: read ``dataset_info.json`` under
             ``scenario.dataset_root``).
         force_think_token: training outputs must be ``<think>…</think>answer``; default
             ``scenario.force_think_token`` when the field exists.
     """
-    return render("scenario_brief", f=brief_facts(scenario, catalogue=catalogue,
+    return render("scenario_brief", f=brief_facts(scenario, benchmark=benchmark, catalogue=catalogue,
                                                   force_think_token=force_think_token))
 
 
