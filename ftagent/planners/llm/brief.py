@@ -376,7 +376,7 @@ def render_brief(scenario: ScenarioInfo, *, benchmark: Any = None, catalogue: di
 
     Args:
         scenario: the session's scenario (validation facts only).
-        benchmark: the resolved benchmark (:attr:`ftagent.finetune.startup.ResolvedRun.benchmark`: its
+        benchmark: the resolved benchmark (:attr:`ftagent.finetune.startup.ResolvedRun.adapter`: its
             spec, YAML config); default: looked up by ``scenario.benchmark`` (callers with only a key).
         catalogue: dataset catalogue entries (default: read ``dataset_info.json`` under
             ``scenario.dataset_root``).
