@@ -7,7 +7,8 @@ predictions of that loop), with the same chat template and turn text as the eval
 The 60-step LoRA run on the randomly initialised tiny model tends to answer every item alike (measured:
 ``\\boxed{11}`` ten times), so the test also checks that the merged model does not answer as the base model
 does: the adapter really is in the merged weights. (A full fine-tune of 300 steps, exported by hand, gave
-ten different answers, all ten equal to OpenCompass's; it costs minutes more than this test should.)
+ten different answers, all ten equal to OpenCompass's; it costs minutes more than this test should.) A third
+test compares next-token logits instead: merged == base + adapter on every prompt, != base.
 """
 
 from __future__ import annotations
@@ -154,3 +155,53 @@ def test_adapter_export_answers_as_evaluated(lora_session, tools_python, tmp_pat
     assert [_answer(a) for a in answers] == [_answer(p) for p in predictions]
     again = _export([str(session), "--loop", "0", "--no-merge", "--to", str(folder)], root)
     assert again.returncode == 2 and "not an empty folder" in again.stderr  # nothing overwritten
+
+
+# the next-token distributions of the merged folder and of base + adapter on every validation prompt;
+# greedy answers of this tiny model are often all alike, its logits never are
+LOGITS = r'''
+import json, sys
+import torch
+from peft import PeftModel
+from transformers import AutoModelForCausalLM, AutoTokenizer
+merged, adapter, base, prompts_file = sys.argv[1:5]
+tok = AutoTokenizer.from_pretrained(merged)
+models = {"merged": AutoModelForCausalLM.from_pretrained(merged, torch_dtype=torch.float32),
+          "peft": PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base, torch_dtype=torch.float32), adapter),
+          "base": AutoModelForCausalLM.from_pretrained(base, torch_dtype=torch.float32)}
+out = {name: [] for name in models}
+for prompt in json.load(open(prompts_file)):
+    text = tok.apply_chat_template([{"role": "user", "content": prompt.rstrip("\n")}],
+                                   add_generation_prompt=True, tokenize=False)
+    ids = tok(text, return_tensors="pt", add_special_tokens=False)
+    for name, model in models.items():
+        with torch.no_grad():
+            out[name].append(model.eval()(**ids).logits[0, -1].tolist())
+print(json.dumps(out))
+'''
+
+
+def test_merged_weights_equal_base_plus_adapter(lora_session, tools_python, tmp_path):
+    """The merged export computes what base + adapter computes (to float32 rounding), and not the base."""
+    root, session = lora_session
+    for flag, name in (([], "merged"), (["--no-merge"], "adapter")):
+        res = _export([str(session), "--loop", "0", *flag, "--to", str(tmp_path / name)], root)
+        assert res.returncode == 0, res.stderr
+    prompts, _ = _recorded(root)
+    (tmp_path / "prompts.json").write_text(json.dumps(prompts), encoding="utf-8")
+    base = root / "files" / "models" / "builtin" / "tiny-qwen2"
+    res = subprocess.run([str(tools_python), "-c", LOGITS, str(tmp_path / "merged"), str(tmp_path / "adapter"),
+                          str(base), str(tmp_path / "prompts.json")], capture_output=True, text=True, timeout=600,
+                         env={**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
+    assert res.returncode == 0, res.stderr[-3000:]
+    logits = json.loads(res.stdout.strip().splitlines()[-1])
+
+    def max_diff(a: str, b: str) -> float:
+        return max(abs(x - y) for row_a, row_b in zip(logits[a], logits[b], strict=True)
+                   for x, y in zip(row_a, row_b, strict=True))
+
+    assert len(logits["merged"]) == len(prompts) >= 5
+    assert max_diff("merged", "peft") < 1e-3, max_diff("merged", "peft")
+    assert max_diff("merged", "base") > 1e-2  # the adapter changed the function
+    print(f"max |merged - base+adapter| = {max_diff('merged', 'peft'):.2e}, "
+          f"max |merged - base| = {max_diff('merged', 'base'):.2e}")
