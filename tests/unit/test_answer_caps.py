@@ -51,7 +51,8 @@ def test_evaluator_blocks_and_brief_agree(tmp_path: Path):
     for mspec, name in ((_thinking_spec(), QWEN3),
                         (ModelSpec(abbr="ft-demo_add", path="/m", tokenizer_path="/m", max_out_len=32),
                          "builtin/tiny-qwen2")):
-        job = _Job(benchmark="demo_add", settings=settings, runner=None, work_dir=tmp_path / "w",  # type: ignore[arg-type]
+        job = _Job(benchmark="demo_add", adapter=get_benchmark("demo_add"), settings=settings, runner=None,  # type: ignore[arg-type]
+                   work_dir=tmp_path / "w",
                    mspec=mspec, root=root, bench_dir=bench_dir, timeout=None, on_progress=None)
         blocks = job.blocks("validation", suffix=False)
         brief_cap = eval_decoding(name, 1, get_benchmark("demo_add").spec.max_out_len).max_out_len

@@ -16,11 +16,13 @@ from typing import TYPE_CHECKING
 from ftagent.core.errors import EnvironmentFailure, StepError, StepFailure
 from ftagent.core.types import EvalResult, SplitResults, TrainResult
 from ftagent.runners.base import Runner
+from ftagent.tools.opencompass.inference import InferenceSettings
 from ftagent.tools.opencompass.progress import ProgressCallback
 from ftagent.tools.opencompass.runs import SPLITS, WarningCallback, evaluate_splits_of_path
 from ftagent.tools.opencompass.serving import ServeCommand
 
 if TYPE_CHECKING:
+    from ftagent.benchmarks.base import BenchmarkAdapter
     from ftagent.core.settings import Settings
     from ftagent.core.types import ScenarioInfo
     from ftagent.engine.loop import StepContext
@@ -60,12 +62,21 @@ def _gpu_count(scenario: ScenarioInfo) -> int:
 
 
 class OpenCompassEvaluator:
-    """The evaluate step: OpenCompass through the session's runner (``tool="eval"``)."""
+    """The evaluate step: OpenCompass through the session's runner (``tool="eval"``).
 
-    def __init__(self, scenario: ScenarioInfo, settings: Settings, runner: Runner) -> None:
+    ``benchmark`` and ``inference`` are the session's resolved benchmark and model settings
+    (:class:`ftagent.finetune.startup.ResolvedRun`), given once here so that no evaluation looks the
+    benchmark up or reads models.yaml again; without them (a caller with only the scenario) they are
+    looked up per evaluation.
+    """
+
+    def __init__(self, scenario: ScenarioInfo, settings: Settings, runner: Runner, *,
+                 benchmark: BenchmarkAdapter | None = None, inference: InferenceSettings | None = None) -> None:
         self.scenario = scenario
         self.settings = settings
         self.runner = runner
+        self.benchmark = benchmark
+        self.inference = inference
 
     def evaluate_splits(self, model: TrainResult, ctx: StepContext, splits: tuple[str, ...] = SPLITS, *,
                         on_progress: ProgressCallback | None = None) -> SplitResults:
@@ -75,12 +86,13 @@ class OpenCompassEvaluator:
         split is a :class:`StepFailure` in ``.failures`` (``.require(split)`` raises it), so a test
         failure never takes the validation result with it.
         """
+        bench = self.benchmark if self.benchmark is not None else self.scenario.benchmark
         return evaluate_splits_of_path(
-            model.model_path, model.template, benchmark=self.scenario.benchmark, splits=splits,
-            settings=self.settings, runner=self.runner, work_dir=Path(model.output_dir) / "oc",
+            model.model_path, model.template, benchmark=bench, splits=splits, settings=self.settings,
+            runner=self.runner, work_dir=Path(model.output_dir) / "oc",
             base_path=model.adapter_of, model_name=self.scenario.base_model,
             timeout=ctx.limit(self.settings.ft.benchmark_timeout_s), gpu_count=_gpu_count(self.scenario),
-            on_progress=on_progress, on_warning=_warner(ctx),
+            on_progress=on_progress, on_warning=_warner(ctx), inference=self.inference,
         )
 
     def evaluate(self, model: TrainResult, split: str, ctx: StepContext) -> EvalResult:
@@ -98,10 +110,12 @@ def _warner(ctx: object) -> WarningCallback | None:
 
 
 def evaluate_baseline(scenario: ScenarioInfo, settings: Settings, runner: Runner, timeout: float | None = None,
-                      *, on_progress: ProgressCallback | None = None,
-                      on_warning: WarningCallback | None = None) -> dict[str, EvalResult]:
+                      *, on_progress: ProgressCallback | None = None, on_warning: WarningCallback | None = None,
+                      benchmark: BenchmarkAdapter | None = None,
+                      inference: InferenceSettings | None = None) -> dict[str, EvalResult]:
     """Validation and test scores of the base model, in one OpenCompass run (each split cached by
-    model files, benchmark, ranges and inference settings).
+    model files, benchmark, ranges and inference settings). ``benchmark``/``inference``: the session's
+    resolved ones (default: looked up by ``scenario.benchmark``/``scenario.base_model``).
 
     Raises:
         BaselineEvaluationError: any failure (OpenCompass, the runner, a missing model, no score).
@@ -110,9 +124,9 @@ def evaluate_baseline(scenario: ScenarioInfo, settings: Settings, runner: Runner
     what = f"the baseline evaluation of {scenario.base_model} on {scenario.benchmark}"
     try:
         out = evaluate_splits_of_path(
-            scenario.base_model_path, None, benchmark=scenario.benchmark, splits=SPLITS, settings=settings,
-            runner=runner, work_dir=work, model_name=scenario.base_model, timeout=timeout,
-            gpu_count=_gpu_count(scenario), on_progress=on_progress, on_warning=on_warning)
+            scenario.base_model_path, None, benchmark=scenario.benchmark if benchmark is None else benchmark,
+            splits=SPLITS, settings=settings, runner=runner, work_dir=work, model_name=scenario.base_model, timeout=timeout,
+            gpu_count=_gpu_count(scenario), on_progress=on_progress, on_warning=on_warning, inference=inference)
         results = {split: out.require(split) for split in SPLITS}
     except StepError as exc:
         failure = exc.to_failure("baseline")

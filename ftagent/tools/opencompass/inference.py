@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from pydantic import BaseModel, ConfigDict, Field
 
 from ftagent.core.paths import config_file
 from ftagent.core.types import EvalDecoding
@@ -40,12 +41,39 @@ def tensor_parallel_size(value: Any, gpu_count: int) -> int:
     return size
 
 
-def inference_config(model_name: str, gpu_count: int, path: Path | None = None) -> dict[str, Any]:
-    """``{**default, **specific}`` for ``model_name`` with ``tensor_parallel_size`` resolved."""
+class InferenceSettings(BaseModel):
+    """One model's evaluation settings, read from models.yaml once per session (start-up resolves them).
+
+    ``values`` is ``{**default, **specific}`` as the file has it; :meth:`for_gpus` resolves
+    ``tensor_parallel_size`` for a GPU count (the scenario knows the hardware, start-up does not).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    model: str = Field(description="the base model name the entry was looked up for")
+    values: dict[str, Any] = Field(description="{**default, **exact entry or longest prefix}")
+
+    def for_gpus(self, gpu_count: int) -> dict[str, Any]:
+        """The settings with ``tensor_parallel_size`` resolved for ``gpu_count``."""
+        merged = dict(self.values)
+        merged["tensor_parallel_size"] = tensor_parallel_size(merged.get("tensor_parallel_size", 1), gpu_count)
+        return merged
+
+
+def inference_settings(model_name: str, path: Path | None = None) -> InferenceSettings:
+    """Read models.yaml (``path``, default the shipped one) and take ``model_name``'s settings."""
     table = load_models_yaml(path)
-    merged = {**table.get("default", {}), **lookup_specific(model_name, table)}
-    merged["tensor_parallel_size"] = tensor_parallel_size(merged.get("tensor_parallel_size", 1), gpu_count)
-    return merged
+    return InferenceSettings(model=model_name,
+                             values={**table.get("default", {}), **lookup_specific(model_name, table)})
+
+
+def inference_config(model_name: str, gpu_count: int, path: Path | None = None, *,
+                     inference: InferenceSettings | None = None) -> dict[str, Any]:
+    """``{**default, **specific}`` for ``model_name`` with ``tensor_parallel_size`` resolved.
+
+    ``inference``: the session's settings, resolved at start-up (models.yaml is then not read again).
+    """
+    return (inference or inference_settings(model_name, path)).for_gpus(gpu_count)
 
 
 SAMPLING_BACKENDS = ("vllm", "vllm-server")  # the HF backend always decodes greedily
@@ -88,9 +116,10 @@ def answer_token_limit(benchmark_max: int | None, model_max: int | None, *, thin
     return min(cap, int(max_seq_len)) if max_seq_len else cap
 
 
-def eval_decoding(model_name: str, gpu_count: int, benchmark_max_out_len: int | None) -> EvalDecoding:
+def eval_decoding(model_name: str, gpu_count: int, benchmark_max_out_len: int | None, *,
+                  inference: InferenceSettings | None = None) -> EvalDecoding:
     """How evaluation will generate for ``model_name`` on a benchmark (what the planner is told)."""
-    inf = inference_config(model_name, gpu_count)
+    inf = inference_config(model_name, gpu_count, inference=inference)
     temperature = float(inf.get("temperature", 0.0))
     return EvalDecoding(sampling=samples(temperature, "vllm" if gpu_count > 0 else "hf"),  # vLLM on a GPU
                         temperature=temperature, top_p=float(inf.get("top_p", 1.0)),

@@ -24,10 +24,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ftagent.benchmarks import get_benchmark
 from ftagent.core.disk import check_disk_full
 from ftagent.core.errors import ErrorType, StepError
-from ftagent.core.paths import package_root
+from ftagent.core.paths import benchmarks_dir, package_root
 from ftagent.core.types import EvalResult, SplitResults
 from ftagent.runners.base import Mount, Runner
 from ftagent.runners.vllmenv import vllm_env_path
@@ -37,6 +36,7 @@ from ftagent.tools.opencompass.backend import choose_backend, env_identity, warn
 from ftagent.tools.opencompass.inference import (
     ANSWER_CAP_RULE,
     SAMPLING_BACKENDS,
+    InferenceSettings,
     answer_token_limit,
     inference_config,
     samples,
@@ -53,7 +53,7 @@ from ftagent.tools.opencompass.render import TEMPLATE_VERSION, ModelSpec, render
 from ftagent.tools.opencompass.serving import ServeCommand, VllmServeCommand, served_model, server_check
 
 if TYPE_CHECKING:
-    from ftagent.benchmarks.base import DatasetBlock
+    from ftagent.benchmarks.base import BenchmarkAdapter, DatasetBlock
     from ftagent.core.settings import Settings
 
 PACKAGE_ROOT = package_root()  # puts ftagent.tools.opencompass.oc_ext on PYTHONPATH
@@ -63,11 +63,21 @@ KEY_EXCLUDED = {"path", "adapter_path", "tokenizer_path", "api_base", "served_na
 WarningCallback = Callable[[str], None]
 
 
-def prepare_benchmark(key: str, root: Path, limit: int | None) -> Path:
+def benchmark_of(benchmark: str | BenchmarkAdapter) -> tuple[str, BenchmarkAdapter]:
+    """``(key, adapter)``: a resolved adapter as it is (the session's, from start-up), a key looked up
+    (tests and tools that have only the key)."""
+    if isinstance(benchmark, str):
+        from ftagent.benchmarks import get_benchmark
+
+        return benchmark, get_benchmark(benchmark)
+    return benchmark.spec.key, benchmark
+
+
+def prepare_benchmark(benchmark: str | BenchmarkAdapter, root: Path, limit: int | None) -> Path:
     """Prepare ``root/<key>`` once per ``limit`` and split rule (a marker records both)."""
     from ftagent.benchmarks.splits import SPLIT_VERSION
 
-    adapter = get_benchmark(key)
+    key, adapter = benchmark_of(benchmark)
     out = Path(root) / key
     marker = out / "prepared.json"
     wanted = {"limit": limit, "split_rule": SPLIT_VERSION}  # a folder split by an older rule is prepared again
@@ -104,9 +114,11 @@ def _judge(settings: Settings) -> dict[str, str] | None:
 
 
 def model_spec(model_path: Path, base_path: Path | None, model_name: str, gpu_count: int, abbr: str,
-               serve_adapter: bool, backend: str = "hf", device: str = "cpu") -> ModelSpec:
-    """The model block: inference settings of ``model_name`` (models.yaml) on ``backend``/``device``."""
-    inf = inference_config(model_name, gpu_count)
+               serve_adapter: bool, backend: str = "hf", device: str = "cpu",
+               inference: InferenceSettings | None = None) -> ModelSpec:
+    """The model block: inference settings of ``model_name`` (``inference``, else models.yaml) on
+    ``backend``/``device``."""
+    inf = inference_config(model_name, gpu_count, inference=inference)
     adapter = model_path if serve_adapter else None
     full = base_path if serve_adapter else model_path
     cpu = backend == "hf" and device == "cpu"
@@ -135,13 +147,12 @@ def _count_rows(path: str) -> int:
 class _Job:
     """Everything one evaluation call shares between its runs."""
 
-    def __init__(self, *, benchmark: str, settings: Settings, runner: Runner, work_dir: Path,
-                 mspec: ModelSpec, root: Path, bench_dir: Path, timeout: float | None,
+    def __init__(self, *, benchmark: str, adapter: BenchmarkAdapter, settings: Settings, runner: Runner,
+                 work_dir: Path, mspec: ModelSpec, root: Path, bench_dir: Path, timeout: float | None,
                  on_progress: ProgressCallback | None) -> None:
-        self.benchmark, self.settings, self.runner = benchmark, settings, runner
+        self.benchmark, self.adapter, self.settings, self.runner = benchmark, adapter, settings, runner
         self.work_dir, self.mspec, self.root, self.bench_dir = work_dir, mspec, root, bench_dir
         self.timeout, self.on_progress = timeout, on_progress
-        self.adapter = get_benchmark(benchmark)
 
     def blocks(self, split: str, suffix: bool) -> list[DatasetBlock]:
         blocks = self.adapter.dataset_blocks(self.root, split, judge=_judge(self.settings))  # type: ignore[arg-type]
@@ -226,11 +237,12 @@ def _result(run: Path, split: str, spec: Any, benchmark: str, duration: float, o
 
 
 def evaluate_splits_of_path(
-    model_path: Path | str, template: str | None, *, benchmark: str, splits: tuple[str, ...] | list[str] = SPLITS,
-    settings: Settings, runner: Runner, work_dir: Path, base_path: Path | str | None = None,
-    model_name: str = "", timeout: float | None = None, gpu_count: int = 0,
+    model_path: Path | str, template: str | None, *, benchmark: str | BenchmarkAdapter,
+    splits: tuple[str, ...] | list[str] = SPLITS, settings: Settings, runner: Runner, work_dir: Path,
+    base_path: Path | str | None = None, model_name: str = "", timeout: float | None = None, gpu_count: int = 0,
     on_progress: ProgressCallback | None = None, on_warning: WarningCallback | None = None,
     isolate_tasks: bool = False, serve_command: ServeCommand | None = None,
+    inference: InferenceSettings | None = None,
 ) -> SplitResults:
     """Evaluate one model folder (full model or LoRA adapter of ``base_path``) on ``splits`` in one
     OpenCompass run (cached splits are not run again).
@@ -241,6 +253,9 @@ def evaluate_splits_of_path(
     chat template is read from the model folder, see :mod:`ftagent.tools.opencompass.render`).
 
     Args:
+        benchmark: the session's resolved benchmark (:attr:`ftagent.finetune.startup.ResolvedRun.adapter`),
+            or a key that is looked up (tests, tools).
+        inference: the model's settings resolved at start-up (default: read models.yaml now).
         on_progress: ``(phase, done, total)``, see :mod:`ftagent.tools.opencompass.progress`.
         on_warning: called with one line when the backend falls back (GPU without vLLM).
         isolate_tasks: the earlier layout: one run per split, one subprocess per task (reference).
@@ -257,9 +272,10 @@ def evaluate_splits_of_path(
     """
     start = time.monotonic()
     ft = settings.ft
-    spec = get_benchmark(benchmark).spec
-    root = Path(ft.file_path) / "benchmarks"
-    bench_dir = prepare_benchmark(benchmark, root, ft.benchmark_limit)
+    benchmark, adapter = benchmark_of(benchmark)
+    spec = adapter.spec
+    root = benchmarks_dir(ft.file_path)
+    bench_dir = prepare_benchmark(adapter, root, ft.benchmark_limit)
     model_path = Path(model_path)
     if not (model_path / "config.json").exists() and not is_lora_adapter(model_path):
         raise StepError(f"model folder {model_path} has no config.json or adapter files",
@@ -270,7 +286,7 @@ def evaluate_splits_of_path(
     choice = choose_backend(gpu_count, runner, forced=ft.eval_backend, server=lambda: server_check(command))
     warn_once(choice, env_identity(runner), on_warning)
     mspec = model_spec(model_path, base, model_name, gpu_count, f"ft-{benchmark}", serve_adapter=is_lora,
-                       backend=choice.backend, device=choice.device)
+                       backend=choice.backend, device=choice.device, inference=inference)
     digest = cache_mod.artefact_digest(model_path, base if is_lora else None)
     cache = cache_mod.EvalCache(Path(ft.file_path) / "eval_cache")
     keys = {split: cache_mod.cache_key(
@@ -292,7 +308,7 @@ def evaluate_splits_of_path(
         safe_call(on_progress, "merge")
         merged = _merge(model_path, base, Path(work_dir) / "merged_model", runner, timeout)
         mspec = mspec.model_copy(update={"path": str(merged), "adapter_path": None})
-    job = _Job(benchmark=benchmark, settings=settings, runner=runner, work_dir=Path(work_dir), mspec=mspec,
+    job = _Job(benchmark=benchmark, adapter=adapter, settings=settings, runner=runner, work_dir=Path(work_dir), mspec=mspec,
                root=root, bench_dir=bench_dir, timeout=timeout, on_progress=on_progress)
     served_at = time.monotonic()
     with served_model(mspec, command, Path(work_dir), timeout=timeout, on_progress=on_progress) as job.mspec:
