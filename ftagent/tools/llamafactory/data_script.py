@@ -23,7 +23,8 @@ class DataProcessor:
     """Runs ``process_data.py`` for the debug round (validate) and the full run (train)."""
 
     def __init__(self, scenario: ScenarioInfo, settings: Any, runner: Runner, *,
-                 llm_gateway_url: str | None = None, llm_gateway_token: str | None = None) -> None:
+                 llm_gateway_url: str | None = None, llm_gateway_token: str | None = None,
+                 input_columns: list[str] | None = None) -> None:
         """Create the data step.
 
         Args:
@@ -33,12 +34,15 @@ class DataProcessor:
             llm_gateway_url: the session's loopback LLM gateway (``http://127.0.0.1:<port>/v1``); None =
                 the script gets no LLM at all. The real key and base URL never reach the script.
             llm_gateway_token: the per-session token the gateway accepts.
+            input_columns: the benchmark's input columns (the resolved spec's), which the contamination
+                scan compares; None = looked up by ``scenario.benchmark``.
         """
         self.scenario = scenario
         self.settings = settings
         self.runner = runner
         self.llm_gateway_url = llm_gateway_url
         self.llm_gateway_token = llm_gateway_token
+        self.input_columns = input_columns
         self._bench_items: dict[str, list[str]] | None = None
 
     def script_env(self) -> dict[str, str]:
@@ -124,27 +128,34 @@ class DataProcessor:
         from ftagent.datasets.contamination import check_contamination
 
         if self._bench_items is None:
-            self._bench_items = benchmark_items(self.scenario)
+            self._bench_items = benchmark_items(self.scenario, self.input_columns)
         if self._bench_items:
             check_contamination(rows, self._bench_items)
 
 
-def benchmark_items(scenario: ScenarioInfo) -> dict[str, list[str]]:
+def benchmark_items(scenario: ScenarioInfo, input_columns: list[str] | None = None) -> dict[str, list[str]]:
     """The input fields (question first) of the benchmark's validation and test items, keyed by
     ``subset/split:index``."""
-    return benchmark_items_for(scenario.benchmark, Path(scenario.file_path))
+    return benchmark_items_for(scenario.benchmark, Path(scenario.file_path), input_columns)
 
 
-def benchmark_items_for(benchmark: str, file_path: Path) -> dict[str, list[str]]:
-    """:func:`benchmark_items` before a scenario exists (a user's training file is scanned at start-up)."""
-    from ftagent.benchmarks import get_benchmark
+def benchmark_items_for(benchmark: str, file_path: Path, input_columns: list[str] | None = None
+                        ) -> dict[str, list[str]]:
+    """:func:`benchmark_items` before a scenario exists (a user's training file is scanned at start-up).
+
+    ``input_columns``: the resolved benchmark spec's (None = looked up by ``benchmark``, for callers with a key).
+    """
     from ftagent.benchmarks.base import read_jsonl
+    from ftagent.core.paths import benchmark_data_dir
 
-    adapter = get_benchmark(benchmark)
-    root = Path(file_path) / "benchmarks" / benchmark
+    if input_columns is None:
+        from ftagent.benchmarks import get_benchmark
+
+        input_columns = list(get_benchmark(benchmark).spec.input_columns)
+    root = benchmark_data_dir(file_path, benchmark)
     items: dict[str, list[str]] = {}
     for split in ("validation", "test"):
         for path in sorted(root.glob(f"**/{split}.jsonl")):
             for i, row in enumerate(read_jsonl(path)):
-                items[f"{path.parent.name}/{split}:{i}"] = [str(row.get(f, "")) for f in adapter.spec.input_columns]
+                items[f"{path.parent.name}/{split}:{i}"] = [str(row.get(f, "")) for f in input_columns]
     return items
