@@ -5,6 +5,8 @@ Public API:
 * ``get_benchmark(key_or_file)`` — the benchmark (``.spec`` + ``prepare``/``load_items``/``dataset_blocks``);
   a path ending in ``.yaml``/``.yml`` loads a user benchmark file and registers it under its ``name``.
 * ``resolve_benchmark(key_or_file)`` — the key to use from then on (the file's ``name`` for a file).
+* ``open_benchmark(key_or_file)`` — both, ``(key, benchmark)``, from one registry lookup (a session's
+  start-up, :func:`ftagent.finetune.startup.resolve_run`).
 * ``benchmark_keys()``, ``describe_all()``, ``describe(key_or_file)`` — ``ftagent benchmarks list|show``.
 * ``default_description(key)`` — the description given to the planner when none is passed.
 
@@ -19,7 +21,7 @@ if TYPE_CHECKING:
     from ftagent.benchmarks.base import BenchmarkAdapter
 
 __all__ = ["benchmark_keys", "default_description", "describe", "describe_all", "get_benchmark",
-           "resolve_benchmark"]
+           "open_benchmark", "resolve_benchmark"]
 
 
 def resolve_benchmark(key: str) -> str:
@@ -44,8 +46,8 @@ def benchmark_keys() -> list[str]:
     return BENCHMARKS.names()
 
 
-def get_benchmark(key: str) -> BenchmarkAdapter:
-    """The benchmark for a key or a benchmark YAML file.
+def open_benchmark(key: str) -> tuple[str, BenchmarkAdapter]:
+    """``(registry key, benchmark)`` for a key or a benchmark YAML file (registered now), one lookup.
 
     Raises:
         UserInputError: unknown key (with a did-you-mean hint) or a bad benchmark file.
@@ -56,7 +58,17 @@ def get_benchmark(key: str) -> BenchmarkAdapter:
     if is_benchmark_file(key):
         key = BENCHMARKS.register_file(key)
     target = BENCHMARKS.get(key)
-    return target() if isinstance(target, type) else target
+    return key, target() if isinstance(target, type) else target
+
+
+def get_benchmark(key: str) -> BenchmarkAdapter:
+    """The benchmark for a key or a benchmark YAML file (``ftagent benchmarks list|show``, tests, tools:
+    a session takes the one its start-up resolved).
+
+    Raises:
+        UserInputError: unknown key (with a did-you-mean hint) or a bad benchmark file.
+    """
+    return open_benchmark(key)[1]
 
 
 def default_description(key: str) -> str:

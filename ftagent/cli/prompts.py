@@ -76,7 +76,7 @@ def _scenario(settings):
     from ftagent.finetune.startup import resolve_run
     from ftagent.runners.factory import get_runner
 
-    resolve_run(settings)
+    run = resolve_run(settings)
     settings.ft.planner = "heuristic"  # offline: the datasets are chosen by the rule, no LLM is asked
-    builder = FinetuneScenario(settings, get_runner(settings), lambda event: None)
+    builder = FinetuneScenario(settings, get_runner(settings), lambda event: None, run=run)
     return builder.build(builder.prepare())

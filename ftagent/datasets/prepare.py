@@ -119,14 +119,15 @@ def dataset_candidates(note_chars: int = 600) -> list[DatasetCandidate]:
     return out
 
 
-def rule_selection(dataset: str | None, benchmark_key: str | None) -> list[str]:
-    """The selection rule: ``--dataset`` (a name or 'all') wins, else the benchmark's related datasets."""
-    return resolve_dataset_choice(dataset, benchmark_key)
+def rule_selection(dataset: str | None, benchmark_key: str | None, related: list[str] | None = None) -> list[str]:
+    """The selection rule: ``--dataset`` (a name or 'all') wins, else the benchmark's related datasets
+    (``related``: the resolved spec's ``related_datasets``, None = looked up)."""
+    return resolve_dataset_choice(dataset, benchmark_key, related)
 
 
-def selection_is_ambiguous(dataset: str | None, benchmark_key: str | None) -> bool:
+def selection_is_ambiguous(dataset: str | None, benchmark_key: str | None, related: list[str] | None = None) -> bool:
     """True when the rule cannot decide well: no ``--dataset`` and not exactly one related dataset."""
-    return not dataset and len(rule_selection(None, benchmark_key)) != 1
+    return not dataset and len(rule_selection(None, benchmark_key, related)) != 1
 
 
 def _fill(source: DatasetSource, out: Path, token: str | None) -> str:

@@ -116,7 +116,7 @@ def run_finetune(options: FinetuneOptions) -> RunSummary:
         user_target_scenario=options.user_target_scenario,
         benchmark_description=options.benchmark_description,
     )
-    resolve_run(settings, check_datasets=resumed is None)
+    run = resolve_run(settings, check_datasets=resumed is None)  # the one lookup of benchmark and model
     planner = choose_planner(settings)
     from ftagent.runners.sandbox import require_confinement
 
@@ -136,8 +136,8 @@ def run_finetune(options: FinetuneOptions) -> RunSummary:
         if resumed is not None:
             session = _resume(resumed, options.checkout, settings, emit)
         else:
-            session = _start(settings, runner, emit, planner, options.loop_n, timeout_s, started)
-        summary = _run(session, settings, runner, emit, planner, options, timeout_s)
+            session = _start(settings, run, runner, emit, planner, options.loop_n, timeout_s, started)
+        summary = _run(session, settings, run, runner, emit, planner, options, timeout_s)
     finally:
         display.stop()  # before the report: a live refresh never lands inside it
         end_run()
@@ -156,15 +156,16 @@ def _session_start(session: Session, settings, planner: str, resumed_from: str |
                         resumed_from=resumed_from, settings=settings.redacted())
 
 
-def _start(settings, runner, emit: SessionEmitter, planner: str, loop_n: int | None,
+def _start(settings, run, runner, emit: SessionEmitter, planner: str, loop_n: int | None,
            timeout_s: float | None, started: float) -> Session:
     """Prepare (no session yet), create the session, then build the scenario and the baseline."""
     from ftagent.core.registry import load_object
+    from ftagent.finetune.startup import construct
 
     ft = settings.ft
-    builder = load_object(ft.scen)(settings, runner, emit)
+    builder = construct(load_object(ft.scen), settings, runner, emit, optional={"run": run})
     prepared = builder.prepare()  # bad dataset / model / benchmark data: raises before any session exists
-    run_cfg = {"benchmark": ft.target_benchmark, "benchmark_file": benchmark_file(ft.target_benchmark),
+    run_cfg = {"benchmark": ft.target_benchmark, "benchmark_file": run.benchmark_file,
                "base_model": ft.base_model, "loop_n": loop_n,
                "dataset": ft.dataset}  # a user file's copy by name: --path resumes on that copy without --dataset
     session = Session.create(Path(settings.paths.log_path), config={"run": run_cfg, "settings": settings.redacted()},
@@ -228,7 +229,7 @@ def _planner_note(planner: str, settings) -> str:
     return f"LLM planner ({settings.llm.chat_model})"
 
 
-def _run(session: Session, settings, runner, emit: SessionEmitter, planner: str, options: FinetuneOptions,
+def _run(session: Session, settings, run, runner, emit: SessionEmitter, planner: str, options: FinetuneOptions,
          timeout_s: float | None) -> RunSummary:
     from ftagent.engine.loop import LoopEngine
     from ftagent.finetune.workflow import FinetuneWorkflow, build_components
@@ -245,7 +246,7 @@ def _run(session: Session, settings, runner, emit: SessionEmitter, planner: str,
     try:
         components = build_components(state.scenario, settings, runner, planner,
                                       llm_gateway_url=gateway.url if gateway else None,
-                                      llm_gateway_token=gateway.token if gateway else None)
+                                      llm_gateway_token=gateway.token if gateway else None, run=run)
         workflow = FinetuneWorkflow(state.scenario, components, coder_max_loop=ft.coder_max_loop,
                                     sota_min_delta=ft.sota_min_delta, workspace_root=_workspace_root(settings))
         total = options.loop_n or state.config.get("run", {}).get("loop_n") or 1

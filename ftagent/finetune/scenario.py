@@ -19,12 +19,15 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ftagent.core.paths import benchmarks_dir, llama_factory_info_dir
+from ftagent.core.paths import llama_factory_info_dir
 from ftagent.core.trace import Trace
 from ftagent.core.types import EvalResult, ScenarioInfo, TimeLimits
 from ftagent.engine.events import Message, ScenarioStage
+
+if TYPE_CHECKING:
+    from ftagent.finetune.startup import ResolvedRun
 
 Emit = Callable[[Any], None]
 
@@ -38,13 +41,27 @@ class Prepared:
 
 
 class FinetuneScenario:
-    """Builds :class:`ScenarioInfo` in the order of DESIGN §4 (``FT_SCEN`` may name another class)."""
+    """Builds :class:`ScenarioInfo` in the order of DESIGN §4 (``FT_SCEN`` may name another class).
 
-    def __init__(self, settings, runner, emit: Emit) -> None:
+    ``run`` is the start-up's :class:`~ftagent.finetune.startup.ResolvedRun` (benchmark, model and its
+    inference settings); without one the builder resolves ``settings`` itself when it first needs it.
+    """
+
+    def __init__(self, settings, runner, emit: Emit, *, run: ResolvedRun | None = None) -> None:
         self.settings = settings
         self.runner = runner
         self.emit = emit
+        self._run = run
         self.selection_client = None  # the LLM client of the pre-session dataset selection, if any
+
+    @property
+    def run(self) -> ResolvedRun:
+        """The resolved benchmark and model (given, or resolved from the settings once)."""
+        if self._run is None:
+            from ftagent.finetune.startup import resolve_run
+
+            self._run = resolve_run(self.settings)
+        return self._run
 
     def attach_session(self, session_dir: Path) -> None:
         """Write the pre-session LLM calls (dataset selection) into the session's records and budget."""
@@ -77,7 +94,7 @@ class FinetuneScenario:
                                reason=selection.reason)
         model_path = self._stage("model", lambda: resolve_base_model(ft.base_model, file_path, self.runner),
                                  base_model=ft.base_model)
-        self._stage("benchmark_data", lambda: prepare_benchmark(ft.target_benchmark, benchmarks_dir(file_path),
+        self._stage("benchmark_data", lambda: prepare_benchmark(self.run.adapter, self.run.benchmarks_root,
                                                                 ft.benchmark_limit), benchmark=ft.target_benchmark)
         self._check_user_datasets(list(prepared), file_path)
         return Prepared(prepared, Path(model_path))
@@ -90,7 +107,7 @@ class FinetuneScenario:
         users = [n for n in names if is_user_dataset(n)]
         if users:
             lines = self._stage("user_dataset_scan", lambda: check_user_datasets(
-                users, self.settings.ft.target_benchmark, file_path), datasets=users)
+                users, self.run.benchmark, file_path, list(self.run.spec.input_columns)), datasets=users)
             for line in lines:
                 self.emit(Message(text=line))
 
@@ -107,7 +124,7 @@ class FinetuneScenario:
             # no session yet: the records wait in memory until attach_session() writes them
             client = self.selection_client = LLMClient(llm, ft, emit=self.emit)
         return select_datasets(ft.target_benchmark, ft.benchmark_description or "", dataset=ft.dataset,
-                               client=client)
+                               client=client, related=list(self.run.spec.related_datasets))
 
     def build(self, prepared: Prepared) -> ScenarioInfo:
         """The catalogues, GPU facts and memory estimate on top of :meth:`prepare`'s result.
@@ -115,7 +132,6 @@ class FinetuneScenario:
         Raises:
             EnvironmentFailure: a stage cannot run here.
         """
-        from ftagent.benchmarks import get_benchmark
         from ftagent.core.hardware import detect_gpus
         from ftagent.datasets.catalogue import build_catalogue
         from ftagent.datasets.prepare import datasets_root
@@ -126,7 +142,7 @@ class FinetuneScenario:
         ft, paths = self.settings.ft, self.settings.paths
         file_path = Path(ft.file_path).absolute()
         model_path = prepared.model_path
-        spec = get_benchmark(ft.target_benchmark).spec
+        spec = self.run.spec
         info_dir = llama_factory_info_dir(file_path)
         catalogue = self._stage("llama_factory_catalogue", lambda: load_or_build_catalogue(info_dir, self.runner))
         self._stage("dataset_catalogue", lambda: build_catalogue(datasets_root(file_path), list(prepared.datasets),
@@ -149,9 +165,10 @@ class FinetuneScenario:
                                    benchmark_timeout=ft.benchmark_timeout_s),
             parameter_catalogue=parameter_catalogue_text(catalogue, hardware.gpu_count > 0),
             force_think_token=ft.force_think_token,
-            eval_decoding=eval_decoding(ft.base_model, hardware.gpu_count, spec.max_out_len),
+            eval_decoding=eval_decoding(ft.base_model, hardware.gpu_count, spec.max_out_len,
+                                        inference=self.run.model.inference),
         )
-        info.description_text = render_brief(info)  # again after the baseline (it shows the score)
+        info.description_text = render_brief(info, self.run)  # again after the baseline (it shows the score)
         return info
 
     def baseline(self, info: ScenarioInfo, trace: Trace, timeout: Callable[[float], float]) -> None:
@@ -171,16 +188,19 @@ class FinetuneScenario:
         info.baseline = results["validation"]
         trace.baseline_val = results["validation"].score
         trace.baseline_test = results["test"].score
-        info.description_text = render_brief(info)
+        info.description_text = render_brief(info, self._run)
 
     def _baseline(self, info: ScenarioInfo, timeout: float) -> dict[str, EvalResult]:
         """Both splits of the base model (one OpenCompass run); a failure is one clear EnvironmentFailure."""
         from ftagent.finetune.workflow import benchmark_event, progress_events
         from ftagent.tools.opencompass.evaluator import evaluate_baseline
 
+        run = self._run  # None: a caller with a scenario only (the evaluation looks the benchmark up)
         results = evaluate_baseline(info, self.settings, self.runner, timeout=timeout,
                                     on_progress=progress_events(self.emit),
-                                    on_warning=lambda text: self.emit(Message(level="warning", text=text)))
+                                    on_warning=lambda text: self.emit(Message(level="warning", text=text)),
+                                    benchmark=run.adapter if run else None,
+                                    inference=run.model.inference if run else None)
         for res in results.values():
             self.emit(benchmark_event(res, baseline=True))
         return results
@@ -196,11 +216,11 @@ def parameter_catalogue_text(catalogue, gpu: bool) -> str:
     return catalogue.format_for_prompt(gpu=gpu, max_tokens=PARAMETER_CATALOGUE_TOKENS, count=count_tokens)
 
 
-def render_brief(info: ScenarioInfo) -> str:
+def render_brief(info: ScenarioInfo, run: ResolvedRun | None = None) -> str:
     """The scenario brief every LLM prompt quotes (:mod:`ftagent.planners.llm.brief`)."""
     from ftagent.planners.llm.brief import render_brief as render
 
-    return render(info)
+    return render(info, benchmark=run.adapter if run is not None else None)
 
 
 def _hf_token() -> str | None:

@@ -1,30 +1,69 @@
 """One start-up for every command that names a benchmark and a base model.
 
-``ftagent llm_finetune``, ``ftagent demo`` and ``ftagent prompts`` resolve their options here, in one
-order, so they cannot drift apart (``prompts --benchmark ./my_bench.yaml`` once looked the file path up
-as if it were a key): the benchmark (key or YAML file → registry key), the base model name, the
-dataset choice and the benchmark description. Bad input raises :class:`UserInputError` (exit 2) before
-anything is written.
+``ftagent llm_finetune``, ``ftagent demo``, ``ftagent prompts`` and ``ftagent job`` (its task check)
+resolve their options here, in one order, so they cannot drift apart (``prompts --benchmark
+./my_bench.yaml`` once looked the file path up as if it were a key): the benchmark (key or YAML file →
+registry key and the benchmark itself), the base model (name, folder, its models.yaml inference
+settings), the dataset choice and the benchmark description. Bad input raises :class:`UserInputError`
+(exit 2) before anything is written.
+
+:func:`resolve_run` returns one frozen :class:`ResolvedRun`; the scenario, the evaluator, the data step
+and the brief take what they need from it as parameters, so a session looks its benchmark up once in
+the registry and reads models.yaml once (``tests/unit/test_startup_lookups.py`` keeps both).
 """
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
+from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
+from ftagent.benchmarks.base import BenchmarkAdapter, BenchmarkSpec
 from ftagent.core.errors import UserInputError
+from ftagent.tools.opencompass.inference import InferenceSettings
+
+
+class ResolvedModel(BaseModel):
+    """The base model as start-up resolved it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str = Field(description="--base-model as given: builtin/<name>, a local folder or an HF repo id")
+    path: Path = Field(description="its folder (the scenario's model stage builds or downloads it there)")
+    inference: InferenceSettings = Field(description="its evaluation settings from models.yaml (read once)")
 
 
 class ResolvedRun(BaseModel):
-    """What the options resolved to; the settings' ``ft`` block is updated to match."""
+    """What the options resolved to; the settings' ``ft`` block is updated to match.
+
+    ``benchmark`` stays the registry key (a string, what events, reports and the snapshot record);
+    ``adapter`` is the benchmark itself (``.spec``, ``prepare``, ``dataset_blocks``) and ``model`` the base
+    model with its inference settings. Components get these values, never the key to look up again.
+    """
+
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
 
     benchmark: str = Field(description="the registry key (a YAML file is registered under its `name`)")
     benchmark_file: str | None = Field(None, description="the user YAML file behind the key, kept for --path")
+    adapter: BenchmarkAdapter = Field(exclude=True, description="the benchmark: spec, data preparation, blocks")
+    data_dir: Path = Field(description="its prepared data: FT_FILE_PATH/benchmarks/<key>")
     base_model: str
+    model: ResolvedModel
     dataset: str | None = Field(None, description="a registered name or 'all' (a user file: its copy's name)")
     dataset_file: str | None = Field(None, description="the user's own file behind `dataset`, kept for the record")
     description: str = ""
+
+    @property
+    def spec(self) -> BenchmarkSpec:
+        """The benchmark's static facts (core metric, direction, columns, related datasets ...)."""
+        return self.adapter.spec
+
+    @property
+    def benchmarks_root(self) -> Path:
+        """``FT_FILE_PATH/benchmarks``: the folder every benchmark's data is prepared under."""
+        return self.data_dir.parent
 
 
 def check_benchmark(key: str) -> str:
@@ -58,12 +97,14 @@ def check_base_model(name: str | None, file_path: Path | None = None) -> None:
     check_model_name(name, file_path)
 
 
-def check_dataset(choice: str | None, benchmark: str, file_path: Path | None = None) -> str | None:
+def check_dataset(choice: str | None, benchmark: str, file_path: Path | None = None,
+                  related: list[str] | None = None) -> str | None:
     """``--dataset`` must be a registered dataset name, ``all`` or a data file; returns the name to use.
 
     A file (``./my_data.jsonl``, ``.json``, ``.csv``, ``.parquet``) is checked, copied under
     ``FT_FILE_PATH/datasets/`` and registered (:mod:`ftagent.datasets.user_file`): its copy's name is
     returned. Raises UserInputError for an unknown name or a bad file (nothing is copied then).
+    ``related``: the benchmark spec's ``related_datasets`` (None = looked up by ``benchmark``).
     """
     from ftagent.datasets.registry import dataset_names, resolve_dataset_choice
     from ftagent.datasets.user_file import looks_like_file, register_user_file
@@ -73,7 +114,7 @@ def check_dataset(choice: str | None, benchmark: str, file_path: Path | None = N
 
         root = datasets_root(Path(file_path or ".").absolute())
         return register_user_file(Path(choice), root, reserved=set(dataset_names())).name
-    resolve_dataset_choice(choice, benchmark)
+    resolve_dataset_choice(choice, benchmark, related)
     return choice
 
 
@@ -88,6 +129,10 @@ def register_user_datasets(file_path: Path | None) -> list[str]:
 def resolve_run(settings, *, check_datasets: bool = True) -> ResolvedRun:
     """Check and resolve the benchmark, base model and dataset choice of ``settings`` (updated in place).
 
+    The one registry lookup of the benchmark and the one read of models.yaml of a session: the result
+    goes to the scenario and the components (:func:`ftagent.finetune.workflow.build_components`).
+    A resumed session calls it again with its snapshot's benchmark (file) and base model.
+
     Args:
         settings: the loaded settings; ``settings.ft.target_benchmark`` becomes the registry key and an
             empty ``benchmark_description`` the benchmark's own description.
@@ -97,34 +142,58 @@ def resolve_run(settings, *, check_datasets: bool = True) -> ResolvedRun:
         UserInputError: no or unknown benchmark, bad benchmark file, no or bad base model, unknown dataset
             or a bad dataset file.
     """
+    from ftagent.benchmarks import open_benchmark
+    from ftagent.core.paths import benchmark_data_dir
+    from ftagent.models.builtin import base_model_dir
+    from ftagent.tools.opencompass.inference import inference_settings
+
     ft = settings.ft
     if not ft.target_benchmark:
         raise UserInputError(
             "no benchmark: pass --benchmark KEY (see `ftagent benchmarks list`). ftagent needs a benchmark "
             "to measure progress; --user-target-scenario only adds a free-text goal to the prompts"
         )
-    ft.target_benchmark = check_benchmark(ft.target_benchmark)
+    ft.target_benchmark, adapter = open_benchmark(ft.target_benchmark)
     check_base_model(ft.base_model, ft.file_path)
     register_user_datasets(ft.file_path)  # a resumed session may train on a user file's copy
     dataset_file = None
     if check_datasets:
-        name = check_dataset(ft.dataset, ft.target_benchmark, ft.file_path)
+        name = check_dataset(ft.dataset, ft.target_benchmark, ft.file_path, related=list(adapter.spec.related_datasets))
         if name != ft.dataset:  # a file: the session goes on with its registered copy
             dataset_file, ft.dataset = str(Path(ft.dataset).expanduser().absolute()), name
     if not ft.benchmark_description:
-        from ftagent.benchmarks import get_benchmark
-
-        ft.benchmark_description = get_benchmark(ft.target_benchmark).spec.description
+        ft.benchmark_description = adapter.spec.description
+    file_path = Path(ft.file_path or ".").absolute()
+    model = ResolvedModel(name=ft.base_model, path=base_model_dir(ft.base_model, file_path),
+                          inference=inference_settings(ft.base_model))
     return ResolvedRun(benchmark=ft.target_benchmark, benchmark_file=benchmark_file(ft.target_benchmark),
-                       base_model=ft.base_model, dataset=ft.dataset, dataset_file=dataset_file,
+                       adapter=adapter, data_dir=benchmark_data_dir(file_path, ft.target_benchmark),
+                       base_model=ft.base_model, model=model, dataset=ft.dataset, dataset_file=dataset_file,
                        description=ft.benchmark_description or "")
 
 
-def check_user_datasets(names: list[str], benchmark: str, file_path: Path) -> list[str]:
+def construct(cls: Any, *args: Any, optional: dict[str, Any] | None = None, **kwargs: Any) -> Any:
+    """``cls(*args, **kwargs)`` plus those ``optional`` keywords its signature names.
+
+    A plug-in component (``FT_EVALUATOR``, ``FT_SCEN`` ...) written before the resolved values were
+    passed keeps working; the built-in ones take them (and so look nothing up again).
+    """
+    try:
+        params = inspect.signature(cls).parameters
+    except (TypeError, ValueError):  # a builtin or C callable: nothing to inspect
+        params = {}
+    takes_all = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+    extra = {k: v for k, v in (optional or {}).items() if takes_all or k in params}
+    return cls(*args, **kwargs, **extra)
+
+
+def check_user_datasets(names: list[str], benchmark: str, file_path: Path,
+                        input_columns: list[str] | None = None) -> list[str]:
     """Scan the user files among ``names`` against the benchmark's validation and test items.
 
     Runs once the benchmark data is prepared, still before the session exists. Returns one line per
     user file (the detected format, rows, where the copy is) for the session's events.
+    ``input_columns``: the resolved spec's (None = looked up by ``benchmark``).
 
     Raises:
         UserInputError: a file holds benchmark items (how many, the first row index and item id).
@@ -139,7 +208,7 @@ def check_user_datasets(names: list[str], benchmark: str, file_path: Path) -> li
         info = read_info(dataset_dir(name, file_path)) if is_user_dataset(name) else None
         if info is None:
             continue
-        items = benchmark_items_for(benchmark, file_path) if items is None else items
+        items = benchmark_items_for(benchmark, file_path, input_columns) if items is None else items
         check_against_benchmark(info, dataset_dir(name, file_path), items)
         lines.append(info.describe())
     return lines

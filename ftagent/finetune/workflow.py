@@ -225,14 +225,19 @@ def benchmark_event(res: EvalResult, baseline: bool = False) -> BenchmarkResult:
 
 
 def build_components(scenario: ScenarioInfo, settings: Any, runner: Any, planner: str, *,
-                     llm_gateway_url: str | None = None, llm_gateway_token: str | None = None) -> Components:
+                     llm_gateway_url: str | None = None, llm_gateway_token: str | None = None,
+                     run: Any = None) -> Components:
     """Instantiate the six components (and the data step) from their dotted-path settings.
 
     Every component is built as ``Component(scenario, settings, **extra)``: the scenario is given
-    once, here; the runner goes to the components that run commands. The data step gets the session's
-    LLM gateway (URL and token), never the real key.
+    once, here; the runner goes to the components that run commands. ``run`` (the start-up's
+    :class:`~ftagent.finetune.startup.ResolvedRun`) gives each component the resolved values its
+    constructor names (``benchmark``: the benchmark adapter, ``inference``: the model's models.yaml
+    settings), so no evaluation looks them up again. The data step gets the session's LLM gateway
+    (URL and token), never the real key, and the benchmark's input columns for its contamination scan.
     """
     from ftagent.core.registry import load_object
+    from ftagent.finetune.startup import construct
     from ftagent.tools.llamafactory.data_script import DataProcessor
 
     ft = settings.ft
@@ -244,9 +249,11 @@ def build_components(scenario: ScenarioInfo, settings: Any, runner: Any, planner
                 "ftagent.planners.llm.feedback:LLMFeedback"),
     }[planner]
 
+    resolved = {} if run is None else {"benchmark": run.adapter, "inference": run.model.inference}
+
     def make(path: str, default: str, **kw):
         cls = load_object(default if path == "auto" else path)
-        return cls(scenario, settings, **kw)
+        return construct(cls, scenario, settings, optional=resolved, **kw)
 
     return Components(
         proposer=make(ft.proposer, defaults[0]),
@@ -256,7 +263,8 @@ def build_components(scenario: ScenarioInfo, settings: Any, runner: Any, planner
         evaluator=make(ft.evaluator, ft.evaluator, runner=runner),
         feedback=make(ft.feedback, defaults[2]),
         data=DataProcessor(scenario, settings, runner, llm_gateway_url=llm_gateway_url,
-                           llm_gateway_token=llm_gateway_token),
+                           llm_gateway_token=llm_gateway_token,
+                           input_columns=list(run.spec.input_columns) if run is not None else None),
     )
 
 

@@ -25,6 +25,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from ftagent.core.errors import EnvironmentFailure, UserInputError
+from ftagent.core.paths import models_dir
 from ftagent.runners.base import Mount, Runner
 
 BUILTIN_PREFIX = "builtin/"
@@ -70,7 +71,7 @@ class BuildMarker(BaseModel):
 
 def builtin_dir(file_path: Path, name: str) -> Path:
     """Where ``builtin/<name>`` lives under ``FT_FILE_PATH``."""
-    return Path(file_path) / "models" / "builtin" / name
+    return models_dir(file_path) / "builtin" / name
 
 
 def _spec(name: str) -> BuiltinModel:
@@ -221,11 +222,23 @@ def check_model_name(name: str, file_path: Path | None = None) -> None:
         return
     if Path(name).expanduser().is_dir():
         return
-    if file_path is not None and _has_model_files(Path(file_path) / "models" / name):
+    if file_path is not None and _has_model_files(models_dir(file_path) / name):
         return
     if name.startswith(("/", ".", "~")) or not _HF_ID.match(name):
         raise UserInputError(f"base model '{name}' is neither a built-in model (builtin/...), an existing "
                              "local folder, nor a Hugging Face repo id like 'Qwen/Qwen2.5-7B-Instruct'")
+
+
+def base_model_dir(name: str, file_path: Path) -> Path:
+    """The folder :func:`resolve_base_model` returns for ``name``, without building or downloading it:
+    ``FT_FILE_PATH/models/builtin/<name>``, the local folder, or ``FT_FILE_PATH/models/<name>``."""
+    name = name.strip()
+    if name.startswith(BUILTIN_PREFIX):
+        return builtin_dir(file_path, name[len(BUILTIN_PREFIX):])
+    local = Path(name).expanduser()
+    if local.is_dir():
+        return local.absolute()
+    return (models_dir(file_path) / name).absolute()
 
 
 def resolve_base_model(name: str, file_path: Path, python_or_runner: Path | str | Runner) -> Path:
@@ -248,7 +261,7 @@ def resolve_base_model(name: str, file_path: Path, python_or_runner: Path | str 
     local = Path(name).expanduser()
     if local.is_dir():
         return local.absolute()
-    under_models = Path(file_path) / "models" / name
+    under_models = models_dir(file_path) / name
     if _has_model_files(under_models):
         return under_models.absolute()
     check_model_name(name, file_path)  # raises for anything that is not an HF id
@@ -283,7 +296,7 @@ def list_models(file_path: Path) -> list[dict[str, str]]:
     rows = [{"name": f"{BUILTIN_PREFIX}{m.name}",
              "status": "built" if is_built(builtin_dir(file_path, m.name), m.name) else "not built",
              "description": m.description} for m in BUILTIN_MODELS.values()]
-    root = Path(file_path) / "models"
+    root = models_dir(file_path)
     if root.is_dir():
         for cfg in sorted(root.glob("*/*/config.json")) + sorted(root.glob("*/config.json")):
             rel = cfg.parent.relative_to(root).as_posix()

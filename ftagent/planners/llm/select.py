@@ -44,7 +44,8 @@ def selection_messages(benchmark: str, description: str, candidates: list[Datase
                                                candidates=candidates, rule=rule)}]
 
 
-def select_datasets(benchmark: str, description: str, *, dataset: str | None = None, client: Any = None) -> Selection:
+def select_datasets(benchmark: str, description: str, *, dataset: str | None = None, client: Any = None,
+                    related: list[str] | None = None) -> Selection:
     """The datasets to prepare for ``benchmark``.
 
     Args:
@@ -52,9 +53,10 @@ def select_datasets(benchmark: str, description: str, *, dataset: str | None = N
         description: its description (what the model must learn).
         dataset: ``--dataset`` (a name or 'all'); when given, the rule decides.
         client: an :class:`~ftagent.planners.llm.client.LLMClient`; None = the rule decides.
+        related: the resolved benchmark spec's ``related_datasets`` (None = looked up by ``benchmark``).
     """
-    rule = rule_selection(dataset, benchmark)
-    if client is None or not selection_is_ambiguous(dataset, benchmark):
+    rule = rule_selection(dataset, benchmark, related)
+    if client is None or not selection_is_ambiguous(dataset, benchmark, related):
         return Selection(datasets=rule, source="rule")
     from ftagent.planners.llm.client import LLMCallError
 
