@@ -1,0 +1,94 @@
+"""One start-up (issue #22 item 4): a session looks its benchmark up in the registry at most 3 times
+before loop 0, not once more per evaluation, and reads models.yaml once.
+
+The session's path without training: :func:`resolve_run`, the scenario builder's dataset selection,
+benchmark data, decoding facts and brief, the baseline (both splits), the six components, then one
+loop's evaluation (OpenCompass config rendered and parsed; :class:`FakeOpenCompass` writes what
+OpenCompass writes) and the data step's contamination scan. The counting wrappers are the ones of
+``tests/bench/startup_lookups.py`` (which measures the same on a real one-loop demo).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from ftagent.core.settings import load_settings
+from ftagent.core.trace import Trace
+from ftagent.core.types import ScenarioInfo, TrainResult
+from tests.bench.startup_lookups import counting
+from tests.unit.test_oc_splits import FakeOpenCompass
+
+MAX_LOOKUPS_BEFORE_LOOP0 = 3
+
+
+@pytest.fixture()
+def model(tmp_path) -> Path:
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")
+    (folder / "model.safetensors").write_bytes(b"weights")
+    (folder / "chat_template.jinja").write_text("{{ messages }}")
+    return folder
+
+
+def _session_without_training(tmp_path: Path, model: Path, counter) -> None:
+    from ftagent.finetune.scenario import FinetuneScenario
+    from ftagent.finetune.startup import resolve_run
+    from ftagent.finetune.workflow import build_components
+    from ftagent.tools.opencompass.inference import eval_decoding
+    from ftagent.tools.opencompass.runs import prepare_benchmark
+
+    settings = load_settings(target_benchmark="demo_add", base_model="builtin/tiny-qwen2", planner="heuristic",
+                             file_path=tmp_path / "ft", workspace_path=tmp_path / "ws", benchmark_limit=4)
+    runner = FakeOpenCompass()
+    # -- before loop 0: what app.run_finetune and FinetuneScenario.prepare/build/baseline do
+    run = resolve_run(settings)
+    builder = FinetuneScenario(settings, runner, lambda event: None, run=run)
+    selection = builder._select_datasets()
+    prepare_benchmark(run.adapter, run.benchmarks_root, settings.ft.benchmark_limit)
+    spec = run.spec
+    info = ScenarioInfo(benchmark=run.benchmark, base_model=run.base_model, base_model_path=str(model),
+                        file_path=str(tmp_path / "ft"), workspace_root=str(tmp_path / "ws"),
+                        datasets=selection.datasets, core_metric=spec.core_metric, direction=spec.direction,
+                        eval_decoding=eval_decoding(run.base_model, 0, spec.max_out_len,
+                                                    inference=run.model.inference))
+    from ftagent.finetune.scenario import render_brief
+
+    info.description_text = render_brief(info, run)
+    builder.baseline(info, Trace(), lambda seconds: seconds)
+    components = build_components(info, settings, runner, "heuristic", run=run)
+    # -- loop 0: one evaluation and the data step's scan
+    counter.phase = "loop"
+    ctx = SimpleNamespace(limit=lambda seconds: seconds, emit=lambda event: None)
+    out = components.evaluator.evaluate_splits(TrainResult(output_dir=str(tmp_path / "out"), model_path=str(model),
+                                                           template="chatml"), ctx)
+    assert out.results["validation"].score == 50.0  # the evaluation really ran (fake OpenCompass)
+    components.data._scan([{"instruction": "What is 2 + 2?", "input": "", "output": "4"}])
+    assert len(runner.runs) == 2  # the baseline and the loop's evaluation
+
+
+def test_one_registry_lookup_and_one_models_yaml_read_per_session(tmp_path, model):
+    with counting() as counter:
+        _session_without_training(tmp_path, model, counter)
+    summary = counter.summary()
+    callers = summary["callers"]
+    assert summary["evaluations"] == {"baseline": 1, "loop": 1}
+    assert summary["registry_lookups_before_loop0"] <= MAX_LOOKUPS_BEFORE_LOOP0, callers["registry"]
+    assert summary["registry_lookups_in_baseline_evaluation"] == 0, callers["registry"]
+    assert summary["registry_lookups_in_loops"] == 0, callers["registry"]
+    assert summary["models_yaml_reads"] == 1, callers["models_yaml"]
+    assert summary["models_yaml_reads_in_evaluations"] == 0, callers["models_yaml"]
+
+
+def test_the_counter_sees_a_lookup_outside_the_resolution(tmp_path):
+    """The wrappers count what they should (a test that cannot fail proves nothing)."""
+    from ftagent.benchmarks import get_benchmark
+    from ftagent.tools.opencompass.inference import inference_config
+
+    with counting() as counter:
+        get_benchmark("demo_add")
+        inference_config("builtin/tiny-qwen2", 0)
+    assert counter.count("registry") == 1 and counter.count("models_yaml") == 1
