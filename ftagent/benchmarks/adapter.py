@@ -73,7 +73,8 @@ class Benchmark:
 
     @property
     def evaluator(self) -> str:
-        """``module:Class`` of the OpenCompass evaluator."""
+        """The OpenCompass evaluator: ``"@Name"`` (one of ftagent's, :data:`~ftagent.benchmarks.components.PROVIDED`)
+        or ``module:Class``; the config renderer resolves it."""
         return self.metric.evaluator
 
     @property
@@ -82,7 +83,7 @@ class Benchmark:
 
     @property
     def postprocessor(self) -> str | None:
-        """``module:function`` of the OpenCompass prediction post-processor (None = raw output)."""
+        """The OpenCompass prediction post-processor, ``"@Name"`` or ``module:function`` (None = raw output)."""
         return self.extractor.postprocessor
 
     @property

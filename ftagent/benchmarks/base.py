@@ -52,8 +52,8 @@ class DatasetBlock(BaseModel):
     output_column: str
     rounds: list[dict[str, str]]  # [{"role": "HUMAN", "prompt": "..."}] (few-shot turns included)
     max_out_len: int
-    evaluator: str  # template name of the evaluator block (see configs/opencompass/*.j2)
-    postprocessor: str | None = None
+    evaluator: str  # "@Name" (ftagent's, components.PROVIDED) or "module:Class"; the renderer imports it
+    postprocessor: str | None = None  # the same forms; None = the raw output
     postprocessor_kwargs: dict[str, Any] = Field(default_factory=dict)
     evaluator_kwargs: dict[str, Any] = Field(default_factory=dict)
     judge: dict[str, str] | None = None  # LLM judge for rule misses (aime25), None = off

@@ -7,11 +7,17 @@
 * :data:`METRICS` — ``metric``: a :class:`MetricDef` (OpenCompass evaluator, default extractor).
 * :data:`EXTRACTORS` — ``extractor``: an :class:`ExtractorDef` (OpenCompass post-processor).
 
+* :data:`PROVIDED` — the evaluation components a tool layer implements, by name: a metric or
+  extractor names one as ``"@Name"`` (e.g. ``"@ExactMatchEvaluator"``), and the tool layer registers
+  where it lives (``ftagent.tools.opencompass`` does so when its renderer is imported), so this layer
+  never names a module of the layer above it.
+
 Unknown names get a did-you-mean hint (:class:`ftagent.core.registry.Registry`). Third parties add
 entries through the entry-point groups ``ftagent.benchmark_loaders``, ``ftagent.benchmark_items``,
-``ftagent.benchmark_rounds``, ``ftagent.benchmark_metrics`` and ``ftagent.benchmark_extractors``.
-Evaluators and post-processors are ``"module:Name"`` strings imported by the rendered OpenCompass
-config inside the tool env (see :mod:`ftagent.tools.opencompass.oc_ext`).
+``ftagent.benchmark_rounds``, ``ftagent.benchmark_metrics``, ``ftagent.benchmark_extractors`` and
+``ftagent.evaluation_components``. Evaluators and post-processors are ``"@Name"`` (a provided
+component) or ``"module:Name"`` (OpenCompass's own, or a plug-in's), imported by the rendered
+OpenCompass config inside the tool env.
 """
 
 from __future__ import annotations
@@ -22,8 +28,13 @@ from pydantic import BaseModel, Field
 
 from ftagent.core.registry import Registry
 
-OC_EXT = "ftagent.tools.opencompass.oc_ext"
 OC_ACC = "opencompass.openicl.icl_evaluator:AccwithDetailsEvaluator"
+PROVIDED_MARK = "@"
+
+
+def provided(name: str) -> str:
+    """The reference to a component a tool layer provides: ``"@<name>"`` (see :data:`PROVIDED`)."""
+    return PROVIDED_MARK + name
 
 
 class MetricDef(BaseModel):
@@ -45,11 +56,32 @@ class ExtractorDef(BaseModel):
     rule: str
 
 
+class ProvidedComponent(BaseModel):
+    """Where a tool layer implements a named evaluation component (registered in :data:`PROVIDED`)."""
+
+    path: str = Field(description="'module:Name' the rendered OpenCompass config imports")
+
+
 LOADERS: Registry = Registry("benchmark loader", entry_point_group="ftagent.benchmark_loaders")
 ITEMS: Registry = Registry("benchmark item transform", entry_point_group="ftagent.benchmark_items")
 ROUNDS: Registry = Registry("benchmark prompt builder", entry_point_group="ftagent.benchmark_rounds")
 METRICS: Registry[MetricDef] = Registry("benchmark metric", entry_point_group="ftagent.benchmark_metrics")
 EXTRACTORS: Registry[ExtractorDef] = Registry("answer extractor", entry_point_group="ftagent.benchmark_extractors")
+PROVIDED: Registry[ProvidedComponent] = Registry("evaluation component",
+                                                 entry_point_group="ftagent.evaluation_components")
+
+
+def component_path(ref: str | None) -> str | None:
+    """A metric's evaluator or an extractor's post-processor as the ``"module:Name"`` to import:
+    ``"@Name"`` → where the tool layer registered it; a ``"module:Name"`` (OpenCompass's own) → itself.
+
+    Raises:
+        UserInputError: ``"@Name"`` that no tool layer registered (did-you-mean; none at all: the
+            caller did not import the tool layer that renders the config).
+    """
+    if ref is None or not ref.startswith(PROVIDED_MARK):
+        return ref
+    return PROVIDED.get(ref[len(PROVIDED_MARK):]).path
 
 for _name, _path in {
     "local_files": "ftagent.benchmarks.loaders:local_files",
@@ -79,14 +111,14 @@ for _name, _path in {
 
 _EXTRACTORS = {
     "none": ExtractorDef(rule="the raw output"),
-    "strip": ExtractorDef(postprocessor=f"{OC_EXT}:strip_answer",
+    "strip": ExtractorDef(postprocessor=provided("strip_answer"),
                           rule="output stripped of whitespace, quotes and a trailing full stop"),
-    "boxed": ExtractorDef(postprocessor=f"{OC_EXT}:last_boxed", rule="last \\boxed{...} content"),
-    "option_letter": ExtractorDef(postprocessor=f"{OC_EXT}:option_letter",
+    "boxed": ExtractorDef(postprocessor=provided("last_boxed"), rule="last \\boxed{...} content"),
+    "option_letter": ExtractorDef(postprocessor=provided("option_letter"),
                                   rule="first stand-alone option letter A-D"),
-    "last_number": ExtractorDef(postprocessor=f"{OC_EXT}:last_number",
+    "last_number": ExtractorDef(postprocessor=provided("last_number"),
                                 rule="last number of the output (of its last \\boxed{} when present)"),
-    "code_block": ExtractorDef(postprocessor=f"{OC_EXT}:extract_code",
+    "code_block": ExtractorDef(postprocessor=provided("extract_code"),
                                rule="first fenced block, any tag (stock humaneval_postprocess_v2); an unclosed "
                                     "fence's code; else the raw text"),
     "math_v2": ExtractorDef(postprocessor="opencompass.datasets:math_postprocess_v2",
@@ -102,16 +134,16 @@ _EXTRACTORS = {
 }
 _METRICS = {
     # the five for user benchmarks
-    "exact_match": MetricDef(evaluator=f"{OC_EXT}:ExactMatchEvaluator", extractor="strip",
+    "exact_match": MetricDef(evaluator=provided("ExactMatchEvaluator"), extractor="strip",
                              rule="exact match with the gold answer"),
-    "boxed_integer": MetricDef(evaluator=f"{OC_EXT}:BoxedIntAccEvaluator", extractor="boxed",
+    "boxed_integer": MetricDef(evaluator=provided("BoxedIntAccEvaluator"), extractor="boxed",
                                rule="integer exact match (else exact string)"),
-    "multiple_choice": MetricDef(evaluator=f"{OC_EXT}:OptionLetterEvaluator", extractor="option_letter",
+    "multiple_choice": MetricDef(evaluator=provided("OptionLetterEvaluator"), extractor="option_letter",
                                  rule="letter equals the gold letter"),
-    "numeric_tolerance": MetricDef(evaluator=f"{OC_EXT}:NumericToleranceEvaluator", extractor="last_number",
+    "numeric_tolerance": MetricDef(evaluator=provided("NumericToleranceEvaluator"), extractor="last_number",
                                    kwargs={"rel_tol": 1e-4, "abs_tol": 1e-6},
                                    rule="|pred - gold| <= max(abs_tol, rel_tol * |gold|)"),
-    "contains": MetricDef(evaluator=f"{OC_EXT}:ContainsEvaluator", extractor="none",
+    "contains": MetricDef(evaluator=provided("ContainsEvaluator"), extractor="none",
                           rule="gold text occurs in the output (case-insensitive)"),
     # the published benchmarks' own
     # stock aime2024_gen_17d799 / aime2025_cascade_eval_gen_5e9f4f / math_500_gen: no dataset post-processor,
@@ -123,9 +155,9 @@ _METRICS = {
     "gsm8k": MetricDef(evaluator="opencompass.datasets:Gsm8kEvaluator", extractor="gsm8k",
                        rule="numeric exact match"),
     "accuracy": MetricDef(evaluator=OC_ACC, extractor="none", rule="exact match with the gold letter"),
-    "python_tests": MetricDef(evaluator=f"{OC_EXT}:PythonTestsEvaluator", kwargs={"timeout": 10.0},
+    "python_tests": MetricDef(evaluator=provided("PythonTestsEvaluator"), kwargs={"timeout": 10.0},
                               extractor="code_block", core_metric="pass@1", rule="run with the tests"),
-    "domain": MetricDef(evaluator="ftagent.tools.opencompass.oc_domain:DomainEvaluator", extractor="none",
+    "domain": MetricDef(evaluator=provided("DomainEvaluator"), extractor="none",
                         core_metric="mean_core", rule="the family's official metrics",
                         kwargs_for="ftagent.benchmarks.domain_adapters:evaluator_kwargs"),
 }

@@ -11,12 +11,13 @@ from pathlib import Path
 import pytest
 
 from ftagent.benchmarks import benchmark_keys, describe, get_benchmark, resolve_benchmark
-from ftagent.benchmarks.components import EXTRACTORS, METRICS, USER_METRICS
+from ftagent.benchmarks.components import EXTRACTORS, METRICS, USER_METRICS, component_path
 from ftagent.benchmarks.domain import KEY_SPECS
 from ftagent.benchmarks.registry import BENCHMARKS, BUILTIN_DIR
 from ftagent.benchmarks.schema import load_config
 from ftagent.benchmarks.splits import permutation
 from ftagent.core.errors import UserInputError
+from ftagent.tools.opencompass import provides  # noqa: F401 - registers the "@Name" components
 
 REPO = Path(__file__).resolve().parents[2]
 GOLDEN = REPO / "tests" / "fixtures" / "benchmarks"
@@ -60,8 +61,11 @@ def test_every_builtin_key_keeps_its_facts():
         for field in ("category", "core_metric", "direction", "max_out_len", "subsets", "input_columns",
                       "output_column", "prompt", "answer_rule", "related_datasets", "data_source", "description"):
             assert spec[field] == before[field], (key, field)
-        assert spec["evaluator"].startswith(before["_evaluator"]), key
-        assert bench.evaluator == before["_evaluator"] and bench.postprocessor == before["_postprocessor"], key
+        # the spec names ftagent's own components "@Name"; the tool layer says where they live
+        assert spec["evaluator"].replace(bench.evaluator, component_path(bench.evaluator), 1).startswith(
+            before["_evaluator"]), key
+        assert component_path(bench.evaluator) == before["_evaluator"], key
+        assert component_path(bench.postprocessor) == before["_postprocessor"], key
         assert bench.evaluator_kwargs == before["_evaluator_kwargs"] or key in KEY_SPECS, key
         assert bench.postprocessor_kwargs == before["_postprocessor_kwargs"], key
         assert bench.supports_judge == before["_supports_judge"], key
@@ -161,8 +165,9 @@ def test_minimal_user_file_prepares_with_the_standard_split(tmp_path):
     perm = permutation(10)
     assert [r["answer"] for r in val] == [answers[i] for i in perm[:5]] and len(test) == 5  # seed-42 shuffle
     (block,) = bench.dataset_blocks(root, "validation")
-    assert block.evaluator == "ftagent.tools.opencompass.oc_ext:ExactMatchEvaluator"
-    assert block.postprocessor == "ftagent.tools.opencompass.oc_ext:strip_answer"
+    assert block.evaluator == "@ExactMatchEvaluator" and block.postprocessor == "@strip_answer"
+    assert component_path(block.evaluator) == "ftagent.tools.opencompass.oc_ext:ExactMatchEvaluator"
+    assert component_path(block.postprocessor) == "ftagent.tools.opencompass.oc_ext:strip_answer"
     assert block.rounds == [{"role": "HUMAN", "prompt": "{question}"}] and block.abbr == "my_bench"
 
 
@@ -176,7 +181,8 @@ def test_user_file_with_both_splits_csv_and_named_fields(tmp_path):
     bench.prepare(tmp_path / "b", limit=None)
     assert [(r["q"], r["answer"]) for r in bench.load_items(tmp_path / "b", "validation")] == [("hello", "A"), ("world", "B")]
     assert [r["q"] for r in bench.load_items(tmp_path / "b", "test")] == ["foo"]
-    assert bench.spec.input_columns == ["q"] and bench.evaluator.endswith(":OptionLetterEvaluator")
+    assert bench.spec.input_columns == ["q"] and component_path(bench.evaluator).endswith(
+        "oc_ext:OptionLetterEvaluator")
 
 
 def test_user_data_problems_are_one_clear_message(tmp_path):
@@ -227,9 +233,9 @@ def test_every_user_metric_is_an_oc_ext_evaluator():
     defined = {n.name for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef))}
     for name in USER_METRICS:
         metric = METRICS.get(name)
-        module, _, attr = metric.evaluator.partition(":")
+        module, _, attr = component_path(metric.evaluator).partition(":")
         assert module == "ftagent.tools.opencompass.oc_ext" and attr in defined, name
-        post = EXTRACTORS.get(metric.extractor or "none").postprocessor
+        post = component_path(EXTRACTORS.get(metric.extractor or "none").postprocessor)
         assert post is None or post.partition(":")[2] in defined, name
 
 

@@ -10,7 +10,8 @@ import types
 
 import pytest
 
-from ftagent.benchmarks.components import EXTRACTORS, METRICS, USER_METRICS
+from ftagent.benchmarks.components import EXTRACTORS, METRICS, USER_METRICS, component_path
+from ftagent.tools.opencompass import provides  # noqa: F401 - registers the "@Name" components
 
 
 @pytest.fixture()
@@ -44,8 +45,9 @@ def _score(oc_ext, metric: str, outputs: list[str], golds: list[str]) -> float:
     """Run a metric as OpenCompass does: its extractor on each output, then its evaluator."""
     mdef = METRICS.get(metric)
     post = EXTRACTORS.get(mdef.extractor or "none")
-    extract = getattr(oc_ext, post.postprocessor.partition(":")[2]) if post.postprocessor else (lambda t: t)
-    evaluator = getattr(oc_ext, mdef.evaluator.partition(":")[2])(**mdef.kwargs)
+    extract = (getattr(oc_ext, component_path(post.postprocessor).partition(":")[2]) if post.postprocessor
+               else (lambda t: t))
+    evaluator = getattr(oc_ext, component_path(mdef.evaluator).partition(":")[2])(**mdef.kwargs)
     result = evaluator.score([extract(o, **post.kwargs) for o in outputs], golds)
     assert len(result["details"]) == len(golds)
     return result["accuracy"]

@@ -19,8 +19,10 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from pydantic import BaseModel
 
 from ftagent.benchmarks.base import DatasetBlock
+from ftagent.benchmarks.components import component_path
 from ftagent.core.errors import ErrorType, StepError
 from ftagent.core.paths import config_file
+from ftagent.tools.opencompass import provides  # noqa: F401 - registers the "@Name" components it resolves
 
 TEMPLATE_DIR = config_file("opencompass")
 TEMPLATE_NAME = "eval_config.py.j2"
@@ -94,8 +96,9 @@ def template_folder(model_path: Path | str, base_path: Path | str | None = None)
                     suggestion="save the tokenizer (with its chat_template) next to the model")
 
 
-def _import_name(dotted: str) -> tuple[str, str]:
-    module, _, name = dotted.partition(":")
+def _import_name(ref: str) -> tuple[str, str]:
+    """(module, name) of an evaluator/post-processor reference (``"@Name"`` or ``"module:Name"``)."""
+    module, _, name = (component_path(ref) or "").partition(":")
     return module, name
 
 
