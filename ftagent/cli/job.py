@@ -110,12 +110,20 @@ def run(
         for err in errors:
             typer.secho(f"error: {tasks_file}: {err}", fg=typer.colors.RED, err=True)
         raise typer.Exit(2)
+    from ftagent.finetune.startup import resolve_tasks
+
+    runs, errors = resolve_tasks(tasks.tasks)  # the start-up of llm_finetune, for every task, before any starts
+    if errors:
+        for err in errors:
+            typer.secho(f"error: {tasks_file}: {err}", fg=typer.colors.RED, err=True)
+        raise typer.Exit(2)
     if job_id is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", job_id):
         fail(f"--job-id '{job_id}': use letters, digits, '_', '.', '-'")
     if job_id is not None and (log_base / job_id).exists():
         fail(f"job directory {log_base / job_id} already exists; choose another --job-id")
     plan = tasks_mod.build_plan(tasks, job_id=job_id or _new_job_id(log_base), log_base=log_base,
-                                workspace_base=workspace_base, ftagent_bin=_default_bin())
+                                workspace_base=workspace_base, ftagent_bin=_default_bin(),
+                                descriptions=[r.description for r in runs])
     if dry_run:
         typer.echo(plan.model_dump_json(indent=1))
         return

@@ -172,6 +172,29 @@ def resolve_run(settings, *, check_datasets: bool = True) -> ResolvedRun:
                        description=ft.benchmark_description or "")
 
 
+def resolve_tasks(tasks: list[Any]) -> tuple[list[ResolvedRun], list[str]]:
+    """``ftagent job``: every task of a validated tasks.json through :func:`resolve_run`, before any starts.
+
+    Each task gets its own settings (its benchmark, base model and description); its dataset was checked
+    by :func:`ftagent.jobs.tasks.validate_tasks` (a user file is copied by the task's own session).
+
+    Returns:
+        One :class:`ResolvedRun` per task (in order) and one line per task that does not resolve
+        (``task <i>: <why>``; then the job must not start).
+    """
+    from ftagent.core.settings import load_settings
+
+    runs, errors = [], []
+    for i, task in enumerate(tasks):
+        settings = load_settings(target_benchmark=task.benchmark, base_model=task.model,
+                                 benchmark_description=task.benchmark_description)
+        try:
+            runs.append(resolve_run(settings, check_datasets=False))
+        except UserInputError as exc:
+            errors.append(f"task {i}: {exc}")
+    return runs, errors
+
+
 def construct(cls: Any, *args: Any, optional: dict[str, Any] | None = None, **kwargs: Any) -> Any:
     """``cls(*args, **kwargs)`` plus those ``optional`` keywords its signature names.
 

@@ -230,8 +230,12 @@ def task_names(tasks: list[TaskSpec]) -> list[str]:
 
 
 def build_plan(tasks: TasksFile, *, job_id: str, log_base: Path, workspace_base: Path,
-               ftagent_bin: str) -> JobPlan:
-    """Turn validated tasks into the concrete per-task environment and command line."""
+               ftagent_bin: str, descriptions: list[str] | None = None) -> JobPlan:
+    """Turn validated tasks into the concrete per-task environment and command line.
+
+    ``descriptions``: each task's benchmark description as ``ftagent job``'s start-up resolved it
+    (:func:`ftagent.finetune.startup.resolve_tasks`); None = looked up here (``python -m ftagent.jobs.tasks``).
+    """
     job_dir = Path(log_base).resolve() / job_id
     plans = []
     for i, (name, t) in enumerate(zip(task_names(tasks.tasks), tasks.tasks, strict=True)):
@@ -241,7 +245,8 @@ def build_plan(tasks: TasksFile, *, job_id: str, log_base: Path, workspace_base:
             env["CUDA_VISIBLE_DEVICES"] = t.gpus
         if t.port is not None:
             env["OPENAI_API_BASE"] = f"http://localhost:{t.port}"
-        description = t.benchmark_description or default_description(t.benchmark)
+        description = t.benchmark_description or (descriptions[i] if descriptions is not None
+                                                   else default_description(t.benchmark))
         argv = [ftagent_bin, "llm_finetune", "--benchmark", t.benchmark, "--base-model", t.model,
                 "--timeout", t.timeout]
         if description:

@@ -92,3 +92,30 @@ def test_the_counter_sees_a_lookup_outside_the_resolution(tmp_path):
         get_benchmark("demo_add")
         inference_config("builtin/tiny-qwen2", 0)
     assert counter.count("registry") == 1 and counter.count("models_yaml") == 1
+
+
+def test_job_resolves_every_task_as_llm_finetune_does_before_any_starts(tmp_path, monkeypatch):
+    """``ftagent job run``: a task whose base model llm_finetune would reject stops the job (exit 2,
+    nothing planned); a good one's plan carries the description start-up resolved."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from ftagent.cli.main import app
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("FT_FILE_PATH", str(tmp_path / "ft"))
+    tasks = tmp_path / "tasks.json"
+    tasks.write_text(json.dumps({"tasks": [{"model": "builtin/tiny-qwen2", "benchmark": "demo_add"},
+                                           {"model": "builtin/no-such-model", "benchmark": "demo_add"}]}))
+    bad = CliRunner().invoke(app, ["job", "run", str(tasks), "--dry-run", "--log-base", str(tmp_path / "log")])
+    assert bad.exit_code == 2 and "task 1:" in bad.output and "no-such-model" in bad.output, bad.output
+    tasks.write_text(json.dumps({"tasks": [{"model": "builtin/tiny-qwen2", "benchmark": "demo_add"}]}))
+    with counting() as counter:
+        good = CliRunner().invoke(app, ["job", "run", str(tasks), "--dry-run", "--log-base", str(tmp_path / "log")])
+    assert good.exit_code == 0, good.output
+    from ftagent.benchmarks import get_benchmark
+
+    argv = json.loads(good.output)["tasks"][0]["argv"]
+    assert argv[argv.index("--benchmark-description") + 1] == get_benchmark("demo_add").spec.description
+    assert counter.count("registry") <= 2, counter.summary()["callers"]  # the tasks.json check + start-up
