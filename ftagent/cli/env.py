@@ -106,7 +106,9 @@ def env_build_images(
     client = connect()
     use_gpu = detect_gpus().gpu_count > 0 if gpu is None else gpu
     spec = spec_from_settings(settings, flavour="gpu" if use_gpu else "cpu", base_image=base_image, client=client)
-    log_file = Path(settings.ft.file_path) / "docker" / f"build-{spec.tag.replace(':', '-')}.log"
+    from ftagent.core.paths import docker_logs_dir
+
+    log_file = docker_logs_dir(settings.ft.file_path) / f"build-{spec.tag.replace(':', '-')}.log"
     console = Console(stderr=True)
     console.print(f"image {spec.tag} from {spec.base_image} ({len(spec.wheels)} local wheel(s), "
                   f"CA bundle: {spec.ca_bundle or 'none'}); log: {log_file}", soft_wrap=True)

@@ -44,7 +44,7 @@ def package_root() -> Path:
     return Path(__file__).resolve().parents[2]
 
 
-# -- FT_FILE_PATH layout (DESIGN §5) -------------------------------------------------------------
+# -- FT_FILE_PATH layout (DESIGN §5): the one owner of every folder under it -------------------------
 def datasets_dir(file_path: Path | str) -> Path:
     """Raw training datasets: ``FT_FILE_PATH/datasets``."""
     return Path(file_path) / "datasets"
@@ -73,3 +73,18 @@ def llama_factory_info_dir(file_path: Path | str) -> Path:
 def envs_dir(file_path: Path | str) -> Path:
     """The local runner's tool virtualenvs: ``FT_FILE_PATH/envs``."""
     return Path(file_path) / "envs"
+
+
+def eval_cache_dir(file_path: Path | str) -> Path:
+    """Cached evaluation results (per model files, benchmark, split, settings): ``FT_FILE_PATH/eval_cache``."""
+    return Path(file_path) / "eval_cache"
+
+
+def baseline_dir(file_path: Path | str, benchmark: str) -> Path:
+    """The base model's evaluation runs on one benchmark: ``FT_FILE_PATH/baseline/<key>``."""
+    return Path(file_path) / "baseline" / benchmark
+
+
+def docker_logs_dir(file_path: Path | str) -> Path:
+    """Image build logs: ``FT_FILE_PATH/docker``."""
+    return Path(file_path) / "docker"

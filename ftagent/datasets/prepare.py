@@ -18,6 +18,7 @@ from filelock import FileLock
 from pydantic import BaseModel
 
 from ftagent.core.errors import EnvironmentFailure
+from ftagent.core.paths import datasets_dir
 from ftagent.datasets.base import DatasetSource, read_packaged_readme
 from ftagent.datasets.registry import dataset_names, get_source, resolve_dataset_choice
 
@@ -37,8 +38,8 @@ class PreparedMarker(BaseModel):
 
 
 def datasets_root(file_path: Path) -> Path:
-    """``FT_FILE_PATH/datasets``."""
-    return Path(file_path) / "datasets"
+    """``FT_FILE_PATH/datasets`` (:func:`ftagent.core.paths.datasets_dir`)."""
+    return datasets_dir(file_path)
 
 
 def dataset_dir(name: str, file_path: Path) -> Path:

@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 
 from ftagent.core.errors import EnvironmentFailure
+from ftagent.core.paths import docker_logs_dir
 from ftagent.runners import reaper
 from ftagent.runners.base import Mount, RunResult, ToolEnv
 from ftagent.runners.images import ImageSpec, build_image, image_exists
@@ -124,7 +125,7 @@ class DockerRunner:
         spec = spec_from_settings(settings, flavour="gpu" if gpu else "cpu", client=client)
         return cls(benchmarks_dir=benchmarks_dir(ft.file_path), use_gpu=gpu, shm_size=ft.docker_shm_size,
                    mem_limit=ft.docker_mem_limit, network=ft.docker_network, client=client, image=spec,
-                   build_network=ft.docker_build_network, build_log_dir=Path(ft.file_path) / "docker")
+                   build_network=ft.docker_build_network, build_log_dir=docker_logs_dir(ft.file_path))
 
     @property
     def client(self):

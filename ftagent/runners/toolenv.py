@@ -34,7 +34,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from ftagent.core.errors import EnvironmentFailure
-from ftagent.core.paths import config_file
+from ftagent.core.paths import config_file, envs_dir
 from ftagent.runners.heartbeat import Heartbeat, latest_pip_line
 
 TORCH_PIN = "torch==2.13.0"
@@ -47,7 +47,7 @@ ENVS_DIR = config_file("envs")
 
 def tools_env_path(settings) -> Path:
     """The tool env of these settings: ``FT_TOOLS_ENV``, else ``FT_FILE_PATH/envs/tools``."""
-    return Path(settings.ft.tools_env or Path(settings.ft.file_path) / "envs" / "tools").absolute()
+    return Path(settings.ft.tools_env or envs_dir(settings.ft.file_path) / "tools").absolute()
 
 
 def tools_python(env_path: Path) -> Path:

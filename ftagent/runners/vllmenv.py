@@ -30,6 +30,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from ftagent.core.errors import EnvironmentFailure
+from ftagent.core.paths import envs_dir
 from ftagent.runners.toolenv import (
     ENVS_DIR,
     TORCH_PIN,
@@ -77,7 +78,7 @@ _AVAILABLE: dict[str, bool] = {}
 def vllm_env_path(settings) -> Path:
     """The vLLM env of these settings: ``FT_VLLM_ENV``, else ``FT_FILE_PATH/envs/vllm``."""
     explicit = getattr(settings.ft, "vllm_env", None) or os.environ.get(ENV_VAR)
-    return Path(explicit or Path(settings.ft.file_path) / "envs" / "vllm").absolute()
+    return Path(explicit or envs_dir(settings.ft.file_path) / "vllm").absolute()
 
 
 def vllm_python(env_path: Path) -> Path:

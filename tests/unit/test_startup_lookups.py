@@ -119,3 +119,16 @@ def test_job_resolves_every_task_as_llm_finetune_does_before_any_starts(tmp_path
     argv = json.loads(good.output)["tasks"][0]["argv"]
     assert argv[argv.index("--benchmark-description") + 1] == get_benchmark("demo_add").spec.description
     assert counter.count("registry") <= 2, counter.summary()["callers"]  # the tasks.json check + start-up
+
+
+def test_one_owner_of_the_ft_file_path_layout():
+    """Folders under FT_FILE_PATH are named in ftagent/core/paths.py only (one place to move one)."""
+    import re
+
+    root = Path(__file__).resolve().parents[2]
+    by_hand = re.compile(r"""file_path\)?\s*/\s*["'](benchmarks|datasets|models|envs|eval_cache|baseline|docker|"""
+                         r"""\.llama_factory_info)["']""")
+    found = [f"{path.relative_to(root)}:{n}: {line.strip()}"
+             for path in sorted((root / "ftagent").rglob("*.py")) if path.name != "paths.py"
+             for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if by_hand.search(line)]
+    assert not found, "\n".join(found)

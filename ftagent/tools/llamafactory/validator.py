@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from ftagent.core.errors import ErrorType, StepFailure
+from ftagent.core.paths import llama_factory_info_dir
 from ftagent.core.types import CodeResult, ValidationReport
 from ftagent.runners.base import Mount, Runner
 from ftagent.tools.llamafactory.alpaca import check_alpaca, describe
@@ -93,7 +94,7 @@ class LlamaFactoryValidator:
     @property
     def catalogue(self) -> LFCatalogue:
         if self._catalogue is None:
-            info_dir = self.scenario.llama_factory_info_dir or Path(self.settings.ft.file_path) / ".llama_factory_info"
+            info_dir = self.scenario.llama_factory_info_dir or llama_factory_info_dir(self.settings.ft.file_path)
             self._catalogue = load_or_build_catalogue(Path(info_dir), self.runner)
         return self._catalogue
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ftagent.core.errors import EnvironmentFailure, StepError, StepFailure
+from ftagent.core.paths import baseline_dir
 from ftagent.core.types import EvalResult, SplitResults, TrainResult
 from ftagent.runners.base import Runner
 from ftagent.tools.opencompass.inference import InferenceSettings
@@ -120,7 +121,7 @@ def evaluate_baseline(scenario: ScenarioInfo, settings: Settings, runner: Runner
     Raises:
         BaselineEvaluationError: any failure (OpenCompass, the runner, a missing model, no score).
     """
-    work = Path(settings.ft.file_path) / "baseline" / scenario.benchmark
+    work = baseline_dir(settings.ft.file_path, scenario.benchmark)
     what = f"the baseline evaluation of {scenario.base_model} on {scenario.benchmark}"
     try:
         out = evaluate_splits_of_path(

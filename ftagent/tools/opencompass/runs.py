@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from ftagent.core.disk import check_disk_full
 from ftagent.core.errors import ErrorType, StepError
-from ftagent.core.paths import benchmarks_dir, package_root
+from ftagent.core.paths import benchmarks_dir, eval_cache_dir, package_root
 from ftagent.core.types import EvalResult, SplitResults
 from ftagent.runners.base import Mount, Runner
 from ftagent.runners.vllmenv import vllm_env_path
@@ -288,7 +288,7 @@ def evaluate_splits_of_path(
     mspec = model_spec(model_path, base, model_name, gpu_count, f"ft-{benchmark}", serve_adapter=is_lora,
                        backend=choice.backend, device=choice.device, inference=inference)
     digest = cache_mod.artefact_digest(model_path, base if is_lora else None)
-    cache = cache_mod.EvalCache(Path(ft.file_path) / "eval_cache")
+    cache = cache_mod.EvalCache(eval_cache_dir(ft.file_path))
     keys = {split: cache_mod.cache_key(
         digest, benchmark, split,
         {"data": _data_digest(bench_dir, split), "limit": ft.benchmark_limit, "runs": ft.benchmark_num_runs,
