@@ -73,6 +73,27 @@ def _inside(path: Path, folder: Path) -> bool:
     return path == folder or folder in path.parents
 
 
+# One watcher per ftagent process, not per runner: it removes every container labelled with this
+# process's owner label, so a second one adds nothing (a job or test process that builds many runners
+# would otherwise keep one idle watcher per runner until it exits).
+_WATCHER: dict[str, subprocess.Popen] = {}
+_WATCHER_LOCK = threading.Lock()
+
+
+def _ensure_process_watcher() -> None:
+    from ftagent.runners.supervise import watcher_argv
+
+    label = reaper.Owner.current().label
+    with _WATCHER_LOCK:
+        running = _WATCHER.get(label)
+        if running is not None and running.poll() is None:
+            return
+        env = {k: v for k, v in os.environ.items() if k.startswith("DOCKER_") or k in ("PATH", "HOME")}
+        # a session of its own: a Ctrl-C or group kill of ftagent must not take the watcher first
+        _WATCHER[label] = subprocess.Popen(watcher_argv(label), env=env, stdin=subprocess.DEVNULL,
+                                           stdout=subprocess.DEVNULL, start_new_session=True)
+
+
 class DockerRunner:
     """Runs each command in a fresh container of the tool image."""
 
@@ -110,7 +131,6 @@ class DockerRunner:
         self._image = image
         self._ready: str | None = None
         self._lock = threading.Lock()
-        self._watcher: subprocess.Popen | None = None
 
     @classmethod
     def from_settings(cls, settings) -> DockerRunner:
@@ -235,16 +255,8 @@ class DockerRunner:
                 reaper.OWNER_LABEL: reaper.Owner.current().label}
 
     def _ensure_watcher(self) -> None:
-        """Start the process that removes this process's containers once it dies (once per runner)."""
-        from ftagent.runners.supervise import watcher_argv
-
-        if self._watcher is not None and self._watcher.poll() is None:
-            return
-        env = {k: v for k, v in os.environ.items() if k.startswith("DOCKER_") or k in ("PATH", "HOME")}
-        # a session of its own: a Ctrl-C or group kill of ftagent must not take the watcher first
-        self._watcher = subprocess.Popen(watcher_argv(reaper.Owner.current().label), env=env,
-                                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                         start_new_session=True)
+        """Start the process that removes this process's containers once it dies (one per process)."""
+        _ensure_process_watcher()
 
     def run(
         self,

@@ -112,3 +112,25 @@ def test_a_missing_prebuilt_tag_is_one_clear_error(tmp_path: Path) -> None:
     with pytest.raises(EnvironmentFailure, match="ftagent-tools:nope does not exist; run `ftagent env build-images`"):
         runner.run(["true"], tool="train", workdir=tmp_path)
     assert DockerRunner(client=object(), image=ImageSpec(flavour="gpu")).image.startswith("ftagent-tools:gpu-")
+
+
+def test_one_container_watcher_per_process_not_per_runner(monkeypatch):
+    """Many runners in one process (a job, a test run) share one watcher: it serves the owner label."""
+    import subprocess as sp
+
+    from ftagent.runners import docker as docker_mod
+
+    started = []
+
+    class FakePopen:
+        def __init__(self, argv, **kwargs):
+            started.append(argv)
+
+        def poll(self):
+            return None  # still running
+
+    monkeypatch.setattr(docker_mod, "_WATCHER", {})
+    monkeypatch.setattr(sp, "Popen", FakePopen)
+    for _ in range(3):
+        docker_mod.DockerRunner(client=object())._ensure_watcher()
+    assert len(started) == 1 and "--docker-owner" in started[0]
