@@ -190,3 +190,42 @@ def test_upstream_timeout_is_504_and_embeddings_use_embedding_model(upstream, tm
     stages = [r["stage"] for r in _records(tmp_path)]
     assert stages == ["data_script", "data_script:embedding"]
     assert _records(tmp_path)[1]["prompt_tokens"] == 3
+
+
+def test_judge_gateway_has_its_own_upstream_stage_and_model_and_shares_the_budget(upstream, tmp_path):
+    import litellm
+
+    litellm.register_model({"openai/priced-judge": {"input_cost_per_token": 0.001, "output_cost_per_token": 0.002,
+                                                    "litellm_provider": "openai", "mode": "chat"},
+                            "openai/priced-rows": {"input_cost_per_token": 0.001, "output_cost_per_token": 0.002,
+                                                   "litellm_provider": "openai", "mode": "chat"}})
+    judge_key = "sk-JUDGE-SECRET-987654"
+    ft = FTSettings(strong_models=["priced-rows"], weak_models=[], judge_model="priced-judge", judge_api_key=judge_key,
+                    judge_api_base=upstream.base_url, llm_budget_usd=2.5)
+    assert LLMGateway.for_judge(LLMSettings(), FTSettings()) is None  # no FT_JUDGE_API_KEY: no judge gateway
+    upstream.queue(Reply("A", usage=(1000, 500)), Reply("B", usage=(1000, 500)))  # $2 each
+    events = EventLog(tmp_path / "events.jsonl")
+    # no planner LLM configured at all: the judge gateway needs only the FT_JUDGE_* settings
+    with LLMGateway.for_judge(LLMSettings(), ft, tmp_path, emit=events.emit) as gw, \
+            LLMGateway(_llm(upstream), ft, tmp_path) as data_gw:
+        client = _client(gw)
+        with pytest.raises(APIStatusError) as info:  # only the judge model is allowed
+            client.chat.completions.create(model="priced-rows", messages=[{"role": "user", "content": "x"}])
+        assert info.value.status_code == 400
+        reply = client.chat.completions.create(model="priced-judge", messages=[{"role": "user", "content": "grade"}])
+        assert reply.choices[0].message.content == "A"
+        with pytest.raises(APIStatusError) as info:  # $2 of $2.5 spent: the data script gets one more call
+            _client(data_gw).chat.completions.create(model="priced-rows", messages=[{"role": "user", "content": "x"}])
+            _client(data_gw).chat.completions.create(model="priced-rows", messages=[{"role": "user", "content": "x"}])
+        assert info.value.status_code == 402
+        with pytest.raises(APIStatusError) as info:  # the judge sees the data script's spend too
+            client.chat.completions.create(model="priced-judge", messages=[{"role": "user", "content": "grade"}])
+        assert info.value.status_code == 402 and gw.refused == 1 and data_gw.refused == 1
+    assert [r.headers.get("authorization") for r in upstream.chat_requests][0] == f"Bearer {judge_key}"
+    records = _records(tmp_path)
+    assert [r["stage"] for r in records] == ["judge", "data_script"]
+    assert records[0]["model"] == "priced-judge" and records[0]["cost_usd"] == pytest.approx(2.0)
+    assert records[0]["prompt_tokens"] == 1000 and records[0]["completion_tokens"] == 500
+    assert judge_key not in (tmp_path / "llm" / "1.json").read_text()
+    calls = [e for e in read_events(tmp_path / "events.jsonl") if e.type == "llm_call"]
+    assert [c.stage for c in calls] == ["judge"]

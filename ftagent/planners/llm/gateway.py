@@ -17,6 +17,11 @@ through LiteLLM with the real credentials:
   carries into the loop's feedback. Requests already in flight when the budget runs out finish, so
   the spend can pass the budget by at most ``FT_API_MAX_WORKERS`` calls.
 
+The same class serves OpenCompass's LLM judge (:meth:`LLMGateway.for_judge`): stage ``judge``,
+upstream = ``FT_JUDGE_MODEL`` / ``FT_JUDGE_API_BASE`` / ``FT_JUDGE_API_KEY``, the judge model the only
+one allowed; its calls go into the same records and the same budget. ``refused`` counts the 402s
+(budget spent) so an evaluation can tell that some items were not re-checked by the judge.
+
 Upstream failures keep their HTTP status (429, 500, 504 for a timeout), so the script's own client
 retries as it would against the real API. Only the stdlib HTTP server and LiteLLM are used (LiteLLM's
 own proxy needs a database and many more dependencies).
@@ -34,10 +39,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from pydantic import SecretStr
+
 from ftagent.core.settings import FTSettings, LLMSettings
 from ftagent.planners.llm.records import LLMRecord, RecordWriter, Redactor
 
 STAGE = "data_script"
+JUDGE_STAGE = "judge"
 MAX_BODY = 32 << 20
 _PASS_PARAMS = {"temperature", "top_p", "max_tokens", "max_completion_tokens", "n", "stop", "seed",
                 "response_format", "presence_penalty", "frequency_penalty", "logprobs", "top_logprobs",
@@ -81,15 +89,26 @@ class LLMGateway:
             this gateway's calls).
         emit: called with an ``llm_call`` event after every forwarded call.
         forward: ``(kind, kwargs) -> response`` replacing LiteLLM (tests); kind is ``chat`` or ``embedding``.
+        stage: the records' stage (``data_script``; ``judge`` for OpenCompass's judge).
+        api_key, api_base: the upstream's credentials (default: ``llm``'s ``OPENAI_API_KEY`` / ``OPENAI_API_BASE``).
+        models: the chat models clients may ask for (default: the data-script pools of ``ft``/``llm``).
     """
 
     def __init__(self, llm: LLMSettings, ft: FTSettings, session_dir: Path | None = None,
                  emit: Callable[[Any], None] | None = None,
-                 forward: Callable[[str, dict[str, Any]], Any] | None = None) -> None:
-        self.llm, self.ft, self.emit = llm, ft, emit
+                 forward: Callable[[str, dict[str, Any]], Any] | None = None, *, stage: str = STAGE,
+                 api_key: SecretStr | None = None, api_base: str | None = None,
+                 models: list[str] | None = None) -> None:
+        self.llm, self.ft, self.emit, self.stage = llm, ft, emit, stage
+        custom = api_key is not None or api_base is not None
+        self.api_key = api_key if custom else llm.openai_api_key
+        self.api_base = api_base if custom else llm.openai_api_base
+        self._models = models
+        self.refused = 0  # requests answered 402 (budget spent)
         self.token = "ftgw-" + secrets.token_urlsafe(24)
         keys = [llm.openai_api_key.get_secret_value() if llm.openai_api_key else None,
-                ft.judge_api_key.get_secret_value() if ft.judge_api_key else None, self.token]
+                ft.judge_api_key.get_secret_value() if ft.judge_api_key else None,
+                self.api_key.get_secret_value() if self.api_key else None, self.token]
         self.redactor = Redactor(keys)
         self.records = RecordWriter(session_dir)
         self.budget_usd = ft.llm_budget_usd
@@ -103,6 +122,16 @@ class LLMGateway:
         self.calls = 0
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
+
+    @classmethod
+    def for_judge(cls, llm: LLMSettings, ft: FTSettings, session_dir: Path | None = None,
+                  emit: Callable[[Any], None] | None = None,
+                  forward: Callable[[str, dict[str, Any]], Any] | None = None) -> LLMGateway | None:
+        """The gateway of OpenCompass's LLM judge (stage ``judge``); None when no judge is configured."""
+        if ft.judge_api_key is None or not ft.judge_model:
+            return None
+        return cls(llm, ft, session_dir, emit, forward, stage=JUDGE_STAGE, api_key=ft.judge_api_key,
+                   api_base=ft.judge_api_base or "", models=[ft.judge_model])
 
     # --- life cycle ------------------------------------------------------------------------------
     @property
@@ -140,6 +169,8 @@ class LLMGateway:
     # --- policy ----------------------------------------------------------------------------------
     def allowed_models(self, kind: str = "chat") -> list[str]:
         """The model names a script may ask for."""
+        if self._models is not None:  # a gateway for one purpose (the judge): chat only
+            return [] if kind == "embedding" else list(self._models)
         if kind == "embedding":
             return [self.llm.embedding_model]
         names = [*self.ft.strong_models, *self.ft.weak_models, self.llm.chat_model or ""]
@@ -163,11 +194,13 @@ class LLMGateway:
                                "invalid_api_key")
         allowed = self.allowed_models(kind)
         if model not in allowed:
-            raise GatewayError(400, f"model {model!r} is not available to data scripts; use one of "
+            raise GatewayError(400, f"model {model!r} is not available through this gateway ({self.stage}); use one of "
                                     f"{', '.join(allowed)}", "model_not_allowed")
         if self.budget_usd is not None:
             spent = self.spent_usd()
             if spent >= self.budget_usd:
+                with self._lock:
+                    self.refused += 1
                 raise GatewayError(402, f"LLM budget spent: ${spent:.4f} of FT_LLM_BUDGET_USD=${self.budget_usd:.4f}; "
                                         "no more LLM calls in this session (generate the data without an LLM, "
                                         "or raise the budget)", "budget_exceeded")
@@ -180,7 +213,7 @@ class LLMGateway:
             GatewayError: the upstream error's status and (redacted) message.
         """
         model = str(body.get("model"))
-        record = LLMRecord(stage=STAGE if kind == "chat" else f"{STAGE}:embedding", model=model,
+        record = LLMRecord(stage=self.stage if kind == "chat" else f"{self.stage}:embedding", model=model,
                            messages=body.get("messages") or [{"role": "input", "content": body.get("input")}])
         kwargs = self._upstream_kwargs(kind, body, model)
         with self._slots:
@@ -218,7 +251,7 @@ class LLMGateway:
         return data
 
     def _upstream_kwargs(self, kind: str, body: dict[str, Any], model: str) -> dict[str, Any]:
-        route = f"openai/{model}" if self.llm.openai_api_base and "/" not in model else model
+        route = f"openai/{model}" if self.api_base and "/" not in model else model
         kwargs: dict[str, Any] = {"model": route, "timeout": self.llm.llm_timeout_seconds, "num_retries": 0,
                                   "max_retries": 0, "drop_params": True}
         if kind == "chat":
@@ -226,11 +259,11 @@ class LLMGateway:
             kwargs.update({k: v for k, v in body.items() if k in _PASS_PARAMS})
         else:
             kwargs["input"] = body.get("input")
-        if self.llm.openai_api_base:
-            kwargs["api_base"] = self.llm.openai_api_base
-        if self.llm.openai_api_key is not None:
-            kwargs["api_key"] = self.llm.openai_api_key.get_secret_value()
-        elif self.llm.openai_api_base:
+        if self.api_base:
+            kwargs["api_base"] = self.api_base
+        if self.api_key is not None:
+            kwargs["api_key"] = self.api_key.get_secret_value()
+        elif self.api_base:
             kwargs["api_key"] = "not-needed"
         return kwargs
 
