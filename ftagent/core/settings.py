@@ -226,6 +226,9 @@ class Settings:
         self.ft = ft
         self.llm = llm
         self.paths = paths
+        # runtime only (never read from the environment, never dumped): the session's judge gateway,
+        # an object with ``url``, ``token`` and ``refused`` (LLMGateway.for_judge); None = none running
+        self.judge_route: Any = None
 
     def redacted(self) -> dict[str, Any]:
         """A JSON-safe dump with secrets masked (for snapshots, events and logs)."""

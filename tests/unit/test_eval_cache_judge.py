@@ -52,3 +52,26 @@ def test_concurrent_puts_use_private_temp_files(tmp_path):
     cache.put("k", result)
     cache.put("k", result)
     assert [p.name for p in tmp_path.iterdir()] == ["k.json"] and cache.get("k").score == 0.5
+
+
+def test_routed_judge_gets_the_gateway_but_the_cache_key_keeps_the_real_judge(monkeypatch):
+    from types import SimpleNamespace
+
+    monkeypatch.setenv("FT_JUDGE_API_KEY", "sk-judge-secret-0001")
+    monkeypatch.setenv("FT_JUDGE_API_BASE", "http://judge.example/v1")
+    settings = load_settings()
+    identity = _judge(settings)
+    settings.judge_route = SimpleNamespace(url="http://127.0.0.1:40001/v1", token="ftgw-tok", refused=0)
+    assert _judge(settings) == identity  # the cache key's part: no port, no token
+    settings.judge_route = SimpleNamespace(url="http://127.0.0.1:40002/v1", token="ftgw-other", refused=0)
+    assert cache_key(*ARGS, judge=_judge(settings)) == cache_key(*ARGS, judge=identity)
+    routed = _judge(settings, routed=True)
+    assert routed["api_base"] == "http://127.0.0.1:40002/v1/" and routed["model"] == identity["model"]
+    block = DatasetBlock(abbr="aime25", path="/d/validation.jsonl", input_columns=["question"], output_column="answer",
+                         rounds=[{"role": "HUMAN", "prompt": "{question}"}], max_out_len=16,
+                         evaluator="ftagent.tools.opencompass.oc_ext:BoxedIntAccEvaluator", judge=routed)
+    src = render_config([block], ModelSpec(abbr="m", path="/m", tokenizer_path="/m"), benchmark="aime25",
+                        split="validation")
+    ast.parse(src)
+    assert "http://127.0.0.1:40002/v1/" in src and "judge.example" not in src and "sk-judge" not in src
+    assert "status_code_mappings={402: " in src  # budget spent: a reply that keeps the rule score, no crash

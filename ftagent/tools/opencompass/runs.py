@@ -61,6 +61,8 @@ SPLITS = ("validation", "test")
 VLLM_LIKE = SAMPLING_BACKENDS  # the vLLM backends share the LoRA merge rule too
 KEY_EXCLUDED = {"path", "adapter_path", "tokenizer_path", "api_base", "served_name"}  # not the model's behaviour
 WarningCallback = Callable[[str], None]
+# the judge's "reply" when the gateway answers 402: neither A nor CORRECT, so the item keeps its rule score
+JUDGE_BUDGET_NOTE = "not judged: the session's llm budget is spent"
 
 
 def benchmark_of(benchmark: str | BenchmarkAdapter) -> tuple[str, BenchmarkAdapter]:
@@ -105,12 +107,20 @@ def _log_lines(run: Path | None, limit: int = 60) -> str:
     return "\n".join(lines[-3 * limit:])
 
 
-def _judge(settings: Settings) -> dict[str, str] | None:
+def _judge(settings: Settings, *, routed: bool = False) -> dict[str, str] | None:
+    """The LLM judge's settings: the real model/base/retries (the cache key's part; never the key),
+    or with ``routed`` the block OpenCompass gets: the session's judge gateway (``settings.judge_route``,
+    URL + token, see :meth:`ftagent.planners.llm.gateway.LLMGateway.for_judge`) in place of the real base."""
     ft = settings.ft
     if ft.judge_api_key is None or not ft.judge_model:
         return None
-    return {"model": ft.judge_model, "key_env": "ENV", "api_base": ft.judge_api_base or "",
-            "retry": str(ft.judge_retry)}
+    judge = {"model": ft.judge_model, "key_env": "ENV", "api_base": ft.judge_api_base or "",
+             "retry": str(ft.judge_retry)}
+    route = getattr(settings, "judge_route", None)
+    if routed and route is not None:
+        judge["api_base"] = route.url.rstrip("/") + "/"
+        judge["on_budget_spent"] = JUDGE_BUDGET_NOTE  # HTTP 402: this reply, not retries and a crash
+    return judge
 
 
 def model_spec(model_path: Path, base_path: Path | None, model_name: str, gpu_count: int, abbr: str,
@@ -153,9 +163,11 @@ class _Job:
         self.benchmark, self.adapter, self.settings, self.runner = benchmark, adapter, settings, runner
         self.work_dir, self.mspec, self.root, self.bench_dir = work_dir, mspec, root, bench_dir
         self.timeout, self.on_progress = timeout, on_progress
+        self.on_warning: WarningCallback | None = None
+        self.judge_skipped = False
 
     def blocks(self, split: str, suffix: bool) -> list[DatasetBlock]:
-        blocks = self.adapter.dataset_blocks(self.root, split, judge=_judge(self.settings))  # type: ignore[arg-type]
+        blocks = self.adapter.dataset_blocks(self.root, split, judge=_judge(self.settings, routed=True))  # type: ignore[arg-type]
         if not blocks:
             raise StepError(f"benchmark {self.benchmark} has no {split} items", error_type=ErrorType.EVAL)
         out = []
@@ -183,9 +195,12 @@ class _Job:
         out_dir = self.work_dir / "eval" / tag
         env = {"PYTHONPATH": str(PACKAGE_ROOT), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
                "TRANSFORMERS_OFFLINE": "1"}
-        if ft.judge_api_key is not None:
+        route = getattr(self.settings, "judge_route", None)
+        if ft.judge_api_key is not None and route is not None:  # the gateway's token, never the real key
+            env["OPENAI_API_KEY"] = route.token
+        elif ft.judge_api_key is not None:  # no session gateway (a direct library call): the real key
             env["OPENAI_API_KEY"] = ft.judge_api_key.get_secret_value()
-        if self.mspec.backend == "vllm-server":  # the model server is on the loopback: bypass any proxy
+        if self.mspec.backend == "vllm-server" or route is not None:  # loopback servers: bypass any proxy
             env["NO_PROXY"] = env["no_proxy"] = ",".join(
                 x for x in ("127.0.0.1", "localhost", os.environ.get("NO_PROXY", "")) if x)
         mounts = [Mount(source=self.bench_dir), Mount(source=PACKAGE_ROOT / "ftagent"),
@@ -197,11 +212,18 @@ class _Job:
         infos = [DatasetInfo(abbr=b.abbr, split=s, generations=_count_rows(b.path) * runs)
                  for s in splits for b in per_split[s]]
         tracker = ProgressTracker(infos, self.mspec.batch_size, self.on_progress)
+        refused = route.refused if route is not None else 0
         with LogFollower(log_file, tracker):
             res = self.runner.run(["opencompass", str(cfg), "--work-dir", str(out_dir)], tool="eval",
                                   workdir=self.work_dir, env=env, mounts=mounts, timeout=self.timeout,
                                   log_file=log_file)
         run = parse.latest_run(out_dir)
+        skipped = route.refused - refused if route is not None else 0
+        self.judge_skipped = skipped > 0  # a rule-only score: shown, never cached as the judged one
+        if skipped and self.on_warning is not None:
+            self.on_warning(f"{self.benchmark}/{label}: the LLM judge was refused {skipped} time(s) "
+                            "(FT_LLM_BUDGET_USD is spent): those items keep their rule-based score, "
+                            "and this result is not cached")
         names = {s: [b.abbr for b in per_split[s]] for s in splits}
         reason = "timed out" if res.timed_out else parse.failure_reason(run)
         error = None
@@ -310,6 +332,7 @@ def evaluate_splits_of_path(
         mspec = mspec.model_copy(update={"path": str(merged), "adapter_path": None})
     job = _Job(benchmark=benchmark, adapter=adapter, settings=settings, runner=runner, work_dir=Path(work_dir), mspec=mspec,
                root=root, bench_dir=bench_dir, timeout=timeout, on_progress=on_progress)
+    job.on_warning = on_warning
     served_at = time.monotonic()
     with served_model(mspec, command, Path(work_dir), timeout=timeout, on_progress=on_progress) as job.mspec:
         if timeout:  # the server's start used part of the evaluation's time
@@ -335,7 +358,8 @@ def _run_groups(job: _Job, missing: list[str], spec: Any, keys: dict[str, str], 
         for split in done:
             assert run is not None
             result = _result(run, split, spec, benchmark, time.monotonic() - start, one)
-            cache.put(keys[split], result)
+            if not job.judge_skipped:
+                cache.put(keys[split], result)
             out.results[split] = result
         if not failed:
             continue
