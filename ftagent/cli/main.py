@@ -25,6 +25,7 @@ app = typer.Typer(
 )
 app.command("llm_finetune")(run.llm_finetune)
 app.command("demo")(run.demo)
+app.command("plan")(run.plan)
 app.command("report")(run.report)
 app.command("doctor")(doctor)
 app.command("ui")(ui.ui)

@@ -42,6 +42,32 @@ def llm_finetune(
         raise typer.Exit(1)
 
 
+def plan(
+    benchmark: str | None = typer.Option(None, "--benchmark", help="benchmark key or a benchmark YAML file"),
+    benchmark_description: str | None = typer.Option(None, "--benchmark-description"),
+    base_model: str | None = typer.Option(None, "--base-model", help="HF repo id, local folder or builtin/<name>"),
+    dataset: str | None = typer.Option(None, "--dataset", help="raw dataset name, 'all', or your own file"),
+    upper_data_size_limit: int | None = typer.Option(None, "--upper-data-size-limit", min=1),
+    loop_n: int | None = typer.Option(None, "--loop-n", min=1, help="total loops in the session"),
+    timeout: str | None = typer.Option(None, "--timeout", help="wall-clock budget: 12h, 90m, 1h30m, 45s"),
+    user_target_scenario: str | None = typer.Option(None, "--user-target-scenario"),
+) -> None:
+    """Forecast a session (llm_finetune's options) without running it: time per loop, memory, LLM use, fit."""
+    from rich.console import Console
+
+    from ftagent.finetune.app import FinetuneOptions
+    from ftagent.finetune.plan import plan_finetune
+    from ftagent.views.forecast import print_forecast
+
+    prepare_env()
+    options = FinetuneOptions(
+        benchmark=benchmark, benchmark_description=benchmark_description, base_model=base_model,
+        dataset=dataset, upper_data_size_limit=upper_data_size_limit, loop_n=loop_n, timeout=timeout,
+        user_target_scenario=user_target_scenario, quiet=True,
+    )
+    print_forecast(plan_finetune(options), Console(width=140))
+
+
 def demo(
     loop_n: int = typer.Option(3, "--loop-n", min=1),
     timeout: str | None = typer.Option(None, "--timeout"),

@@ -12,6 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, model_validator
 
 from ftagent.core.errors import StepError, StepFailure
+from ftagent.core.forecast import Forecast
 from ftagent.core.hardware import HardwareInfo
 
 
@@ -216,3 +217,4 @@ class ScenarioInfo(BaseModel):
     parameter_catalogue: str = ""  # LLaMA-Factory's arguments for the config prompt (grouped, token-bounded)
     force_think_token: bool = False  # outputs are "<think>reasoning</think>answer" (FT_FORCE_THINK_TOKEN)
     eval_decoding: EvalDecoding | None = None  # how the evaluation generates (None: not known yet)
+    forecast: Forecast | None = None  # the session's forecast (finetune.forecast), recorded after the baseline

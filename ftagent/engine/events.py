@@ -18,6 +18,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
 from ftagent.core.errors import StepFailure
+from ftagent.core.forecast import Forecast
 
 
 class _Event(BaseModel):
@@ -187,6 +188,13 @@ class LeftoversReaped(_Event):
     message: str = ""
 
 
+class ForecastEvent(_Event):
+    """What the session is expected to cost, recorded once after the baseline (before loop 0)."""
+
+    type: Literal["forecast"] = "forecast"
+    forecast: Forecast
+
+
 class Message(_Event):
     type: Literal["message"] = "message"
     level: Literal["info", "warning", "error"] = "info"
@@ -210,6 +218,7 @@ Event = Annotated[
     | LoopEnd
     | Progress
     | LeftoversReaped
+    | ForecastEvent
     | Message,
     Field(discriminator="type"),
 ]

@@ -196,6 +196,9 @@ def _start(settings, run, runner, emit: SessionEmitter, planner: str, loop_n: in
     except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM during the baseline: the session still ends
         session.events.emit(SessionEnd(status="interrupted", message=str(exc) or "interrupted by the user"))
         raise
+    from ftagent.finetune.forecast import record_forecast
+
+    record_forecast(session, scenario, settings, runner, run, planner=planner, loop_n=loop_n, timeout_s=timeout_s)
     state.elapsed_s = time.time() - started  # scenario time counts against --timeout
     return session
 

@@ -109,14 +109,17 @@ def steps_frame(lp: LoopView):
 
 
 def session_forecast(session: SessionView) -> dict[int, dict[str, float]] | None:
-    """Hook for forecast vs actual: the forecast seconds per loop and step, or ``None`` when there is none.
+    """Forecast vs actual: the forecast seconds per loop and step, or ``None`` when the session has none.
 
-    No event type carries a forecast yet, so this is always ``None`` and the UI shows the actual wall
-    times only. When the session's events record a forecast (issue #23 part 4), project it into the
-    :class:`SessionView` and return ``{loop: {step: seconds}}`` here; :func:`step_times_frame` then adds
-    a ``forecast`` row under each loop's ``actual`` row.
+    The session's ``forecast`` event (recorded after the baseline, issue #23) is projected into
+    :attr:`SessionView.forecast`; :func:`step_times_frame` adds a ``forecast`` row under each loop's
+    ``actual`` row (validate includes the data processing; propose/code/feedback are forecast as 0).
     """
-    return None
+    if not session.forecast:
+        return None
+    from ftagent.core.forecast import Forecast
+
+    return {lp.loop: lp.steps() for lp in Forecast(**session.forecast).loops}
 
 
 def step_times_frame(session: SessionView, forecast: dict[int, dict[str, float]] | None = None):

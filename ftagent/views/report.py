@@ -7,6 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from ftagent.views.forecast import VersusRow, versus, versus_markdown, versus_note
 from ftagent.views.session import LoopView, load_session
 
 
@@ -48,6 +49,8 @@ class Report(BaseModel):
     wall_time_s: float = 0.0
     early_stops: int = 0  # full runs stopped because their loss diverged
     early_stop_saved_s: float = 0.0  # the training time those stops saved (estimated)
+    forecast: list[VersusRow] = Field(default_factory=list)  # forecast vs actual per loop, then the total
+    forecast_note: str = ""
 
 
 _KEY_CONFIG = ("finetuning_type", "learning_rate", "max_steps", "num_train_epochs",
@@ -81,6 +84,7 @@ def build_report(session_dir: Path) -> Report:
     stops = [lp.training["early_stop"] for lp in view.loops if (lp.training or {}).get("early_stop")]
     report.early_stops = len(stops)
     report.early_stop_saved_s = sum(s.get("saved_s") or 0.0 for s in stops)
+    report.forecast, report.forecast_note = versus(view), versus_note(view)
     return report
 
 
@@ -131,6 +135,8 @@ def render_markdown(r: Report) -> str:
         status = row.status if not row.failure else f"{row.status}: {row.failure[:80]}"
         lines.append(f"| {row.loop} | {row.hypothesis[:90]} | {cfg} | {_fmt(row.val_score)} | "
                      f"{_fmt(row.test_score)} | {decision} | {status} | {row.duration_s:.0f}s |")
+    if r.forecast:
+        lines += ["", *versus_markdown(r.forecast, r.forecast_note)]
     return "\n".join(lines) + "\n"
 
 

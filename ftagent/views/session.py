@@ -104,6 +104,7 @@ class SessionView(BaseModel):
     snapshot: str | None = None
     n_events: int = 0
     warnings: list[str] = Field(default_factory=list)
+    forecast: dict[str, Any] | None = None  # the ``forecast`` event's Forecast (core.forecast) as JSON
 
     @property
     def running(self) -> bool:
@@ -257,6 +258,8 @@ def _apply(view: SessionView, loops: dict[int, LoopView], ev: dict[str, Any]) ->
         view.messages.append({**ev, "level": "warning", "text": ev.get("message", "")})
     elif kind == "run" and lp is None:
         view.runs.append(ev)
+    elif kind == "forecast":
+        view.forecast = ev.get("forecast")
     elif lp is not None:
         _apply_loop(view, lp, ev)
 

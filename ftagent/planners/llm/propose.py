@@ -50,9 +50,14 @@ def read_artefact(experiment: PlannerExperiment | None, name: str) -> str:
         return ""
 
 
-def history_sections(view: PlannerView) -> list[Section]:
-    """The results so far: baseline, the current best in full, its siblings, the rest in short."""
+def history_sections(view: PlannerView, forecast: Any = None) -> list[Section]:
+    """The results so far: baseline, the current best in full, its siblings, the rest in short.
+
+    Before any training run finished, the session's ``forecast`` (measured s/step, s/epoch, time share
+    per loop) stands in for the measured speed.
+    """
     from ftagent.planners.llm.brief import format_score
+    from ftagent.planners.llm.estimate import estimate_line
 
     kw = dict(baseline=view.baseline_val, core_metric=view.core_metric, direction=view.direction)
     parent = view.get(view.sota_loop)
@@ -63,7 +68,8 @@ def history_sections(view: PlannerView) -> list[Section]:
         lines.append(f"- Current best: loop {parent.loop}, validation {metric} {format_score(parent.val_score, metric)}")
     lines.append("- " + experiment_counts(view))
     if not any(throughput_line(e) for e in view.experiments):
-        lines.append("- Training speed on this hardware: not measured yet (no training run has finished)")
+        lines.append(estimate_line(forecast)
+                     or "- Training speed on this hardware: not measured yet (no training run has finished)")
     out = [Section(key="results", title="Results so far", body="\n".join(lines), required=True)]
     if parent is not None:
         first, rest = experiment_block(parent, detail="full", best=True, **kw).split("\n", 1)
@@ -145,7 +151,7 @@ def build_proposal_messages(scenario: ScenarioInfo, view: PlannerView, settings:
         budgets_part(scenario, ctx, 65),
         brief_part(scenario, DATA_RULES, required=True),
         brief_part(scenario, DATASETS, 75),
-        *history_sections(view),
+        *history_sections(view, getattr(scenario, "forecast", None)),
     ]
     parent_script = read_artefact(parent, "process_data.py")
     if parent_script:

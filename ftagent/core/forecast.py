@@ -1,0 +1,163 @@
+"""What a session will cost before it runs: the typed forecast and its arithmetic (no I/O).
+
+The numbers come from measurements (:mod:`ftagent.finetune.forecast` runs the probes): a short real
+LLaMA-Factory run gives seconds per optimizer step and the fixed start-up of a training run; a real
+OpenCompass run gives its fixed cost and the cost per item. Here they are only scaled:
+
+* training: ``start-up + steps × s/step``, steps = ``max_steps`` or ``ceil(rows × epochs ÷ effective batch)``;
+* evaluation: ``fixed + items × s/item``;
+* other (validate + data): the measured validate step of the probe.
+"""
+
+from __future__ import annotations
+
+import math
+
+from pydantic import BaseModel, Field
+
+
+class TrainProbe(BaseModel):
+    """A measured training speed for one (model, method, cutoff, batch, hardware)."""
+
+    key: str
+    s_per_step: float  # trainer_state's train_runtime ÷ its optimizer steps
+    startup_s: float  # the run's wall time minus train_runtime (imports, model load, save)
+    validate_s: float  # loop 0's validate step: data debug + template check + the 3-step micro-batch run
+    revalidate_s: float | None = None  # a later loop's: the validator keeps its template check for the session
+    steps: int
+    measured_at: float = 0.0
+
+
+class EvalProbe(BaseModel):
+    """A measured OpenCompass run of the base model on both splits."""
+
+    key: str
+    fixed_s: float  # wall time not spent on items (start-up before the first item, scoring after)
+    s_per_item: float
+    items: int
+    measured_at: float = 0.0
+    source: str = "baseline run"  # or "cached baseline (its recorded wall time, not split by item)"
+
+
+class TrainPlan(BaseModel):
+    """What the forecast assumes a loop trains."""
+
+    method: str = "?"
+    rows: int = 0
+    epochs: float | None = None
+    max_steps: int | None = None
+    effective_batch: int = 1
+    cutoff_len: int | None = None
+
+    @property
+    def steps(self) -> int:
+        """Optimizer steps of the plan (``max_steps`` wins, as in transformers)."""
+        if self.max_steps:
+            return int(self.max_steps)
+        return max(1, math.ceil(self.rows * float(self.epochs or 1.0) / max(1, self.effective_batch)))
+
+    def steps_per_epoch(self) -> int:
+        return max(1, math.ceil(self.rows / max(1, self.effective_batch)))
+
+
+class LoopForecast(BaseModel):
+    """Seconds one loop is expected to take, by part."""
+
+    loop: int
+    train_s: float
+    eval_s: float
+    other_s: float  # validate (data debug, template check, micro-batch) + data processing
+
+    @property
+    def total_s(self) -> float:
+        return self.train_s + self.eval_s + self.other_s
+
+    def steps(self) -> dict[str, float]:
+        """As the step-times table names the workflow steps."""
+        return {"validate": self.other_s, "train": self.train_s, "evaluate": self.eval_s}
+
+
+class LLMForecast(BaseModel):
+    """The planner's expected LLM use; ``cost_usd`` None = LiteLLM has no price (unknown, never $0)."""
+
+    model: str | None = None
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float | None = 0.0
+
+
+class Forecast(BaseModel):
+    """A session's forecast: per loop, the baseline, the memory plan, LLM use, the total and the fit."""
+
+    planner: str
+    loops: list[LoopForecast]
+    baseline_eval_s: float | None = None  # None: the baseline is already measured (the session has run it)
+    plan: TrainPlan
+    s_per_epoch: float | None = None  # training seconds for one epoch of the planned rows (start-up excluded)
+    memory: str = ""
+    llm: LLMForecast = Field(default_factory=LLMForecast)
+    timeout_s: float | None = None
+    assumptions: list[str] = Field(default_factory=list)
+    train_probe: TrainProbe | None = None
+    eval_probe: EvalProbe | None = None
+    probe_cost_s: float = 0.0  # wall time this forecast spent measuring (0 when every number was cached)
+
+    @property
+    def total_s(self) -> float:
+        return (self.baseline_eval_s or 0.0) + sum(lp.total_s for lp in self.loops)
+
+    @property
+    def fits_timeout(self) -> bool | None:
+        """None without ``--timeout``."""
+        return None if self.timeout_s is None else self.total_s <= self.timeout_s
+
+    def loop_share_s(self) -> float | None:
+        """Each loop's share of what ``--timeout`` leaves after the baseline (None without one)."""
+        if self.timeout_s is None or not self.loops:
+            return None
+        return max(0.0, self.timeout_s - (self.baseline_eval_s or 0.0)) / len(self.loops)
+
+
+def train_seconds(probe: TrainProbe, plan: TrainPlan) -> float:
+    """Wall seconds of a training run: its start-up plus the plan's steps at the measured speed."""
+    return probe.startup_s + plan.steps * probe.s_per_step
+
+
+def eval_seconds(probe: EvalProbe, items: int | None = None) -> float:
+    """Wall seconds of one OpenCompass run over ``items`` (default: the probe's own item count)."""
+    return probe.fixed_s + (probe.items if items is None else items) * probe.s_per_item
+
+
+def grown(plan: TrainPlan, factor: float, cap: int | None = None) -> TrainPlan:
+    """``plan`` trained ``factor`` times as long (``max_steps`` capped at ``cap``, epochs at 10)."""
+    if plan.max_steps:
+        steps = round(plan.max_steps * factor)
+        return plan.model_copy(update={"max_steps": int(min(cap, steps) if cap else steps)})
+    return plan.model_copy(update={"epochs": round(min(10.0, float(plan.epochs or 1.0) * factor), 2)})
+
+
+def build_forecast(*, planner: str, loop_n: int, plan: TrainPlan, train: TrainProbe, evaluation: EvalProbe,
+                   data_s: float = 0.0, baseline_needed: bool = True, memory: str = "",
+                   llm: LLMForecast | None = None, timeout_s: float | None = None,
+                   assumptions: list[str] | None = None, probe_cost_s: float = 0.0,
+                   growth: float = 1.0, max_steps_cap: int | None = None) -> Forecast:
+    """Loop 0 as ``plan``; loop i trains ``growth ** i`` as long (1.0: every loop like loop 0)."""
+    eval_s = eval_seconds(evaluation)
+    loops = []
+    for i in range(max(1, loop_n)):
+        train_s = train_seconds(train, grown(plan, growth ** i, max_steps_cap) if i else plan)
+        validate_s = train.validate_s if i == 0 or train.revalidate_s is None else train.revalidate_s
+        loops.append(LoopForecast(loop=i, train_s=round(train_s, 2), eval_s=round(eval_s, 2),
+                                  other_s=round(validate_s + data_s, 2)))
+    return Forecast(planner=planner, loops=loops, baseline_eval_s=round(eval_s, 2) if baseline_needed else None,
+                    plan=plan, s_per_epoch=round(plan.steps_per_epoch() * train.s_per_step, 2), memory=memory,
+                    llm=llm or LLMForecast(), timeout_s=timeout_s, assumptions=list(assumptions or []),
+                    train_probe=train, eval_probe=evaluation, probe_cost_s=round(probe_cost_s, 2))
+
+
+def percent_error(forecast_s: float | None, actual_s: float | None) -> float | None:
+    """``(forecast − actual) ÷ actual`` in percent (None when either is missing or actual is 0)."""
+    if forecast_s is None or not actual_s:
+        return None
+    return 100.0 * (forecast_s - actual_s) / actual_s

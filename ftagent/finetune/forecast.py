@@ -1,0 +1,345 @@
+"""The forecast before a run: real probes, cached, scaled by :mod:`ftagent.core.forecast`.
+
+* **Training**: the session's first recipe (the heuristic planner's deterministic plan; for the LLM
+  planner the same default plan, stated as an assumption) goes through the real code → data (debug)
+  → validate steps in a scratch workspace under ``FT_FILE_PATH/forecast/``; the validator's
+  micro-batch run is lengthened to ``PROBE_STEPS`` so ``train_runtime ÷ steps`` is a steady s/step.
+  The result is cached per (model, method, cutoff, batch, hardware), so a second forecast is instant.
+* **Evaluation**: the baseline OpenCompass run (both splits) read back from its events: the span of
+  its inference progress gives s/item, the rest is its fixed cost (start-up + scoring). ``ftagent plan``
+  runs the baseline itself (it is cached by model and benchmark, so the session then reuses it); a
+  session reads its own baseline. Cached per (model, benchmark, hardware).
+
+Nothing here writes into a session folder except :func:`record_forecast`'s one event.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+from ftagent.core.forecast import EvalProbe, Forecast, LLMForecast, TrainPlan, TrainProbe, build_forecast
+
+PROBE_STEPS = 10  # micro-batch steps of the probe (the validator's own check runs 3)
+COMPLETION_TOKENS = 1500  # assumed reply size of one planner call (replies are not known before)
+LLM_PROMPTS = {"propose": ["proposal_system.j2", "proposal_user.j2"], "code": ["data_coder.j2", "config_coder.j2"],
+               "feedback": ["feedback_success.j2"]}  # one call per template pair/entry: 4 calls a loop
+
+
+def forecast_dir(file_path: str | Path) -> Path:
+    """``FT_FILE_PATH/forecast``: the probe cache and the probe's scratch workspace."""
+    return Path(file_path).absolute() / "forecast"
+
+
+def _cache_path(file_path: str | Path) -> Path:
+    return forecast_dir(file_path) / "probes.json"
+
+
+def _load_cache(file_path: str | Path) -> dict[str, Any]:
+    try:
+        return json.loads(_cache_path(file_path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
+def _store(file_path: str | Path, key: str, value: dict[str, Any]) -> None:
+    path = _cache_path(file_path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    cache = _load_cache(file_path)
+    cache[key] = value
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(cache, indent=1), encoding="utf-8")
+    tmp.replace(path)
+
+
+def _hardware_key(scenario) -> str:
+    gpus = [g.name for g in scenario.hardware.gpus] if scenario.hardware.gpus else []
+    return ",".join(gpus) if gpus else f"cpu, OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', '?')}"
+
+
+def train_key(scenario, recipe: dict[str, Any]) -> str:
+    """The cache key of a training probe: model, method, cutoff, batch, LoRA rank, hardware."""
+    parts = [scenario.base_model, recipe.get("finetuning_type"), recipe.get("cutoff_len"),
+             recipe.get("per_device_train_batch_size"), recipe.get("gradient_accumulation_steps"),
+             recipe.get("lora_rank"), _hardware_key(scenario)]
+    return "train:" + hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()[:16]
+
+
+def eval_key(scenario) -> str:
+    """The cache key of an evaluation probe: model, benchmark, hardware."""
+    parts = [scenario.base_model, scenario.benchmark, _hardware_key(scenario)]
+    return "eval:" + hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:16]
+
+
+def first_recipe(scenario) -> dict[str, Any]:
+    """The recipe loop 0 is expected to train (the heuristic planner's deterministic first plan)."""
+    from ftagent.planners.heuristic.planner import base_recipe
+
+    return base_recipe(scenario)
+
+
+def train_plan(scenario, recipe: dict[str, Any], rows: int | None = None) -> TrainPlan:
+    """The recipe as steps: rows default to the data cap (``--upper-data-size-limit``)."""
+    gpus = max(1, scenario.hardware.gpu_count)
+    batch = int(recipe.get("per_device_train_batch_size") or 1) * int(recipe.get("gradient_accumulation_steps") or 1)
+    return TrainPlan(method=str(recipe.get("finetuning_type") or "?"),
+                     rows=int(rows or scenario.upper_data_size_limit),
+                     epochs=recipe.get("num_train_epochs"), max_steps=recipe.get("max_steps"),
+                     effective_batch=batch * gpus, cutoff_len=recipe.get("cutoff_len"))
+
+
+# --- training probe ---------------------------------------------------------------------------------
+
+
+class _ProbeContext:
+    """The step context the data step and the validator get in the probe: no session, own limits."""
+
+    def __init__(self, emit) -> None:
+        self.emit = emit
+
+    def limit(self, seconds: float) -> float:
+        return seconds
+
+
+def measure_training(scenario, settings, runner, run=None, *, recipe: dict[str, Any] | None = None,
+                     use_cache: bool = True) -> tuple[TrainProbe, float]:
+    """The measured training speed of ``recipe`` (default: the first recipe); returns (probe, seconds spent).
+
+    Raises:
+        RuntimeError: the probe's validation failed (its failure summary is the message).
+    """
+    recipe = recipe or first_recipe(scenario)
+    key = train_key(scenario, recipe)
+    cached = _load_cache(settings.ft.file_path).get(key) if use_cache else None
+    if cached:
+        return TrainProbe(**cached), 0.0
+    from ftagent.core.trace import Trace
+    from ftagent.core.types import Hypothesis
+    from ftagent.finetune.workflow import build_components
+
+    started = time.monotonic()
+    work = forecast_dir(settings.ft.file_path) / f"probe_workspace_{os.getpid()}"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    try:
+        components = build_components(scenario, settings, runner, "heuristic", run=run)
+        validator = components.validator
+        check_steps = int(validator.defaults.micro_batch.get("max_steps") or 3)  # the validator's own check
+        batch = int(recipe.get("per_device_train_batch_size") or 1)
+        # a steadier s/step than the 3-step check: PROBE_STEPS steps, enough samples for them
+        validator.defaults.micro_batch = {**validator.defaults.micro_batch, "max_steps": PROBE_STEPS,
+                                          "max_samples": max(32, batch * PROBE_STEPS)}
+        hypothesis = Hypothesis(reason="forecast probe", hypothesis="forecast probe", task="forecast probe",
+                                planner="heuristic", plan={"recipe": recipe})
+        trace = Trace()
+        code = components.coder.code(hypothesis, trace, work, None, None)
+        ctx = _ProbeContext(lambda _event: None)
+        t0 = time.monotonic()
+        components.data.prepare(code, hypothesis, trace, ctx, debug=True)
+        data_s = time.monotonic() - t0
+        report = validator.validate(code, ctx)
+        checks_s = time.monotonic() - t0 - data_s  # config checks + template check + micro-batch run
+        if not report.passed:
+            raise RuntimeError(report.failure.summary() if report.failure else "the probe's validation failed")
+        state = json.loads((work / "debug" / "output" / "trainer_state.json").read_text(encoding="utf-8"))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    rows = [r for r in state.get("log_history", []) if isinstance(r, dict) and "train_runtime" in r]
+    wall = float(report.micro_batch.get("duration_s") or 0.0)
+    runtime = float(rows[-1]["train_runtime"]) if rows else wall
+    steps = int(state.get("global_step") or PROBE_STEPS)
+    s_per_step = runtime / max(1, steps)
+    startup_s = max(0.0, wall - runtime)
+    micro_s = startup_s + check_steps * s_per_step  # the validator's own 3-step run
+    template_s = max(0.0, checks_s - wall)  # the template check (and config checks): loop 0 only
+    probe = TrainProbe(key=key, s_per_step=round(s_per_step, 4), startup_s=round(startup_s, 2),
+                       validate_s=round(data_s + template_s + micro_s, 2), revalidate_s=round(data_s + micro_s, 2),
+                       steps=steps, measured_at=time.time())
+    _store(settings.ft.file_path, key, probe.model_dump())
+    return probe, time.monotonic() - started
+
+
+# --- evaluation probe -------------------------------------------------------------------------------
+
+
+def eval_probe_from_events(events: list[Any], key: str = "") -> EvalProbe | None:
+    """The baseline's OpenCompass run read from its events (None when it did not run: e.g. cached).
+
+    Fixed cost = the run's wall time minus the span of its inference progress; s/item = that span ÷ items.
+    """
+    items = [e if isinstance(e, dict) else e.model_dump() for e in events]
+    runs = [e for e in items if e.get("type") == "run" and e.get("purpose") == "eval" and e.get("loop") is None]
+    if not runs:
+        return None
+    wall = float(runs[-1]["duration_s"])
+    infer = [e for e in items if e.get("type") == "progress" and str(e.get("phase", "")).startswith("infer:")
+             and e.get("loop") is None]
+    totals: dict[str, int] = {}
+    for e in infer:
+        if e.get("total"):
+            totals[e["phase"]] = int(e["total"])
+    n = sum(totals.values())
+    span = (max(e["ts"] for e in infer) - min(e["ts"] for e in infer)) if infer else 0.0
+    per_item = span / n if n else 0.0
+    return EvalProbe(key=key, fixed_s=round(max(0.0, wall - span), 2), s_per_item=round(per_item, 5),
+                     items=n, measured_at=time.time())
+
+
+def evaluation_cost(settings, scenario, events: list[Any]) -> EvalProbe | None:
+    """The evaluation cost after the baseline: its run's events, else the cache, else the cached result's
+    recorded wall time (a cached baseline has no events to split it by item)."""
+    probe = eval_probe_from_events(events, eval_key(scenario))
+    if probe is not None and probe.items:
+        remember_eval(settings, scenario, probe)
+        return probe
+    probe = cached_eval(settings, scenario)
+    if probe is not None:
+        return probe
+    base = scenario.baseline
+    if base is not None and base.duration_s:
+        return EvalProbe(key=eval_key(scenario), fixed_s=round(base.duration_s, 2), s_per_item=0.0, items=0,
+                         measured_at=time.time(), source="cached baseline (its recorded wall time, not split by item)")
+    return None
+
+
+def cached_eval(settings, scenario) -> EvalProbe | None:
+    cached = _load_cache(settings.ft.file_path).get(eval_key(scenario))
+    return EvalProbe(**cached) if cached else None
+
+
+def remember_eval(settings, scenario, probe: EvalProbe) -> None:
+    _store(settings.ft.file_path, eval_key(scenario), probe.model_dump())
+
+
+# --- LLM use ----------------------------------------------------------------------------------------
+
+
+def llm_forecast(settings, scenario, planner: str, loop_n: int) -> LLMForecast:
+    """Calls and tokens of the planner (0 for the heuristic one); the price where LiteLLM knows it.
+
+    Prompt tokens per call: the template's text plus the scenario brief every prompt quotes (plus the
+    parameter catalogue for the config coder); completion tokens: ``COMPLETION_TOKENS`` per call.
+    """
+    if planner != "llm":
+        return LLMForecast(model=None, calls=0, prompt_tokens=0, completion_tokens=0, cost_usd=0.0)
+    from ftagent.planners.llm.budget import count_tokens
+    from ftagent.planners.llm.templates import PROMPTS_DIR
+
+    model = settings.llm.chat_model
+    brief = count_tokens(scenario.description_text or "")
+    catalogue = count_tokens(scenario.parameter_catalogue or "")
+    per_loop = calls = 0
+    for names in LLM_PROMPTS.values():
+        for name in names:
+            path = PROMPTS_DIR / name
+            text = path.read_text(encoding="utf-8") if path.is_file() else ""
+            per_loop += count_tokens(text) + (catalogue if name == "config_coder.j2" else 0)
+        calls += 1 if names[0].startswith("proposal") else len(names)
+    per_loop += brief * calls
+    prompt, completion = per_loop * loop_n, COMPLETION_TOKENS * calls * loop_n
+    return LLMForecast(model=model, calls=calls * loop_n, prompt_tokens=prompt, completion_tokens=completion,
+                       cost_usd=_price(model, prompt, completion))
+
+
+def _price(model: str | None, prompt: int, completion: int) -> float | None:
+    """USD from LiteLLM's price table; None when the model is not in it (unknown, never $0)."""
+    if not model:
+        return None
+    try:
+        import litellm
+
+        info = litellm.model_cost.get(model) or litellm.model_cost.get(model.split("/", 1)[-1])
+    except Exception:  # noqa: BLE001 - a missing price is "unknown", not an error
+        return None
+    if not info or info.get("input_cost_per_token") is None:
+        return None
+    return round(prompt * float(info["input_cost_per_token"])
+                 + completion * float(info.get("output_cost_per_token") or 0.0), 4)
+
+
+# --- the forecast -----------------------------------------------------------------------------------
+
+
+def memory_line(scenario, method: str) -> str:
+    """One line of the memory plan for the planned method."""
+    for m in scenario.memory.get("methods") or []:
+        if str(m.get("method", "")).startswith(method):
+            need = m.get("peak_gb") or m.get("total_gb") or m.get("estimate_gb")
+            fits = m.get("fits")
+            return (f"{m.get('method')}: " + (f"~{float(need):.1f} GB, " if need is not None else "")
+                    + ("fits" if fits else "does not fit" if fits is not None else "fit unknown"))
+    first = (scenario.memory_report or "").strip().splitlines()
+    return first[0] if first else "no memory plan"
+
+
+def make_forecast(scenario, settings, train: TrainProbe, evaluation: EvalProbe, *, planner: str, loop_n: int,
+                  timeout_s: float | None, baseline_needed: bool, probe_cost_s: float = 0.0,
+                  recipe: dict[str, Any] | None = None) -> Forecast:
+    """Scale the probes to the session: loop 0 as the first recipe, later loops as the planner grows it."""
+    from ftagent.planners.heuristic.planner import MAX_STEPS_CAP
+
+    recipe = recipe or first_recipe(scenario)
+    plan = train_plan(scenario, recipe)
+    growth = 2.0 if planner == "heuristic" else 1.0
+    what = f"max_steps {plan.max_steps}" if plan.max_steps else f"{plan.rows} rows x {plan.epochs or 1} epoch(s)"
+    assumptions = [f"loop 0 trains {plan.method}, {what}, effective batch {plan.effective_batch}"]
+    if growth > 1:
+        assumptions.append("each later loop trains twice as long as the one before (the heuristic planner's "
+                           f"usual step after a success while the loss still falls; max_steps capped at {MAX_STEPS_CAP})")
+    else:
+        assumptions.append("every loop trains like loop 0 (the planner resizes later loops after feedback)")
+    if planner == "llm":
+        assumptions.append("the LLM planner is assumed to plan the default recipe; its own plan may differ")
+        assumptions.append(f"{COMPLETION_TOKENS} completion tokens per LLM call (replies are not known before)")
+    return build_forecast(planner=planner, loop_n=loop_n, plan=plan, train=train, evaluation=evaluation,
+                          baseline_needed=baseline_needed, memory=memory_line(scenario, plan.method),
+                          llm=llm_forecast(settings, scenario, planner, loop_n), timeout_s=timeout_s,
+                          assumptions=assumptions, probe_cost_s=probe_cost_s, growth=growth,
+                          max_steps_cap=MAX_STEPS_CAP)
+
+
+def session_forecast(scenario, settings, runner, run, events: list[Any], *, planner: str, loop_n: int,
+                     timeout_s: float | None) -> Forecast | None:
+    """A session's forecast after its baseline: cached probes, else one training probe (None if it fails).
+
+    The baseline just ran, so its events give the evaluation cost (a cached baseline: the cache).
+    """
+    evaluation = evaluation_cost(settings, scenario, events)
+    if evaluation is None:
+        return None
+    try:
+        train, spent = measure_training(scenario, settings, runner, run)
+    except Exception:  # noqa: BLE001 - a forecast never stops a session
+        return None
+    return make_forecast(scenario, settings, train, evaluation, planner=planner, loop_n=loop_n,
+                         timeout_s=timeout_s, baseline_needed=False, probe_cost_s=spent)
+
+
+def record_forecast(session, scenario, settings, runner, run, *, planner: str, loop_n: int | None,
+                    timeout_s: float | None) -> Forecast | None:
+    """Emit the session's ``forecast`` event once, after the baseline; the LLM planner's brief reads it.
+
+    Cost: 0 s when the training probe is cached for this model/recipe/hardware, else one probe run
+    (about the validate step of loop 0: ~25 s for the demo on CPU).
+    """
+    from ftagent.engine.events import ForecastEvent, Message, read_events
+
+    try:
+        events = [e.model_dump() for e in read_events(session.events.path)]
+        forecast = session_forecast(scenario, settings, runner, run, events, planner=planner,
+                                    loop_n=int(loop_n or 1), timeout_s=timeout_s)
+    except Exception as exc:  # noqa: BLE001 - a forecast never stops a session
+        session.events.emit(Message(level="warning", text=f"no forecast: {type(exc).__name__}: {exc}"))
+        return None
+    if forecast is None:
+        session.events.emit(Message(level="warning", text="no forecast: the training probe failed or the "
+                                                          "evaluation cost is not measured"))
+        return None
+    scenario.forecast = forecast
+    session.events.emit(ForecastEvent(forecast=forecast))
+    return forecast

@@ -1,0 +1,113 @@
+"""Forecast rendering: the ``ftagent plan`` table and forecast vs actual for the report and the UI."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel
+
+from ftagent.core.durations import format_duration
+from ftagent.core.forecast import Forecast, percent_error
+from ftagent.views.session import SessionView
+
+
+class VersusRow(BaseModel):
+    """One loop (or the total): forecast and actual seconds, and the error in percent."""
+
+    loop: int | None  # None: the total
+    forecast_s: float
+    actual_s: float | None = None  # None: the loop has not ended
+    error_pct: float | None = None
+
+
+def _dur(seconds: float | None) -> str:
+    return "-" if seconds is None else format_duration(seconds)
+
+
+def forecast_lines(f: Forecast) -> list[str]:
+    """The forecast as plain lines (the CLI prints them under its table; the brief quotes some)."""
+    lines = [f"planner: {f.planner}; memory plan: {f.memory}"]
+    if f.train_probe is not None:
+        lines.append(f"training speed (measured, {f.train_probe.steps} steps): {f.train_probe.s_per_step:.3f} s/step, "
+                     f"run start-up {f.train_probe.startup_s:.1f} s; {f.plan.steps} steps in loop 0"
+                     + (f"; one epoch of {f.plan.rows} rows = {_dur(f.s_per_epoch)}" if f.s_per_epoch else ""))
+    if f.eval_probe is not None and not f.eval_probe.items:
+        lines.append(f"evaluation: {f.eval_probe.fixed_s:.1f} s per run ({f.eval_probe.source})")
+    elif f.eval_probe is not None:
+        lines.append(f"evaluation (measured): {f.eval_probe.items} items x {f.eval_probe.s_per_item * 1000:.1f} ms "
+                     f"+ {f.eval_probe.fixed_s:.1f} s fixed (OpenCompass start-up and scoring)")
+    cost = "unknown price" if f.llm.cost_usd is None else f"${f.llm.cost_usd:.4f}"
+    lines.append(f"LLM: {f.llm.calls} calls, {f.llm.prompt_tokens + f.llm.completion_tokens:,} tokens "
+                 f"({f.llm.prompt_tokens:,} prompt + {f.llm.completion_tokens:,} completion), {cost}"
+                 + (f" [{f.llm.model}]" if f.llm.model else ""))
+    fit = f.fits_timeout
+    lines.append(f"total: {_dur(f.total_s)}"
+                 + ("" if fit is None else f"; --timeout {_dur(f.timeout_s)}: " + ("fits" if fit else "does NOT fit")))
+    if f.probe_cost_s:
+        lines.append(f"measuring took {_dur(f.probe_cost_s)} (cached for the next forecast)")
+    lines += [f"assumption: {a}" for a in f.assumptions]
+    return lines
+
+
+def forecast_table_rows(f: Forecast) -> list[list[str]]:
+    """``[part, validate+data, train, evaluate, total]`` rows: the baseline, each loop, the total."""
+    rows = []
+    if f.baseline_eval_s is not None:
+        rows.append(["baseline", "-", "-", _dur(f.baseline_eval_s), _dur(f.baseline_eval_s)])
+    for lp in f.loops:
+        rows.append([f"loop {lp.loop}", _dur(lp.other_s), _dur(lp.train_s), _dur(lp.eval_s), _dur(lp.total_s)])
+    rows.append(["total", "", "", "", _dur(f.total_s)])
+    return rows
+
+
+def print_forecast(f: Forecast, console: Any) -> None:
+    """The ``ftagent plan`` output (a rich table and the lines)."""
+    from rich.table import Table
+
+    table = Table(title="forecast (no training was run for it beyond the probes)")
+    for col in ("", "validate + data", "train", "evaluate", "total"):
+        table.add_column(col, justify="left" if not col else "right")
+    for row in forecast_table_rows(f):
+        table.add_row(*row)
+    console.print(table)
+    for line in forecast_lines(f):
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+
+def versus(view: SessionView) -> list[VersusRow]:
+    """Forecast vs actual per loop and in total (the loops that ended), from a session's events."""
+    if not view.forecast:
+        return []
+    f = Forecast(**view.forecast)
+    ended = {lp.index: float((lp.end or {}).get("duration_s") or 0.0) for lp in view.loops if lp.end}
+    rows = []
+    for lp in f.loops:
+        actual = ended.get(lp.loop)
+        rows.append(VersusRow(loop=lp.loop, forecast_s=round(lp.total_s, 2), actual_s=actual,
+                              error_pct=percent_error(lp.total_s, actual)))
+    done = [r for r in rows if r.actual_s is not None]
+    if done:
+        fs, acts = sum(r.forecast_s for r in done), sum(r.actual_s or 0.0 for r in done)
+        rows.append(VersusRow(loop=None, forecast_s=round(fs, 2), actual_s=round(acts, 2),
+                              error_pct=percent_error(fs, acts)))
+    return rows
+
+
+def versus_note(view: SessionView) -> str:
+    """How the session's forecast was made (empty without one)."""
+    if not view.forecast:
+        return ""
+    f = Forecast(**view.forecast)
+    return (f"forecast made after the baseline (measuring cost {_dur(f.probe_cost_s)}, 0 s when cached); "
+            + "; ".join(f.assumptions))
+
+
+def versus_markdown(rows: list[VersusRow], note: str = "") -> list[str]:
+    """The report's "Forecast vs actual" section (empty without a forecast)."""
+    if not rows:
+        return []
+    lines = ["## Forecast vs actual", "", "| loop | forecast | actual | error |", "|---|---|---|---|"]
+    for r in rows:
+        err = "-" if r.error_pct is None else f"{r.error_pct:+.0f}%"
+        lines.append(f"| {'total' if r.loop is None else r.loop} | {_dur(r.forecast_s)} | {_dur(r.actual_s)} | {err} |")
+    return lines + (["", note] if note else []) + [""]
