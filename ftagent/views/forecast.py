@@ -44,7 +44,7 @@ def forecast_lines(f: Forecast) -> list[str]:
     lines.append(f"total: {_dur(f.total_s)}"
                  + ("" if fit is None else f"; --timeout {_dur(f.timeout_s)}: " + ("fits" if fit else "does NOT fit")))
     if f.probe_cost_s:
-        lines.append(f"measuring took {_dur(f.probe_cost_s)} (cached for the next forecast)")
+        lines.append(f"this forecast took {_dur(f.probe_cost_s)} to make (its measurements are cached for the next one)")
     lines += [f"assumption: {a}" for a in f.assumptions]
     return lines
 
