@@ -130,7 +130,7 @@ def measure_training(scenario, settings, runner, run=None, *, recipe: dict[str, 
         components = build_components(scenario, settings, runner, "heuristic", run=run)
         validator = components.validator
         check_steps = int(validator.defaults.micro_batch.get("max_steps") or 3)  # the validator's own check
-        batch = int(recipe.get("per_device_train_batch_size") or 1)
+        batch = int(recipe.get("per_device_train_batch_size") or 1) * int(recipe.get("gradient_accumulation_steps") or 1)
         # a steadier s/step than the 3-step check: PROBE_STEPS steps, enough samples for them
         validator.defaults.micro_batch = {**validator.defaults.micro_batch, "max_steps": PROBE_STEPS,
                                           "max_samples": max(32, batch * PROBE_STEPS)}
