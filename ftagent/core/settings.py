@@ -98,7 +98,9 @@ class FTSettings(BaseSettings):
 
     # --- evaluation ------------------------------------------------------------------------------
     judge_model: str = "gpt-5.1"
-    judge_api_key: SecretStr | None = None
+    judge_api_key: SecretStr | None = Field(
+        None, description="the LLM judge's key; a session hands OpenCompass only its judge gateway's URL and token "
+                          "(judge calls recorded as stage judge, counted in FT_LLM_BUDGET_USD)")
     judge_api_base: str | None = None
     judge_retry: int = Field(10, ge=1, description="tries of each LLM-judge request (OpenCompass judge_cfg retry; "
                              "OpenCompass makes no call at all with 0)")

@@ -140,6 +140,9 @@ def run_finetune(options: FinetuneOptions) -> RunSummary:
         summary = _run(session, settings, run, runner, emit, planner, options, timeout_s)
     finally:
         display.stop()  # before the report: a live refresh never lands inside it
+        if settings.judge_route is not None:
+            settings.judge_route.stop()
+            settings.judge_route = None
         end_run()
     from ftagent.views.report import write_report
 
@@ -174,6 +177,7 @@ def _start(settings, run, runner, emit: SessionEmitter, planner: str, loop_n: in
     session.events.emit(_session_start(session, settings, planner, None))
     getattr(builder, "attach_session", lambda _dir: None)(session.dir)  # the dataset selection's LLM calls join the records and the budget
     emit.attach(session)
+    _route_judge(settings, session, emit)  # before the baseline: its judge calls are the session's too
     emit(Message(text=f"planner: {_planner_note(planner, settings)}"))
     state: FinetuneSessionState = session.state  # type: ignore[assignment]
 
@@ -219,7 +223,18 @@ def _resume(resumed: tuple[Session, Path], checkout: bool, settings, emit: Sessi
         raise UserInputError(f"--path {snapshot}: the snapshot has no scenario (it was taken before loop 0)")
     emit.attach(session)
     session.events.emit(_session_start(session, settings, choose_planner(settings), str(snapshot)))
+    _route_judge(settings, session, emit)
     return session
+
+
+def _route_judge(settings, session: Session, emit: SessionEmitter) -> None:
+    """Start the session's judge gateway when ``FT_JUDGE_*`` is set: OpenCompass's judge then gets its
+    URL and a per-session token (never the real key), and every judge call is recorded (stage ``judge``)
+    and counted against ``FT_LLM_BUDGET_USD`` with the planner's and the data script's."""
+    from ftagent.planners.llm.gateway import LLMGateway
+
+    gateway = LLMGateway.for_judge(settings.llm, settings.ft, session.dir, emit=emit)
+    settings.judge_route = gateway.start() if gateway is not None else None
 
 
 def _workspace_root(settings) -> Path:

@@ -221,6 +221,9 @@ def test_judge_gateway_has_its_own_upstream_stage_and_model_and_shares_the_budge
         with pytest.raises(APIStatusError) as info:  # the judge sees the data script's spend too
             client.chat.completions.create(model="priced-judge", messages=[{"role": "user", "content": "grade"}])
         assert info.value.status_code == 402 and gw.refused == 1 and data_gw.refused == 1
+        assert "rule-based score" in info.value.message and "without an LLM" not in info.value.message
+        assert [m.id for m in client.models.list()] == ["priced-judge"]  # a listing is no refused call
+        assert gw.refused == 1
     assert [r.headers.get("authorization") for r in upstream.chat_requests][0] == f"Bearer {judge_key}"
     records = _records(tmp_path)
     assert [r["stage"] for r in records] == ["judge", "data_script"]

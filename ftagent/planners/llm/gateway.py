@@ -45,6 +45,8 @@ from ftagent.core.settings import FTSettings, LLMSettings
 from ftagent.planners.llm.records import LLMRecord, RecordWriter, Redactor
 
 STAGE = "data_script"
+_JUDGE_HINT = ("the judge re-checks no more rule misses: items keep their rule-based score; raise "
+               "FT_LLM_BUDGET_USD to judge again")
 JUDGE_STAGE = "judge"
 MAX_BODY = 32 << 20
 _PASS_PARAMS = {"temperature", "top_p", "max_tokens", "max_completion_tokens", "n", "stop", "seed",
@@ -183,8 +185,8 @@ class LLMGateway:
             return self._own_spent
         return self.records.spent_usd()
 
-    def check(self, token: str | None, model: str | None, kind: str) -> None:
-        """Authorise one request.
+    def check(self, token: str | None, model: str | None, kind: str, *, count: bool = True) -> None:
+        """Authorise one request; ``count=False`` for a listing (``GET /models``), which is no refused call.
 
         Raises:
             GatewayError: 401 bad token, 400 unknown model, 402 budget spent.
@@ -199,11 +201,13 @@ class LLMGateway:
         if self.budget_usd is not None:
             spent = self.spent_usd()
             if spent >= self.budget_usd:
-                with self._lock:
-                    self.refused += 1
+                if count:
+                    with self._lock:
+                        self.refused += 1
+                hint = (_JUDGE_HINT if self.stage == "judge" else
+                        "generate the data without an LLM, or raise the budget")
                 raise GatewayError(402, f"LLM budget spent: ${spent:.4f} of FT_LLM_BUDGET_USD=${self.budget_usd:.4f}; "
-                                        "no more LLM calls in this session (generate the data without an LLM, "
-                                        "or raise the budget)", "budget_exceeded")
+                                        f"no more LLM calls in this session ({hint})", "budget_exceeded")
 
     # --- one call --------------------------------------------------------------------------------
     def call(self, kind: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -321,7 +325,7 @@ class _Handler(BaseHTTPRequestHandler):
         if not self.path.rstrip("/").endswith("/models"):
             return self._error(GatewayError(404, f"no such endpoint: {self.path}", "not_found"))
         try:
-            self.gateway.check(self._token(), self.gateway.allowed_models()[0], "chat")
+            self.gateway.check(self._token(), self.gateway.allowed_models()[0], "chat", count=False)
         except GatewayError as err:
             if err.status == 401:
                 return self._error(err)
