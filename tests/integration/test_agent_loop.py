@@ -94,6 +94,9 @@ def test_llm_planner_loop_through_scripted_server(workdir, monkeypatch):
     assert any(k.startswith("this_key_does_not_exist") for k in validation.dropped_keys)
     purposes = {e.purpose for e in events if e.type == "run" and e.loop == 0}
     assert {"data_debug", "train_micro_batch", "data", "train", "eval"} <= purposes  # every subprocess recorded
+    forecast = next(e for e in events if e.type == "forecast").forecast  # recorded after the baseline
+    assert forecast.planner == "llm" and forecast.llm.calls > 0 and forecast.train_probe.s_per_step > 0
+    assert "measured before the first run" in requests[0].raw  # the proposal prompt gets the estimate
     scores = {(e.split, e.baseline): e.score for e in events if e.type == "benchmark_result"}
     assert scores[("validation", False)] is not None and scores[("test", False)] is not None
     # the key reaches no log, record, snapshot nor the data script (it gets the session's LLM gateway)
@@ -124,8 +127,13 @@ def test_heuristic_demo_beats_the_baseline(workdir, monkeypatch):
     assert report["baseline_val"] is not None and report["best_val"] is not None
     assert report["best_val"] > report["baseline_val"], report
     assert Path(report["best_model_path"]).is_dir()  # the best model is kept
+    versus = {r["loop"]: r for r in report["forecast"]}  # forecast vs actual, per loop and in total
+    assert set(versus) == {0, 1, 2, None}
+    for row in versus.values():
+        assert 0 < row["forecast_s"] < 1e5 and row["actual_s"] > 0 and row["error_pct"] is not None
+    assert "## Forecast vs actual" in (session / "report.md").read_text(encoding="utf-8")
     questions = _test_questions(workdir)
     generated = [p.read_text(encoding="utf-8") for p in (workdir / "ws").rglob("*") if p.suffix in {".py", ".yaml"}]
     _assert_no_test_text(generated, questions)
-    print(json.dumps({"baseline": report["baseline_val"],
+    print(json.dumps({"baseline": report["baseline_val"], "forecast": report["forecast"],
                       "loops": [(r["loop"], r["val_score"], r["test_score"]) for r in report["loops"]]}))
