@@ -387,7 +387,7 @@ def test_llm_rules_only_with_model_pools(tmp_path):
     hyp = Hypothesis(hypothesis="h", task="t")
     with_pools = data_messages(scenario, _settings(), hyp)[0]["content"]
     without = data_messages(scenario, _settings(strong_models=[], weak_models=[]), hyp)[0]["content"]
-    assert "STRONG_MODEL_POOL" in with_pools and "litellm" in with_pools
+    assert "STRONG_MODEL_POOL" in with_pools and "openai.OpenAI(" in with_pools
     assert "STRONG_MODEL_POOL" not in without and "No LLM is available to this script" in without
     system = build_proposal_messages(scenario, planner_view(Trace(core_metric="accuracy")),
                                      _settings(strong_models=[], weak_models=[]))[0]["content"]
