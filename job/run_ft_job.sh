@@ -138,8 +138,10 @@ write_run_script() {  # $1 = task index -> path of the script
     echo "set -o pipefail"
     printf '%s 2>&1 | tee -a "$log"\n' "$(jq -r ".tasks[$i].command" <<<"$PLAN")"
     echo 'rc=$?'
-    printf 'echo "$rc" > %q\n' "$JOB_DIR/.run/$name.exit"
     echo 'echo "[job] task finished with exit code $rc $(date -Is)" | tee -a "$log"'
+    # the .exit file is the completion marker: written last, atomically, so whoever sees it sees the whole log
+    printf 'echo "$rc" > %q && mv -f %q %q\n' "$JOB_DIR/.run/$name.exit.tmp" "$JOB_DIR/.run/$name.exit.tmp" \
+      "$JOB_DIR/.run/$name.exit"
     echo 'exec "${SHELL:-/bin/bash}"'
   } >"$script"
   chmod 700 "$script"

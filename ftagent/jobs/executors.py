@@ -108,7 +108,11 @@ def finish_task(job_dir: Path | str, name: str, executor: str, rc: int, state: T
     st.state, st.exit_code, st.pid = state, rc, None
     st.history.append(f"{_now()} {note}")
     write_state(job_dir, st)
-    exit_path(job_dir, name).write_text(f"{rc}\n", encoding="utf-8")
+    # the exit file is the completion marker that readers poll for: written whole or not at all
+    path = exit_path(job_dir, name)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(f"{rc}\n", encoding="utf-8")
+    os.replace(tmp, path)
 
 
 def request_cancel(job_dir: Path | str, names: list[str] | None = None) -> list[str]:
