@@ -30,8 +30,12 @@ tools: dev  ## create the local tool environment (LLaMA-Factory + OpenCompass, C
 demo: tools system  ## offline demo: tiny model, demo_add, heuristic planner, 3 loops
 	$(BIN)/ftagent demo
 
+# Two workers, a test file per worker (--dist loadfile keeps a file's fixtures on one worker): the suite
+# took 62 min serially on 2 cores and 37 min so. TEST_WORKERS=0 runs it serially.
+TEST_WORKERS ?= 2
+
 test: tools system  ## the full suite, as CI runs it: unit + parity + integration (+ Docker where an engine can run, gpu skipped without a GPU)
-	bash .ci/with-docker.sh $(BIN)/python -m pytest tests -q -rs
+	bash .ci/with-docker.sh $(BIN)/python -m pytest tests -q -rs -n $(TEST_WORKERS) --dist loadfile
 
 test-unit: dev
 	$(BIN)/python -m pytest tests/unit -q
