@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from ftagent.cli.common import fail, prepare_env
+
+if TYPE_CHECKING:
+    from ftagent.finetune.app import FinetuneOptions
 
 
 def llm_finetune(
@@ -26,17 +30,23 @@ def llm_finetune(
     user_target_scenario: str | None = typer.Option(
         None, "--user-target-scenario", help="free-text goal carried into every prompt"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no live progress (the report is still printed)"),
+    plan_only: bool = typer.Option(False, "--plan", help="print the forecast (as `ftagent plan`) and exit: no session, nothing trained"),
 ) -> None:
     """Run the fine-tuning loop for a benchmark and a base model (or resume one)."""
     from ftagent.finetune.app import FinetuneOptions, run_finetune
 
+    if plan_only and path is not None:
+        fail("--plan forecasts a new session; a resume (--path) has its forecast in `ftagent report`")
     prepare_env()
     options = FinetuneOptions(
         benchmark=benchmark, benchmark_description=benchmark_description, base_model=base_model,
         dataset=dataset, upper_data_size_limit=upper_data_size_limit, loop_n=loop_n, step_n=step_n,
         timeout=timeout, path=path, checkout=checkout, user_target_scenario=user_target_scenario,
-        quiet=quiet,
+        quiet=plan_only or quiet,
     )
+    if plan_only:
+        _print_forecast(options)
+        return
     summary = run_finetune(options)
     if summary.status == "env_error":
         raise typer.Exit(1)
@@ -53,18 +63,23 @@ def plan(
     user_target_scenario: str | None = typer.Option(None, "--user-target-scenario"),
 ) -> None:
     """Forecast a session (llm_finetune's options) without running it: time per loop, memory, LLM use, fit."""
-    from rich.console import Console
-
     from ftagent.finetune.app import FinetuneOptions
-    from ftagent.finetune.plan import plan_finetune
-    from ftagent.views.forecast import print_forecast
 
     prepare_env()
-    options = FinetuneOptions(
+    _print_forecast(FinetuneOptions(
         benchmark=benchmark, benchmark_description=benchmark_description, base_model=base_model,
         dataset=dataset, upper_data_size_limit=upper_data_size_limit, loop_n=loop_n, timeout=timeout,
         user_target_scenario=user_target_scenario, quiet=True,
-    )
+    ))
+
+
+def _print_forecast(options: FinetuneOptions) -> None:
+    """Measure (or read the cached probes) and print the forecast of a session with these options."""
+    from rich.console import Console
+
+    from ftagent.finetune.plan import plan_finetune
+    from ftagent.views.forecast import print_forecast
+
     print_forecast(plan_finetune(options), Console(width=140))
 
 

@@ -28,8 +28,8 @@ def workdir(tmp_path, monkeypatch, tools_env):
     return tmp_path
 
 
-def _plan(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "ftagent", "plan", *args], capture_output=True,
+def _plan(*args: str, command: str = "plan") -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "ftagent", command, *args], capture_output=True,
                           text=True, env=os.environ.copy(), timeout=900)
 
 
@@ -45,12 +45,18 @@ def test_plan_measures_and_prints_without_a_session(workdir):
     evaluation = next(v for k, v in cache.items() if k.startswith("eval:"))
     assert 0 < train["s_per_step"] < 60 and math.isfinite(train["startup_s"]) and train["steps"] >= 5
     assert evaluation["items"] > 0 and evaluation["s_per_item"] > 0 and evaluation["fixed_s"] > 0
-    again = _plan("--benchmark", "demo_add", "--base-model", "builtin/tiny-qwen2")  # cached: no new probe
-    assert again.returncode == 0 and "loop 0" in again.stdout
+    # `llm_finetune --plan` is the same forecast; cached: no new probe, and still no session
+    again = _plan("--benchmark", "demo_add", "--base-model", "builtin/tiny-qwen2", "--loop-n", "2", "--timeout", "30m",
+                  "--plan", command="llm_finetune")
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert all(part in again.stdout for part in ("loop 0", "loop 1", "total", "--timeout 30 min")), again.stdout
     assert json.loads((workdir / "files" / "forecast" / "probes.json").read_text()) == cache
+    assert not (workdir / "log").exists()
 
 
 def test_plan_bad_input_exits_2(workdir):
     done = _plan("--benchmark", "no_such_benchmark", "--base-model", "builtin/tiny-qwen2")
     assert done.returncode == 2, done.stdout + done.stderr
     assert not (workdir / "log").exists() and not (Path(workdir) / "files" / "forecast").exists()
+    resume = _plan("--path", str(workdir / "nowhere"), "--plan", command="llm_finetune")
+    assert resume.returncode == 2 and "--plan forecasts a new session" in resume.stderr, resume.stdout + resume.stderr

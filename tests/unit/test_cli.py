@@ -138,3 +138,15 @@ def test_help_lists_the_command_groups(tmp_path):
     for name in ("llm_finetune", "demo", "benchmarks", "datasets", "env", "doctor", "ui", "job"):
         assert name in result.stdout
     print(json.dumps({"ftagent --help wall (s)": round(time.perf_counter() - t0, 2)}))
+
+
+def test_plan_flag_forecasts_a_new_session_only(tmp_path):
+    result = run_cli([*BASE, "--benchmark", "demo_add", "--path", str(tmp_path / "old_session"), "--plan"], tmp_path)
+    _assert_user_error(result, "--plan forecasts a new session", "ftagent report")
+    assert not any(tmp_path.iterdir())  # nothing written
+
+
+def test_plan_flag_bad_benchmark_exits_2_without_a_session(tmp_path):
+    result = run_cli([*BASE, "--benchmark", "aime52", "--plan"], tmp_path)
+    _assert_user_error(result, "aime52", "Did you mean 'aime25'")
+    assert not any(tmp_path.iterdir())
