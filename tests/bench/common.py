@@ -43,7 +43,16 @@ class Ratio(BaseModel):
     denominator: float | None
     value: float | None
     target_max: float | None = None
+    target_min: float | None = None
     ok: bool | None = None
+
+    def target_text(self) -> str:
+        """``<= 1.05``, ``>= 0.7`` or ``0.7 - 1.3``; empty without a target."""
+        if self.target_min is not None and self.target_max is not None:
+            return f"{self.target_min:g} - {self.target_max:g}"
+        if self.target_max is not None:
+            return f"<= {self.target_max:g}"
+        return "" if self.target_min is None else f">= {self.target_min:g}"
 
 
 class BenchResults(BaseModel):
@@ -67,12 +76,14 @@ class BenchResults(BaseModel):
         return m
 
     def add_ratio(self, section: str, name: str, numerator: float | None, denominator: float | None,
-                  target_max: float | None = None, echo: bool = True) -> Ratio:
-        """Record (and print) ``numerator / denominator``; ``ok`` compares it with ``target_max``."""
+                  target_max: float | None = None, echo: bool = True, target_min: float | None = None) -> Ratio:
+        """Record (and print) ``numerator / denominator``; ``ok`` compares it with the target bounds."""
         value = ratio(numerator, denominator)
-        ok = None if value is None or target_max is None else value <= target_max
+        ok = None
+        if value is not None and (target_max is not None or target_min is not None):
+            ok = (target_max is None or value <= target_max) and (target_min is None or value >= target_min)
         r = Ratio(section=section, name=name, numerator=numerator, denominator=denominator, value=value,
-                  target_max=target_max, ok=ok)
+                  target_max=target_max, target_min=target_min, ok=ok)
         self.ratios.append(r)
         if echo:
             print(format_ratio(r), flush=True)
@@ -109,8 +120,8 @@ def format_measurement(m: Measurement) -> str:
 def format_ratio(r: Ratio) -> str:
     """One printed line for a ratio, with the verdict when there is a target."""
     verdict = ""
-    if r.target_max is not None:
-        verdict = f"  target <= {r.target_max:g}: " + ("n/a" if r.ok is None else "OK" if r.ok else "MISSED")
+    if r.target_text():
+        verdict = f"  target {r.target_text()}: " + ("n/a" if r.ok is None else "OK" if r.ok else "MISSED")
     return (f"[{r.section}] RATIO {r.name:<38} {_num(r.value, 3):>10}  "
             f"({_num(r.numerator)} / {_num(r.denominator)}){verdict}")
 
@@ -122,7 +133,7 @@ def summary_table(results: BenchResults) -> str:
         lines.append(f"| {m.section} | {m.name} | {_num(m.value)} | {m.unit} |")
     for r in results.ratios:
         verdict = "n/a" if r.ok is None else "OK" if r.ok else "MISSED"
-        target = "" if r.target_max is None else f"target <= {r.target_max:g} ({verdict})"
+        target = f"target {r.target_text()} ({verdict})" if r.target_text() else ""
         lines.append(f"| {r.section} | ratio {r.name} | {_num(r.value, 3)} | {target} |")
     for section, reason in results.skipped.items():
         lines.append(f"| {section} | skipped | – | {reason} |")

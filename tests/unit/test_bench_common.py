@@ -19,7 +19,7 @@ from tests.bench.common import (
     summary_table,
     tree_rss,
 )
-from tests.bench.demo_bench import loop_timings, read_jsonl, summarize
+from tests.bench.demo_bench import loop_timings, read_jsonl, record, summarize
 from tests.bench.eval_bench import split_cost
 from tests.bench.run_all import main, parse_args, selected
 
@@ -41,6 +41,24 @@ def test_add_ratio_verdict_and_formatting(capsys: pytest.CaptureFixture[str]) ->
     assert "1.030" in out[0] and "OK" in out[0] and "(10.30 / 10.00)" in out[0]
     assert "MISSED" in out[1] and "n/a" in out[2]
     assert "target" not in format_ratio(res.add_ratio("x", "plain", 1, 4, echo=False))
+
+
+def test_ratio_band_and_forecast_rows(capsys: pytest.CaptureFixture[str]) -> None:
+    res = BenchResults()
+    inside = res.add_ratio("demo", "total forecast / actual", 90.0, 100.0, target_min=0.7, target_max=1.3)
+    low = res.add_ratio("demo", "loop 0 forecast / actual", 60.0, 100.0, target_min=0.7, target_max=1.3)
+    high = res.add_ratio("demo", "loop 1 forecast / actual", 140.0, 100.0, target_min=0.7, target_max=1.3)
+    assert (inside.ok, low.ok, high.ok) == (True, False, False)
+    out = capsys.readouterr().out
+    assert "target 0.7 - 1.3: OK" in out and out.count("MISSED") == 2
+    assert "| demo | ratio total forecast / actual | 0.900 | target 0.7 - 1.3 (OK) |" in summary_table(res)
+    report = {"best_val": 0.9, "forecast": [{"loop": 0, "forecast_s": 80.0, "actual_s": 100.0, "error_pct": -20.0},
+                                            {"loop": None, "forecast_s": 80.0, "actual_s": 100.0, "error_pct": -20.0}]}
+    summary = summarize([{"type": "session_start", "ts": 0.0}], report)
+    record_res = BenchResults()
+    record(record_res, summary)
+    names = {r.name: r.value for r in record_res.ratios}
+    assert names["loop 0 forecast / actual"] == pytest.approx(0.8) and "total forecast / actual" in names
 
 
 def test_summary_table_and_json(tmp_path: Path) -> None:
