@@ -21,14 +21,31 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+def llamafactory_env() -> Path | None:
+    """The first env with LLaMA-Factory: the device check's (``DEVICE_CHECK_ENV``, built from the
+    wheelhouse), else the tool env (``FT_TOOLS_ENV`` / ``FT_FILE_PATH/envs/tools``)."""
+    for cand in (os.environ.get("DEVICE_CHECK_ENV"), os.environ.get("FT_TOOLS_ENV"),
+                 os.environ.get("FT_FILE_PATH") and f"{os.environ['FT_FILE_PATH']}/envs/tools"):
+        if cand and (Path(cand) / "bin" / "llamafactory-cli").exists():
+            return Path(cand)
+    return None
+
+
+@pytest.fixture(scope="session")
+def check_env() -> Path:
+    """The env the device check's steps run in (see :func:`llamafactory_env`)."""
+    env = llamafactory_env()
+    if env is None:
+        pytest.skip("no check env: set DEVICE_CHECK_ENV (run_device_check.sh builds one) or FT_TOOLS_ENV")
+    return env
+
+
 @pytest.fixture(scope="session")
 def tools_env() -> Path:
-    """The full tool env, else the device check's env (``DEVICE_CHECK_ENV``, LLaMA-Factory only: what the
-    GPU machine gets from the wheelhouse). Tests that need OpenCompass check for it themselves."""
+    """The full tool env, else an env with LLaMA-Factory only (what the GPU machine gets from the
+    wheelhouse). Tests that need OpenCompass check for its ``bin/opencompass`` themselves."""
     path, reason = _find_tools_env()
-    if path is not None:
-        return path
-    check_env = os.environ.get("DEVICE_CHECK_ENV")
-    if check_env and all((Path(check_env) / "bin" / tool).exists() for tool in ("python", "llamafactory-cli")):
-        return Path(check_env)
-    pytest.skip(reason)
+    path = path or llamafactory_env()
+    if path is None:
+        pytest.skip(reason)
+    return path

@@ -20,15 +20,6 @@ pytestmark = pytest.mark.gpu
 
 
 @pytest.fixture(scope="module")
-def check_env() -> Path:
-    for cand in (os.environ.get("DEVICE_CHECK_ENV"), os.environ.get("FT_TOOLS_ENV"),
-                 os.environ.get("FT_FILE_PATH") and f"{os.environ['FT_FILE_PATH']}/envs/tools"):
-        if cand and (Path(cand) / "bin" / "llamafactory-cli").exists():
-            return Path(cand)
-    pytest.skip("no check env: set DEVICE_CHECK_ENV (run_device_check.sh builds one) or FT_TOOLS_ENV")
-
-
-@pytest.fixture(scope="module")
 def prepared(check_env: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
     from ftagent.core.hardware import detect_gpus
     from ftagent.core.types import ScenarioInfo

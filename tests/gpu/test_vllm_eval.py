@@ -10,8 +10,6 @@ Whichever it is, validation + test run in one OpenCompass process and score the 
 
 from __future__ import annotations
 
-import subprocess
-
 import pytest
 
 from ftagent.core.hardware import detect_gpus
@@ -46,9 +44,7 @@ def _vllm_env_usable(monkeypatch) -> bool:
 
 def test_gpu_evaluation_uses_the_backend_the_env_has(tools_env, tiny_model, tmp_path, monkeypatch):
     # the device check's env (run_device_check.sh, from the wheelhouse) carries LLaMA-Factory only
-    probe = subprocess.run([str(tools_env / "bin" / "python"), "-c", "import opencompass"], capture_output=True,
-                           timeout=300, check=False)
-    if probe.returncode:
+    if not (tools_env / "bin" / "opencompass").exists():
         pytest.skip(f"the tool env {tools_env} has no OpenCompass (the device check's wheelhouse has LLaMA-Factory only)")
     from ftagent.runners.local import LocalRunner
     from ftagent.tools.opencompass.backend import clear_probe_cache, probe_vllm
