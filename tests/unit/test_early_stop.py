@@ -50,12 +50,48 @@ def test_sustained_rise_stops_after_patience_steps_and_a_spike_does_not() -> Non
     verdict = _feed(DivergenceWatch(rule), [2.0, 1.0, 1.2, 5.0, 6.0, 7.0, 9.0, 8.0, 9.0])
     assert verdict is not None and verdict.reason == "rise"
     assert (verdict.step, verdict.best_step, verdict.best_loss, verdict.since_step) == (8, 2, 1.0, 4)
-    assert verdict.message() == ("diverged at step 8/100: loss 8, lr 0.5 (above 8× its best 1 at step 2, "
+    assert verdict.message() == ("diverged at step 8/100: loss 8, lr 0.5 (above 8× its best 1 at step 2, +7, "
                                  "since step 4)")
     # a spike that comes back under the bar resets the stretch
     assert _feed(DivergenceWatch(rule), [2.0, 1.0, 5.0, 6.0, 7.0, 1.1, 5.0, 5.0, 5.0, 1.0]) is None
     # a loss that only rises a little (below ratio × best) never stops
     assert _feed(DivergenceWatch(rule), [1.0] + [2.9] * 50) is None
+
+
+def _issue35_curve() -> list[tuple[int, float]]:
+    """Issue 35's loop 0, as logged every 10 steps: falling from ~2 to 0.0013 by step 1600, a spike to
+    0.0179, back to 0.0057 by step 2000 and still falling."""
+    curve = [(s, 2.0 * (0.0013 / 2.0) ** (s / 1600)) for s in range(10, 1610, 10)]  # 2.0 → 0.0013
+    spike = [0.0179, 0.0160, 0.0150, 0.0140, 0.0120, 0.0110, 0.0100, 0.0095, 0.0090, 0.0085,
+             0.0080, 0.0078, 0.0075, 0.0072, 0.0070, 0.0068, 0.0066, 0.0064, 0.0062, 0.0061,
+             0.0060, 0.0059, 0.0059, 0.0058, 0.0058, 0.0058, 0.0057, 0.0057, 0.0057, 0.0057,
+             0.0057, 0.0057, 0.0057, 0.0057, 0.0057, 0.0057, 0.0057, 0.0057, 0.0057, 0.0057]
+    return curve + [(1600 + 10 * i, loss) for i, loss in enumerate(spike, start=1)]
+
+
+def test_a_converged_run_near_zero_is_not_stopped_by_a_relative_spike() -> None:
+    """Issue 35: 0.0013 → 0.0179 → 0.0057 is 4-14× the best, but only 0.017 nats: not a divergence."""
+    watch = DivergenceWatch(EarlyStopRule())
+    points = _issue35_curve()
+    assert points[-1][0] == 2000 and points[159] == (1600, pytest.approx(0.0013))
+    for step, loss in points:
+        assert watch.observe({"current_steps": step, "total_steps": 2000, "loss": loss, "lr": 1e-4}) is None
+    assert watch.verdict is None
+    # the same shape a whole nat high still stops: the floor is absolute, the ratio still applies above it
+    watch = DivergenceWatch(EarlyStopRule())
+    verdict = None
+    for step, loss in [(10, 2.0), (20, 0.2)] + [(20 + 10 * i, 1.5) for i in range(1, 6)]:
+        verdict = verdict or watch.observe({"current_steps": step, "total_steps": 2000, "loss": loss})
+    assert verdict is not None and verdict.reason == "rise" and verdict.since_step == 30
+
+
+def test_the_stretch_counts_only_points_whose_smoothed_curve_is_above_the_bar_too() -> None:
+    """A point counts only when its loss and the smoothed curve (EMA) are both above the bar: a short
+    plateau just over the bar is not a stretch until the curve gets there (on main: stopped at step 8)."""
+    rule = EarlyStopRule(loss_ratio=3.0, patience_steps=4)
+    assert _feed(DivergenceWatch(rule), [1.0, 1.0, 1.0] + [3.1] * 5 + [1.0]) is None  # EMA 2.05 … 3.03
+    verdict = _feed(DivergenceWatch(rule), [1.0, 1.0, 1.0] + [3.1] * 12)
+    assert verdict is not None and (verdict.since_step, verdict.step) == (8, 12)
 
 
 def test_patience_counts_optimizer_steps_not_points() -> None:
@@ -190,6 +226,7 @@ def test_trainer_stops_a_diverging_run_and_says_where(tmp_path: Path) -> None:
     exc = err.value
     assert exc.error_type is ErrorType.DIVERGED
     assert exc.message.startswith("training diverged at step 24/200: loss 50, lr 10 (above 50× its best 1 at step 3")
+    assert "no checkpoint saved before the rise" in exc.message and "does not come back" not in exc.suggestion
     facts = exc.details["early_stop"]
     assert facts["step"] == 24 and facts["stopped"] is True
     assert facts["saved_s"] == pytest.approx((200 - 24) * 24 / 24)  # 1 s/step so far, 176 steps left
@@ -201,6 +238,23 @@ def test_trainer_stops_a_diverging_run_and_says_where(tmp_path: Path) -> None:
     # the full run was told not to hide NaN losses; train.yaml stays as validated
     assert runner.calls[0]["config"]["logging_nan_inf_filter"] is False
     assert "logging_nan_inf_filter" not in yaml.safe_load((ws / "train.yaml").read_text())
+
+
+def test_a_stopped_run_with_a_checkpoint_before_the_rise_is_evaluated(tmp_path: Path) -> None:
+    """The last checkpoint saved before the loss left its bar is the loop's model, not a lost loop."""
+    ws, scenario, report = _trainer_setup(tmp_path)
+    for step in (2, 3, 10):  # 10 is after the rise (step 4): not good
+        ck = ws / "output" / f"checkpoint-{step}"
+        ck.mkdir(parents=True)
+        (ck / "config.json").write_text("{}")
+        (ck / "model.safetensors").write_text("")
+    ctx = _Ctx()
+    trainer = LlamaFactoryTrainer(scenario, load_settings(file_path=str(tmp_path)),
+                                  RecordingRunner(_DivergingRunner([3.0, 2.0, 1.0] + [50.0] * 60), lambda e: None))
+    result = trainer.train(CodeResult(workspace=str(ws)), report, ctx)  # type: ignore[arg-type]
+    assert result.model_path == str(ws / "output" / "checkpoint-3") and result.finetuning_type == "full"
+    event = next(e for e in ctx.events if getattr(e, "type", "") == "training")
+    assert event.early_stop is not None and event.early_stop.since_step == 4
 
 
 def test_a_runner_that_cannot_stop_still_yields_the_feedback(tmp_path: Path) -> None:

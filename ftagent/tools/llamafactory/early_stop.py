@@ -9,9 +9,17 @@ The rule (thresholds from ``FT_EARLY_STOP_*``):
 
 * a loss that is NaN or ±Inf stops at once (``logging_nan_inf_filter`` is off in the full run, so
   transformers logs it instead of averaging it away);
-* a loss above ``loss_ratio`` × the best loss so far, on every point over at least ``patience_steps``
-  optimizer steps, stops the run; one point back under the bar resets the stretch. Spikes of a healthy
-  run are short; a run that has left its basin stays out.
+* a loss above the bar — ``loss_ratio`` × the best loss so far **and** at least ``min_rise`` nats above
+  it — on every point over at least ``patience_steps`` optimizer steps, stops the run. A point counts as
+  above only when both the logged loss and its smoothed curve (EMA, ``ema_alpha``) are above the bar, so
+  one point back under the bar resets the stretch, and so does a curve that is falling back. Spikes of
+  a healthy run are short; a run that has left its basin stays out.
+
+Why an absolute floor (issue 35): a ratio alone misreads a converged run. Its loss near zero is noise
+in relative terms — a real run went 0.0013 (step 1600) → 0.0179 → 0.0057 (step 2000), "13× its best",
+and was stopped as diverged while it was falling. A diverging run rises by whole nats (lr 100 on
+tiny-qwen2: 6.3 → 184912 → NaN; the cross-entropy of a model that has lost its weights is ~ln(vocab),
+10+ nats), so a rise of less than 0.5 nats over the best is never judged a divergence.
 """
 
 from __future__ import annotations
@@ -31,6 +39,12 @@ class EarlyStopRule(BaseModel):
     enabled: bool = True
     loss_ratio: float = 3.0
     patience_steps: int = 20
+    min_rise: float = 0.5  # nats above the best before a loss can count as diverging (see the module doc)
+    ema_alpha: float = 0.5  # weight of the newest point in the smoothed curve
+
+    def bar(self, best: float) -> float:
+        """The loss above which a point counts as diverging, for a best loss of ``best``."""
+        return max(self.loss_ratio * best, best + self.min_rise)
 
     @classmethod
     def from_settings(cls, ft: Any) -> EarlyStopRule:
@@ -51,8 +65,10 @@ class Divergence(EarlyStopFacts):
         text = f"diverged at step {self.step}{of}: loss {_fmt_loss(self.loss)}, lr {lr}"
         if self.reason == "nan":
             return text + " (the loss is not a finite number)"
-        return (text + f" (above {_fmt_loss(self.loss / self.best_loss) if self.best_loss else '?'}× its best "
-                f"{_fmt_loss(self.best_loss)} at step {self.best_step}, since step {self.since_step})")
+        ratio = f"{_fmt_loss(self.loss / self.best_loss)}× " if self.best_loss else ""
+        rise = f", +{_fmt_loss(self.loss - self.best_loss)}" if self.best_loss is not None else ""
+        return (text + f" (above {ratio}its best {_fmt_loss(self.best_loss)} at step {self.best_step}{rise}, "
+                f"since step {self.since_step})")
 
 
 def _fmt_loss(value: float | None) -> str:
@@ -89,6 +105,7 @@ class DivergenceWatch:
         self.rule = rule
         self.best: tuple[int, float] | None = None  # (step, loss)
         self.since: int | None = None
+        self.ema: float | None = None
         self.verdict: Divergence | None = None
 
     def observe(self, point: dict[str, Any]) -> Divergence | None:
@@ -100,10 +117,13 @@ class DivergenceWatch:
             return None  # the final summary line, an eval-only line
         if not math.isfinite(loss):
             return self._stop("nan", point, loss)
+        a = self.rule.ema_alpha
+        self.ema = loss if self.ema is None else a * loss + (1 - a) * self.ema
         if self.best is None or loss < self.best[1]:
             self.best, self.since = (int(step), loss), None
             return None
-        if loss <= self.rule.loss_ratio * self.best[1]:
+        bar = self.rule.bar(self.best[1])
+        if loss <= bar or self.ema <= bar:  # back under the bar, or a curve that has not left it: no stretch
             self.since = None
             return None
         self.since = int(step) if self.since is None else self.since

@@ -124,6 +124,17 @@ def model_kind(output_dir: Path) -> str | None:
     return None
 
 
+def last_good_checkpoint(output_dir: Path, before_step: int) -> Path | None:
+    """The newest ``checkpoint-N`` (HF Trainer's ``save_steps`` folders) saved before ``before_step``
+    that holds a model, or None."""
+    found = []
+    for path in Path(output_dir).glob("checkpoint-*"):
+        step = path.name.removeprefix("checkpoint-")
+        if step.isdigit() and int(step) < before_step and model_kind(path) is not None:
+            found.append((int(step), path))
+    return max(found)[1] if found else None
+
+
 class LlamaFactoryTrainer:
     """The train step: ``llamafactory-cli train train.yaml`` on the validated workspace."""
 
@@ -164,24 +175,38 @@ class LlamaFactoryTrainer:
         return run_config, path
 
     def _diverged(self, verdict: Divergence, result: RunResult, output_dir: Path, config: dict[str, Any],
-                  ctx: StepContext | None, *, stopped: bool) -> None:
-        """Record the stopped run (a training event with the stop and the time it saved) and raise the
+                  ctx: StepContext | None, *, stopped: bool) -> TrainResult:
+        """Record the stopped run (a training event with the stop and the time it saved). When the run
+        saved a checkpoint before its loss left the bar, that checkpoint is the loop's model (returned,
+        then evaluated like any model: issue 35, a stopped run lost its whole loop); otherwise raise the
         feedback for the next loop. The log and ``trainer_log.jsonl`` stay where they are."""
         from ftagent.engine.events import EarlyStopFacts, TrainingEvent
 
         saved = verdict.saved_s if stopped else 0.0
         points, _ = read_loss_history(output_dir)
         facts = EarlyStopFacts(**verdict.model_dump(exclude={"saved_s", "stopped"}), saved_s=saved, stopped=stopped)
+        good = last_good_checkpoint(output_dir, verdict.since_step or verdict.step)
+        rule = EarlyStopRule.from_settings(self.settings.ft)
         if ctx is not None:
-            ctx.emit(TrainingEvent(output_dir=str(output_dir), finetuning_type=config.get("finetuning_type"),
+            ctx.emit(TrainingEvent(output_dir=str(good or output_dir), finetuning_type=config.get("finetuning_type"),
                                    loss_history=[p.model_dump() for p in points], config=config,
                                    early_stop=facts))
         how = "stopped" if stopped else "ran to its end (this runner cannot stop a command early)"
+        if good is not None:
+            kind = model_kind(good)
+            return TrainResult(
+                output_dir=str(good), model_path=str(good),
+                adapter_of=str(config.get("model_name_or_path")) if kind == "lora" else None,
+                finetuning_type=str(config.get("finetuning_type", kind)), template=config.get("template"),
+                enable_thinking=config.get("enable_thinking"), loss_history=[p.model_dump() for p in points],
+                config=config, duration_s=verdict.elapsed_s or 0.0)
         raise StepError(
-            f"training {verdict.message()}; the run was {how}",
+            f"training {verdict.message()}; the run was {how} (no checkpoint saved before the rise to evaluate)",
             error_type=ErrorType.DIVERGED, log_tail=relevant_lines(read_run_log(result)),
-            suggestion="Lower learning_rate (by 3-10x), add warmup_steps, or clip gradients (max_grad_norm); "
-                       "a loss that leaves its best this far does not come back.",
+            suggestion="Lower learning_rate (by 3-10x), add warmup_steps, or clip gradients (max_grad_norm)"
+                       + (f"; the loss and its smoothed curve stayed above {rule.loss_ratio:g}× its best and over "
+                          f"{rule.min_rise:g} nats above it for {rule.patience_steps}+ steps."
+                          if verdict.reason == "rise" else "."),
             details={"early_stop": facts.model_dump(), "exit_code": result.exit_code,
                      "log_file": result.log_file, "trainer_log": str(output_dir / "trainer_log.jsonl")})
 
@@ -234,7 +259,7 @@ class LlamaFactoryTrainer:
                                       gpus=visible_gpus(scenario.hardware), stop=stop)
         duration = time.monotonic() - start
         if watch.verdict is not None:
-            self._diverged(watch.verdict, result, output_dir, config, ctx, stopped=accepts_stop(self.runner))
+            return self._diverged(watch.verdict, result, output_dir, config, ctx, stopped=accepts_stop(self.runner))
         if not result.ok:
             log = read_run_log(result)
             check_disk_full(log, "training", [workspace, scenario.file_path])  # stops the session, not the loop
