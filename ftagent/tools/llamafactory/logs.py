@@ -113,11 +113,11 @@ def finite_loss_steps(points: list[LossPoint]) -> list[LossPoint]:
 
 # --- failure classification -------------------------------------------------------------------------
 
+_OOM_HINT = ("Lower per_device_train_batch_size or cutoff_len, raise gradient_accumulation_steps, use LoRA, "
+             "or enable gradient checkpointing.")
 # (error type, regex, suggestion); first match wins, so specific causes come before generic ones.
 _RULES: list[tuple[ErrorType, str, str]] = [
-    (ErrorType.OOM, r"out of memory|OutOfMemoryError|Cannot allocate memory|MemoryError|oom-kill|Killed",
-     "Lower per_device_train_batch_size or cutoff_len, raise gradient_accumulation_steps, use LoRA, "
-     "or enable gradient checkpointing."),
+    (ErrorType.OOM, r"out of memory|OutOfMemoryError|Cannot allocate memory|MemoryError|oom-kill|Killed", _OOM_HINT),
     (ErrorType.ENV, r"ModuleNotFoundError|ImportError|command not found|No such file or directory: '[^']*cli'"
                     r"|undefined symbol|CUDA driver|No CUDA GPUs are available|Torch not compiled with CUDA",
      "The tool environment is broken or lacks a package; this is not fixable by changing train.yaml."),
@@ -129,10 +129,34 @@ _RULES: list[tuple[ErrorType, str, str]] = [
     (ErrorType.CONFIG, r"ValueError|TypeError|KeyError|AssertionError|NotImplementedError|is not a valid"
                        r"|invalid choice|argument|unrecognized|must be|Please|not supported|yaml",
      "Fix the value named in the error in train.yaml; use only parameters and values LLaMA-Factory accepts."),
+    # A collective between ranks failed or timed out. Checked after every other cause: when one rank dies
+    # (OOM, a bad value) the others wait in a collective and their watchdogs report a timeout too. Alone it
+    # is the machine (interconnect, P2P, a hung GPU) or a rank stalled past ddp_timeout, so ENV: changing
+    # the learning rate or the batch size does not help.
+    (ErrorType.ENV, r"NCCL|Watchdog caught collective operation timeout|DistBackendError",
+     "A collective operation between GPUs (NCCL) failed or timed out: the interconnect, a hung GPU, or one "
+     "rank stalled longer than ddp_timeout (e.g. long preprocessing); not fixable by learning rate or "
+     "batch size. Try fewer GPUs, or raise ddp_timeout if one rank preprocesses for long."),
 ]
 # A generic error raised inside dataset loading code is a data problem.
 _DATA_FRAMES = re.compile(r"llamafactory/data/(?:loader|parser|converter)\.py|site-packages/datasets/")
 _ERROR_LINE = re.compile(r"(Error|Exception|error:|Traceback|Killed|out of memory)", re.IGNORECASE)
+
+# --- torchrun: the ranks' own output, then the launchers' wrappers ---
+# LLaMA-Factory runs several GPUs as `torchrun ... launcher.py train.yaml` under subprocess.run(check=True)
+# (llamafactory/cli.py), so a failed run ends with torchrun's ChildFailedError report
+# (torch/distributed/elastic/multiprocessing/errors/__init__.py: "Root Cause (first observed failure)")
+# and then CalledProcessError naming the yaml. Those lines say only that a rank failed; the cause is in
+# the ranks' output above them (since torch 2.4 each rank's stderr line is prefixed "[rankN]:").
+_RANK_PREFIX = re.compile(r"^\[rank(\d+)\]:\s?")
+_TORCHRUN_MARK = re.compile(r"errors\.ChildFailedError|CalledProcessError: Command '\['torchrun'"
+                            r"|failed \(exitcode: -?\d+\) local_rank|Root Cause \(first observed failure\)")
+_WRAPPER_START = re.compile(r"Sending process \d+ closing signal|failed \(exitcode: -?\d+\) local_rank"
+                            r"|errors\.ChildFailedError|CalledProcessError|Root Cause \(first observed failure\)"
+                            r"|^\s*File \".*(?:bin/torchrun|torch/distributed/(?:run|launcher/api)\.py"
+                            r"|torch/distributed/elastic/|bin/llamafactory-cli|llamafactory/cli\.py)")
+_EXITCODE = re.compile(r"exitcode\s*:\s*(-?\d+)|failed \(exitcode: (-?\d+)\)|Signal (\d+) \(SIG")
+_ROOT_CAUSE_FIELDS = re.compile(r"^\s*(?:rank|exitcode|traceback)\s*:")
 
 
 class FailureInfo(BaseModel):
@@ -144,10 +168,29 @@ class FailureInfo(BaseModel):
     suggestion: str
 
 
-def relevant_lines(log: str, max_chars: int = 4000) -> str:
-    """The last traceback (or error lines) plus the last lines of the log, bounded."""
+def split_launcher(log: str) -> tuple[str, str]:
+    """``(ranks' output, launcher wrapper)`` of a torchrun log; ``(log, "")`` when torchrun did not fail.
+
+    The wrapper starts at the first line torchrun's agent or llamafactory-cli print once a rank has died
+    (the SIGTERMs to the other ranks, the agent's ``failed (exitcode: …)``, the torchrun/llamafactory-cli
+    traceback frames, ChildFailedError, CalledProcessError)."""
+    if not _TORCHRUN_MARK.search(log):
+        return log, ""
     lines = log.splitlines()
-    start = max((i for i, line in enumerate(lines) if line.startswith("Traceback")), default=None)
+    cut = next((i for i, line in enumerate(lines) if _WRAPPER_START.search(line)), len(lines))
+    if cut > 0 and lines[cut - 1].strip().startswith("Traceback"):
+        cut -= 1  # the wrapper's own "Traceback (most recent call last):"
+    return "\n".join(lines[:cut]), "\n".join(lines[cut:])
+
+
+def _unprefixed(line: str) -> tuple[str | None, str]:
+    match = _RANK_PREFIX.match(line)
+    return (match.group(1), line[match.end():]) if match else (None, line)
+
+
+def _tail_of(text: str, max_chars: int) -> str:
+    lines = text.splitlines()
+    start = max((i for i, line in enumerate(lines) if _unprefixed(line)[1].startswith("Traceback")), default=None)
     if start is not None:
         picked = lines[start:]
     else:
@@ -157,37 +200,110 @@ def relevant_lines(log: str, max_chars: int = 4000) -> str:
     return text if len(text) <= max_chars else "...\n" + text[-max_chars:]
 
 
+def relevant_lines(log: str, max_chars: int = 4000) -> str:
+    """The last traceback (or error lines) plus the last lines of the log, bounded.
+
+    For a failed torchrun these come from the ranks' output, not from the launchers' wrapper; the wrapper
+    adds only its root-cause summary (rank, exit code, signal)."""
+    body, wrapper = split_launcher(log)
+    if not wrapper:
+        return _tail_of(log, max_chars)
+    summary = [line.strip() for line in wrapper.splitlines() if _ROOT_CAUSE_FIELDS.match(line)]
+    note = "\n[torchrun root cause] " + "; ".join(summary) if summary else ""
+    return _tail_of(body, max(500, max_chars - len(note))) + note if body.strip() else note.strip()
+
+
+def _is_error_line(stripped: str) -> bool:
+    return bool(re.match(r"^[\w.]*(Error|Exception|Killed)\b", stripped)) or "out of memory" in stripped.lower() \
+        or "Watchdog caught collective operation timeout" in stripped
+
+
 def _last_error_line(log: str) -> str:
     for line in reversed(log.splitlines()):
-        stripped = line.strip()
-        if re.match(r"^[\w.]*(Error|Exception|Killed)\b", stripped) or "out of memory" in stripped.lower():
+        stripped = _unprefixed(line)[1].strip()
+        if _is_error_line(stripped):
             return stripped[:500]
     return ""
 
 
+def _raising_frame(log: str, error_line: str) -> str:
+    """The ``File "…"`` line nearest above ``error_line`` (where the error was raised)."""
+    lines = [_unprefixed(line)[1].strip() for line in log.splitlines()]
+    idx = max((i for i, line in enumerate(lines) if line and line[:500] == error_line), default=len(lines))
+    return next((line for line in reversed(lines[:idx]) if line.startswith('File "')), "")
+
+
+def _match(text: str) -> tuple[ErrorType, str] | None:
+    for error_type, pattern, suggestion in _RULES:
+        flags = re.IGNORECASE if error_type is not ErrorType.CONFIG else 0
+        if text and re.search(pattern, text, flags):
+            return error_type, suggestion
+    return None
+
+
+def _ranks_root_cause(body: str) -> tuple[str, ErrorType, str] | None:
+    """The most specific cause among each rank's last error line: one rank's OOM or bad value beats the
+    NCCL timeouts it causes in the others (rule order of :data:`_RULES`)."""
+    last: dict[str | None, str] = {}
+    for line in body.splitlines():
+        rank, text = _unprefixed(line)
+        if _is_error_line(text.strip()):
+            last[rank] = text.strip()[:500]
+    best: tuple[int, str, ErrorType, str] | None = None
+    for text in last.values():
+        for order, (error_type, pattern, suggestion) in enumerate(_RULES):
+            flags = re.IGNORECASE if error_type is not ErrorType.CONFIG else 0
+            if re.search(pattern, text, flags):
+                if best is None or order < best[0]:
+                    best = (order, text, error_type, suggestion)
+                break
+    return best[1:] if best else None
+
+
+def _classify_torchrun(body: str, wrapper: str, tail: str, exit_code: int | None) -> FailureInfo:
+    found = _ranks_root_cause(body)
+    if found is not None:
+        message, error_type, suggestion = found
+        if error_type is ErrorType.CONFIG and _DATA_FRAMES.search(_raising_frame(body, message)):
+            error_type, suggestion = ErrorType.DATA, _RULES[2][2]  # raised while loading data
+        return FailureInfo(error_type=error_type, message=message, log_tail=tail, suggestion=suggestion)
+    codes = {int(next(g for g in m.groups() if g is not None)) for m in _EXITCODE.finditer(wrapper)}
+    if codes & {-9, 9, 137}:  # SIGKILL with no error text in any rank: the host's OOM killer
+        return FailureInfo(error_type=ErrorType.OOM, log_tail=tail, suggestion=_OOM_HINT,
+                           message="a training rank was killed by SIGKILL (exitcode -9; likely host out of memory)")
+    return FailureInfo(error_type=ErrorType.UNKNOWN, log_tail=tail, suggestion="Read the log tail.",
+                       message=f"a torchrun rank failed (exit codes {sorted(codes) or exit_code}) with no error text")
+
+
 def classify_failure(log: str, *, exit_code: int | None, timed_out: bool = False,
                      timeout_s: float | None = None) -> FailureInfo:
-    """Classify a failed LLaMA-Factory run from its log text and exit status."""
+    """Classify a failed LLaMA-Factory run from its log text and exit status.
+
+    A multi-GPU run is judged by its ranks' output, never by torchrun's or llamafactory-cli's wrapper
+    lines (``ChildFailedError``, ``CalledProcessError … train.yaml``), see :func:`split_launcher`."""
     tail = relevant_lines(log)
     if timed_out:
         return FailureInfo(error_type=ErrorType.TIMEOUT, log_tail=tail,
                            message=f"run did not finish within {timeout_s or '?'} s",
                            suggestion="Train fewer steps or samples, shorten cutoff_len, or use a smaller "
                                       "batch per step.")
+    body, wrapper = split_launcher(log)
+    if wrapper:
+        return _classify_torchrun(body, wrapper, tail, exit_code)
     error_line = _last_error_line(log)
     if exit_code in (137, -9) and not error_line:
         return FailureInfo(error_type=ErrorType.OOM, log_tail=tail, message="process killed (likely out of memory)",
-                           suggestion=_RULES[0][2])
+                           suggestion=_OOM_HINT)
     if exit_code == 127:
         return FailureInfo(error_type=ErrorType.ENV, log_tail=tail, message="executable not found",
                            suggestion=_RULES[1][2])
     for text in (error_line, tail):  # the final error line decides; the tail only when it is silent
-        for error_type, pattern, suggestion in _RULES:
-            flags = re.IGNORECASE if error_type is not ErrorType.CONFIG else 0
-            if text and re.search(pattern, text, flags):
-                if error_type is ErrorType.CONFIG and _DATA_FRAMES.search(tail):
-                    error_type, suggestion = ErrorType.DATA, _RULES[2][2]  # raised while loading data
-                return FailureInfo(error_type=error_type, log_tail=tail, suggestion=suggestion,
-                                   message=error_line or f"LLaMA-Factory failed (exit {exit_code})")
+        found = _match(text)
+        if found is not None:
+            error_type, suggestion = found
+            if error_type is ErrorType.CONFIG and _DATA_FRAMES.search(tail):
+                error_type, suggestion = ErrorType.DATA, _RULES[2][2]  # raised while loading data
+            return FailureInfo(error_type=error_type, log_tail=tail, suggestion=suggestion,
+                               message=error_line or f"LLaMA-Factory failed (exit {exit_code})")
     return FailureInfo(error_type=ErrorType.UNKNOWN, log_tail=tail, suggestion="Read the log tail.",
                        message=error_line or f"LLaMA-Factory failed (exit {exit_code})")
