@@ -1,9 +1,9 @@
 """A real stand-in for vLLM's OpenAI-compatible api_server, for CPU tests (run with the tool env's python).
 
 It takes the command-line flags ftagent passes to ``vllm.entrypoints.openai.api_server``
-(``--model --host --port --served-model-name --tokenizer --max-model-len --enable-lora --lora-modules
-name=path ... --max-lora-rank``; the GPU-only ones — ``--tensor-parallel-size``,
-``--gpu-memory-utilization``, ``--dtype``, ``--seed`` — are accepted and ignored) and serves
+(``--model --host --port --served-model-name --tokenizer --max-model-len --tensor-parallel-size --dtype
+--enable-lora --lora-modules name=path ... --max-lora-rank``; ``--gpu-memory-utilization`` and ``--seed``
+are accepted and ignored), refuses to start where vLLM would, and otherwise serves
 ``GET /v1/models`` and ``POST /v1/chat/completions`` with transformers generation of the real model:
 the tokenizer's chat template with ``add_generation_prompt`` (``chat_template_kwargs`` passed on),
 no extra special tokens, greedy when ``temperature`` is 0, ``max_tokens`` new tokens at most, the
@@ -11,6 +11,16 @@ model's EOS tokens and the request's ``stop`` strings end the answer, special to
 the text unless the request says ``skip_special_tokens: false`` (vLLM's default and extra parameter).
 A request whose ``model`` is a ``--lora-modules`` name runs with that PEFT adapter; the served model
 name runs the base model. Requests are answered one at a time.
+
+Refusals (issue 30): before any model is loaded, the model's ``config.json`` and each adapter's
+``adapter_config.json`` (``r``, ``use_dora``) are checked with ftagent's own copy of vLLM's start-up
+rules, ``ftagent/tools/opencompass/vllm_rules.py`` (loaded by path: it is stdlib only, and this file's
+env has no ftagent; ``FT_VLLM_RULES`` names another file): a tensor parallel size that does not divide
+the heads, a ``--max-model-len`` above the model's context, an unknown dtype (bf16 on a GPU below
+compute capability 8.0, given by ``FT_STANDIN_COMPUTE_CAPABILITY=7.5`` since the stand-in has no GPU),
+a LoRA rank above ``--max-lora-rank``, a DoRA adapter. Each refusal is a ``ValueError: ...`` line on
+stderr, as vLLM's start-up error ends, and the exit code is 1: the CPU tests of the vllm-server backend
+fail where vLLM would.
 
 Standalone on purpose (stdlib + torch + transformers + peft): the tool env has no ftagent.
 
@@ -20,12 +30,18 @@ Standalone on purpose (stdlib + torch + transformers + peft): the tool env has n
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
+import os
 import sys
 import threading
 import time
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+# the one owner of vLLM's refusal rules, in this repository (tests/fakes/ -> ftagent/tools/opencompass/)
+RULES_FILE = Path(__file__).resolve().parents[2] / "ftagent" / "tools" / "opencompass" / "vllm_rules.py"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -38,8 +54,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--max-model-len", type=int, default=None)
     p.add_argument("--enable-lora", action="store_true")
     p.add_argument("--lora-modules", nargs="+", default=[])
-    p.add_argument("--max-lora-rank", type=int, default=16)
-    for gpu_only in ("--tensor-parallel-size", "--gpu-memory-utilization", "--dtype", "--seed"):
+    p.add_argument("--max-lora-rank", type=int, default=None)  # None: vLLM's default (vllm_rules)
+    p.add_argument("--tensor-parallel-size", "-tp", type=int, default=1)
+    p.add_argument("--dtype", default="auto")
+    for gpu_only in ("--gpu-memory-utilization", "--seed"):
         p.add_argument(gpu_only, default=None)
     args, unknown = p.parse_known_args(argv)
     if unknown:
@@ -47,6 +65,59 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.lora_modules and not args.enable_lora:
         p.error("--lora-modules needs --enable-lora")
     return args
+
+
+def load_rules(path: str | Path | None = None):
+    """``vllm_rules.py`` as a module, loaded by path (``FT_VLLM_RULES`` or :data:`RULES_FILE`)."""
+    path = Path(path or os.environ.get("FT_VLLM_RULES") or RULES_FILE)
+    spec = importlib.util.spec_from_file_location("ftagent_vllm_rules", path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load vLLM rules from {path}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _read_json(path: Path) -> dict | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _compute_capability() -> tuple[int, int] | None:
+    """The GPU the stand-in plays (``FT_STANDIN_COMPUTE_CAPABILITY=7.5``); None: no GPU, no bf16 rule."""
+    value = os.environ.get("FT_STANDIN_COMPUTE_CAPABILITY", "").strip()
+    if not value:
+        return None
+    major, _, minor = value.partition(".")
+    return int(major), int(minor or 0)
+
+
+def refusals(args: argparse.Namespace, rules=None) -> list[str]:
+    """Why vLLM would refuse these flags for this model and these adapters ([] = it starts).
+
+    A model folder without a readable ``config.json`` is left to the model load (its own error).
+    """
+    rules = rules or load_rules()
+    config = _read_json(Path(args.model) / "config.json")
+    if config is None:
+        return []
+    common = dict(tensor_parallel_size=args.tensor_parallel_size, max_model_len=args.max_model_len,
+                  dtype=args.dtype, compute_capability=_compute_capability())
+    lora = dict(max_lora_rank=args.max_lora_rank) if args.enable_lora else {}
+    out = list(rules.refusals(config, **common, **lora))
+    for spec in args.lora_modules:
+        name, _, path = spec.partition("=")
+        adapter = _read_json(Path(path) / "adapter_config.json")
+        if adapter is None:
+            out.append(f"LoRA adapter {name!r}: no adapter_config.json in {path}")
+            continue
+        found = rules.refusals(config, **common, **lora, lora_rank=int(adapter.get("r") or 0),
+                               use_dora=bool(adapter.get("use_dora")))
+        out += [f"LoRA adapter {name!r}: {msg}" for msg in found if msg not in out]
+    return out
 
 
 class Engine:
@@ -191,6 +262,11 @@ def make_handler(engine: Engine) -> type[BaseHTTPRequestHandler]:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    refused = refusals(args)
+    if refused:  # vLLM raises at start-up (ValueError / pydantic ValidationError) and exits non-zero
+        for msg in refused:
+            print(f"ValueError: {msg}", file=sys.stderr, flush=True)
+        return 1
     print(f"stand-in api_server: loading {args.model}", flush=True)
     engine = Engine(args)
     server = ThreadingHTTPServer((args.host, args.port), make_handler(engine))

@@ -158,3 +158,20 @@ def test_server_dying_at_start_is_a_step_error(tools_env, tools_python, noisy_mo
     assert e.error_type.value == "EVAL" and "exited with code" in e.message
     assert "no-such-model" in e.log_tail and "Traceback" in e.log_tail and e.suggestion
     assert not (tmp_path / "w" / "eval").exists()  # OpenCompass never ran
+
+
+@pytest.mark.parametrize(("override", "expected"), [
+    ({"tensor_parallel_size": 3}, "tensor_parallel_size=3 does not divide num_attention_heads=4"),
+    ({"max_model_len": 4096}, "max_model_len=4096 is greater than the model's context 512"),
+])
+def test_flags_vllm_refuses_fail_the_start_with_vllms_message(override, expected, tools_env, tools_python,
+                                                                tiny_model, tmp_path):
+    """The stand-in applies vLLM's start-up rules (vllm_rules.py): ftagent's start failure carries the reason."""
+    serve = StandInServe(tools_python, **override)
+    settings = load_settings(file_path=tmp_path / "ft", benchmark_limit=4, eval_backend="vllm-server")
+    with pytest.raises(StepError) as err:
+        evaluate_model_path(tiny_model, None, benchmark="demo_add", split="validation", settings=settings,
+                            runner=LocalRunner(tools_env, sandbox="none"), work_dir=tmp_path / "w",
+                            model_name="builtin/tiny-qwen2", timeout=600, serve_command=serve)
+    assert "exited with code 1" in err.value.message and f"ValueError: {expected}" in err.value.log_tail
+    assert "loading" not in err.value.log_tail and not (tmp_path / "w" / "eval").exists()
