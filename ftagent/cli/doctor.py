@@ -1,8 +1,16 @@
-"""`ftagent doctor`: what this machine offers (GPUs, Docker, bubblewrap, tool env, LLM). Never prints keys."""
+"""`ftagent doctor`: what this machine offers (GPUs, Docker, bubblewrap, tool env, LLM). Never prints keys.
+
+It ends with one verdict line and exits 1 when something the configured setup *requires* is broken
+(the tool env of the local runner, the Docker engine of the docker runner, bubblewrap when
+``FT_SANDBOX=bwrap``), 0 otherwise. A probe that fails is reported in its row, never as a traceback.
+"""
 
 from __future__ import annotations
 
-from pydantic import BaseModel
+from collections.abc import Callable
+
+import typer
+from pydantic import BaseModel, Field
 
 from ftagent.cli.common import prepare_env
 
@@ -19,17 +27,36 @@ class DoctorReport(BaseModel):
     tools_ok: bool
     builtin_models: str
     llm: str
+    problems: list[str] = Field(default_factory=list)  # required things that are broken (exit 1)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def verdict(self) -> str:
+        """One line: ready, or what is broken."""
+        if self.ok:
+            return f"verdict: ready ({self.runner})"
+        return "verdict: NOT READY: " + "; ".join(self.problems)
 
 
-def _docker_status(settings, gpu: bool) -> tuple[str, str]:
-    """(engine line, tool image line)."""
+def _guard(what: str, probe: Callable[[], object], default: object) -> tuple[object, str | None]:
+    """``probe()``, or ``default`` and one line naming the failure (doctor shows no tracebacks)."""
+    try:
+        return probe(), None
+    except Exception as exc:  # noqa: BLE001 - reported in its row, not raised
+        return default, f"cannot check {what}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+
+
+def _docker_status(settings, gpu: bool) -> tuple[str, str, bool]:
+    """(engine line, tool image line, engine reachable)."""
     try:
         from ftagent.runners.docker import connect
 
         client = connect()
         version = client.version().get("Version", "?")
     except Exception as exc:  # noqa: BLE001 - reported, not raised
-        return str(exc).split(". Start Docker")[0], "engine not reachable"
+        return str(exc).split(". Start Docker")[0], "engine not reachable", False
     try:
         from ftagent.runners.images import describe_images, spec_from_settings
 
@@ -37,7 +64,20 @@ def _docker_status(settings, gpu: bool) -> tuple[str, str]:
         images = describe_images(client, spec)
     except Exception as exc:  # noqa: BLE001 - reported, not raised
         images = f"cannot list images: {exc}"
-    return f"engine reachable (Docker {version})", images
+    return f"engine reachable (Docker {version})", images, True
+
+
+def _tools_status(env, check_tools: bool) -> tuple[str, bool]:
+    from ftagent.runners.toolenv import check_tools_env
+
+    if not check_tools:
+        present = (env / "bin" / "python").exists()
+        return ("present (not checked)" if present else "missing: run `ftagent env setup`"), present
+    report = check_tools_env(env)
+    shown = ", ".join(f"{k} {v}" for k, v in report.versions.items())
+    if report.errors:
+        shown = "; ".join([*([shown] if shown else []), *report.errors])
+    return shown, report.ok
 
 
 def collect(check_tools: bool = True) -> DoctorReport:
@@ -46,47 +86,55 @@ def collect(check_tools: bool = True) -> DoctorReport:
     from ftagent.core.settings import load_settings
     from ftagent.models.builtin import list_models
     from ftagent.runners.sandbox import probe_bwrap
-    from ftagent.runners.toolenv import check_tools_env, tools_env_path
+    from ftagent.runners.toolenv import tools_env_path
 
     settings = load_settings()
-    works, why = probe_bwrap()
+    problems: list[str] = []
+    (works, why), err = _guard("bubblewrap", probe_bwrap, (False, "probe failed"))
+    sandbox = f"bubblewrap works (FT_SANDBOX={settings.ft.sandbox})" if works else f"no sandbox: {err or why}"
+    if settings.ft.sandbox == "bwrap" and not works:
+        problems.append(f"FT_SANDBOX=bwrap but {sandbox}")
     env = tools_env_path(settings)
-    if check_tools:
-        report = check_tools_env(env)
-        tools = ", ".join(f"{k} {v}" for k, v in report.versions.items()) or "; ".join(report.errors)
-        tools_ok = report.ok
-    else:
-        tools_ok = (env / "bin" / "python").exists()
-        tools = "present (not checked)" if tools_ok else "missing: run `ftagent env setup`"
+    (tools, tools_ok), err = _guard("the tool env", lambda: _tools_status(env, check_tools), ("", False))
+    tools = err or tools
+    runner = settings.ft.env_type
+    if runner == "local" and not tools_ok:
+        problems.append(f"the local runner's tool env {env} is not usable (`ftagent env setup` creates it)")
     llm = settings.llm
     planner = (f"{llm.chat_model} (key set)" if llm.openai_api_key else f"{llm.chat_model} via {llm.openai_api_base}") \
         if llm.configured else "not configured: the heuristic planner is used"
-    models = ", ".join(f"{r['name']} ({r['status']})" for r in list_models(settings.ft.file_path))
+    models, err = _guard("the built-in models", lambda: ", ".join(
+        f"{r['name']} ({r['status']})" for r in list_models(settings.ft.file_path)), "")
     gpus = detect_gpus()
-    docker, docker_images = _docker_status(settings, gpus.gpu_count > 0)
+    docker, docker_images, reachable = _docker_status(settings, gpus.gpu_count > 0)
+    if runner == "docker" and not reachable:
+        problems.append(f"FT_ENV_TYPE=docker but {docker}")
     return DoctorReport(
-        gpus=gpus.summary(), docker=docker, docker_images=docker_images,
-        sandbox=f"bubblewrap works (FT_SANDBOX={settings.ft.sandbox})" if works else f"no sandbox: {why}",
-        runner=f"FT_ENV_TYPE={settings.ft.env_type}", tools_env=f"{env}: {tools}", tools_ok=tools_ok,
-        builtin_models=models, llm=planner,
+        gpus=gpus.summary(), docker=docker, docker_images=docker_images, sandbox=sandbox,
+        runner=f"FT_ENV_TYPE={runner}", tools_env=f"{env}: {tools}", tools_ok=tools_ok,
+        builtin_models=err or models, llm=planner, problems=problems,
     )
 
 
 def run_doctor(check_tools: bool = True) -> DoctorReport:
-    """Print the report as a table and return it."""
+    """Print the report as a table and its verdict line, and return it."""
     from rich.console import Console
     from rich.table import Table
 
     report = collect(check_tools)
     table = Table(title="ftagent doctor", show_header=False)
     for field, value in report.model_dump().items():
-        if field != "tools_ok":
+        if field not in ("tools_ok", "problems"):
             table.add_row(field.replace("_", " "), str(value))
-    Console().print(table)
+    console = Console()
+    console.print(table)
+    console.print(report.verdict(), style="green" if report.ok else "bold red", highlight=False, soft_wrap=True)
     return report
 
 
 def doctor() -> None:
-    """Report what this machine offers: GPUs, Docker, bubblewrap, tool envs, LLM settings."""
+    """Report what this machine offers: GPUs, Docker, bubblewrap, tool envs, LLM settings; end with a verdict
+    (exit 1 when something the configured runner needs is broken)."""
     prepare_env()
-    run_doctor()
+    if not run_doctor().ok:
+        raise typer.Exit(1)

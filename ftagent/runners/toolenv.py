@@ -96,9 +96,11 @@ def cpu_fix_script() -> str:
     )
 
 
+# Runs in the tool env's python, where ftagent is not installed (a wheel install, any cwd): standard
+# library and the checked tools only; run with ``-I`` so the caller's folder (a source checkout) cannot
+# make an import of ftagent work by accident (issue 32 item 2).
 VERIFY_SCRIPT = """
 import importlib, json, sys
-from ftagent.core.paths import config_file
 out = {"versions": {}, "errors": []}
 for name in sys.argv[1:]:
     try:
@@ -165,14 +167,14 @@ def check_tools_env(env_path: Path, gpu: bool | None = None, timeout: float = 30
         return report
     report.marker_current = marker_current(env_path, gpu)
     try:
-        proc = subprocess.run([str(tools_python(env_path)), "-c", VERIFY_SCRIPT, *CHECKED_MODULES], capture_output=True,
-                              text=True, timeout=timeout, env=_pip_env(), check=False)
+        proc = subprocess.run([str(tools_python(env_path)), "-I", "-c", VERIFY_SCRIPT, *CHECKED_MODULES],
+                              capture_output=True, text=True, timeout=timeout, env=_pip_env(), check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
         report.errors.append(f"cannot run the env's python: {exc}")
         return report
     line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("FTAGENT_CHECK ")), None)
     if line is None:
-        report.errors.append(f"check script failed (exit {proc.returncode}): {proc.stderr.strip()[-500:]}")
+        report.errors.append(f"check script failed (exit {proc.returncode}): {last_error_line(proc.stderr)}")
         return report
     found = json.loads(line.split(" ", 1)[1])
     report.versions, report.errors = found["versions"], found["errors"]
@@ -182,6 +184,12 @@ def check_tools_env(env_path: Path, gpu: bool | None = None, timeout: float = 30
         if not gpu and not report.torch_cpu:
             report.errors.append(f"torch {torch_version} is not the CPU build on a machine without a GPU")
     return report
+
+
+def last_error_line(stderr: str) -> str:
+    """The exception line of a Python traceback (or the last line of any output): one line, no traceback."""
+    lines = [ln.strip() for ln in stderr.strip().splitlines() if ln.strip()]
+    return lines[-1][-500:] if lines else "(no output)"
 
 
 def _pip_env() -> dict[str, str]:
@@ -262,9 +270,12 @@ def setup_tools_env(
     say = progress or (lambda _msg: None)
     start = time.monotonic()
     if not force and marker_current(env_path, gpu, envs_dir):
-        say("tool env is up to date")
         report = check_tools_env(env_path, gpu) if verify else ToolEnvReport(path=env_path, exists=True)
-        return SetupResult(path=env_path, skipped=True, duration_s=time.monotonic() - start, report=report)
+        if report.ok or not verify:
+            say("tool env is up to date")
+            return SetupResult(path=env_path, skipped=True, duration_s=time.monotonic() - start, report=report)
+        # set up from the current files once, broken since (a package removed, a disk full): install again
+        say("tool env marker is current but its check fails (" + "; ".join(report.errors)[:200] + "): reinstalling")
     env_path.mkdir(parents=True, exist_ok=True)
     (env_path / MARKER).unlink(missing_ok=True)
     log = install_venv(env_path, pip_install_steps(gpu, envs_dir), base_python=base_python, pip_cmd=pip_cmd,

@@ -37,6 +37,7 @@ from ftagent.runners.toolenv import (
     TORCHVISION_PIN,
     _pip_env,
     install_venv,
+    last_error_line,
     read_marker,
     tools_python,
 )
@@ -127,7 +128,7 @@ def check_env_python(python: Path | str, model_dir: Path | None = None, timeout:
 
     Returns the script's JSON (``versions``, ``errors``, ``cuda``, ``model``); never raises.
     """
-    argv = [str(python), "-c", VERIFY_SCRIPT, *([str(Path(model_dir).absolute())] if model_dir else [])]
+    argv = [str(python), "-I", "-c", VERIFY_SCRIPT, *([str(Path(model_dir).absolute())] if model_dir else [])]
     env = {**_pip_env(), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     try:
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env, check=False)
@@ -135,7 +136,7 @@ def check_env_python(python: Path | str, model_dir: Path | None = None, timeout:
         return {"versions": {}, "errors": [f"cannot run {python}: {exc}"], "cuda": None, "model": None}
     line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("FTAGENT_VLLM_CHECK ")), None)
     if line is None:
-        return {"versions": {}, "errors": [f"check failed (exit {proc.returncode}): {proc.stderr.strip()[-400:]}"],
+        return {"versions": {}, "errors": [f"check failed (exit {proc.returncode}): {last_error_line(proc.stderr)}"],
                 "cuda": None, "model": None}
     return json.loads(line.split(" ", 1)[1])
 
