@@ -229,6 +229,7 @@ def test_trainer_stops_a_diverging_run_and_says_where(tmp_path: Path) -> None:
     assert "no checkpoint saved before the rise" in exc.message and "does not come back" not in exc.suggestion
     facts = exc.details["early_stop"]
     assert facts["step"] == 24 and facts["stopped"] is True
+    assert [p["loss"] for p in exc.details["loss_history"][:4]] == [3.0, 2.0, 1.0, 50.0]  # the planner's loss table
     assert facts["saved_s"] == pytest.approx((200 - 24) * 24 / 24)  # 1 s/step so far, 176 steps left
     lines = (ws / "output" / "trainer_log.jsonl").read_text().splitlines()
     assert 24 <= len(lines) < 150  # stopped well before 200 (the follower polls once a second); the log is kept

@@ -30,6 +30,8 @@ if TYPE_CHECKING:
     from ftagent.planners.llm.client import LLMClient
 
 MAX_ERROR_SAMPLES = 10
+# every failure type a step can report (ErrorType is the one source); UNKNOWN is the internal-error variant
+REPORTED_TYPES = [t.value for t in ErrorType if t is not ErrorType.UNKNOWN]
 
 
 def decide_numeric(experiment: Experiment, trace: Trace, min_delta: float) -> tuple[bool, str]:
@@ -151,7 +153,7 @@ def feedback_messages(scenario: ScenarioInfo, settings: Any, experiment: Experim
     top = metric_maximum(view.core_metric, view.direction)
     saturated = top is not None and exp.val_score is not None and exp.val_score >= top - 1e-9
     answer = render("feedback_error" if failed else "feedback_success", force_think_token=think,
-                    internal=internal, saturated=saturated)
+                    internal=internal, saturated=saturated, error_types=", ".join(REPORTED_TYPES))
     sections.append(text_part("answer", "Answer", answer, required=True))
     return [{"role": "user", "content": fit(sections, settings).text}]
 

@@ -207,15 +207,28 @@ def _num(value: Any) -> str:
     return f"{value:.4g}" if isinstance(value, (int, float)) else ""
 
 
+def failure_loss_history(failure: Any) -> list[dict[str, Any]]:
+    """The loss points a failed training step kept in its details (a stopped, diverged run's curve)."""
+    details = getattr(failure, "details", None) or {}
+    points = details.get("loss_history") if isinstance(details, dict) else None
+    return [p for p in points if isinstance(p, dict)] if isinstance(points, list) else []
+
+
 def planner_config(config: dict[str, Any]) -> str:
     """The trained config without the system-managed keys, as YAML."""
     kept = {k: v for k, v in config.items() if k not in SYSTEM_KEYS}
     return yaml.safe_dump(kept, sort_keys=False, allow_unicode=True).strip() if kept else ""
 
 
+# Lines that never explain a failure: tqdm progress bars (`` 45%|████▌ | 900/2000 [01:03<01:17, 14.2it/s]``)
+# and ftagent's own stop notice. Issue 35: a stopped run's "decisive lines" were three bars and the notice.
+_NOISE = re.compile(r"(\d+%\|.*\||\|\s*\d+/\d+\s*\[|(it/s|s/it)\]|^\[ftagent\] stopped on request)")
+
+
 def decisive_lines(log_tail: str, limit: int = 12) -> str:
-    """The log lines that explain a failure: error-looking lines and the last lines, in order, deduplicated."""
-    lines = [line.rstrip() for line in (log_tail or "").splitlines() if line.strip()]
+    """The log lines that explain a failure: error-looking lines and the last lines, in order, deduplicated
+    (progress bars and the stop notice left out)."""
+    lines = [line.rstrip() for line in (log_tail or "").splitlines() if line.strip() and not _NOISE.search(line)]
     if not lines:
         return ""
     chosen = {i for i, line in enumerate(lines) if _DECISIVE.search(line)}
@@ -270,7 +283,8 @@ def experiment_block(exp: PlannerExperiment, *, baseline: float | None, core_met
     printed = data_script_output(exp, 20 if detail == "full" else 5)
     if printed:
         lines += ["- What process_data.py printed (last lines):", "```", printed, "```"]
-    summary = loss_summary(exp.loss_history)
+    history = exp.loss_history or failure_loss_history(exp.failure)
+    summary = loss_summary(history)
     if summary is not None:
         lines.append(f"- Training loss: {summary.line()}")
     speed = throughput_line(exp)
@@ -297,7 +311,7 @@ def experiment_block(exp: PlannerExperiment, *, baseline: float | None, core_met
         config = planner_config(exp.config)
         if config:
             lines += ["- Config actually trained (system paths left out):", "```yaml", config, "```"]
-        table = loss_table(exp.loss_history)
+        table = loss_table(history)
         if table:
             lines += ["- Loss curve (sampled):", table]
     return "\n".join(lines)

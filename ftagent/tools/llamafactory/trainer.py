@@ -124,6 +124,13 @@ def model_kind(output_dir: Path) -> str | None:
     return None
 
 
+def _sampled(points: list[dict[str, Any]], most: int = 200) -> list[dict[str, Any]]:
+    """At most ``most`` evenly spaced points, the first and last kept (the failure's details are stored)."""
+    if len(points) <= most:
+        return points
+    return [points[round(i * (len(points) - 1) / (most - 1))] for i in range(most)]
+
+
 def last_good_checkpoint(output_dir: Path, before_step: int) -> Path | None:
     """The newest ``checkpoint-N`` (HF Trainer's ``save_steps`` folders) saved before ``before_step``
     that holds a model, or None."""
@@ -208,6 +215,7 @@ class LlamaFactoryTrainer:
                           f"{rule.min_rise:g} nats above it for {rule.patience_steps}+ steps."
                           if verdict.reason == "rise" else "."),
             details={"early_stop": facts.model_dump(), "exit_code": result.exit_code,
+                     "loss_history": _sampled([p.model_dump() for p in points]),  # the planner's loss table
                      "log_file": result.log_file, "trainer_log": str(output_dir / "trainer_log.jsonl")})
 
     def log_scores(self, model: TrainResult, validation: EvalResult | None, ctx: StepContext | None,
