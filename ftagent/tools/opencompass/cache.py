@@ -1,8 +1,10 @@
 """Evaluation cache: ``FT_FILE_PATH/eval_cache/<key>.json`` holding an EvalResult.
 
 Key = sha256 of (model artefact digest, benchmark, split and its ranges, inference settings, config
-template version, the split rule's version :data:`~ftagent.benchmarks.splits.SPLIT_VERSION`). The artefact digest hashes the weight/adapter files (size + content) and the
-configs, so a retrained model in the same folder never hits a stale entry.
+template version, the split rule's version :data:`~ftagent.benchmarks.splits.SPLIT_VERSION`, the scoring
+rules' :data:`~ftagent.benchmarks.components.SCORING_VERSION`). The artefact digest hashes the
+weight/adapter files (size + content) and the configs, so a retrained model in the same folder never
+hits a stale entry.
 """
 
 from __future__ import annotations
@@ -14,7 +16,9 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from ftagent.benchmarks.components import SCORING_VERSION
 from ftagent.benchmarks.splits import SPLIT_VERSION
+from ftagent.core.stats import ITEMS_SUFFIX, load_items
 from ftagent.core.types import EvalResult
 
 ARTEFACT_SUFFIXES = {".safetensors", ".bin", ".json", ".jinja", ".model", ".txt", ".py"}
@@ -43,7 +47,7 @@ def cache_key(digest: str, benchmark: str, split: str, ranges: Any, inference: d
     URL, retries; never the key), None when no judge is used. A different judge scores differently."""
     payload = json.dumps({"model": digest, "benchmark": benchmark, "split": split, "ranges": ranges,
                           "inference": inference, "template": template_version, "judge": judge,
-                          "split_rule": SPLIT_VERSION},
+                          "split_rule": SPLIT_VERSION, "scoring": SCORING_VERSION},
                          sort_keys=True, default=str)
     return hashlib.sha256(payload.encode()).hexdigest()
 
@@ -69,8 +73,13 @@ class EvalCache:
         return result.model_copy(update={"cached": True})
 
     def put(self, key: str, result: EvalResult) -> None:
-        """Store ``result`` atomically."""
+        """Store ``result`` atomically, with a copy of its per-item scores (``<key>.items.json``): a hit
+        must not depend on the run folder it came from (a loop's workspace can be removed)."""
         self.root.mkdir(parents=True, exist_ok=True)
+        items = load_items(result.items_file)
+        update: dict[str, Any] = {"cached": False}
+        if items is not None:
+            update["items_file"] = str(items.save(self.root / f"{key}{ITEMS_SUFFIX}"))
         tmp = self.path(key).with_name(f".{key}.{os.getpid()}.{threading.get_ident()}.tmp")  # shared folder
-        tmp.write_text(result.model_copy(update={"cached": False}).model_dump_json(indent=2), encoding="utf-8")
+        tmp.write_text(result.model_copy(update=update).model_dump_json(indent=2), encoding="utf-8")
         tmp.replace(self.path(key))

