@@ -10,8 +10,20 @@ Per method (``full``, ``full_gc`` = full with gradient checkpointing, ``lora``, 
 * **activations per token** (not sharded: every GPU holds its own sequence). Following the
   EleutherAI transformer-math rule with flash attention: ``34·h`` bytes per layer and token without
   checkpointing; with checkpointing ``2·h`` per layer plus one layer recomputed (``34·h``). LoRA and
-  QLoRA use gradient checkpointing (LLaMA-Factory's default). Plus the logits: ``6·V`` bytes per token
-  (bf16 logits and their fp32 upcast in the loss).
+  QLoRA use gradient checkpointing (LLaMA-Factory's default). Plus the logits: ``10·V`` bytes per
+  token (:data:`LOGITS_BYTES_PER_VOCAB`), the cross-entropy peak, derived below.
+* **logits (``10·V``)**. LLaMA-Factory's SFT trainer (``llamafactory/train/sft/trainer.py:162``,
+  0.9.5: ``super().compute_loss``, i.e. the HF Trainer's; no liger kernel unless asked) takes the
+  model's own loss, transformers' ``ForCausalLMLoss`` (``transformers/loss/loss_utils.py:45-66`` in the
+  pinned 4.57), which while the loss runs holds, per token:
+  the model's bf16 logits from ``lm_head`` (``2·V``; kept in the output until the step ends) +
+  ``logits = logits.float()`` (line 55: "Upcast to float … to avoid potential precision issues": ``4·V``) +
+  ``nn.functional.cross_entropy`` = ``log_softmax`` then ``nll_loss``, whose fp32 ``log_softmax``
+  output is saved for the backward (``4·V``). In the backward the fp32 gradient of the logits
+  (``4·V``) takes the place of the freed upcast copy, so the peak stays ``2 + 4 + 4 = 10`` bytes per
+  vocabulary entry and token. For V = 152,064 (Qwen2.5) that is 1.52 MB per token — more than the
+  28 layers' checkpointed activations of a 7B model (0.32 MB) — and LoRA on one 80 GB GPU then fits
+  ~28.6k tokens, not the whole 32k context (with the earlier ``6·V``: 42.7k).
 * **usable memory per GPU**: ``0.9 · per_gpu_gb − 1.5 GB`` (CUDA context, allocator fragmentation).
 
 ``max_seq_len = (usable − static) / per_token`` and a method "fits" when at least 512 tokens fit.
@@ -55,6 +67,7 @@ MIN_SEQ = 512
 USABLE_FRACTION = 0.9
 RESERVED_GB = 1.5
 ADAM_BYTES = 16.0
+LOGITS_BYTES_PER_VOCAB = 10.0  # bf16 logits 2 + fp32 upcast 4 + fp32 log_softmax 4 (module docstring)
 FROZEN_BYTES = {"lora": 2.0, "qlora": 0.55}
 # (max params in billions, hidden, layers): rough architecture by size when config.json is absent
 _SIZE_BUCKETS = ((0.2, 576, 30), (0.6, 1024, 24), (1.0, 1536, 28), (2.0, 2048, 28), (4.0, 2560, 36),
@@ -230,7 +243,7 @@ def _per_token_bytes(spec: ModelSpec, method: Method) -> float:
     h, layers = spec.hidden_size, spec.num_layers
     checkpointing = method != "full"
     per_layer = 2 * h * layers + 34 * h if checkpointing else 34 * h * layers
-    return per_layer + 6 * spec.vocab_size
+    return per_layer + LOGITS_BYTES_PER_VOCAB * spec.vocab_size
 
 
 def _max_seq(usable: float, static: float, per_token: float) -> int:
