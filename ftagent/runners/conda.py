@@ -22,7 +22,7 @@ from pathlib import Path
 from ftagent.core.errors import EnvironmentFailure
 from ftagent.runners.base import Mount, RunResult, ToolEnv
 from ftagent.runners.process import is_secret_name, passthrough_env, run_process
-from ftagent.runners.sandbox import bwrap_argv, use_sandbox
+from ftagent.runners.sandbox import bwrap_argv, gpu_device_nodes, use_sandbox
 
 DEFAULT_ENV_NAME = "ftagent-tools"
 PYTHON_VERSION = "3.11"
@@ -139,7 +139,6 @@ class CondaRunner:
     ) -> RunResult:
         """Run ``cmd`` in the conda env, confined by bubblewrap unless ``FT_SANDBOX`` says otherwise
         (then ``mounts`` do not matter: the host filesystem is visible)."""
-        del tool
         self.ensure_env()
         child = passthrough_env()
         conda_dir = [str(Path(self.conda).parent)] if "/" in self.conda else []
@@ -161,6 +160,8 @@ class CondaRunner:
             for mount in mounts or []:
                 if not mount.read_only:
                     Path(mount.source).mkdir(parents=True, exist_ok=True)
-            argv = bwrap_argv(argv, workdir=workdir, tools_env=None, mounts=mounts,
+            # the GPU nodes for training and evaluation, never for LLM-written data code (as the local runner)
+            devices = gpu_device_nodes() if self.gpu and tool != "data" else []
+            argv = bwrap_argv(argv, workdir=workdir, tools_env=None, mounts=mounts, devices=devices,
                               executable=shutil.which("bwrap") or "bwrap", read_only=self.visible_prefixes())
         return run_process(argv, cwd=workdir, env=child, timeout=timeout, log_file=log_file, stop=stop)

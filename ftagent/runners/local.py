@@ -19,7 +19,7 @@ from pathlib import Path
 from ftagent.core.errors import EnvironmentFailure
 from ftagent.runners.base import Mount, RunResult, ToolEnv
 from ftagent.runners.process import passthrough_env, run_process
-from ftagent.runners.sandbox import bwrap_argv, use_sandbox
+from ftagent.runners.sandbox import bwrap_argv, gpu_device_nodes, use_sandbox
 
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
@@ -49,6 +49,7 @@ class LocalRunner:
         self.sandbox_mode = sandbox
         self.sandboxed = use_sandbox(sandbox)
         self._gpu = gpu
+        self.dev_root = Path("/dev")  # where the GPU device nodes are looked up (a test points it elsewhere)
 
     @classmethod
     def from_settings(cls, settings) -> LocalRunner:
@@ -98,13 +99,26 @@ class LocalRunner:
         child.update(env or {})
         return child
 
-    def command_line(self, cmd: list[str], workdir: Path, mounts: list[Mount] | None) -> list[str]:
+    def sandbox_devices(self, tool: ToolEnv) -> list[Path]:
+        """The GPU device nodes a confined command of ``tool`` gets (see :mod:`ftagent.runners.sandbox`).
+
+        Training, the micro-batch and evaluation get every NVIDIA node the host has (none without a
+        GPU; none when the runner was built with ``gpu=False``). ``tool="data"`` never does: it runs
+        LLM-written data-processing code, which needs no GPU, and a GPU node is one more kernel
+        interface that code could reach.
+        """
+        if tool == "data" or self._gpu is False:
+            return []
+        return gpu_device_nodes(self.dev_root)
+
+    def command_line(self, cmd: list[str], workdir: Path, mounts: list[Mount] | None,
+                     tool: ToolEnv = "train") -> list[str]:
         """The argv actually executed (wrapped in bwrap when sandboxed)."""
         resolved = self.resolve_cmd(cmd)
         if not self.sandboxed:
             return resolved
         return bwrap_argv(resolved, workdir=workdir, tools_env=self.tools_env, mounts=mounts,
-                          executable=shutil.which("bwrap") or "bwrap")
+                          executable=shutil.which("bwrap") or "bwrap", devices=self.sandbox_devices(tool))
 
     def run(
         self,
@@ -124,13 +138,12 @@ class LocalRunner:
         Raises:
             EnvironmentFailure: when the tool env does not exist.
         """
-        del tool  # one shared env serves train, eval and data
-        self._check_env()
+        self._check_env()  # one shared env serves train, eval and data
         workdir = Path(workdir).absolute()
         workdir.mkdir(parents=True, exist_ok=True)
         for mount in mounts or []:
             if not mount.read_only:  # a writable output folder may not exist yet
                 Path(mount.source).mkdir(parents=True, exist_ok=True)
-        argv = self.command_line(cmd, workdir, mounts)
+        argv = self.command_line(cmd, workdir, mounts, tool)
         return run_process(argv, cwd=workdir, env=self.build_env(env, gpus), timeout=timeout,
                            log_file=log_file, stop=stop)

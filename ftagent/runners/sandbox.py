@@ -7,6 +7,15 @@ Inside the sandbox only these paths exist: system directories (``/usr``, ``/lib*
 the benchmark data), other sessions and the project tree are invisible unless mounted explicitly.
 The network is kept (data-processing scripts may call an LLM API).
 
+GPUs: bwrap's ``--dev`` is a fresh tmpfs with only null, zero, random, tty ... (bubblewrap.c,
+``SETUP_MOUNT_DEV``), so CUDA would see no GPU while NVML outside still counts them. A command that
+may use GPUs (training, the micro-batch, evaluation: ``devices`` from :func:`gpu_device_nodes`) gets
+the host's NVIDIA device nodes with ``--dev-bind`` and ``/sys`` read-only (CUDA and NCCL read the PCI
+topology there); ``/proc/driver/nvidia`` is already visible in the fresh ``--proc``. All GPUs' nodes
+are bound, not only those in ``CUDA_VISIBLE_DEVICES``: CUDA numbers devices fastest-first (or by
+UUID / MIG id), not by ``/dev/nvidiaN`` minor, so a subset could hide the wrong GPU; choosing GPUs
+stays ``CUDA_VISIBLE_DEVICES``'s job, confinement is about files.
+
 ``FT_SANDBOX``: ``auto`` (bwrap when it works, else a one-time warning), ``bwrap`` (required: an
 :class:`EnvironmentFailure` when it does not work) or ``none``.
 
@@ -21,6 +30,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -139,6 +149,24 @@ def _python_home(tools_env: Path) -> Path | None:
     return None
 
 
+# The NVIDIA driver's device nodes (besides /dev/nvidia<N>): control, unified memory, modeset, and the
+# MIG capability nodes (a folder). /dev/dri is not needed by CUDA.
+NVIDIA_NODES = ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset", "nvidia-caps")
+_GPU_NODE = re.compile(r"nvidia\d+")
+
+
+def gpu_device_nodes(dev_root: Path = Path("/dev")) -> list[Path]:
+    """The NVIDIA device nodes under ``dev_root`` (empty on a machine without the driver).
+
+    ``dev_root`` is a parameter so a test can hand in a folder of fake nodes.
+    """
+    root = Path(dev_root)
+    if not root.is_dir():
+        return []
+    gpus = sorted((p for p in root.iterdir() if _GPU_NODE.fullmatch(p.name)), key=lambda p: int(p.name[6:]))
+    return gpus + [root / name for name in NVIDIA_NODES if (root / name).exists()]
+
+
 def _under_system(path: Path) -> bool:
     return any(path == Path(p) or Path(p) in path.parents for p in SYSTEM_RO)
 
@@ -151,16 +179,23 @@ def bwrap_argv(
     mounts: list[Mount] | None = None,
     executable: str = "bwrap",
     read_only: list[Path] | None = None,
+    devices: list[Path] | None = None,
 ) -> list[str]:
     """The bubblewrap command line that runs ``cmd`` confined (see the module docstring).
 
     ``read_only`` adds more host folders visible read-only at their own path (e.g. a conda install).
+    ``devices`` are device nodes (or folders of them) bound with device access at ``/dev/<name>``,
+    with ``/sys`` read-only: the GPUs of :func:`gpu_device_nodes`, for commands that may use them.
     """
     argv = [executable, "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc",
             "--unshare-uts"]
     for path in SYSTEM_RO:
         argv += ["--ro-bind-try", path, path]
     argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+    for node in devices or []:  # after --dev: the nodes go onto its fresh tmpfs
+        argv += ["--dev-bind", str(node), f"/dev/{Path(node).name}"]
+    if devices:
+        argv += ["--ro-bind", "/sys", "/sys"]
     if tools_env is not None:
         env_real = Path(tools_env).resolve()
         home = _python_home(env_real)
