@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from ftagent.core.errors import StepFailure
+from ftagent.core.stats import Difference
 from ftagent.core.types import AnswerProfile, Hypothesis
 
 Direction = Literal["max", "min"]
@@ -29,6 +30,9 @@ class Experiment(BaseModel):
     val_score: float | None = None
     val_metrics: dict[str, Any] = Field(default_factory=dict)
     test_score: float | None = None  # report only: never shown to a planner
+    val_items: str | None = None  # per-item scores (ftagent.core.stats.ItemScores JSON) of the validation split
+    test_items: str | None = None  # ... of the test split (report only)
+    intervals: list[Difference] = Field(default_factory=list)  # vs baseline / SOTA, validation and test
     decision: bool = False
     reason: str = ""
     next_step: str = ""  # the feedback's advice for the next experiment
@@ -60,6 +64,8 @@ class Trace(BaseModel):
     direction: Direction = "max"
     baseline_val: float | None = None
     baseline_test: float | None = None
+    baseline_val_items: str | None = None  # per-item scores of the baseline (ftagent.core.stats.ItemScores JSON)
+    baseline_test_items: str | None = None
     experiments: list[Experiment] = Field(default_factory=list)
     sota_loop: int | None = None
 

@@ -86,6 +86,7 @@ class EvalResult(BaseModel):
     metrics: dict[str, Any] = Field(default_factory=dict)  # {dataset: {metric: value}}
     error_samples: list[dict[str, Any]] = Field(default_factory=list)
     answers: AnswerProfile | None = None  # how the model answered (None: not read)
+    items_file: str | None = None  # per-item scores, ftagent.core.stats.ItemScores JSON (None: not kept)
     cached: bool = False
     run_dir: str | None = None
     duration_s: float = 0.0

@@ -18,6 +18,7 @@ from typing import Any
 
 from ftagent.benchmarks.components import SCORING_VERSION
 from ftagent.benchmarks.splits import SPLIT_VERSION
+from ftagent.core.stats import ITEMS_SUFFIX, load_items
 from ftagent.core.types import EvalResult
 
 ARTEFACT_SUFFIXES = {".safetensors", ".bin", ".json", ".jinja", ".model", ".txt", ".py"}
@@ -72,8 +73,13 @@ class EvalCache:
         return result.model_copy(update={"cached": True})
 
     def put(self, key: str, result: EvalResult) -> None:
-        """Store ``result`` atomically."""
+        """Store ``result`` atomically, with a copy of its per-item scores (``<key>.items.json``): a hit
+        must not depend on the run folder it came from (a loop's workspace can be removed)."""
         self.root.mkdir(parents=True, exist_ok=True)
+        items = load_items(result.items_file)
+        update: dict[str, Any] = {"cached": False}
+        if items is not None:
+            update["items_file"] = str(items.save(self.root / f"{key}{ITEMS_SUFFIX}"))
         tmp = self.path(key).with_name(f".{key}.{os.getpid()}.{threading.get_ident()}.tmp")  # shared folder
-        tmp.write_text(result.model_copy(update={"cached": False}).model_dump_json(indent=2), encoding="utf-8")
+        tmp.write_text(result.model_copy(update=update).model_dump_json(indent=2), encoding="utf-8")
         tmp.replace(self.path(key))

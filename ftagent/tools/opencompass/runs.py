@@ -41,6 +41,7 @@ from ftagent.tools.opencompass.inference import (
     inference_config,
     samples,
 )
+from ftagent.tools.opencompass.items import write_item_scores
 from ftagent.tools.opencompass.merge import is_lora_adapter, merge_command, merge_reasons
 from ftagent.tools.opencompass.progress import (
     DatasetInfo,
@@ -252,10 +253,11 @@ def _merge(adapter: Path, base: Path | None, out: Path, runner: Runner, timeout:
 def _result(run: Path, split: str, spec: Any, benchmark: str, duration: float, one_split: bool) -> EvalResult:
     which = None if one_split else split
     metrics = parse.read_metrics(run, which)
+    items = write_item_scores(run, split, spec.core_metric, metrics, benchmark=benchmark, one_split=one_split)
     return EvalResult(benchmark=benchmark, split=split, core_metric=spec.core_metric,  # type: ignore[arg-type]
                       direction=spec.direction, score=parse.core_score(metrics, spec.core_metric),
                       metrics=metrics, error_samples=parse.error_samples(run, split=which), run_dir=str(run),
-                      duration_s=duration, answers=parse.prediction_profile(run, which))
+                      duration_s=duration, answers=parse.prediction_profile(run, which), items_file=items)
 
 
 def evaluate_splits_of_path(

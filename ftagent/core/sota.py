@@ -1,0 +1,112 @@
+"""The SOTA rule (``FT_SOTA_RULE``), its one owner: when does a candidate replace the current best.
+
+* ``interval`` (default): the candidate becomes SOTA only when the lower bound of the paired bootstrap
+  interval (:mod:`ftagent.core.stats`) of its validation difference against the SOTA (or the baseline
+  while there is no SOTA) is above 0, or above ``FT_SOTA_MIN_DELTA`` when that is > 0. A zero-gain
+  candidate (the same model again: every item paired with itself) has the interval [0, 0] and never
+  wins; a gain within the noise of 100 items does not either.
+* ``delta``: the point difference must exceed ``FT_SOTA_MIN_DELTA`` (:func:`ftagent.core.trace.beats`).
+
+When no interval can be computed (per-item scores missing, items that cannot be paired by id, a core
+metric that is not a mean over items) the ``interval`` rule falls back to the ``delta`` rule and its
+text says so. A failed experiment never wins. The workflow, the heuristic and LLM feedback and the
+prompt preview all call :func:`decide_sota`; :func:`differences` computes the intervals every view shows.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel
+
+from ftagent.core.stats import Difference, load_items, paired_bootstrap, signed
+from ftagent.core.trace import Experiment, Trace, beats
+
+SotaRule = Literal["interval", "delta"]
+SOTA_RULES = ("interval", "delta")
+
+
+class SotaDecision(BaseModel):
+    """The numeric decision on one experiment and the line that explains it."""
+
+    decision: bool
+    rule: str  # the rule that decided: "interval" | "delta" | "failed"
+    text: str
+    difference: Difference | None = None  # validation, against the incumbent
+
+
+def _score(value: float | None) -> str:
+    return "none" if value is None else f"{value:.4g}"
+
+
+def _reference(trace: Trace) -> tuple[str, str]:
+    """``(against, name)`` of the incumbent: the SOTA loop, else the baseline."""
+    return ("SOTA", f"loop {trace.sota_loop}") if trace.sota() is not None else ("baseline", "the baseline")
+
+
+def differences(experiment: Experiment, trace: Trace) -> list[Difference]:
+    """Candidate − baseline and candidate − SOTA (while there is a SOTA other than this loop), on
+    validation and on test, each with its interval or the reason it has none."""
+    out: list[Difference] = []
+    sota = trace.sota()
+    if sota is not None and sota.loop == experiment.loop:
+        sota = None
+    for split, mine, own, base, base_score in (
+            ("validation", experiment.val_items, experiment.val_score, trace.baseline_val_items, trace.baseline_val),
+            ("test", experiment.test_items, experiment.test_score, trace.baseline_test_items, trace.baseline_test)):
+        if own is None:
+            continue
+        cand = load_items(mine)
+        refs = [("baseline", "the baseline", base, base_score)]
+        if sota is not None:
+            refs.append(("SOTA", f"loop {sota.loop}", sota.val_items if split == "validation" else sota.test_items,
+                         sota.val_score if split == "validation" else sota.test_score))
+        for against, name, path, score in refs:
+            diff = None if score is None else own - score
+            out.append(paired_bootstrap(cand, load_items(path), against=against, split=split, reference_name=name,
+                                        diff=diff))
+    return out
+
+
+def incumbent_difference(experiment: Experiment, trace: Trace) -> Difference | None:
+    """The validation difference against the incumbent (SOTA, else baseline): from the experiment's
+    recorded ``intervals`` when they hold it, else computed now."""
+    against, _ = _reference(trace)
+    for diff in experiment.intervals:
+        if diff.split == "validation" and diff.against == against:
+            return diff
+    found = [d for d in differences(experiment, trace) if d.split == "validation" and d.against == against]
+    return found[0] if found else None
+
+
+def decide_sota(experiment: Experiment, trace: Trace, *, rule: str = "interval",
+                min_delta: float = 0.0) -> SotaDecision:
+    """Whether ``experiment`` replaces the incumbent under ``rule`` (see the module docstring)."""
+    if experiment.failure is not None:
+        f = experiment.failure
+        return SotaDecision(decision=False, rule="failed", text=f"Loop failed at {f.stage} ({f.error_type.value}).")
+    if experiment.val_score is None:
+        return SotaDecision(decision=False, rule="failed", text="No validation score, so it cannot become the best.")
+    metric = trace.core_metric
+    _, name = _reference(trace)
+    incumbent = trace.incumbent_score()
+    head = f"Validation {metric} {_score(experiment.val_score)} vs {name} ({_score(incumbent)})"
+    diff = incumbent_difference(experiment, trace) if incumbent is not None else None
+    if rule == "interval" and diff is not None and diff.has_interval:
+        low, _high = diff.gain_bounds(trace.direction)  # type: ignore[misc]
+        won = low > min_delta
+        bar = "0" if min_delta <= 0 else f"FT_SOTA_MIN_DELTA = {min_delta:g}"
+        verdict = ("a significant gain" if won else
+                   f"not a significant gain (the interval's lower bound is not above {bar})")
+        return SotaDecision(decision=won, rule="interval", difference=diff, text=f"{head}: {diff.text()}: {verdict}.")
+    won = beats(experiment.val_score, incumbent, trace.direction, min_delta)
+    why = ""
+    if rule == "interval" and incumbent is not None:
+        reason = diff.no_interval if diff is not None else "no per-item scores"
+        why = f" No interval ({reason}), so the delta rule decides."
+    verdict = (f"beats it by more than FT_SOTA_MIN_DELTA = {min_delta:g}" if won
+               else f"does not beat it by more than FT_SOTA_MIN_DELTA = {min_delta:g}")
+    if incumbent is None:
+        verdict = "nothing to beat yet"
+    shown = f" ({signed(diff.diff)})" if diff is not None and diff.diff is not None else ""
+    return SotaDecision(decision=won, rule="delta", difference=diff, text=f"{head}{shown}: {verdict}.{why}")
