@@ -34,6 +34,7 @@ from ftagent.core.paths import docker_logs_dir
 from ftagent.runners import reaper
 from ftagent.runners.base import Mount, RunResult, ToolEnv
 from ftagent.runners.images import ImageSpec, build_image, image_exists
+from ftagent.runners.mounts import with_hf_blobs
 from ftagent.runners.process import LogSink, passthrough_env
 
 log = logging.getLogger(__name__)
@@ -192,9 +193,13 @@ class DockerRunner:
         return tag
 
     def volumes(self, tool: ToolEnv, workdir: Path, mounts: list[Mount] | None) -> dict[str, dict[str, str]]:
-        """Volume bindings: the workdir (rw) and the existing mounts; benchmark data only for ``eval``."""
+        """Volume bindings: the workdir (rw) and the existing mounts; benchmark data only for ``eval``.
+
+        A mount inside a Hugging Face cache snapshot brings its repo's ``blobs`` (read-only), where the
+        snapshot's symlinks point (:func:`ftagent.runners.mounts.with_hf_blobs`).
+        """
         vols = {str(workdir): {"bind": str(workdir), "mode": "rw"}}
-        for mount in mounts or []:
+        for mount in with_hf_blobs(mounts or [], resolve_sources=False):
             source = Path(mount.source).absolute()
             if tool != "eval" and self.benchmarks_dir and _inside(source, self.benchmarks_dir):
                 continue

@@ -16,6 +16,10 @@ are bound, not only those in ``CUDA_VISIBLE_DEVICES``: CUDA numbers devices fast
 UUID / MIG id), not by ``/dev/nvidiaN`` minor, so a subset could hide the wrong GPU; choosing GPUs
 stays ``CUDA_VISIBLE_DEVICES``'s job, confinement is about files.
 
+A mount inside a Hugging Face cache (``.../snapshots/<rev>``, whose files are symlinks to
+``../../blobs/<hash>``) also gets the repo's ``blobs`` folder, read-only, where the links point
+(:func:`ftagent.runners.mounts.with_hf_blobs`).
+
 ``FT_SANDBOX``: ``auto`` (bwrap when it works, else a one-time warning), ``bwrap`` (required: an
 :class:`EnvironmentFailure` when it does not work) or ``none``.
 
@@ -37,6 +41,7 @@ from pathlib import Path
 
 from ftagent.core.errors import EnvironmentFailure, UserInputError
 from ftagent.runners.base import Mount
+from ftagent.runners.mounts import with_hf_blobs
 
 log = logging.getLogger(__name__)
 
@@ -210,7 +215,7 @@ def bwrap_argv(
             argv += ["--ro-bind", str(real), str(real)]
     wd = Path(workdir).resolve()
     binds = [(wd, wd, False)]
-    for mount in mounts or []:
+    for mount in with_hf_blobs(mounts or [], resolve_sources=True):
         source = Path(mount.source).resolve()
         binds.append((source, Path(mount.target) if mount.target is not None else source, mount.read_only))
     # Parents before children, so a nested bind stays visible (e.g. a read-only model folder inside a
