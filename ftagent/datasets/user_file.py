@@ -3,8 +3,9 @@
 A file given as ``--dataset`` is read strictly (its suffix says the format), its layout detected --
 Alpaca (``instruction`` / ``input`` / ``output``, optional ``system``, ``history``) or ShareGPT
 (``conversations`` or ``messages`` holding ``from``/``value`` or ``role``/``content`` turns) -- and every
-row checked (an empty instruction or output, a conversation that does not end on an assistant turn).
-Bad files raise :class:`UserInputError` naming the file and the first bad row, before anything is
+row checked (a conversation that does not end on an assistant turn; rows with an empty or non-text
+question or answer are raw data the data script drops, counted in the make-up the planner reads,
+:mod:`.makeup`; a file without one usable row is refused). Bad files raise :class:`UserInputError` naming the file and the first bad row, before anything is
 copied. A good file is copied (never linked: the session must not change when the original does)
 into ``FT_FILE_PATH/datasets/<name>/`` with:
 
@@ -67,6 +68,7 @@ class UserDataset(BaseModel):
     user_tag: str | None = None
     assistant_tag: str | None = None
     rows: int = 0
+    usable_rows: int | None = Field(None, description="rows with a text instruction and answer (None: not counted)")
     registered_at: float = 0.0
     reused: bool = Field(False, exclude=True, description="this call found the copy already there")
 
@@ -80,8 +82,10 @@ class UserDataset(BaseModel):
         extra = sorted(set(self.columns) - set(ALPACA_COLUMNS) - {self.messages})
         ignored = f"; columns ignored: {', '.join(extra)}" if extra else ""
         how = "reused the copy" if self.reused else "copied"
-        return (f"dataset `{self.name}` from {self.source_path}: {layout} detected, {self.rows:,} rows{ignored}; "
-                f"{how} under FT_FILE_PATH/datasets/{self.name}/")
+        usable = (f" ({self.usable_rows:,} usable: the others have an empty or non-text question or answer)"
+                  if self.usable_rows is not None and self.usable_rows < self.rows else "")
+        return (f"dataset `{self.name}` from {Path(self.source_path).name}: {layout} detected, {self.rows:,} rows"
+                f"{usable}{ignored}; {how} under FT_FILE_PATH/datasets/{self.name}/")
 
 
 def looks_like_file(choice: str | None) -> bool:
@@ -211,12 +215,19 @@ def detect_layout(path: Path, records: list[dict[str, Any]]) -> Layout:
                          f"expected {EXPECTED}")
 
 
+def _usable(row: dict[str, Any], key: str) -> bool:
+    return isinstance(row.get(key), str) and bool(row[key].strip())
+
+
 def _check_alpaca(path: Path, records: list[dict[str, Any]]) -> None:
-    for key in ("instruction", "output"):
-        bad = [i for i, row in enumerate(records) if not isinstance(row.get(key), str) or not row[key].strip()]
-        if bad:
-            raise UserInputError(f"--dataset {path}: {len(bad)} row(s) have an empty or missing `{key}` "
-                                 f"(first: row {bad[0]}, counted from 0)")
+    """A raw file is what the data script cleans (issue 35): rows with an empty, missing or non-text
+    instruction or output are accepted and counted for the planner (:mod:`.makeup`); only a file
+    without one usable row is refused."""
+    if not any(_usable(row, "instruction") and _usable(row, "output") for row in records):
+        key = "instruction" if not any(_usable(row, "instruction") for row in records) else "output"
+        bad = [i for i, row in enumerate(records) if not _usable(row, key)]
+        raise UserInputError(f"--dataset {path}: no row has both a text `instruction` and `output`: {len(bad)} "
+                             f"row(s) have an empty or missing `{key}` (first: row {bad[0]}, counted from 0)")
     for i, row in enumerate(records):
         if row.get("input") is not None and not isinstance(row["input"], str):
             raise UserInputError(f"--dataset {path}: row {i}: `input` must be text")
@@ -238,8 +249,13 @@ def _detect_sharegpt(path: Path, records: list[dict[str, Any]], columns: list[st
                              "expected `from`/`value` or `role`/`content`")
     role, content = tags
     seen: dict[str, set[str]] = {"user": set(), "assistant": set()}
+    empty = []
     for i, row in enumerate(records):
-        _check_conversation(path, i, row[messages], role, content, seen)
+        if not _check_conversation(path, i, row[messages], role, content, seen):
+            empty.append(i)
+    if len(empty) == len(records):  # some empty last turns are the data script's to drop; all is no data
+        raise UserInputError(f"--dataset {path}: row {empty[0]}: the last user turn or the last answer is empty "
+                             "(in every row)")
     for kind, values in seen.items():
         if len(values) > 1:
             raise UserInputError(f"--dataset {path}: the {kind} turns are tagged both {' and '.join(sorted(values))}; "
@@ -249,8 +265,9 @@ def _detect_sharegpt(path: Path, records: list[dict[str, Any]], columns: list[st
 
 
 def _check_conversation(path: Path, i: int, turns: list, role: str, content: str,
-                        seen: dict[str, set[str]]) -> None:
-    """One row's turns: optional system first, then user/assistant alternating, a non-empty last answer."""
+                        seen: dict[str, set[str]]) -> bool:
+    """One row's turns: optional system first, then user/assistant alternating; False when the last
+    question or answer is empty (a row the data script drops)."""
     where = f"--dataset {path}: row {i}"
     if any(not isinstance(t, dict) or not isinstance(t.get(content), str) for t in turns):
         raise UserInputError(f"{where}: every turn must be an object with a text `{content}`")
@@ -264,18 +281,18 @@ def _check_conversation(path: Path, i: int, turns: list, role: str, content: str
         seen[kind].add(turn[role])
     if len(body) < 2 or len(body) % 2:
         raise UserInputError(f"{where}: the conversation does not end with an assistant answer")
-    if not body[-1][content].strip() or not body[-2][content].strip():
-        raise UserInputError(f"{where}: the last user turn or the last answer is empty")
+    return bool(body[-1][content].strip() and body[-2][content].strip())
 
 
 # ------------------------------------------------------------------------------------ the converter
 
-def to_alpaca(dataset_dir, limit=None, seed=0):
+def to_alpaca(dataset_dir, limit=None, seed=0, keep_all=False):
     """A registered user file → Alpaca rows (``system``/``history`` kept where the file has them).
 
     ShareGPT: the last user turn is the instruction, the last answer the output, earlier turn pairs the
-    history, a leading system turn (or a ``system`` column) the system prompt. ``seed=None`` keeps the
-    file's order (the contamination scan names rows by their index in the file).
+    history, a leading system turn (or a ``system`` column) the system prompt. Rows without a text
+    instruction and answer are dropped (``keep_all=True`` keeps every row, as text). ``seed=None`` keeps
+    the file's order (the contamination scan names rows by their index in the file).
     """
     import csv
     import json
@@ -312,6 +329,10 @@ def to_alpaca(dataset_dir, limit=None, seed=0):
                      for k in range(0, len(turns) - 1, 2)]
             row = {"instruction": pairs[-1][0], "input": "", "output": pairs[-1][1]}
             history = pairs[:-1]
+        usable = all(isinstance(row[k], str) and row[k].strip() for k in ("instruction", "output"))
+        if not usable and not keep_all:
+            continue  # an empty or non-text question or answer: nothing to train on
+        row = {k: v if isinstance(v, str) else json.dumps(v) for k, v in row.items()}
         if system:
             row["system"] = system
         if history:
@@ -352,7 +373,7 @@ def register_user_file(path: Path, datasets_root: Path, reserved: set[str] | fro
                 continue  # taken by another file (or a folder placed by hand): next name
             info = UserDataset(name=name, source_path=str(path), file_name=_copy_name(path), sha256=digest,
                                rows=len(records), registered_at=time.time(), **layout.model_dump())
-            _write_folder(path, root / name, info)
+            _write_folder(path, root / name, info, records if layout.format == "alpaca" else None)
             _CREATED.add(name)
             register_source(info)
             return info
@@ -379,8 +400,10 @@ def read_info(folder: Path) -> UserDataset | None:
         return None
 
 
-def _write_folder(path: Path, out: Path, info: UserDataset) -> None:
-    """Stage the copy and its files next to ``out``, then move the folder into place."""
+def _write_folder(path: Path, out: Path, info: UserDataset, alpaca: list[dict[str, Any]] | None) -> None:
+    """Stage the copy and its files next to ``out``, then move the folder into place. ``alpaca``: the
+    file's rows when they are Alpaca already (a ShareGPT file is profiled through its converter)."""
+    from ftagent.datasets.makeup import profile_rows
     from ftagent.datasets.prepare import MARKER, PreparedMarker
 
     staging = out.with_name(f".{out.name}.partial")
@@ -388,8 +411,11 @@ def _write_folder(path: Path, out: Path, info: UserDataset) -> None:
     staging.mkdir(parents=True)
     shutil.copyfile(path, staging / info.file_name)
     (staging / INFO_FILE).write_text(info.model_dump_json(indent=2), encoding="utf-8")
+    makeup = profile_rows(alpaca if alpaca is not None else to_alpaca(staging, None, None, keep_all=True))
+    info.usable_rows = makeup.usable
+    (staging / INFO_FILE).write_text(info.model_dump_json(indent=2), encoding="utf-8")
     (staging / LF_INFO_FILE).write_text(json.dumps(llamafactory_entry(info), indent=2), encoding="utf-8")
-    (staging / NOTES_FILE).write_text(notes(info), encoding="utf-8")
+    (staging / NOTES_FILE).write_text(notes(info, makeup.to_markdown()), encoding="utf-8")
     marker = PreparedMarker(name=info.name, repo_id=None, source="user", prepared_at=info.registered_at)
     (staging / MARKER).write_text(marker.model_dump_json(indent=2), encoding="utf-8")
     staging.replace(out)
@@ -410,15 +436,20 @@ def llamafactory_entry(info: UserDataset) -> dict[str, Any]:
     return {info.name: {"file_name": info.file_name, "formatting": "sharegpt", "columns": columns, "tags": tags}}
 
 
-def notes(info: UserDataset) -> str:
-    """``FTAGENT_NOTES.md``: what the planner reads about the file."""
+def notes(info: UserDataset, makeup: str = "") -> str:
+    """``FTAGENT_NOTES.md``: what the planner reads about the file (its make-up first: the catalogue
+    shows only the start of these notes)."""
     convert = ("rows are Alpaca already" if info.format == "alpaca" else
                "each conversation becomes one Alpaca row: the last user turn → `instruction`, the last answer "
                "→ `output`, earlier turn pairs → `history`, a system turn → `system`")
     return (f"# {info.name}: the user's own training file\n\n"
             f"- {info.describe()}\n"
-            f"- The user chose this file for the session: train on it (it is the task's own data).\n"
-            f"- Default converter (`ftagent datasets show {info.name} --code`): {convert}.\n"
+            f"- The user chose this file for the session: it is raw data for the task -- check its make-up "
+            "below, keep the rows that fit the benchmark, and write them in the benchmark's format.\n"
+            + (f"\n{makeup}\n\n" if makeup else "")
+            + f"- Default converter (`ftagent datasets show {info.name} --code`): {convert}; it reads "
+            f"`{INFO_FILE}` and `{info.file_name}` in this folder and drops rows without a text question and "
+            "answer.\n"
             f"- `dataset_info.json` here registers `{info.file_name}` for LLaMA-Factory as it is.\n")
 
 
@@ -426,7 +457,7 @@ def user_source(info: UserDataset) -> FunctionSource:
     """The registry entry of a user file: its spec, the generic converter and its notes."""
     spec = DatasetSpec(name=info.name, repo_id=None, related_benchmarks=[], license=LICENSE,
                        task_type=f"user file ({info.format})",
-                       summary=f"{info.rows:,} rows from {info.source_path} ({info.format})")
+                       summary=f"{info.rows:,} rows from {Path(info.source_path).name} ({info.format})")
     return FunctionSource(spec=spec, converter=to_alpaca, generator=_no_regeneration)
 
 
@@ -465,7 +496,7 @@ def check_against_benchmark(info: UserDataset, folder: Path, items: dict[str, An
     from ftagent.core.errors import StepError
     from ftagent.datasets.contamination import check_contamination
 
-    rows = to_alpaca(folder, None, None)
+    rows = to_alpaca(folder, None, None, keep_all=True)
     if not items:
         return len(rows)
     try:

@@ -48,3 +48,55 @@ def test_the_failure_prompt_lists_every_reported_type_and_carries_the_loss_table
     assert "- Loss curve (sampled):" in fb and "| 2000 | 0.0016 |" in fb  # the stopped run's curve
     assert "ValueError: loss exploded in layer 3" in fb
     assert "it/s]" not in fb and "s/it]" not in fb and "stopped on request" not in fb
+
+
+def mixed_rows(seed: int = 0) -> list[dict]:
+    """Issue 35's raw file: 3,030 rows of three kinds of question and 150 junk or empty rows."""
+    import random
+
+    rng = random.Random(seed)
+    rows: list[dict] = []
+    for i in range(2880):
+        n = rng.randint(10, 99)
+        kind = i % 3
+        if kind == 0:
+            rows.append({"instruction": f"Compute {n} multiplied by 3.", "input": "",
+                         "output": f"Multiplying {n} by 3 gives {3 * n}."})
+        elif kind == 1:
+            rows.append({"instruction": f"What is {n} plus 7?", "input": "", "output": str(n + 7)})
+        else:
+            rows.append({"instruction": f"What is {n} times 5?", "input": "", "output": str(5 * n)})
+    for i in range(150):
+        rows.append([{"instruction": "", "input": "", "output": "lorem"},
+                     {"instruction": "asdf qwerty", "input": "", "output": ""},
+                     {"instruction": 12345, "input": "", "output": "x"},
+                     {"instruction": "", "input": "", "output": ""},
+                     {"instruction": "What is 12 plus 7?", "input": "", "output": "19"}][i % 5])
+    rng.shuffle(rows)
+    return rows
+
+
+def test_a_mixed_raw_file_is_accepted_and_its_view_names_every_kind_of_row(tmp_path):
+    import json
+
+    from ftagent.datasets.catalogue import build_catalogue, read_catalogue, render_entry
+    from ftagent.datasets.user_file import register_user_file, to_alpaca
+
+    path = tmp_path / "mixed.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in mixed_rows()), encoding="utf-8")
+    root = tmp_path / "datasets"
+    info = register_user_file(path, root)  # on main: refused (empty `instruction`)
+    assert info.rows == 3030 and info.usable_rows == 2880 + 30
+    build_catalogue(root, [info.name])
+    view = render_entry(info.name, read_catalogue(root)[info.name], "full")
+    for template in ("Compute N multiplied by 3.", "What is N plus 7?", "What is N times 5?"):
+        assert json.dumps(template) in view, template
+    assert "Multiplying N by 3 gives N." in view  # the prose answers; the constant numbers stay literal
+    assert "990 rows (33%)" in view and "960 rows (32%)" in view
+    assert "60 with an empty or missing instruction" in view  # 30 + 30 (both empty)
+    assert "30 with an empty or missing answer" in view and "30 whose instruction or answer is not text" in view
+    assert "duplicates of an earlier row" in view
+    assert view.count('{"instruction": "What is') >= 2 and '{"instruction": "Compute' in view  # stratified samples
+    assert str(tmp_path) not in view  # no host path
+    rows = to_alpaca(root / info.name, None, 0)  # the default converter drops the unusable rows
+    assert len(rows) == 2880 + 30 and all(r["instruction"].strip() and r["output"].strip() for r in rows)
