@@ -37,6 +37,7 @@ def env_setup(
     target = _env_path(path)
     use_gpu = detect_gpus().gpu_count > 0 if gpu is None else gpu
     console = Console(stderr=True)
+    _reap_and_record(console)
     with console.status(f"tool env {target} ({'GPU' if use_gpu else 'CPU'})") as status:
         result = setup_tools_env(target, use_gpu, force=force,
                                  progress=lambda msg: (status.update(msg), console.log(msg)))
@@ -45,6 +46,19 @@ def env_setup(
     typer.echo(", ".join(f"{k} {v}" for k, v in result.report.versions.items()))
     if use_gpu and vllm:
         _setup_vllm(console, force)
+
+
+def _reap_and_record(console) -> None:
+    """Record every pip this command starts in FT_FILE_PATH's child registry, after ending what a killed
+    predecessor left there (a pip whose ``env setup`` and supervisor were both killed)."""
+    from ftagent.core.settings import load_settings
+    from ftagent.runners import reaper
+
+    directory = reaper.registry_dir(load_settings().ft.file_path)
+    reaper.activate(directory)
+    reaped = reaper.reap_leftovers(directory)
+    if not reaped.empty:
+        console.log(reaped.summary())
 
 
 def _setup_vllm(console, force: bool) -> None:

@@ -19,28 +19,39 @@ location, check and setup are :func:`vllm_env_path`, :func:`vllm_available`, :fu
 (module :mod:`ftagent.runners.vllmenv`).
 
 A marker file in the env holds the hash of the requirement files; setup is skipped while it matches.
+
+Each step runs under the supervisor of :mod:`ftagent.runners.supervise` (leader of its own process
+group, recorded in the child registry while it runs), so a killed ``ftagent env setup`` takes its pip
+with it; an OS file lock in the env folder (:func:`setup_lock`) keeps a second setup from writing the
+same env at the same time (issue 34 item 3).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
+import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from ftagent.core.errors import EnvironmentFailure
+from ftagent.core.errors import EnvironmentFailure, UserInputError
 from ftagent.core.paths import config_file, envs_dir
+from ftagent.runners import reaper
 from ftagent.runners.heartbeat import Heartbeat, latest_pip_line
 
 TORCH_PIN = "torch==2.13.0"
 TORCHVISION_PIN = "torchvision==0.28.0"
 MARKER = ".ftagent_tools.json"
 SETUP_LOG = "ftagent-setup.log"
+SETUP_LOCK = ".ftagent-setup.lock"
+SETUP_HOLDER = ".ftagent-setup.holder.json"
 CHECKED_MODULES = ("torch", "transformers", "llamafactory", "opencompass", "peft")
 ENVS_DIR = config_file("envs")
 
@@ -202,6 +213,26 @@ def _pip_env() -> dict[str, str]:
     return env
 
 
+def _supervised_run(argv: list[str], fh, timeout: float) -> int:
+    """Run ``argv`` under the supervisor (its own process group, recorded while it runs); its exit status.
+
+    The whole group dies with this process (the supervisor's watch), on a timeout and on any exception
+    here (KeyboardInterrupt included): a pip never outlives ``env setup``.
+    """
+    from ftagent.runners.process import kill_tree, kill_tree_if_alive, start_supervised
+
+    proc = start_supervised(argv, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=_pip_env())
+    record = reaper.record_process(proc.pid, argv)
+    try:
+        return proc.wait(timeout=timeout)
+    finally:
+        if proc.poll() is None:
+            kill_tree(proc.pid)
+            proc.wait()
+        kill_tree_if_alive(proc.pid)  # what the step left behind in its group
+        reaper.forget(record)
+
+
 def _run_step(argv: list[str], what: str, log: Path, timeout: float,
               say: Callable[[str], None] | None = None) -> None:
     with open(log, "a", encoding="utf-8") as fh:
@@ -211,13 +242,46 @@ def _run_step(argv: list[str], what: str, log: Path, timeout: float,
         try:
             # pip is quiet for minutes at a time: a heartbeat with its latest line at least every 10 s
             with Heartbeat(what, say or (lambda _m: None), detail=lambda: latest_pip_line(log, offset)):
-                proc = subprocess.run(argv, stdout=fh, stderr=subprocess.STDOUT, timeout=timeout,
-                                      env=_pip_env(), check=False)
+                returncode = _supervised_run(argv, fh, timeout)
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise EnvironmentFailure(f"{what} failed: {exc} (log: {log})") from exc
-    if proc.returncode != 0:
+    if returncode != 0:
         tail = "\n".join(log.read_text(encoding="utf-8", errors="replace").splitlines()[-25:])
-        raise EnvironmentFailure(f"{what} failed (exit {proc.returncode}); log: {log}\n{tail}")
+        raise EnvironmentFailure(f"{what} failed (exit {returncode}); log: {log}\n{tail}")
+
+
+@contextmanager
+def setup_lock(env_path: Path, timeout: float = 0) -> Iterator[None]:
+    """Hold the env folder's setup lock (an OS file lock: a killed holder releases it with its death).
+
+    Raises:
+        UserInputError: another process still holds it after ``timeout`` seconds; the message names it
+            (pid, host, start) — the CLI exits 2.
+    """
+    from filelock import FileLock, Timeout
+
+    from ftagent.engine.session import LockHolder
+
+    env_path = Path(env_path)
+    env_path.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(env_path / SETUP_LOCK))
+    holder_file = env_path / SETUP_HOLDER
+    try:
+        lock.acquire(timeout=timeout)
+    except Timeout:
+        try:
+            who = LockHolder.model_validate_json(holder_file.read_text(encoding="utf-8")).describe()
+        except (OSError, ValueError):
+            who = "another process"
+        raise UserInputError(f"another `ftagent env setup` ({who}) is installing into {env_path}; wait for it to "
+                             "finish (or stop it), then run `ftagent env setup` again") from None
+    try:
+        holder_file.write_text(LockHolder(pid=os.getpid(), host=socket.gethostname(),
+                                          started_at=time.time()).model_dump_json(), encoding="utf-8")
+        yield
+    finally:
+        holder_file.unlink(missing_ok=True)
+        lock.release()
 
 
 def install_venv(env_path: Path, steps: list[tuple[str, list[str]]], *, base_python: str,
@@ -249,6 +313,7 @@ def setup_tools_env(
     step_timeout: float = 3600,
     progress: Callable[[str], None] | None = None,
     verify: bool = True,
+    lock_timeout: float = 0,
 ) -> SetupResult:
     """Create (or reuse) the tool env at ``env_path``.
 
@@ -262,36 +327,42 @@ def setup_tools_env(
         step_timeout: seconds per install step.
         progress: called with a short message before each step (the CLI shows a spinner).
         verify: run :func:`check_tools_env` at the end and fail when it reports errors.
+        lock_timeout: seconds to wait for another setup of the same env (:func:`setup_lock`).
 
     Raises:
         EnvironmentFailure: when a step fails (with the tail of the pip log) or the check fails.
+        UserInputError: another setup holds the env's lock (the message names it).
     """
     env_path = Path(env_path).absolute()
     say = progress or (lambda _msg: None)
     start = time.monotonic()
-    if not force and marker_current(env_path, gpu, envs_dir):
+    current = not force and marker_current(env_path, gpu, envs_dir)
+    if current:
         report = check_tools_env(env_path, gpu) if verify else ToolEnvReport(path=env_path, exists=True)
         if report.ok or not verify:
             say("tool env is up to date")
             return SetupResult(path=env_path, skipped=True, duration_s=time.monotonic() - start, report=report)
         # set up from the current files once, broken since (a package removed, a disk full): install again
         say("tool env marker is current but its check fails (" + "; ".join(report.errors)[:200] + "): reinstalling")
-    env_path.mkdir(parents=True, exist_ok=True)
-    (env_path / MARKER).unlink(missing_ok=True)
-    log = install_venv(env_path, pip_install_steps(gpu, envs_dir), base_python=base_python, pip_cmd=pip_cmd,
-                       step_timeout=step_timeout, say=say)
-    if not gpu:
-        say("CPU fix: remove torchvision, neutralise torchaudio")
-        _run_step([str(tools_python(env_path)), "-c", cpu_fix_script()], "CPU fix", log, step_timeout, say)
-    report = ToolEnvReport(path=env_path, exists=True)
-    if verify:
-        say("verifying imports")
-        report = check_tools_env(env_path, gpu)
-        if not report.ok:
-            raise EnvironmentFailure("tool env check failed: " + "; ".join(report.errors))
-    (env_path / MARKER).write_text(json.dumps({
-        "requirements_sha256": requirements_hash(gpu, envs_dir), "gpu": gpu,
-        "versions": report.versions, "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
-    }, indent=2), encoding="utf-8")
+    with setup_lock(env_path, lock_timeout):
+        if not force and not current and marker_current(env_path, gpu, envs_dir):  # a setup we waited for did it
+            report = check_tools_env(env_path, gpu) if verify else ToolEnvReport(path=env_path, exists=True)
+            return SetupResult(path=env_path, skipped=True, duration_s=time.monotonic() - start, report=report)
+        (env_path / MARKER).unlink(missing_ok=True)
+        log = install_venv(env_path, pip_install_steps(gpu, envs_dir), base_python=base_python, pip_cmd=pip_cmd,
+                           step_timeout=step_timeout, say=say)
+        if not gpu:
+            say("CPU fix: remove torchvision, neutralise torchaudio")
+            _run_step([str(tools_python(env_path)), "-c", cpu_fix_script()], "CPU fix", log, step_timeout, say)
+        report = ToolEnvReport(path=env_path, exists=True)
+        if verify:
+            say("verifying imports")
+            report = check_tools_env(env_path, gpu)
+            if not report.ok:
+                raise EnvironmentFailure("tool env check failed: " + "; ".join(report.errors))
+        (env_path / MARKER).write_text(json.dumps({
+            "requirements_sha256": requirements_hash(gpu, envs_dir), "gpu": gpu,
+            "versions": report.versions, "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        }, indent=2), encoding="utf-8")
     report.marker_current = True
     return SetupResult(path=env_path, skipped=False, duration_s=time.monotonic() - start, report=report)

@@ -39,6 +39,7 @@ from ftagent.runners.toolenv import (
     install_venv,
     last_error_line,
     read_marker,
+    setup_lock,
     tools_python,
 )
 
@@ -197,6 +198,7 @@ def setup_vllm_env(
     step_timeout: float = 3600,
     progress: Callable[[str], None] | None = None,
     verify: bool = True,
+    lock_timeout: float = 0,
 ) -> tuple[bool, VllmEnvReport]:
     """Create (or reuse) the vLLM env at ``env_path`` (GPU machines: it installs CUDA torch and vLLM).
 
@@ -205,6 +207,7 @@ def setup_vllm_env(
 
     Raises:
         EnvironmentFailure: when a step fails (with the pip log's tail) or the check fails.
+        UserInputError: another setup holds the env's lock (``lock_timeout`` seconds; the message names it).
     """
     env_path = Path(env_path).absolute()
     say = progress or (lambda _msg: None)
@@ -213,19 +216,19 @@ def setup_vllm_env(
         say("vLLM env is up to date")
         report = check_vllm_env(env_path) if verify else VllmEnvReport(path=env_path, exists=True)
         return True, report
-    env_path.mkdir(parents=True, exist_ok=True)
-    (env_path / VLLM_MARKER).unlink(missing_ok=True)
-    install_venv(env_path, vllm_install_steps(envs_dir), base_python=base_python, pip_cmd=pip_cmd,
-                 step_timeout=step_timeout, say=say)
-    report = VllmEnvReport(path=env_path, exists=True)
-    if verify:
-        say("verifying import vllm")
-        report = check_vllm_env(env_path)
-        if not report.ok:
-            raise EnvironmentFailure("vLLM env check failed: " + "; ".join(report.errors))
-    (env_path / VLLM_MARKER).write_text(json.dumps({
-        "requirements_sha256": digest, "gpu": True, "versions": report.versions,
-        "created": time.strftime("%Y-%m-%dT%H:%M:%S")}, indent=2), encoding="utf-8")
+    with setup_lock(env_path, lock_timeout):  # one setup per env folder at a time (issue 34 item 3)
+        (env_path / VLLM_MARKER).unlink(missing_ok=True)
+        install_venv(env_path, vllm_install_steps(envs_dir), base_python=base_python, pip_cmd=pip_cmd,
+                     step_timeout=step_timeout, say=say)
+        report = VllmEnvReport(path=env_path, exists=True)
+        if verify:
+            say("verifying import vllm")
+            report = check_vllm_env(env_path)
+            if not report.ok:
+                raise EnvironmentFailure("vLLM env check failed: " + "; ".join(report.errors))
+        (env_path / VLLM_MARKER).write_text(json.dumps({
+            "requirements_sha256": digest, "gpu": True, "versions": report.versions,
+            "created": time.strftime("%Y-%m-%dT%H:%M:%S")}, indent=2), encoding="utf-8")
     report.marker_current = True
     _AVAILABLE.pop(str(env_path), None)
     return False, report
