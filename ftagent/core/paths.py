@@ -80,6 +80,12 @@ def eval_cache_dir(file_path: Path | str) -> Path:
     return Path(file_path) / "eval_cache"
 
 
+def tiktoken_cache_dir(file_path: Path | str) -> Path:
+    """tiktoken's BPE files for the LLM judge's token counts (``TIKTOKEN_CACHE_DIR`` of evaluation runs,
+    filled on the host, mounted read-only): ``FT_FILE_PATH/tiktoken_cache``."""
+    return Path(file_path) / "tiktoken_cache"
+
+
 def baseline_dir(file_path: Path | str, benchmark: str) -> Path:
     """The base model's evaluation runs on one benchmark: ``FT_FILE_PATH/baseline/<key>``."""
     return Path(file_path) / "baseline" / benchmark

@@ -23,6 +23,7 @@ from ftagent.benchmarks.components import component_path
 from ftagent.core.errors import ErrorType, StepError
 from ftagent.core.paths import config_file
 from ftagent.tools.opencompass import provides  # noqa: F401 - registers the "@Name" components it resolves
+from ftagent.tools.opencompass.judge import JUDGE_MAX_OUT_LEN, JUDGE_TOKENIZER, judge_max_seq_len
 
 TEMPLATE_DIR = config_file("opencompass")
 TEMPLATE_NAME = "eval_config.py.j2"
@@ -140,6 +141,7 @@ def render_config(datasets: list[DatasetBlock], model: ModelSpec, *, benchmark: 
         num_runs=num_runs, pass_k=pass_k, max_workers=max_workers, template_version=TEMPLATE_VERSION,
         in_process=in_process,
         judge_used=any(ds.judge for ds in datasets), judge_prompt=JUDGE_PROMPT,
+        judge_tokenizer=JUDGE_TOKENIZER, judge_max_seq_len=judge_max_seq_len, judge_max_out_len=JUDGE_MAX_OUT_LEN,
     )
     if model.backend == "vllm-server" and not (model.api_base and model.served_name):
         raise ValueError("a vllm-server model block needs api_base and served_name (start the server first)")

@@ -42,6 +42,7 @@ from ftagent.tools.opencompass.inference import (
     samples,
 )
 from ftagent.tools.opencompass.items import write_item_scores
+from ftagent.tools.opencompass.judge import judge_run_env
 from ftagent.tools.opencompass.merge import is_lora_adapter, merge_command, merge_reasons
 from ftagent.tools.opencompass.progress import (
     DatasetInfo,
@@ -196,6 +197,8 @@ class _Job:
         out_dir = self.work_dir / "eval" / tag
         env = {"PYTHONPATH": str(PACKAGE_ROOT), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
                "TRANSFORMERS_OFFLINE": "1"}
+        judge_env, judge_mounts = judge_run_env(ft.file_path) if any(b.judge for b in blocks) else ({}, [])
+        env.update(judge_env)  # tiktoken's cached files and the host's proxies (judge.py)
         route = getattr(self.settings, "judge_route", None)
         if ft.judge_api_key is not None and route is not None:  # the gateway's token, never the real key
             env["OPENAI_API_KEY"] = route.token
@@ -205,7 +208,8 @@ class _Job:
             env["NO_PROXY"] = env["no_proxy"] = ",".join(
                 x for x in ("127.0.0.1", "localhost", os.environ.get("NO_PROXY", "")) if x)
         mounts = [Mount(source=self.bench_dir), Mount(source=PACKAGE_ROOT / "ftagent"),
-                  Mount(source=Path(self.mspec.path)), Mount(source=self.work_dir, read_only=False)]
+                  Mount(source=Path(self.mspec.path)), Mount(source=self.work_dir, read_only=False),
+                  *judge_mounts]
         if self.mspec.adapter_path:
             mounts.append(Mount(source=Path(self.mspec.adapter_path)))
         log_file = self.work_dir / f"opencompass_{tag}.log"
