@@ -152,9 +152,13 @@ def _truncate(value: Any) -> Any:
 
 
 def file_tree(root: Path, max_lines: int = TREE_LINES) -> str:
-    """An indented listing of ``root`` (dot-files skipped), cut after ``max_lines`` lines."""
+    """An indented listing of ``root`` (dot-files skipped, but a user file's ``.user_dataset.json``:
+    its default converter reads it), cut after ``max_lines`` lines."""
+    from ftagent.datasets.user_file import INFO_FILE
+
     lines: list[str] = []
-    paths = sorted(p for p in root.rglob("*") if not any(x.startswith(".") for x in p.relative_to(root).parts))
+    paths = sorted(p for p in root.rglob("*") if not any(x.startswith(".") and x != INFO_FILE
+                                                         for x in p.relative_to(root).parts))
     for path in paths:
         depth = len(path.relative_to(root).parts) - 1
         size = f" ({path.stat().st_size / 1024:.1f} KiB)" if path.is_file() else "/"

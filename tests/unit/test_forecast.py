@@ -103,7 +103,8 @@ def test_estimate_line_for_the_planner():
     f = _forecast(timeout_s=1800.0)
     line = estimate_line(f)
     assert "s per optimizer step" in line and "One epoch of 1000 rows is 32 steps" in line
-    assert "per loop" in line and "not measured yet" not in line
+    assert "per-loop time under Budgets" in line and "not measured yet" not in line
+    assert "--timeout" not in line and "at most about" not in line  # one budget figure per prompt: Budgets
     assert estimate_line(None) == ""
 
 

@@ -98,5 +98,41 @@ def test_a_mixed_raw_file_is_accepted_and_its_view_names_every_kind_of_row(tmp_p
     assert "duplicates of an earlier row" in view
     assert view.count('{"instruction": "What is') >= 2 and '{"instruction": "Compute' in view  # stratified samples
     assert str(tmp_path) not in view  # no host path
+    assert ".user_dataset.json (" in view  # the file the default converter reads is in the file list
     rows = to_alpaca(root / info.name, None, 0)  # the default converter drops the unusable rows
     assert len(rows) == 2880 + 30 and all(r["instruction"].strip() and r["output"].strip() for r in rows)
+
+
+class _Ctx:
+    def __init__(self, loop: int, loop_n: int, left: float) -> None:
+        self.loop = type("Loop", (), {"index": loop})()
+        self.state = type("State", (), {"config": {"run": {"loop_n": loop_n}}})()
+        self._left = left
+
+    def time_left(self) -> float:
+        return self._left
+
+
+def test_one_budget_figure_and_skip_data_processing_explained(tmp_path):
+    import re
+
+    from ftagent.planners.llm.propose import build_proposal_messages
+    from ftagent.planners.llm.view import planner_view
+    from tests.unit.test_forecast import _forecast
+
+    scenario = _demo_scenario(tmp_path)
+    scenario.forecast = _forecast(timeout_s=1800.0)
+    trace = Trace(core_metric="accuracy", baseline_val=0.0)
+    system, user = (m["content"] for m in build_proposal_messages(scenario, planner_view(trace), _settings(),
+                                                                  _Ctx(0, 2, 2640.0)))
+    text = system + user
+    assert "s per optimizer step" in user  # the forecast is shown ...
+    figures = re.findall(r"about [^,;:]+ per loop|at most about [0-9][^:]*", text)
+    assert figures == ["about 22 min per loop"], figures  # ... but the time per loop comes once, from Budgets
+    assert '"skip_data_processing" must be false: no loop has become the best yet' in system
+    trace.record(Experiment(loop=0, hypothesis=Hypothesis(hypothesis="h", task="t"), val_score=50.0, decision=True,
+                            artefacts={"process_data.py": str(tmp_path / "p.py")}))
+    (tmp_path / "p.py").write_text("print(1)\n")
+    trace.sota_loop = 0
+    system = build_proposal_messages(scenario, planner_view(trace), _settings(), _Ctx(1, 2, 1000.0))[0]["content"]
+    assert "copies the current best's (loop 0) process_data.py" in system and "only train.yaml" in system

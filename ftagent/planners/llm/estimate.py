@@ -2,7 +2,7 @@
 
 The session's forecast (:mod:`ftagent.core.forecast`, measured by a probe after the baseline) is put
 where the history would otherwise say the training speed is "not measured yet", so loop 0 is sized to
-its share of ``--timeout`` (an LLM once planned 30 epochs and spent 33 of 75 minutes in loop 0 for want of it).
+its share of the time (the Budgets section's per-loop figure) (an LLM once planned 30 epochs and spent 33 of 75 minutes in loop 0 for want of it).
 """
 
 from __future__ import annotations
@@ -25,11 +25,9 @@ def estimate_line(forecast: Forecast | None) -> str:
     if loop is not None:
         text += (f" Each loop also spends about {format_duration(loop.eval_s)} on evaluation and "
                  f"{format_duration(loop.other_s)} on validation.")
-    share = forecast.loop_share_s()
-    if share is not None:
-        train_share = max(0.0, share - (loop.eval_s + loop.other_s if loop else 0.0))
-        text += (f" The session budget (--timeout) of {format_duration(forecast.timeout_s)} for "
-                 f"{len(forecast.loops)} loop(s) is about {format_duration(share)} per loop, so this loop's "
-                 f"training should take at most about {format_duration(train_share)}: choose rows x epochs "
-                 "(or max_steps) that fit.")
+    # No time share here: the Budgets section gives the one per-loop figure (time left ÷ loops left,
+    # prompting.time_left). A second one from --timeout / --loop-n went stale as the session ran and
+    # contradicted it in the same prompt (issue 35).
+    text += (" Size this loop's training (rows x epochs, or max_steps) to the per-loop time under Budgets "
+             "minus the evaluation and validation time.")
     return text

@@ -138,7 +138,7 @@ def build_proposal_messages(scenario: ScenarioInfo, view: PlannerView, settings:
                             ctx: Any = None) -> list[dict[str, str]]:
     """System + user messages for the proposal call, from the test-free planner view, fitted to the budget."""
     parent = view.get(view.sota_loop)
-    system = render("proposal_system", has_parent=parent is not None,
+    system = render("proposal_system", has_parent=parent is not None, parent_loop=getattr(parent, "loop", None),
                     upper_data_size_limit=scenario.upper_data_size_limit,
                     sota_rule=sota_rule(view, float(getattr(getattr(settings, "ft", None), "sota_min_delta", 0.0))),
                     llm_pools=llm_pools_configured(settings))
