@@ -94,6 +94,9 @@ def test_full_finetune_validate_then_train(env, runner: LocalRunner) -> None:
     assert report.passed, report.failure
     assert report.micro_batch["steps_logged"] >= 1 and all(x == x for x in report.micro_batch["losses"])
     assert not (ws / "output").exists()  # the micro-batch wrote only under debug/
+    debug_out = ws / "debug" / "output"  # its saved model is removed, its loss history kept (issue 30)
+    print("debug/output after validate:", sorted(p.name for p in debug_out.iterdir()))
+    assert not list(debug_out.rglob("*.safetensors")) and (debug_out / "trainer_state.json").is_file()
     final = yaml.safe_load((ws / "train.yaml").read_text())
     assert final["model_name_or_path"] == scen.base_model_path
     assert final["warmup_ratio"] == 0.05 and "warmup_steps" not in final  # trained as asked (ratio of the real run)

@@ -12,7 +12,8 @@ send the coder another round):
    both ways by the real LLaMA-Factory in the tool env, :mod:`~ftagent.tools.llamafactory.template_check`;
    CONFIG on a mismatch, naming the templates that match);
 4. a micro-batch run (a few optimizer steps on a few samples) must log at least one completed step
-   with a finite loss; failures are classified CONFIG/OOM/DATA/ENV/TIMEOUT from the log.
+   with a finite loss; failures are classified CONFIG/OOM/DATA/ENV/TIMEOUT from the log. The weights
+   it saves are removed afterwards (:mod:`~ftagent.tools.llamafactory.debug_output`).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from ftagent.tools.llamafactory.config import (
     system_env,
     write_dataset_info,
 )
+from ftagent.tools.llamafactory.debug_output import drop_weights
 from ftagent.tools.llamafactory.launch import apply_deepspeed, launch_env, visible_gpus
 from ftagent.tools.llamafactory.logs import (
     classify_failure,
@@ -213,10 +215,13 @@ class LlamaFactoryValidator:
                                   timeout=timeout, log_file=debug / "train_micro.log", gpus=visible_gpus(hardware))
         points, _ = read_loss_history(Path(micro["output_dir"]))
         good = finite_loss_steps(points)
+        # the weights LLaMA-Factory always saves are read by nothing (a full copy per loop otherwise)
+        freed = drop_weights(Path(micro["output_dir"]))
         report.micro_batch.update(
             config_path=str(path), exit_code=result.exit_code, timed_out=result.timed_out,
             duration_s=round(time.monotonic() - start, 2), steps_logged=len(points),
             losses=[p.loss for p in points], log_file=str(debug / "train_micro.log"),
+            weights_removed_mb=round(freed / 2**20, 1),
         )
         diverged = next((p for p in points if p.loss is not None and not math.isfinite(p.loss)), None)
         if result.ok and diverged is not None:  # the micro-batch is short: a NaN/Inf this early is the config's
