@@ -119,6 +119,10 @@ class FTSettings(BaseSettings):
         default_factory=list,
         description="directories scanned for more benchmark YAML files (separated by ':')")
     sota_min_delta: float = Field(0.0, ge=0.0, description="margin a candidate must beat SOTA by")
+    sota_rule: Literal["interval", "delta"] = Field(
+        "interval", description="interval: a candidate becomes SOTA only when the lower bound of the 95 % paired "
+                                "bootstrap interval of its validation gain is above FT_SOTA_MIN_DELTA (delta rule "
+                                "when no interval exists); delta: its point gain is (docs/benchmarks.md)")
 
     # --- data processing -------------------------------------------------------------------------
     strong_models: Annotated[list[str], NoDecode] = ["gpt-5", "gpt-5.1"]

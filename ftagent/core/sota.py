@@ -87,6 +87,9 @@ def decide_sota(experiment: Experiment, trace: Trace, *, rule: str = "interval",
         return SotaDecision(decision=False, rule="failed", text=f"Loop failed at {f.stage} ({f.error_type.value}).")
     if experiment.val_score is None:
         return SotaDecision(decision=False, rule="failed", text="No validation score, so it cannot become the best.")
+    if trace.sota_loop == experiment.loop:  # judged again after it was recorded: against what it replaced
+        trace = trace.model_copy(update={"experiments": [e for e in trace.experiments if e.loop != experiment.loop],
+                                         "sota_loop": experiment.parent})
     metric = trace.core_metric
     _, name = _reference(trace)
     incumbent = trace.incumbent_score()
@@ -104,9 +107,11 @@ def decide_sota(experiment: Experiment, trace: Trace, *, rule: str = "interval",
     if rule == "interval" and incumbent is not None:
         reason = diff.no_interval if diff is not None else "no per-item scores"
         why = f" No interval ({reason}), so the delta rule decides."
-    verdict = (f"beats it by more than FT_SOTA_MIN_DELTA = {min_delta:g}" if won
-               else f"does not beat it by more than FT_SOTA_MIN_DELTA = {min_delta:g}")
-    if incumbent is None:
-        verdict = "nothing to beat yet"
     shown = f" ({signed(diff.diff)})" if diff is not None and diff.diff is not None else ""
-    return SotaDecision(decision=won, rule="delta", difference=diff, text=f"{head}{shown}: {verdict}.{why}")
+    score = f"Validation {metric} {_score(experiment.val_score)}"
+    if incumbent is None:
+        text = f"{score}: nothing to beat yet."
+    else:
+        text = (f"{score} {'beats' if won else 'does not beat'} {name} ({_score(incumbent)}) by more than "
+                f"FT_SOTA_MIN_DELTA = {min_delta:g}{shown}.{why}")
+    return SotaDecision(decision=won, rule="delta", difference=diff, text=text)

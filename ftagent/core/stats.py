@@ -175,6 +175,23 @@ def paired_bootstrap(candidate: ItemScores | None, reference: ItemScores | None,
         "items": sum(len(d) for d in groups), "resamples": resamples})
 
 
+def short(d: Difference) -> str:
+    """``+3.0 [-4.0, +10.0] vs SOTA, 100 items`` or ``+3.0 vs SOTA, no interval``."""
+    diff = "?" if d.diff is None else signed(d.diff)
+    if d.has_interval:
+        return f"{diff} [{signed(d.low)}, {signed(d.high)}] vs {d.against}, {d.items} items"  # type: ignore[arg-type]
+    return f"{diff} vs {d.against}, no interval"
+
+
+def interval_line(score: float | None, differences: list[Difference] | list[dict], split: str) -> str:
+    """``validation 62.0 (+3.0 [-4.0, +10.0] vs SOTA, 100 items; +32.0 [...] vs baseline, 100 items)``:
+    a score with its differences on ``split`` (the SOTA first); the score alone without any."""
+    diffs = [d if isinstance(d, Difference) else Difference.model_validate(d) for d in differences]
+    mine = sorted((d for d in diffs if d.split == split), key=lambda d: d.against != "SOTA")
+    value = "none" if score is None else f"{score:.4g}"
+    return f"{split} {value}" + (f" ({'; '.join(short(d) for d in mine)})" if mine else "")
+
+
 def as_json(differences: list[Difference]) -> list[dict]:
     """Differences as plain JSON (events, report.json)."""
     return [json.loads(d.model_dump_json()) for d in differences]

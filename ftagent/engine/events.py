@@ -19,6 +19,7 @@ from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
 from ftagent.core.errors import StepFailure
 from ftagent.core.forecast import Forecast
+from ftagent.core.stats import Difference
 
 
 class _Event(BaseModel):
@@ -160,6 +161,9 @@ class FeedbackEvent(_Event):
     next_step: str = ""
     score: float | None = None
     sota_score: float | None = None
+    rule: str | None = None  # the SOTA rule that decided: interval | delta | failed (ftagent.core.sota)
+    verdict: str = ""  # the rule's one line ("+3.0 [-4.0, +10.0] on 100 items: not a significant gain")
+    intervals: list[Difference] = Field(default_factory=list)  # vs baseline / SOTA, validation and test
 
 
 class LoopEnd(_Event):

@@ -266,7 +266,8 @@ def _run(session: Session, settings, run, runner, emit: SessionEmitter, planner:
                                       llm_gateway_url=gateway.url if gateway else None,
                                       llm_gateway_token=gateway.token if gateway else None, run=run)
         workflow = FinetuneWorkflow(state.scenario, components, coder_max_loop=ft.coder_max_loop,
-                                    sota_min_delta=ft.sota_min_delta, workspace_root=_workspace_root(settings))
+                                    sota_min_delta=ft.sota_min_delta, workspace_root=_workspace_root(settings),
+                                    sota_rule=ft.sota_rule)
         total = options.loop_n or state.config.get("run", {}).get("loop_n") or 1
         summary = LoopEngine(workflow, session, loop_n=total, step_n=options.step_n, timeout_s=timeout_s).run()
     finally:

@@ -188,6 +188,8 @@ class FinetuneScenario:
         info.baseline = results["validation"]
         trace.baseline_val = results["validation"].score
         trace.baseline_test = results["test"].score
+        trace.baseline_val_items = results["validation"].items_file  # paired intervals (ftagent.core.sota)
+        trace.baseline_test_items = results["test"].items_file
         info.description_text = render_brief(info, self._run)
 
     def _baseline(self, info: ScenarioInfo, timeout: float) -> dict[str, EvalResult]:

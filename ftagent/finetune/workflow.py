@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ftagent.core.errors import ErrorType, StepError, StepFailure
+from ftagent.core.sota import decide_sota, differences
 from ftagent.core.trace import Experiment
 from ftagent.core.types import EvalResult, ScenarioInfo, ValidationReport
 from ftagent.engine.events import (
@@ -51,10 +52,11 @@ class FinetuneWorkflow:
     feedback_step = "feedback"
 
     def __init__(self, scenario: ScenarioInfo, components: Components, *, coder_max_loop: int,
-                 sota_min_delta: float, workspace_root: Path) -> None:
+                 sota_min_delta: float, workspace_root: Path, sota_rule: str = "interval") -> None:
         self.scenario = scenario
         self.c = components
         self.min_delta = sota_min_delta
+        self.sota_rule = sota_rule  # FT_SOTA_RULE, applied by ftagent.core.sota.decide_sota
         self.workspace_root = Path(workspace_root)
         # rounds of code → validate in one loop: the first plus at most max_loop - 1 retries
         self.goto_caps = {"code": max(0, coder_max_loop - 1)}
@@ -164,9 +166,12 @@ class FinetuneWorkflow:
         loop = self._loop(ctx)
         trace = ctx.state.trace
         experiment = experiment_of(loop)
+        # the paired intervals vs baseline / SOTA, computed once: the feedback component reads them
+        experiment.intervals = differences(experiment, trace)
         result = self.c.feedback.feedback(experiment, trace, ctx)
         # numbers decide; the component's text explains (it cannot turn a loss into a win)
-        numeric = experiment.succeeded and trace.is_new_sota(experiment.val_score, self.min_delta)
+        verdict = decide_sota(experiment, trace, rule=self.sota_rule, min_delta=self.min_delta)
+        numeric = experiment.succeeded and verdict.decision
         experiment.decision, experiment.reason = numeric, result.reason
         experiment.next_step = result.next_step
         incumbent = trace.incumbent_score()
@@ -174,7 +179,8 @@ class FinetuneWorkflow:
         loop.feedback = result.model_copy(update={"decision": numeric})
         ctx.emit(FeedbackEvent(decision=numeric, reason=result.reason, next_step=result.next_step,
                                error_type=experiment.failure.error_type.value if experiment.failure else None,
-                               score=experiment.val_score, sota_score=incumbent))
+                               score=experiment.val_score, sota_score=incumbent, rule=verdict.rule,
+                               verdict=verdict.text, intervals=experiment.intervals))
 
 
 def experiment_of(loop: FinetuneLoop) -> Experiment:
@@ -200,9 +206,9 @@ def experiment_of(loop: FinetuneLoop) -> Experiment:
     val, test = loop.scores.validation, loop.scores.test
     if val is not None:
         exp.val_score, exp.val_metrics, exp.error_samples = val.score, val.metrics, list(val.error_samples)
-        exp.val_answers = val.answers
+        exp.val_answers, exp.val_items = val.answers, val.items_file
     if test is not None:
-        exp.test_score = test.score
+        exp.test_score, exp.test_items = test.score, test.items_file
     if exp.failure is None and exp.val_score is None and loop.model is not None:
         exp.failure = StepFailure(stage="evaluate", error_type=ErrorType.EVAL, message="no validation score")
     return exp

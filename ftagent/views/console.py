@@ -25,6 +25,7 @@ from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeEl
 from rich.text import Text
 
 from ftagent.core.durations import format_duration
+from ftagent.core.stats import interval_line
 
 
 class ConsoleProgress:
@@ -113,7 +114,8 @@ class ConsoleProgress:
             who = "baseline" if ev.baseline else self._where()
             return f"{who} {ev.split} {ev.core_metric}: {ev.score}"
         if kind == "feedback":
-            return f"{self._where()} feedback: {'new best' if ev.decision else 'not better'} ({ev.score})"
+            return (f"{self._where()} feedback: {'new best' if ev.decision else 'not better'} "
+                    f"({interval_line(ev.score, getattr(ev, 'intervals', []), 'validation')})")[:300]
         if kind == "leftovers_reaped":
             return f"warning: {ev.message}"[:300]
         if kind == "message" and ev.level != "info":

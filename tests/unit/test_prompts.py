@@ -358,7 +358,9 @@ def test_relay_critique_facts(demo):
     _, p = demo
     prop, feedback = p["propose"], p["feedback"]
     # SOTA rule with its threshold, in the proposal and the feedback prompt
-    assert "by more than FT_SOTA_MIN_DELTA = 0" in prop and "a tie keeps the current best" in prop
+    assert "by more than FT_SOTA_MIN_DELTA = 0" in prop and "keeps the current best" in prop
+    # issue 31: the interval rule (FT_SOTA_RULE default) in the words the planner reads
+    assert "lower bound of the 95 % paired bootstrap interval" in prop and "not a significant gain" in prop
     assert "type OOM" in feedback  # the preview's feedback is of the failed loop: no rule needed there
     # measured throughput and the data script's own summary in the history
     assert "Training speed (measured): 250 optimizer steps in 2 min 5 s, 0.50 s/step, 32.0 samples/s" in prop
@@ -433,7 +435,8 @@ def test_saturated_metric_and_validation_size(tmp_path):
     assert "FT_SOTA_MIN_DELTA = 0.5" in prop and "already scores 100.0 %, the metric's maximum" in prop
     fb = feedback_messages(scenario, _settings(), exp, trace, True)[0]["content"]
     assert "The score is at the metric's maximum" in fb and "- This experiment: 100.0 %" in fb
-    assert "by more than FT_SOTA_MIN_DELTA = 0" in fb and "a tie keeps the current best" in fb
+    assert "by more than FT_SOTA_MIN_DELTA = 0" in fb and "keeps the current best" in fb
+    assert "- Why: Validation accuracy 100 beats the baseline (0)" in fb  # the rule's own line (no items: delta)
 
 
 def test_chat_template_overhead(tmp_path):

@@ -18,13 +18,13 @@ and it announces itself as such. The policy, documented in docs/architecture.md:
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from ftagent.core.errors import StepFailure
+from ftagent.core.sota import decide_sota
 from ftagent.core.trace import Experiment, Trace
 from ftagent.core.types import CodeResult, FeedbackResult, Hypothesis, ScenarioInfo
 
@@ -284,21 +284,19 @@ class HeuristicFeedback:
     def __init__(self, scenario: ScenarioInfo, settings: Any = None, **_: Any) -> None:
         self.scenario = scenario
         self.min_delta = float(getattr(getattr(settings, "ft", None), "sota_min_delta", 0.0) or 0.0)
+        self.rule = str(getattr(getattr(settings, "ft", None), "sota_rule", "interval"))
 
     def feedback(self, experiment: Experiment, trace: Trace, ctx: Any) -> FeedbackResult:
-        scenario = self.scenario
         if experiment.failure is not None:
             f = experiment.failure
             return FeedbackResult(decision=False, error_type=f.error_type.value,
                                   reason=f"Loop failed at {f.stage}: {f.message[:300]}",
                                   next_step=f.suggestion or "Retry with the best known recipe, more conservatively.")
-        incumbent = trace.incumbent_score()
-        better = trace.is_new_sota(experiment.val_score, self.min_delta)
-        delta = None if incumbent is None or experiment.val_score is None else experiment.val_score - incumbent
+        # the one SOTA rule (FT_SOTA_RULE): its line carries the paired interval when there is one
+        verdict = decide_sota(experiment, trace, rule=self.rule, min_delta=self.min_delta)
+        better = verdict.decision
         trend = loss_trend(experiment.loss_history)
-        reason = (f"Validation {scenario.core_metric} {experiment.val_score} vs best {incumbent}"
-                  + (f" ({delta:+.2f})" if delta is not None and not math.isnan(delta) else "")
-                  + (": new best." if better else ": not better."))
+        reason = f"{verdict.text} {'New best.' if better else 'Not better.'}"
         advice = {"falling": "loss still falling: train longer", "plateau_high": "loss flat and high: lower lr",
                   "converged": "loss converged", "unknown": "too few loss points to judge"}[trend]
         return FeedbackResult(decision=better, reason=reason, next_step=advice)

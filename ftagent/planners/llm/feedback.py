@@ -1,7 +1,8 @@
 """LLMFeedback: the numbers decide, the LLM explains and advises.
 
-:func:`decide_numeric` applies the SOTA rule (beat the SOTA, or the baseline, by more than
-``FT_SOTA_MIN_DELTA`` on the validation core metric; a failed experiment never wins). The LLM then
+:func:`decide_numeric` applies the SOTA rule (``FT_SOTA_RULE``, owned by :mod:`ftagent.core.sota`: a
+significant paired gain over the SOTA, or the baseline, on the validation core metric; a failed
+experiment never wins). The LLM then
 explains the outcome and proposes the next step; whatever it says about the decision is ignored.
 Only validation data reaches the prompt.
 """
@@ -14,11 +15,12 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel
 
 from ftagent.core.errors import BudgetExhausted, EnvironmentFailure, ErrorType
+from ftagent.core.sota import decide_sota
 from ftagent.core.types import FeedbackResult
 from ftagent.planners.llm.brief import HARDWARE, MODEL, OBJECTIVE
 from ftagent.planners.llm.history import INTERNAL_NOTE, experiment_block, is_internal_error
 from ftagent.planners.llm.prompting import brief_part, budgets_part, fit, text_part
-from ftagent.planners.llm.propose import read_artefact, sota_rule
+from ftagent.planners.llm.propose import read_artefact, sota_rule_of
 from ftagent.planners.llm.templates import clip, render
 from ftagent.planners.llm.view import PlannerExperiment, planner_view
 
@@ -34,21 +36,12 @@ MAX_ERROR_SAMPLES = 10
 REPORTED_TYPES = [t.value for t in ErrorType if t is not ErrorType.UNKNOWN]
 
 
-def decide_numeric(experiment: Experiment, trace: Trace, min_delta: float) -> tuple[bool, str]:
-    """The SOTA decision by numbers, and a one-line explanation of it."""
-    if experiment.failure is not None:
-        return False, f"Loop failed at {experiment.failure.stage} ({experiment.failure.error_type.value})."
-    if experiment.val_score is None:
-        return False, "No validation score, so it cannot become the best."
-    from ftagent.planners.llm.brief import format_score
-
-    metric = trace.core_metric
-    incumbent = format_score(trace.incumbent_score(), metric)
-    what = f"loop {trace.sota_loop}" if trace.sota_loop is not None else "the baseline"
-    score = format_score(experiment.val_score, metric)
-    if trace.is_new_sota(experiment.val_score, min_delta):
-        return True, f"Validation {metric} {score} beats {what} ({incumbent})."
-    return False, f"Validation {metric} {score} does not beat {what} ({incumbent}) by more than {min_delta:g}."
+def decide_numeric(experiment: Experiment, trace: Trace, min_delta: float,
+                   rule: str = "interval") -> tuple[bool, str]:
+    """The SOTA decision by numbers (``FT_SOTA_RULE``, :func:`ftagent.core.sota.decide_sota`, the rule's
+    one owner), and its one-line explanation (with the paired interval when there is one)."""
+    verdict = decide_sota(experiment, trace, rule=rule, min_delta=min_delta)
+    return verdict.decision, verdict.text
 
 
 class FeedbackReply(BaseModel):
@@ -74,7 +67,8 @@ class LLMFeedback:
         scenario = self.scenario
         from ftagent.planners.llm.client import LLMCallError, LLMClient
 
-        decision, why = decide_numeric(experiment, trace, self.settings.ft.sota_min_delta)
+        ft = self.settings.ft
+        decision, why = decide_numeric(experiment, trace, ft.sota_min_delta, ft.sota_rule)
         error_type = experiment.failure.error_type.value if experiment.failure is not None else None
         client = self.client or LLMClient.for_context(self.settings, ctx)
         try:
@@ -133,7 +127,8 @@ def feedback_messages(scenario: ScenarioInfo, settings: Any, experiment: Experim
         lines = [f"- This experiment: {format_score(exp.val_score, metric)}",
                  f"- {who}: {format_score(incumbent_score, metric)}",
                  f"- Decision by the numbers (final, not yours to change): {'new best' if decision else 'not better'}",
-                 f"- Rule: {sota_rule(view, float(getattr(getattr(settings, 'ft', None), 'sota_min_delta', 0.0)))}",
+                 f"- Why: {_verdict(experiment, trace, settings)}",
+                 f"- Rule: {sota_rule_of(view, settings)}",
                  f"- Metrics: {json.dumps(exp.val_metrics, ensure_ascii=False, default=str)[:1500]}"]
         sections.append(text_part("result", f"Result on the validation split ({view.core_metric}, {better} is better)",
                                   "\n".join(lines), required=True))
@@ -156,6 +151,13 @@ def feedback_messages(scenario: ScenarioInfo, settings: Any, experiment: Experim
                     internal=internal, saturated=saturated, error_types=", ".join(REPORTED_TYPES))
     sections.append(text_part("answer", "Answer", answer, required=True))
     return [{"role": "user", "content": fit(sections, settings).text}]
+
+
+def _verdict(experiment: Experiment, trace: Trace, settings: Any) -> str:
+    """The SOTA rule's line on ``experiment`` (its validation interval against the incumbent, if any)."""
+    ft = getattr(settings, "ft", None)
+    return decide_sota(experiment, trace, rule=str(getattr(ft, "sota_rule", "interval")),
+                       min_delta=float(getattr(ft, "sota_min_delta", 0.0) or 0.0)).text
 
 
 def answer_profile(exp: Any) -> str:

@@ -87,7 +87,7 @@ def preview(step: Step, scenario: ScenarioInfo, settings: Any, trace: Trace | No
             trace = trace.model_copy(update={"experiments": [e for e in trace.experiments if e.loop != latest.loop],
                                              "sota_loop": trace.sota_loop if trace.sota_loop != latest.loop
                                              else latest.parent})
-        decision, _ = decide_numeric(latest, trace, settings.ft.sota_min_delta)
+        decision, _ = decide_numeric(latest, trace, settings.ft.sota_min_delta, settings.ft.sota_rule)
         messages = feedback_messages(scenario, settings, latest, trace, decision, ctx)
     else:
         raise ValueError(f"unknown step {step!r}; use one of {', '.join(STEPS)}")

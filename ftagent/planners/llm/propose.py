@@ -117,14 +117,25 @@ def experiment_counts(view: PlannerView) -> str:
     return f"Experiments run so far (finished loops, failed ones included): {len(exps)} — " + ", ".join(parts)
 
 
-def sota_rule(view: PlannerView, min_delta: float) -> str:
-    """How the best is chosen, and a note when the best already reaches the metric's maximum."""
+def sota_rule(view: PlannerView, min_delta: float, rule: str = "interval") -> str:
+    """How the best is chosen (``FT_SOTA_RULE``, decided by :func:`ftagent.core.sota.decide_sota`), and a
+    note when the best already reaches the metric's maximum."""
     from ftagent.planners.llm.brief import format_score, metric_maximum
 
     better = "higher" if view.direction == "max" else "lower"
-    text = (f"An experiment becomes the new best only when its validation {view.core_metric} is {better} than the "
-            f"current best's (or the baseline's) by more than FT_SOTA_MIN_DELTA = {min_delta:g}; a tie keeps the "
-            "current best. The final model is the best one at the end of the session.")
+    if rule == "interval":
+        bar = "0" if min_delta <= 0 else f"FT_SOTA_MIN_DELTA = {min_delta:g}"
+        text = (f"An experiment becomes the new best only when its validation {view.core_metric} gain over the "
+                "current best (or the baseline) is significant: the two models are compared item by item on the "
+                "same validation items, and the lower bound of the 95 % paired bootstrap interval of the "
+                f"difference must be above {bar}. A tie, or a gain inside the noise (\"+3.0 [-4.0, +10.0] on 100 "
+                "items: not a significant gain\"), keeps the current best; where no interval exists the "
+                f"validation {view.core_metric} must be {better} by more than FT_SOTA_MIN_DELTA = {min_delta:g}. "
+                "The final model is the best one at the end of the session.")
+    else:
+        text = (f"An experiment becomes the new best only when its validation {view.core_metric} is {better} than "
+                f"the current best's (or the baseline's) by more than FT_SOTA_MIN_DELTA = {min_delta:g}; a tie keeps "
+                "the current best. The final model is the best one at the end of the session.")
     top = metric_maximum(view.core_metric, view.direction)
     _, score = view.incumbent()
     if top is not None and score is not None and score >= top - 1e-9:
@@ -134,13 +145,19 @@ def sota_rule(view: PlannerView, min_delta: float) -> str:
     return text
 
 
+def sota_rule_of(view: PlannerView, settings: Any) -> str:
+    """:func:`sota_rule` with the session's ``FT_SOTA_RULE`` and ``FT_SOTA_MIN_DELTA``."""
+    ft = getattr(settings, "ft", None)
+    return sota_rule(view, float(getattr(ft, "sota_min_delta", 0.0) or 0.0), str(getattr(ft, "sota_rule", "interval")))
+
+
 def build_proposal_messages(scenario: ScenarioInfo, view: PlannerView, settings: Settings,
                             ctx: Any = None) -> list[dict[str, str]]:
     """System + user messages for the proposal call, from the test-free planner view, fitted to the budget."""
     parent = view.get(view.sota_loop)
     system = render("proposal_system", has_parent=parent is not None, parent_loop=getattr(parent, "loop", None),
                     upper_data_size_limit=scenario.upper_data_size_limit,
-                    sota_rule=sota_rule(view, float(getattr(getattr(settings, "ft", None), "sota_min_delta", 0.0))),
+                    sota_rule=sota_rule_of(view, settings),
                     llm_pools=llm_pools_configured(settings))
     sections = [
         text_part("scenario", "Scenario", "The same facts reach every prompt of this session.", required=True),

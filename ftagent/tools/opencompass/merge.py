@@ -24,7 +24,9 @@ def merge_reasons(path: Path | str, *, backend: str, max_lora_rank: int = 64) ->
     """Why the adapter must be merged before serving ([] = serve it as an adapter).
 
     HF (CPU) loads any adapter through ``peft_path``. vLLM cannot serve ``modules_to_save``
-    (vllm issue #9280) nor a rank above ``max_lora_rank``.
+    (vllm issue #9280), a DoRA adapter (``use_dora``: ``PEFTHelper._validate_features`` in
+    ``vllm/lora/peft_helper.py`` refuses it with "vLLM does not yet support DoRA."; PEFT's
+    ``merge_and_unload`` folds the magnitude vector into the weights) nor a rank above ``max_lora_rank``.
     """
     if backend != "vllm" or not is_lora_adapter(path):
         return []
@@ -32,6 +34,8 @@ def merge_reasons(path: Path | str, *, backend: str, max_lora_rank: int = 64) ->
     reasons = []
     if cfg.get("modules_to_save"):
         reasons.append(f"modules_to_save={cfg['modules_to_save']} is not servable by vLLM")
+    if cfg.get("use_dora"):
+        reasons.append("DoRA (use_dora: true) is not servable by vLLM")
     rank = int(cfg.get("r") or 0)
     if rank > max_lora_rank:
         reasons.append(f"LoRA rank {rank} > max_lora_rank {max_lora_rank}")
