@@ -48,3 +48,12 @@ def test_root_cause_summary_kept_and_single_process_logs_unchanged() -> None:
     single = "Traceback (most recent call last):\n  File \"x.py\", line 1\nValueError: bad value for lr\n"
     assert split_launcher(single) == (single, "")
     assert classify_failure(single, exit_code=1).error_type is ErrorType.CONFIG
+
+
+def test_through_the_trainer_a_rank_oom_is_oom_with_the_batch_advice(tmp_path) -> None:
+    from tests.unit.test_trainer_failures import FailingRunner, _train
+
+    err = _train(tmp_path, FailingRunner((LOGS / "oom_rank5_lf9510.log").read_text(encoding="utf-8"), exit_code=1))
+    assert err.error_type is ErrorType.OOM and "CUDA out of memory" in str(err)
+    assert "per_device_train_batch_size" in err.suggestion
+    assert "[rank6]" in err.log_tail and "CalledProcessError" not in err.log_tail

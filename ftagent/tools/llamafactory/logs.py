@@ -154,7 +154,7 @@ _TORCHRUN_MARK = re.compile(r"errors\.ChildFailedError|CalledProcessError: Comma
 _WRAPPER_START = re.compile(r"Sending process \d+ closing signal|failed \(exitcode: -?\d+\) local_rank"
                             r"|errors\.ChildFailedError|CalledProcessError|Root Cause \(first observed failure\)"
                             r"|^\s*File \".*(?:bin/torchrun|torch/distributed/(?:run|launcher/api)\.py"
-                            r"|torch/distributed/elastic/|bin/llamafactory-cli|llamafactory/cli\.py)")
+                            r"|bin/llamafactory-cli|llamafactory/cli\.py)")
 _EXITCODE = re.compile(r"exitcode\s*:\s*(-?\d+)|failed \(exitcode: (-?\d+)\)|Signal (\d+) \(SIG")
 _ROOT_CAUSE_FIELDS = re.compile(r"^\s*(?:rank|exitcode|traceback)\s*:")
 
@@ -177,7 +177,9 @@ def split_launcher(log: str) -> tuple[str, str]:
     if not _TORCHRUN_MARK.search(log):
         return log, ""
     lines = log.splitlines()
-    cut = next((i for i, line in enumerate(lines) if _WRAPPER_START.search(line)), len(lines))
+    # a "[rankN]:" line is a rank's own output, whatever it mentions
+    cut = next((i for i, line in enumerate(lines) if not _RANK_PREFIX.match(line) and _WRAPPER_START.search(line)),
+               len(lines))
     if cut > 0 and lines[cut - 1].strip().startswith("Traceback"):
         cut -= 1  # the wrapper's own "Traceback (most recent call last):"
     return "\n".join(lines[:cut]), "\n".join(lines[cut:])
