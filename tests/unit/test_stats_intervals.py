@@ -181,3 +181,82 @@ def test_the_eval_cache_keeps_a_copy_of_the_item_scores(tmp_path):
     hit = cache.get("k")
     assert hit is not None and hit.items_file == str(tmp_path / "cache" / "k.items.json")
     assert load_items(hit.items_file) == _record([1, 0, 1])
+
+
+# -- through the real workflow and engine: the decision, the event, the console line ---------------
+
+class _ItemsEvaluator:
+    """Scores validation/test from planted per-item correctness, written as real item files."""
+
+    def __init__(self, root: Path, val: list[int], test: list[int]) -> None:
+        self.root, self.val, self.test = root, val, test
+
+    def evaluate_splits(self, model, ctx, splits=("validation", "test"), *, on_progress=None):
+        from ftagent.core.types import EvalResult, SplitResults
+
+        out = SplitResults()
+        for split in splits:
+            correct = self.val if split == "validation" else self.test
+            path = _record(correct, split=split).save(self.root / f"loop{ctx.loop.index}_{split}.items.json")
+            out.results[split] = EvalResult(benchmark="demo_add", split=split, core_metric="accuracy",
+                                            score=100.0 * sum(correct) / len(correct), items_file=str(path))
+        return out
+
+
+def _session(tmp_path: Path, val: list[int], *, rule: str = "interval"):
+    from ftagent.engine.events import read_events
+    from ftagent.engine.loop import LoopEngine
+    from ftagent.engine.session import Session
+    from ftagent.finetune.state import FinetuneSessionState
+    from ftagent.finetune.workflow import Components, FinetuneWorkflow
+    from ftagent.planners.heuristic.planner import HeuristicCoder, HeuristicFeedback, HeuristicProposer
+    from tests.unit.test_finetune_workflow import FakeData, FakeTrainer, FakeValidator, _scenario
+
+    scenario = _scenario(tmp_path)
+    tmp_path.joinpath("items").mkdir(parents=True)
+    evaluator = _ItemsEvaluator(tmp_path / "items", val, [1] * 40 + [0] * 60)
+    components = Components(proposer=HeuristicProposer(scenario), coder=HeuristicCoder(scenario),
+                            validator=FakeValidator(), trainer=FakeTrainer(), evaluator=evaluator,
+                            feedback=HeuristicFeedback(scenario), data=FakeData())
+    workflow = FinetuneWorkflow(scenario, components, coder_max_loop=3, sota_min_delta=0.0,
+                                workspace_root=tmp_path / "ws", sota_rule=rule)
+    session = Session.create(tmp_path / "log", state_cls=FinetuneSessionState, scenario=scenario)
+    trace = session.state.trace
+    trace.core_metric = "accuracy"
+    base = [1] * 30 + [0] * 70
+    trace.baseline_val, trace.baseline_val_items = 30.0, _write(tmp_path, "base_val", _record(base))
+    trace.baseline_test = 30.0
+    trace.baseline_test_items = _write(tmp_path, "base_test", _record(base, split="test"))
+    LoopEngine(workflow, session, loop_n=1).run()
+    events = [e for e in read_events(session.dir / "events.jsonl") if e.type == "feedback"]
+    return session, events[-1]
+
+
+def test_the_workflow_keeps_a_zero_gain_candidate_out_and_records_the_intervals(tmp_path):
+    session, event = _session(tmp_path, [1] * 30 + [0] * 70)  # the base model again
+    exp = session.state.trace.get(0)
+    assert exp.decision is False and session.state.trace.sota_loop is None
+    assert event.rule == "interval" and "+0.0 [+0.0, +0.0] on 100 items: not a significant gain" in event.verdict
+    assert "not a significant gain" in exp.reason  # what the planner reads next
+    got = {(d.split, d.against): d for d in event.intervals}
+    assert set(got) == {("validation", "baseline"), ("test", "baseline")}
+    assert got["test", "baseline"].diff == pytest.approx(10.0) and got["test", "baseline"].has_interval
+    assert exp.val_items and exp.intervals == event.intervals
+    # the console's feedback line carries the interval
+    from rich.console import Console
+
+    from ftagent.views.console import ConsoleProgress
+
+    progress = ConsoleProgress(Console(width=300), live=False)
+    line = progress._apply(event)
+    assert "not better (validation 30 (+0.0 [+0.0, +0.0] vs baseline, 100 items))" in line
+
+
+def test_the_workflow_takes_a_clear_gain_and_the_delta_rule_a_noisy_one(tmp_path):
+    session, event = _session(tmp_path / "a", [1] * 80 + [0] * 20)
+    assert session.state.trace.sota_loop == 0 and event.decision is True and "a significant gain" in event.verdict
+    noisy = [0] * 2 + [1] * 33 + [0] * 65  # +3 points, 2 items worse and 5 better: noise
+    session, event = _session(tmp_path / "b", noisy)
+    assert session.state.trace.sota_loop is None and "not a significant gain" in event.verdict
+    session, event = _session(tmp_path / "c", noisy, rule="delta")
+    assert session.state.trace.sota_loop == 0 and event.rule == "delta"
