@@ -9,7 +9,8 @@ local folder:
 * an existing local folder → itself;
 * ``<name>`` present under ``FT_FILE_PATH/models/`` → that folder;
 * a Hugging Face id ``org/name`` → ``FT_FILE_PATH/models/org/name`` if present, else downloaded there
-  with ``huggingface_hub.snapshot_download``. Offline or unreachable → :class:`EnvironmentFailure`.
+  with ``huggingface_hub.snapshot_download``, only the files a model needs (:data:`MODEL_FILES`).
+  Offline or unreachable → :class:`EnvironmentFailure`.
 """
 
 from __future__ import annotations
@@ -182,7 +183,26 @@ def build_builtin(
     return out_dir
 
 
+# What transformers, LLaMA-Factory and vLLM read from a model repo, at its top level: configs, tokenizers
+# (sentencepiece ``.model``, ``.tiktoken``, vocab/merges ``.txt``), chat templates (``.jinja``), the
+# ``.py`` of trust_remote_code models (imported only when the config's ``auto_map`` names them and
+# remote code is allowed) and safetensors weights. Never: sub-folders (``*/*``: Llama's
+# ``original/*.pth``, +16 GB), Mistral's ``consolidated.safetensors`` (mistral-inference's copy beside
+# the HF shards), other formats (gguf, onnx, flax, .pth), and ``*.bin`` while safetensors exist.
+# Patterns are matched by huggingface_hub (``filter_repo_objects``: fnmatch, ``*`` crosses ``/``).
+MODEL_FILES = (["*.json", "*.model", "*.tiktoken", "*.txt", "*.py", "*.jinja", "*.safetensors"],
+               ["*/*", "consolidated*", "*.bin.index.json"])
+# the second pass, only for a repo that has no safetensors: its PyTorch .bin weights
+BIN_WEIGHTS = (["*.bin", "*.bin.index.json"], ["*/*"])
+
+
 def _download(repo_id: str, target: Path, final: Path | None = None) -> Path:
+    """Download the files of :data:`MODEL_FILES` (then :data:`BIN_WEIGHTS` when no safetensors came).
+
+    Raises:
+        EnvironmentFailure: offline, unreachable, unknown or gated repo.
+        UserInputError: the repo has neither safetensors nor ``.bin`` weights at its top level.
+    """
     from huggingface_hub import snapshot_download
 
     try:
@@ -191,7 +211,10 @@ def _download(repo_id: str, target: Path, final: Path | None = None) -> Path:
         LocalEntryNotFoundError = OSError  # noqa: N806
     offline = os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes")
     try:
-        snapshot_download(repo_id=repo_id, local_dir=str(target))
+        for allow, ignore in (MODEL_FILES, BIN_WEIGHTS):
+            snapshot_download(repo_id=repo_id, local_dir=str(target), allow_patterns=allow, ignore_patterns=ignore)
+            if any(target.glob("*.safetensors")) or any(target.glob("*.bin")):
+                return target
     except (LocalEntryNotFoundError, OSError, ValueError) as exc:
         shutil.rmtree(target, ignore_errors=True)
         why = "HF_HUB_OFFLINE is set" if offline else "the Hugging Face Hub is unreachable or the id is wrong"
@@ -200,7 +223,14 @@ def _download(repo_id: str, target: Path, final: Path | None = None) -> Path:
             f"{type(exc).__name__}). Download it there yourself, pass a local folder, or use "
             f"builtin/tiny-qwen2."
         ) from exc
-    return target
+    got = sorted(p.name for p in target.iterdir()) if target.is_dir() else []
+    shutil.rmtree(target, ignore_errors=True)
+    if "config.json" not in got:  # nothing came (an offline hub can return without an error)
+        raise EnvironmentFailure(f"base model '{repo_id}': the download returned no config.json and no weights "
+                                 f"(HF_HUB_OFFLINE={os.environ.get('HF_HUB_OFFLINE', '')!r}); download it into "
+                                 f"{final or target} yourself or pass a local folder")
+    raise UserInputError(f"base model '{repo_id}' has no safetensors or PyTorch .bin weights at its top level "
+                         f"(fetched: {', '.join(got[:12]) or 'nothing'}); transformers cannot load it")
 
 
 def _has_model_files(folder: Path) -> bool:
