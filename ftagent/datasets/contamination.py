@@ -12,8 +12,21 @@ contains at least ``min_coverage`` of the item's n-grams -- of the whole item, o
 alone (a training row that copies an MBPP question without its test asserts, or a multiple-choice stem
 with other options, still holds the item). N-grams that most items share (a prompt template wrapped
 around every item, see :func:`template_threshold`) are not item content and are left out. Shorter items (e.g. "What is 12 + 45?") are hit only by an
-exact match of the normalised text inside a row field. Rows hitting any item are flagged; more than
-``max_flagged`` flagged rows raise :class:`~ftagent.core.errors.StepError` (``ErrorType.DATA``).
+exact match of the normalised text inside a row field. A longer item is also hit by its *core* -- its
+sentences that are not template (a sentence found in :func:`template_threshold` items or more is), e.g.
+"what is 28 times 3" of "What is 28 times 3? Put the final answer in \\boxed{}." -- found the same way
+inside a row field (issue 35: a row holding the bare question, without the template, passed the
+n-gram test because it has fewer than ``n`` tokens).
+Rows hitting any item are flagged; more than ``max_flagged`` flagged rows raise
+:class:`~ftagent.core.errors.StepError` (``ErrorType.DATA``).
+
+The exact and core matches compare whole tokens, never characters: "What is 128 times 3?" does not hold
+the item "28 times 3?" (tokens ``128`` ≠ ``28``), and "What is 28 times 3? Explain." does. The
+trade-off: a core of :data:`MIN_CORE_TOKENS` to ``n - 1`` tokens is specific enough that a row holding
+it contiguously is asking that item (a false positive needs the same words and numbers in the same
+order, e.g. a training row that happens to ask the same question: which *is* the item); a shorter core
+("what is 7") would flag ordinary rows, so it is not used (such items still match whole), and a longer
+one is left to the n-gram coverage test.
 
 The error names benchmark items only by id and split, never by text, because the message is shown to
 the planner and the test split must stay hidden from it.
@@ -93,6 +106,7 @@ class ContaminationReport(BaseModel):
 
 _PRIMARY = "\x00primary:"
 TEMPLATE_SHARE = 0.05
+MIN_CORE_TOKENS = 4  # a shorter core is too generic to flag a row by (see the module doc)
 
 
 def _row_text(row: Mapping) -> str:
@@ -139,7 +153,31 @@ def _index(items: Mapping[str, Item], n: int):
         sizes[key] = len(kept)
         for g in kept:
             index[g].add(key)
+    sentences = {item_id: _sentences(item) for item_id, item in items.items()}
+    shared: dict[str, int] = defaultdict(int)
+    for found in sentences.values():
+        for text in set(found):
+            shared[text] += 1
+    for item_id, found in sentences.items():
+        core = " ".join(text for text in found if shared[text] < limit)  # the item without its template
+        size = core.count(" ") + 1 if core else 0
+        if MIN_CORE_TOKENS <= size < n and len(found) > 1:
+            exact.setdefault(core, item_id)
     return index, sizes, exact
+
+
+_SENTENCE = re.compile(r"(?<=[.?!。？！])\s+|\n+")
+
+
+def _sentences(item: Item) -> list[str]:
+    """The item's sentences (and lines), each as its normalised tokens joined by spaces."""
+    out = []
+    for part in _segments(item):
+        for sentence in _SENTENCE.split(part):
+            toks = normalise(sentence)
+            if toks:
+                out.append(" ".join(toks))
+    return out
 
 
 def scan_rows(rows: list[Mapping], items: Mapping[str, Item], *, n: int = 8,
@@ -165,10 +203,15 @@ def _exact_hit(row: Mapping, exact: dict[str, str]) -> tuple[str, float] | None:
     if not exact:
         return None
     lengths = sorted({key.count(" ") + 1 for key in exact})
+    firsts = {key.split(" ", 1)[0] for key in exact}
     for key in ROW_FIELDS:
         toks = normalise(str(row.get(key) or ""))
-        for size in lengths:
-            for start in range(0, len(toks) - size + 1):
+        for start in range(len(toks)):
+            if toks[start] not in firsts:  # cheap: most positions start no item
+                continue
+            for size in lengths:
+                if start + size > len(toks):
+                    break
                 window = " ".join(toks[start:start + size])
                 if window in exact:
                     return exact[window], 1.0

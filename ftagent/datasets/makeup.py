@@ -171,3 +171,53 @@ def _template_keys(texts: list[str]) -> list[str]:
         kept = parts[0] + "".join((found[i] if i in constant else "N") + rest for i, rest in enumerate(parts[1:]))
         keys.append(_SPACE.sub(" ", kept).strip()[:120])
     return keys
+
+
+COVERAGE_WARN = 0.5  # a template whose items fill this share of its input space gets a warning
+MIN_TEMPLATE_ITEMS = 10
+
+
+class SpaceCoverage(BaseModel):
+    """How much of a templated question space the benchmark's own items fill."""
+
+    template: str  # with N for the numbers that vary
+    items: int  # distinct items of the template
+    space: int  # distinct questions the template can make: the product of each varying number's range
+
+    @property
+    def share(self) -> float:
+        return self.items / self.space if self.space else 0.0
+
+
+def input_space_coverage(questions: list[str]) -> list[SpaceCoverage]:
+    """Templates (≥ MIN_TEMPLATE_ITEMS distinct items, integers only) whose items fill at least
+    COVERAGE_WARN of their space, largest share first.
+
+    The heuristic (issue 35): group the questions by template (:func:`_template_keys`: the numbers that
+    vary become N); a varying integer is taken to range over [min, max] of the values seen, and the space
+    is the product of those ranges. "What is N times 3?" with N seen from 10 to 99 has a space of 90; 80
+    distinct items fill 89 % of it, so templated training questions of that form would mostly *be*
+    benchmark items. It underestimates a space whose values were sampled from a wider range than seen,
+    which only makes the warning rarer.
+    """
+    distinct = sorted(set(questions))
+    keys = _template_keys(distinct)
+    groups: dict[str, list[str]] = {}
+    for key, text in zip(keys, distinct, strict=True):
+        groups.setdefault(key, []).append(text)
+    out = []
+    for key, texts in groups.items():
+        if len(texts) < MIN_TEMPLATE_ITEMS or not re.search(r"\bN\b", key):
+            continue
+        numbers = [_NUMBER.findall(t) for t in texts]
+        if len({len(n) for n in numbers}) != 1 or any("." in v or "," in v for n in numbers for v in n):
+            continue
+        space = 1
+        for pos in range(len(numbers[0])):
+            values = {int(n[pos]) for n in numbers}
+            if len(values) > 1:
+                space *= max(values) - min(values) + 1
+        cover = SpaceCoverage(template=key, items=len(texts), space=space)
+        if cover.share >= COVERAGE_WARN:
+            out.append(cover)
+    return sorted(out, key=lambda c: -c.share)

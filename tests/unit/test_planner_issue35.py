@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ftagent.core.errors import ErrorType, StepFailure
+from ftagent.core.errors import ErrorType, StepError, StepFailure
 from ftagent.core.trace import Experiment, Trace
 from ftagent.core.types import Hypothesis
 from ftagent.planners.llm import brief
@@ -136,3 +136,72 @@ def test_one_budget_figure_and_skip_data_processing_explained(tmp_path):
     trace.sota_loop = 0
     system = build_proposal_messages(scenario, planner_view(trace), _settings(), _Ctx(1, 2, 1000.0))[0]["content"]
     assert "copies the current best's (loop 0) process_data.py" in system and "only train.yaml" in system
+
+
+# ------------------------------------------------------------------------------------ contamination
+
+def _times3_items(template: str = " Put the final answer in \\boxed{}.") -> dict[str, str]:
+    return {f"validation:{i}": f"What is {n} times 3?{template}" for i, n in enumerate(range(10, 90))}
+
+
+def test_a_bare_benchmark_question_inside_a_longer_row_is_caught_by_whole_tokens():
+    from ftagent.datasets.contamination import scan_rows
+
+    items = _times3_items()  # 11 tokens each: the n-gram test alone missed the bare question
+    rows = [{"instruction": "Please help: What is 28 times 3? Show your work.", "input": "", "output": "84"},
+            {"instruction": "What is 128 times 3?", "input": "", "output": "384"},  # not the item "28 times 3"
+            {"instruction": "What is 28 times 5?", "input": "", "output": "140"},
+            {"instruction": "Compute 28 multiplied by 3.", "input": "", "output": "84"}]
+    report = scan_rows(rows, items)
+    assert [(o.row_index, o.item_id) for o in report.flagged] == [(0, "validation:18")]
+    # the template sentence alone (in every item) never flags a row
+    assert not scan_rows([{"instruction": "Put the final answer in \\boxed{}.", "output": "1"}], items).flagged
+
+
+def test_a_planted_copy_of_the_validation_item_the_brief_shows_is_caught(tmp_path):
+    """The brief shows one validation item with its gold (and the feedback shows wrong ones): those
+    are in the scan's list (every validation and test item is), so a data script that copies one fails."""
+    import json
+
+    from ftagent.core.paths import benchmark_data_dir
+    from ftagent.tools.llamafactory.data_script import DataProcessor
+
+    scenario = _demo_scenario(tmp_path)
+    bench = benchmark_data_dir(scenario.file_path, "demo_add")
+    bench.mkdir(parents=True, exist_ok=True)
+    for split, pairs in (("validation", [(31, 58), (12, 40)]), ("test", [(70, 21)])):
+        (bench / f"{split}.jsonl").write_text("".join(json.dumps({"question": f"What is {a} + {b}?",
+                                                                  "answer": str(a + b)}) + "\n"
+                                                      for a, b in pairs), encoding="utf-8")
+    shown = brief.render_brief(scenario)
+    assert "What is 31 + 58?" in shown and "`89`" in shown  # the item and its gold reach every prompt
+    rows = [{"instruction": f"What is {a} + {b}? Answer in \\boxed{{}}.", "input": "", "output": f"\\boxed{{{a + b}}}"}
+            for a, b in ((11, 22), (45, 46))]
+    processor = DataProcessor(scenario, _settings(), runner=None, input_columns=["question"])  # type: ignore[arg-type]
+    processor._scan(rows)  # clean rows pass
+    planted = rows + [{"instruction": "Example from the task: What is 31 + 58? Put the final answer in "
+                                      "\\boxed{}.", "input": "", "output": "\\boxed{89}"}]
+    with pytest.raises(StepError) as err:
+        processor._scan(planted)
+    assert err.value.error_type is ErrorType.DATA and "validation:0" in str(err.value.details)
+
+
+def test_the_brief_warns_when_the_benchmark_fills_its_input_space(tmp_path):
+    import json
+
+    from ftagent.core.paths import benchmark_data_dir
+
+    scenario = _demo_scenario(tmp_path)
+    bench = benchmark_data_dir(scenario.file_path, "demo_add")
+    bench.mkdir(parents=True, exist_ok=True)
+    numbers = list(range(10, 90))
+    for split, part in (("validation", numbers[:40]), ("test", numbers[40:])):
+        (bench / f"{split}.jsonl").write_text("".join(json.dumps({"question": f"What is {n} times 3?",
+                                                                  "answer": str(3 * n)}) + "\n" for n in part))
+    text = brief.render_brief(scenario)
+    assert "fill about 100% of the questions of the form `What is N times 3?` (80 of about 80 possible" in text
+    # a sparse sample of a large space: no warning
+    for split in ("validation", "test"):
+        (bench / f"{split}.jsonl").write_text("".join(json.dumps({"question": f"What is {a} + {a * 7 % 89 + 10}?",
+                                                                  "answer": "0"}) + "\n" for a in range(10, 50)))
+    assert "possible, N = a number" not in brief.render_brief(scenario)

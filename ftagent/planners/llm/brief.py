@@ -127,6 +127,33 @@ def validation_example(file_path: str | None, benchmark: str, input_column: str 
     return _clip_lines(prompt, EXAMPLE_CHARS), _clip_lines(answer, 300)
 
 
+def space_warning(file_path: str | None, benchmark: str, input_column: str) -> str:
+    """A warning when the benchmark's items (validation and test, counted, never shown) fill most of a
+    templated question space (:func:`ftagent.datasets.makeup.input_space_coverage`), else ""."""
+    from ftagent.datasets.makeup import input_space_coverage
+
+    if not file_path:
+        return ""
+    questions = []
+    for path in sorted(benchmark_data_dir(file_path, benchmark).glob("**/*.jsonl")):
+        if path.stem not in ("validation", "test"):
+            continue
+        try:
+            questions += [str(json.loads(line).get(input_column) or "") for line in path.open(encoding="utf-8")
+                          if line.strip()]
+        except (OSError, ValueError, AttributeError):
+            return ""
+    found = input_space_coverage(questions)
+    if not found:
+        return ""
+    top = found[0]
+    return (f"The benchmark's own items (validation and test) fill about {top.share:.0%} of the questions of the "
+            f"form `{top.template}` ({top.items} of about {top.space} possible, N = a number that varies): "
+            "generated training questions of that form would mostly be benchmark items, which the "
+            "contamination scan removes or refuses. Train the skill on other forms, ranges or wordings "
+            "instead of enumerating this template.")
+
+
 def _clip_lines(text: str, limit: int) -> str:
     if len(text) <= limit:
         return text
@@ -219,6 +246,7 @@ class BriefFacts(BaseModel):
     prompt_format: str = ""
     prompt_example: str = ""  # one validation item's prompt, as the model sees it
     answer_example: str = ""
+    space_warning: str = ""  # the benchmark's items fill most of their templated input space
     answer_rule: str = ""
     max_out_len: int | None = None
     decoding: str = ""  # how evaluation generates, in words
@@ -328,6 +356,8 @@ def brief_facts(scenario: ScenarioInfo, *, benchmark: Any = None, catalogue: dic
         benchmark=scenario.benchmark, description=scenario.benchmark_description or (spec.description if spec else ""),
         prompt_format=("" if per_item or not spec else spec.prompt),
         prompt_example=example[0], answer_example=example[1], answer_rule=(spec.answer_rule if spec else ""),
+        space_warning=space_warning(scenario.file_path, scenario.benchmark,
+                                    spec.input_columns[0] if spec and spec.input_columns else "prompt"),
         max_out_len=_max_out_len(scenario, spec), decoding=decoding_words(scenario.eval_decoding),
         core_metric=scenario.core_metric,
         direction="higher is better" if scenario.direction == "max" else "lower is better",
