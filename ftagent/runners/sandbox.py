@@ -176,6 +176,23 @@ def _under_system(path: Path) -> bool:
     return any(path == Path(p) or Path(p) in path.parents for p in SYSTEM_RO)
 
 
+def _symlinks_to_binds(given: list[tuple[Path, Path]], targets: list[Path]) -> list[str]:
+    """``--symlink`` for each folder given through a symlinked path (``FT_FILE_PATH/models/org/name``
+    linking into a Hub cache, ``/home`` linking to ``/mnt/home`` ...): bound at its real path, it must
+    also answer at the path the command was given. Skipped where the link is already visible (inside
+    another bind or a system folder) or where binds lie below it."""
+    argv: list[str] = []
+    done: set[Path] = set()
+    for real, path in given:
+        if path == real or path in done or _under_system(path):
+            continue
+        if any(t == path or t in path.parents or path in t.parents for t in targets):
+            continue
+        done.add(path)
+        argv += ["--symlink", str(real), str(path)]
+    return argv
+
+
 def bwrap_argv(
     cmd: list[str],
     *,
@@ -215,12 +232,16 @@ def bwrap_argv(
             argv += ["--ro-bind", str(real), str(real)]
     wd = Path(workdir).resolve()
     binds = [(wd, wd, False)]
+    given = [(wd, Path(workdir).absolute())]
     for mount in with_hf_blobs(mounts or [], resolve_sources=True):
         source = Path(mount.source).resolve()
         binds.append((source, Path(mount.target) if mount.target is not None else source, mount.read_only))
+        if mount.target is None:
+            given.append((source, Path(mount.source).absolute()))
     # Parents before children, so a nested bind stays visible (e.g. a read-only model folder inside a
     # writable workdir, or a writable workdir inside a read-only mount).
     for source, target, read_only in sorted(binds, key=lambda b: len(b[1].parts)):
         argv += ["--ro-bind" if read_only else "--bind", str(source), str(target)]
+    argv += _symlinks_to_binds(given, [b[1] for b in binds])
     argv += ["--chdir", str(wd), "--"]
     return argv + list(cmd)

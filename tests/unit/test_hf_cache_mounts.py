@@ -75,6 +75,24 @@ def test_real_bwrap_reads_a_model_file_through_the_snapshot_link(tmp_path: Path)
     assert proc.stdout == '{"model_type": "qwen2"}\n'
 
 
+@pytest.mark.skipif(not BWRAP_OK, reason=f"bubblewrap unusable here: {BWRAP_WHY}")
+def test_real_bwrap_reads_a_model_given_through_a_symlinked_folder(tmp_path: Path) -> None:
+    """``FT_FILE_PATH/models/org/tiny`` linking into the Hub cache: the command is given the link's path."""
+    snap, _ = _hub_repo(tmp_path)
+    link = tmp_path / "ff" / "models" / "org" / "tiny"
+    link.parent.mkdir(parents=True)
+    link.symlink_to(snap)
+    (tmp_path / "wd").mkdir()
+    wd_link = tmp_path / "ws_link"
+    wd_link.symlink_to(tmp_path / "wd")
+    argv = sandbox.bwrap_argv(["sh", "-c", f"cat {link}/config.json && ls {wd_link}"], workdir=wd_link,
+                              tools_env=None, mounts=[Mount(source=link)], executable="bwrap")
+    assert ["--symlink", str(snap.resolve()), str(link)] == argv[argv.index(str(link)) - 2:argv.index(str(link)) + 1]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith('{"model_type": "qwen2"}\n')
+
+
 def test_docker_volumes_carry_the_blobs(tmp_path: Path) -> None:
     snap, blobs = _hub_repo(tmp_path)
     runner = DockerRunner(client=object())
