@@ -205,6 +205,9 @@ def show_loop(lp: D.LoopView, session_dir: Path | None = None) -> None:
         st.markdown(f"**Feedback**: {'new SOTA' if fb.get('decision') else 'not accepted'}"
                     + (f" · error type {fb['error_type']}" if fb.get("error_type") else ""))
         st.markdown(f"{fb.get('reason', '')}  \n**Next**: {fb.get('next_step', '')}")
+        lines = F.interval_lines(lp)
+        if lines:  # paired bootstrap, 95 % (docs/benchmarks.md, Intervals)
+            st.markdown("**Differences** (95 % paired bootstrap interval): " + "  \n".join(lines))
     if lp.llm_calls:
         show_llm_calls(lp.llm_calls, session_dir)  # each prompt and reply, tokens, cost, latency
 

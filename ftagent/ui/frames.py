@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ftagent.core.stats import interval_line
 from ftagent.views.console import short_duration
 from ftagent.views.session import JobView, LoopView, SessionView
 
@@ -28,6 +29,13 @@ def loop_cell(lp: LoopView | None) -> str:
     if lp.failed:
         return "X"
     return "R" if lp.status == "running" else "?"
+
+
+def interval_lines(lp: LoopView) -> list[str]:
+    """``validation 62 (+3.0 [-4.0, +10.0] vs SOTA, 100 items; ...)`` for each split with recorded differences."""
+    return [interval_line(score, lp.intervals, split)
+            for split, score in (("validation", lp.val_score), ("test", lp.test_score))
+            if score is not None and any(d.get("split") == split for d in lp.intervals)]
 
 
 def loop_colour(lp: LoopView | None) -> str:

@@ -55,6 +55,7 @@ class LoopView(BaseModel):
     llm_calls: list[dict[str, Any]] = Field(default_factory=list)
     end: dict[str, Any] | None = None
     messages: list[dict[str, Any]] = Field(default_factory=list)
+    contamination: list[dict[str, Any]] = Field(default_factory=list)  # one scan per data set, passing or not
 
     @property
     def status(self) -> str:
@@ -72,6 +73,11 @@ class LoopView(BaseModel):
     @property
     def decision(self) -> bool | None:
         return None if self.feedback is None else bool(self.feedback.get("decision"))
+
+    @property
+    def intervals(self) -> list[dict[str, Any]]:
+        """The paired differences the feedback recorded (vs baseline / SOTA, validation and test)."""
+        return list((self.feedback or {}).get("intervals") or [])
 
     @property
     def failed(self) -> bool:
@@ -286,6 +292,8 @@ def _apply_loop(view: SessionView, lp: LoopView, ev: dict[str, Any]) -> None:
         lp.runs.append(ev)
     elif kind == "training":
         lp.training = ev
+    elif kind == "contamination":
+        lp.contamination.append(ev)
     elif kind == "benchmark_result":
         lp.results[ev["split"]] = ev
         view.core_metric = view.core_metric or ev.get("core_metric")

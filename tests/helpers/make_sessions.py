@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ftagent.core.errors import ErrorType, StepError
+from ftagent.core.stats import Difference
 from ftagent.core.trace import Experiment
 from ftagent.core.types import CodeResult, EvalResult, Hypothesis, ModelInfo, ScenarioInfo
 from ftagent.engine.events import (
@@ -40,6 +41,7 @@ class LoopPlan:
     test: float | None = None
     fail_step: str | None = None  # "train" raises an OOM StepError there
     goto_once: bool = False  # validate sends the loop back to code once
+    intervals: list[Difference] = field(default_factory=list)  # recorded by the feedback (issue 31)
 
 
 @dataclass
@@ -139,10 +141,11 @@ class ScriptedWorkflow:
         trace.record(Experiment(loop=ctx.loop.index, parent=trace.sota_loop,
                                 hypothesis=ctx.loop.hypothesis, val_score=val,
                                 test_score=test, decision=decision,
-                                reason="numbers", failure=failure))
+                                reason="numbers", failure=failure, intervals=self._lp(ctx).intervals))
         ctx.emit(FeedbackEvent(decision=decision, reason="beats SOTA" if decision else "no gain",
                                error_type=failure.error_type.value if failure else None,
-                               next_step="try a higher rank", score=val, sota_score=sota_before))
+                               next_step="try a higher rank", score=val, sota_score=sota_before,
+                               intervals=self._lp(ctx).intervals))
 
 
 def make_session(log_path: Path, plan: SessionPlan | None = None, *, running_after_steps: int | None = None,

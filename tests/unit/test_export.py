@@ -51,7 +51,8 @@ def test_default_export_is_the_best_loop_with_a_hub_card(tmp_path):
     scores = {r["dataset"]["split"]: r["metrics"][0] for r in index["results"]}
     assert scores["validation"] == {"type": "accuracy", "value": 0.4, "name": "accuracy (validation)"}
     assert scores["test"]["value"] == 0.35
-    assert "| validation | 0.10 | 0.40 | +0.30 |" in body and "| test | 0.05 | 0.35 | +0.30 |" in body
+    assert "| validation | 0.10 | 0.40 | +0.30 (no interval: no per-item scores recorded) |" in body
+    assert "| test | 0.05 | 0.35 | +0.30 (no interval: no per-item scores recorded) |" in body
     assert "the session's best loop" in body and "training rows: 200" in body
     assert "LLM: 3 calls, $0.0375" in body  # the scripted session's three priced calls
     assert "vllm serve path/to/this/folder" in body and "AutoModelForCausalLM.from_pretrained" in body

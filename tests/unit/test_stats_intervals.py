@@ -260,3 +260,62 @@ def test_the_workflow_takes_a_clear_gain_and_the_delta_rule_a_noisy_one(tmp_path
     assert session.state.trace.sota_loop is None and "not a significant gain" in event.verdict
     session, event = _session(tmp_path / "c", noisy, rule="delta")
     assert session.state.trace.sota_loop == 0 and event.rule == "delta"
+
+
+# -- the report, the card and the UI show the recorded intervals -----------------------------------
+
+def _intervals() -> list:
+    from ftagent.core.stats import Difference
+
+    return [Difference(against="baseline", split="validation", reference="the baseline", diff=30.0, low=22.0,
+                       high=38.0, items=100, resamples=2000),
+            Difference(against="baseline", split="test", reference="the baseline", diff=30.0,
+                       no_interval="macro_f1 of x (40) is not a mean over its items")]
+
+
+def test_report_json_and_md_carry_the_intervals(tmp_path):
+    from ftagent.views.report import write_report
+    from tests.helpers.make_sessions import LoopPlan, SessionPlan, make_session
+
+    plan = SessionPlan(baseline=(10.0, 5.0), loops=[LoopPlan(val=40.0, test=35.0, intervals=_intervals())])
+    session = make_session(tmp_path / "log", plan)
+    md, js = write_report(session)
+    report = json.loads(js.read_text())
+    (row,) = report["loops"]
+    assert row["intervals"][0]["low"] == 22.0 and row["intervals"][1]["no_interval"].endswith("mean over its items")
+    assert report["best_intervals"] == row["intervals"]
+    text = md.read_text()
+    assert "| best (loop 0) | 40.00 (+30.0 [+22.0, +38.0] on 100 items vs baseline) |" in text
+    assert "- loop 0: validation 40 (+30.0 [+22.0, +38.0] vs baseline, 100 items); test 35 (+30.0 vs baseline, " \
+           "no interval)" in text
+
+
+def test_the_model_card_shows_the_interval_or_says_none(tmp_path):
+    from tests.helpers.make_sessions import LoopPlan, SessionPlan
+    from tests.unit.test_export import _card, _export
+    from tests.unit.test_export_sessions import exportable_session
+
+    plan = SessionPlan(baseline=(10.0, 5.0), loops=[LoopPlan(val=40.0, test=35.0, intervals=_intervals())])
+    folder, _ = _export(exportable_session(tmp_path, plan=plan))
+    _, body = _card(folder)
+    assert "| validation | 10.00 | 40.00 | +30.0 [+22.0, +38.0] on 100 items |" in body
+    assert "| test | 5.00 | 35.00 | +30.00 (no interval: macro_f1 of x (40) is not a mean over its items) |" in body
+    assert "95 % paired bootstrap interval" in body
+
+
+def test_the_ui_shows_the_differences(tmp_path, monkeypatch):
+    pytest.importorskip("streamlit")
+    from ftagent.views.session import load_session
+    from tests.helpers.make_sessions import LoopPlan, SessionPlan, make_session
+    from tests.unit.test_ui_app import _run
+
+    plan = SessionPlan(baseline=(10.0, 5.0), loops=[LoopPlan(val=40.0, test=35.0, intervals=_intervals())])
+    session = make_session(tmp_path / "log", plan)
+    from ftagent.ui import frames as F
+
+    (lp,) = load_session(session).loops
+    assert F.interval_lines(lp) == ["validation 40 (+30.0 [+22.0, +38.0] vs baseline, 100 items)",
+                                    "test 35 (+30.0 vs baseline, no interval)"]
+    at = _run(tmp_path / "log", monkeypatch, page="Single Task")
+    assert any("**Differences** (95 % paired bootstrap interval): validation 40 (+30.0 [+22.0, +38.0]" in md.value
+               for md in at.markdown)

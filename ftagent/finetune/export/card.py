@@ -62,9 +62,13 @@ def _score(value: float | None) -> str:
 
 
 def _delta(s: SplitScores) -> str:
+    """``+32.0 [+25.0, +39.0] on 100 items`` (the paired 95 % interval), else the bare change."""
+    if s.vs_baseline is not None and s.vs_baseline.has_interval:
+        return s.vs_baseline.text()
     if s.baseline is None or s.finetuned is None:
         return "–"
-    return f"{s.finetuned - s.baseline:+.2f}"
+    why = s.vs_baseline.no_interval if s.vs_baseline is not None else "no per-item scores recorded"
+    return f"{s.finetuned - s.baseline:+.2f} (no interval: {why})"
 
 
 def _seconds(value: float | None) -> str:

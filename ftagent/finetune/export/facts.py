@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from ftagent.core.errors import UserInputError
+from ftagent.core.stats import Difference
 from ftagent.core.trace import Experiment
 from ftagent.core.types import ScenarioInfo
 from ftagent.engine.session import list_snapshots
@@ -39,6 +40,7 @@ class SplitScores(BaseModel):
     split: str
     baseline: float | None = None
     finetuned: float | None = None
+    vs_baseline: Difference | None = None  # this model − base model, paired 95 % interval (ftagent.core.stats)
 
 
 class ExportFacts(BaseModel):
@@ -159,10 +161,13 @@ def collect_facts(session_dir: Path, loop: int | None = None) -> ExportFacts:
     lp = next((x for x in view.loops if x.index == exp.loop), LoopView(index=exp.loop))
     training = lp.training or {}
     config = dict(exp.config or training.get("config") or {})
+    recorded = [Difference.model_validate(d) for d in lp.intervals] or list(exp.intervals)
     scores = [SplitScores(split=split, baseline=view.baseline.get(split),
                           finetuned=(lp.results.get(split) or {}).get("score",
                                                                       exp.val_score if split == "validation"
-                                                                      else exp.test_score))
+                                                                      else exp.test_score),
+                          vs_baseline=next((d for d in recorded if d.split == split and d.against == "baseline"),
+                                           None))
               for split in ("validation", "test")]
     return ExportFacts(
         session=session_dir.name, loop=exp.loop, is_sota=state.trace.sota_loop == exp.loop,
