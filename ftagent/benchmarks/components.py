@@ -154,7 +154,9 @@ _METRICS = {
     # the published benchmarks' own
     # stock aime2024_gen_17d799 / aime2025_cascade_eval_gen_5e9f4f / math_500_gen: no dataset post-processor,
     # math-verify parses the raw output (boxed answer first), so an LLM judge behind it sees the raw text too
-    "math_verify": MetricDef(evaluator="opencompass.evaluator:MATHVerifyEvaluator", extractor="none",
+    # ... scored by stock MATHVerifyEvaluator's rule, with its timeouts retried wider and one details entry
+    # per item (oc_math.MathVerifyEvaluator: stock drops the entry of a gold it cannot parse)
+    "math_verify": MetricDef(evaluator=provided("MathVerifyEvaluator"), extractor="none",
                              rule="math-verify: the boxed answer (else a $...$ one) equivalent to the gold"),
     "math_equivalence": MetricDef(evaluator="opencompass.datasets:MATHEvaluator", kwargs={"version": "v2"},
                                   extractor="math_v2", rule="equivalence"),

@@ -25,6 +25,7 @@ class DoctorReport(BaseModel):
     runner: str
     tools_env: str
     tools_ok: bool
+    cuda: str = "no GPU: not checked"
     builtin_models: str
     llm: str
     problems: list[str] = Field(default_factory=list)  # required things that are broken (exit 1)
@@ -67,17 +68,30 @@ def _docker_status(settings, gpu: bool) -> tuple[str, str, bool]:
     return f"engine reachable (Docker {version})", images, True
 
 
-def _tools_status(env, check_tools: bool) -> tuple[str, bool]:
+class _ToolsStatus(BaseModel):
+    shown: str = ""  # versions, or the errors
+    ok: bool = False
+    cuda: str | None = None  # torch against the driver, on a GPU machine
+    cuda_ok: bool = True
+
+
+def _tools_status(env, check_tools: bool) -> _ToolsStatus:
     from ftagent.runners.toolenv import check_tools_env
 
     if not check_tools:
         present = (env / "bin" / "python").exists()
-        return ("present (not checked)" if present else "missing: run `ftagent env setup`"), present
+        return _ToolsStatus(shown="present (not checked)" if present else "missing: run `ftagent env setup`",
+                            ok=present)
     report = check_tools_env(env)
     shown = ", ".join(f"{k} {v}" for k, v in report.versions.items())
     if report.errors:
         shown = "; ".join([*([shown] if shown else []), *report.errors])
-    return shown, report.ok
+    status = _ToolsStatus(shown=shown, ok=report.ok)
+    if report.cuda is not None:
+        status.cuda_ok = report.cuda.ok
+        status.cuda = "; ".join([report.cuda.summary, *([report.cuda.message] if not report.cuda.ok else []),
+                                 *report.cuda.notes])
+    return status
 
 
 def collect(check_tools: bool = True) -> DoctorReport:
@@ -95,11 +109,13 @@ def collect(check_tools: bool = True) -> DoctorReport:
     if settings.ft.sandbox == "bwrap" and not works:
         problems.append(f"FT_SANDBOX=bwrap but {sandbox}")
     env = tools_env_path(settings)
-    (tools, tools_ok), err = _guard("the tool env", lambda: _tools_status(env, check_tools), ("", False))
-    tools = err or tools
+    tools, err = _guard("the tool env", lambda: _tools_status(env, check_tools), _ToolsStatus())
+    tools_line, cuda = err or tools.shown, tools.cuda
     runner = settings.ft.env_type
-    if runner == "local" and not tools_ok:
-        problems.append(f"the local runner's tool env {env} is not usable (`ftagent env setup` creates it)")
+    if runner == "local" and not tools.ok:
+        why = "`ftagent env setup` creates or repairs it" if tools.cuda_ok else \
+            "its torch cannot use this machine's GPUs: see cuda"
+        problems.append(f"the local runner's tool env {env} is not usable ({why})")
     llm = settings.llm
     planner = (f"{llm.chat_model} (key set)" if llm.openai_api_key else f"{llm.chat_model} via {llm.openai_api_base}") \
         if llm.configured else "not configured: the heuristic planner is used"
@@ -111,7 +127,8 @@ def collect(check_tools: bool = True) -> DoctorReport:
         problems.append(f"FT_ENV_TYPE=docker but {docker}")
     return DoctorReport(
         gpus=gpus.summary(), docker=docker, docker_images=docker_images, sandbox=sandbox,
-        runner=f"FT_ENV_TYPE={runner}", tools_env=f"{env}: {tools}", tools_ok=tools_ok,
+        runner=f"FT_ENV_TYPE={runner}", tools_env=f"{env}: {tools_line}", tools_ok=tools.ok,
+        cuda=cuda or ("not checked (tool env not checked)" if gpus.gpu_count else "no GPU: not checked"),
         builtin_models=err or models, llm=planner, problems=problems,
     )
 

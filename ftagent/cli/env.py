@@ -92,7 +92,11 @@ def env_check(
         if not report.marker_current and report.exists:
             typer.echo("  (no setup marker for the current configs/envs files: created elsewhere, or the "
                        "requirement files changed; `ftagent env setup` would reinstall)")
-        for err in report.errors:
+        if report.cuda is not None:
+            typer.echo(f"  {'cuda':13s} {report.cuda.summary}")
+            for note in report.cuda.notes:
+                typer.echo(f"  note: {note}")
+        for err in report.problems():
             typer.secho(f"  error: {err}", fg=typer.colors.RED)
     if not report.ok:
         raise typer.Exit(1)

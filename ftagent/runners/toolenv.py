@@ -44,6 +44,7 @@ from pydantic import BaseModel, Field
 from ftagent.core.errors import EnvironmentFailure, UserInputError
 from ftagent.core.paths import config_file, envs_dir
 from ftagent.runners import reaper
+from ftagent.runners.cudacheck import CUDA_PROBE, CudaProbe, CudaVerdict, cuda_verdict
 from ftagent.runners.heartbeat import Heartbeat, latest_pip_line
 
 TORCH_PIN = "torch==2.13.0"
@@ -110,7 +111,7 @@ def cpu_fix_script() -> str:
 # Runs in the tool env's python, where ftagent is not installed (a wheel install, any cwd): standard
 # library and the checked tools only; run with ``-I`` so the caller's folder (a source checkout) cannot
 # make an import of ftagent work by accident (issue 32 item 2).
-VERIFY_SCRIPT = """
+VERIFY_SCRIPT = CUDA_PROBE + """
 import importlib, json, sys
 out = {"versions": {}, "errors": []}
 for name in sys.argv[1:]:
@@ -122,6 +123,7 @@ try:
     from llamafactory.train.tuner import run_exp  # noqa: F401
 except Exception as exc:
     out["errors"].append(f"from llamafactory.train.tuner import run_exp: {type(exc).__name__}: {str(exc)[:300]}")
+out["cuda_probe"] = _cuda_probe()
 print("FTAGENT_CHECK " + json.dumps(out))
 """
 
@@ -135,11 +137,21 @@ class ToolEnvReport(BaseModel):
     torch_cpu: bool | None = None
     gpu_expected: bool = False
     marker_current: bool = False
-    errors: list[str] = Field(default_factory=list)
+    errors: list[str] = Field(default_factory=list)  # what the imports found (a reinstall may repair it)
+    driver_version: str | None = None  # the host's NVIDIA driver (NVML)
+    cuda: CudaVerdict | None = None  # GPU envs: torch against the driver (a reinstall does not repair it)
+
+    @property
+    def imports_ok(self) -> bool:
+        return self.exists and not self.errors and all(m in self.versions for m in CHECKED_MODULES)
 
     @property
     def ok(self) -> bool:
-        return self.exists and not self.errors and all(m in self.versions for m in CHECKED_MODULES)
+        return self.imports_ok and (self.cuda is None or self.cuda.ok)
+
+    def problems(self) -> list[str]:
+        """Every error, the CUDA verdict's included."""
+        return self.errors + ([self.cuda.message] if self.cuda is not None and not self.cuda.ok else [])
 
 
 class SetupResult(BaseModel):
@@ -166,13 +178,19 @@ def marker_current(env_path: Path, gpu: bool, envs_dir: Path = ENVS_DIR) -> bool
 
 
 def check_tools_env(env_path: Path, gpu: bool | None = None, timeout: float = 300) -> ToolEnvReport:
-    """Import the tools in the env and report versions and problems (never raises)."""
-    env_path = Path(env_path).absolute()
-    if gpu is None:
-        from ftagent.core.hardware import detect_gpus
+    """Import the tools in the env and report versions and problems (never raises).
 
-        gpu = detect_gpus().gpu_count > 0
-    report = ToolEnvReport(path=env_path, exists=tools_python(env_path).exists(), gpu_expected=gpu)
+    With ``gpu`` (default: NVML sees a GPU) the env's torch is also checked against the host's driver
+    (:func:`ftagent.runners.cudacheck.cuda_verdict`: CUDA build vs driver, ``is_available()``, a CUDA op).
+    """
+    from ftagent.core.hardware import detect_gpus
+
+    env_path = Path(env_path).absolute()
+    hardware = detect_gpus()
+    if gpu is None:
+        gpu = hardware.gpu_count > 0
+    report = ToolEnvReport(path=env_path, exists=tools_python(env_path).exists(), gpu_expected=gpu,
+                           driver_version=hardware.driver_version)
     if not report.exists:
         report.errors.append(f"no tool env at {env_path}; run `ftagent env setup`")
         return report
@@ -194,6 +212,9 @@ def check_tools_env(env_path: Path, gpu: bool | None = None, timeout: float = 30
         report.torch_cpu = torch_version.endswith("+cpu")
         if not gpu and not report.torch_cpu:
             report.errors.append(f"torch {torch_version} is not the CPU build on a machine without a GPU")
+    if gpu and found.get("cuda_probe") is not None:
+        report.cuda = cuda_verdict(hardware.driver_version, CudaProbe.model_validate(found["cuda_probe"]),
+                                   python=str(tools_python(env_path)), packages=(TORCH_PIN, TORCHVISION_PIN))
     return report
 
 
@@ -302,6 +323,12 @@ def install_venv(env_path: Path, steps: list[tuple[str, list[str]]], *, base_pyt
     return log
 
 
+def _raise_on_cuda(report: ToolEnvReport) -> None:
+    """A GPU env whose torch cannot use this machine's driver fails setup with the verdict's message and fix."""
+    if report.cuda is not None and not report.cuda.ok:
+        raise EnvironmentFailure(f"tool env {report.path}: {report.cuda.message}")
+
+
 def setup_tools_env(
     env_path: Path,
     gpu: bool,
@@ -339,7 +366,8 @@ def setup_tools_env(
     current = not force and marker_current(env_path, gpu, envs_dir)
     if current:
         report = check_tools_env(env_path, gpu) if verify else ToolEnvReport(path=env_path, exists=True)
-        if report.ok or not verify:
+        if report.imports_ok or not verify:
+            _raise_on_cuda(report)  # installed as specified; a reinstall would not change torch vs the driver
             say("tool env is up to date")
             return SetupResult(path=env_path, skipped=True, duration_s=time.monotonic() - start, report=report)
         # set up from the current files once, broken since (a package removed, a disk full): install again
@@ -358,11 +386,12 @@ def setup_tools_env(
         if verify:
             say("verifying imports")
             report = check_tools_env(env_path, gpu)
-            if not report.ok:
+            if not report.imports_ok:
                 raise EnvironmentFailure("tool env check failed: " + "; ".join(report.errors))
         (env_path / MARKER).write_text(json.dumps({
             "requirements_sha256": requirements_hash(gpu, envs_dir), "gpu": gpu,
             "versions": report.versions, "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
         }, indent=2), encoding="utf-8")
     report.marker_current = True
+    _raise_on_cuda(report)
     return SetupResult(path=env_path, skipped=False, duration_s=time.monotonic() - start, report=report)

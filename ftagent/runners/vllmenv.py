@@ -31,6 +31,7 @@ from pydantic import BaseModel, Field
 
 from ftagent.core.errors import EnvironmentFailure
 from ftagent.core.paths import envs_dir
+from ftagent.runners.cudacheck import CUDA_PROBE, CudaProbe, CudaVerdict, cuda_verdict
 from ftagent.runners.toolenv import (
     ENVS_DIR,
     TORCH_PIN,
@@ -46,7 +47,7 @@ from ftagent.runners.toolenv import (
 VLLM_PIN = "vllm==0.32.0"
 VLLM_MARKER = ".ftagent_tools.json"
 ENV_VAR = "FT_VLLM_ENV"
-VERIFY_SCRIPT = """
+VERIFY_SCRIPT = CUDA_PROBE + """
 import importlib, json, sys
 out = {"versions": {}, "errors": [], "cuda": None, "model": None}
 for name in ("vllm", "torch", "transformers", "tokenizers"):
@@ -54,11 +55,8 @@ for name in ("vllm", "torch", "transformers", "tokenizers"):
         out["versions"][name] = str(getattr(importlib.import_module(name), "__version__", "?"))
     except Exception as exc:
         out["errors"].append(f"import {name}: {type(exc).__name__}: {str(exc)[:300]}")
-try:
-    import torch
-    out["cuda"] = bool(torch.cuda.is_available())
-except Exception:
-    pass
+out["cuda_probe"] = _cuda_probe()
+out["cuda"] = out["cuda_probe"]["available"]
 if len(sys.argv) > 1:
     try:
         from transformers import AutoConfig, AutoTokenizer
@@ -118,10 +116,15 @@ class VllmEnvReport(BaseModel):
     marker_current: bool = False
     model: dict | None = None  # the checked model folder's tokenizer/config, when one was given
     errors: list[str] = Field(default_factory=list)
+    cuda_check: CudaVerdict | None = None  # torch against the host's driver (where NVML sees one)
+
+    @property
+    def imports_ok(self) -> bool:
+        return self.exists and not self.errors and "vllm" in self.versions
 
     @property
     def ok(self) -> bool:
-        return self.exists and not self.errors and "vllm" in self.versions
+        return self.imports_ok and (self.cuda_check is None or self.cuda_check.ok)
 
 
 def check_env_python(python: Path | str, model_dir: Path | None = None, timeout: float = 300) -> dict:
@@ -153,6 +156,12 @@ def check_vllm_env(env_path: Path, model_dir: Path | None = None, timeout: float
     found = check_env_python(vllm_python(env_path), model_dir, timeout)
     report.versions, report.errors = found["versions"], found["errors"]
     report.cuda, report.model = found.get("cuda"), found.get("model")
+    from ftagent.core.hardware import detect_gpus
+
+    driver = detect_gpus().driver_version
+    if driver and found.get("cuda_probe") is not None:  # no driver (CPU machines, tests): nothing to check against
+        report.cuda_check = cuda_verdict(driver, CudaProbe.model_validate(found["cuda_probe"]),
+                                         python=str(vllm_python(env_path)), packages=(TORCH_PIN, TORCHVISION_PIN))
     return report
 
 
@@ -215,6 +224,7 @@ def setup_vllm_env(
     if not force and vllm_python(env_path).exists() and read_marker(env_path).get("requirements_sha256") == digest:
         say("vLLM env is up to date")
         report = check_vllm_env(env_path) if verify else VllmEnvReport(path=env_path, exists=True)
+        _raise_on_cuda(report)
         return True, report
     with setup_lock(env_path, lock_timeout):  # one setup per env folder at a time (issue 34 item 3)
         (env_path / VLLM_MARKER).unlink(missing_ok=True)
@@ -224,11 +234,18 @@ def setup_vllm_env(
         if verify:
             say("verifying import vllm")
             report = check_vllm_env(env_path)
-            if not report.ok:
+            if not report.imports_ok:
                 raise EnvironmentFailure("vLLM env check failed: " + "; ".join(report.errors))
         (env_path / VLLM_MARKER).write_text(json.dumps({
             "requirements_sha256": digest, "gpu": True, "versions": report.versions,
             "created": time.strftime("%Y-%m-%dT%H:%M:%S")}, indent=2), encoding="utf-8")
     report.marker_current = True
     _AVAILABLE.pop(str(env_path), None)
+    _raise_on_cuda(report)
     return False, report
+
+
+def _raise_on_cuda(report: VllmEnvReport) -> None:
+    """vLLM's torch cannot use this machine's driver: the verdict's message and fix (a reinstall would not help)."""
+    if report.cuda_check is not None and not report.cuda_check.ok:
+        raise EnvironmentFailure(f"vLLM env {report.path}: {report.cuda_check.message}")

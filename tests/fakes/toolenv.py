@@ -25,6 +25,9 @@ class version:
 class cuda:
     @staticmethod
     def is_available():
+        if _cfg.get("warning"):
+            import warnings
+            warnings.warn(_cfg["warning"], UserWarning)
         return bool(_cfg.get("available"))
 
     @staticmethod
@@ -58,10 +61,11 @@ def _site_packages(env: Path) -> Path:
 
 
 def set_fake_torch(env: Path, version: str = "2.13.0+cpu", cuda: str | None = None, available: bool = False,
-                   op_error: str | None = None) -> None:
-    """What the fake torch of ``env`` reports (``torch.version.cuda``, ``cuda.is_available()``, a CUDA op)."""
+                   op_error: str | None = None, warning: str | None = None) -> None:
+    """What the fake torch of ``env`` reports (``torch.version.cuda``, ``cuda.is_available()`` and the warning
+    it gives, a CUDA op's error)."""
     (_site_packages(env) / "torch" / "fake.json").write_text(json.dumps(
-        {"version": version, "cuda": cuda, "available": available, "op_error": op_error}))
+        {"version": version, "cuda": cuda, "available": available, "op_error": op_error, "warning": warning}))
 
 
 def make_fake_tool_env(env: Path, *, broken: str | None = None) -> Path:

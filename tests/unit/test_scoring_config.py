@@ -2,7 +2,8 @@
 
 * FinanceIQ: stock ``FinanceIQ_gen_e0e6b5``'s ``first_capital_postprocess`` (the last capital turned
   "答案是 B。A股…" into A);
-* aime24/aime25/math: stock ``MATHVerifyEvaluator`` with no dataset post-processor (v2 string matching
+* aime24/aime25/math: stock ``MATHVerifyEvaluator``'s rule (``oc_math.MathVerifyEvaluator``: its timeouts
+  retried wider, one details entry per item) with no dataset post-processor (v2 string matching
   marked ``\\boxed{033}`` against 33 wrong), so aime25's judge is handed the raw output;
 * every backend: stock's model-level ``extract-non-reasoning-content`` before the dataset's step (the HF
   backend had none, so ``<think>…</think>`` reached the extractor).
@@ -16,6 +17,7 @@ import ast
 import pytest
 
 from ftagent.benchmarks import get_benchmark
+from ftagent.benchmarks.components import component_path
 from tests.parity.core_common import ours_config
 
 MODEL_STEP = "pred_postprocessor=dict(type='extract-non-reasoning-content')"
@@ -30,14 +32,14 @@ def test_financeiq_uses_stock_first_capital():
 @pytest.mark.parametrize("key", ["aime24", "aime25", "math"])
 def test_math_family_uses_stock_math_verify_on_the_raw_output(key):
     bench = get_benchmark(key)
-    assert bench.evaluator == "opencompass.evaluator:MATHVerifyEvaluator"
+    assert component_path(bench.evaluator) == "ftagent.tools.opencompass.oc_math:MathVerifyEvaluator"
     assert bench.postprocessor is None and bench.evaluator_kwargs == {}
 
 
 def test_aime25_judge_block_has_no_dataset_postprocessor(tmp_path):
     judge = {"model": "judge-m", "key_env": "ENV", "api_base": "http://127.0.0.1:9/v1/", "retry": "0"}
     src = ours_config("aime25", tmp_path, judge=judge).read_text(encoding="utf-8")
-    assert "CascadeEvaluator" in src and "rule_evaluator=dict(type=MATHVerifyEvaluator)" in src
+    assert "CascadeEvaluator" in src and "rule_evaluator=dict(type=MathVerifyEvaluator)" in src
     eval_cfg = src.split("eval_cfg=dict(", 1)[1].split("\nmodels = [", 1)[0]
     assert "pred_postprocessor" not in eval_cfg  # the cascade (rule and judge) sees the raw prediction
 

@@ -19,3 +19,51 @@ def test_the_eval_cache_key_names_the_scoring_rules(monkeypatch):
     key = cache.cache_key(*args)
     monkeypatch.setattr(cache, "SCORING_VERSION", "older")
     assert cache.cache_key(*args) != key
+
+
+class _TimedOutVerifications:
+    """The fake OpenCompass of test_oc_splits, whose math-verify left one answer unverified per dataset."""
+
+    def __init__(self) -> None:
+        from tests.unit.test_oc_splits import FakeOpenCompass
+
+        self.inner = FakeOpenCompass()
+        self.name, self.tools_env = self.inner.name, self.inner.tools_env
+
+    def run(self, cmd, **kwargs):
+        import csv
+        from pathlib import Path
+
+        res = self.inner.run(cmd, **kwargs)
+        (summary,) = sorted(Path(cmd[3]).glob("*/summary/summary_*.csv"))[-1:]
+        with summary.open(encoding="utf-8", newline="") as fh:
+            rows = list(csv.DictReader(fh))
+        extra = [dict(r, metric="verify_unresolved", **{k: "1.00" for k in r if k.startswith("ft-")}) for r in rows]
+        with summary.open("w", encoding="utf-8", newline="") as fh:
+            writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows + extra)
+        return res
+
+
+def test_unverified_answers_warn_and_are_not_cached(tmp_path):
+    from ftagent.core.settings import load_settings
+    from ftagent.tools.opencompass.runs import evaluate_splits_of_path
+
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    (model / "model.safetensors").write_bytes(b"weights")
+    (model / "chat_template.jinja").write_text("{{ messages }}")
+    settings = load_settings(file_path=tmp_path / "ft", benchmark_limit=4)
+    runner, warnings = _TimedOutVerifications(), []
+    for _ in range(2):
+        out = evaluate_splits_of_path(model, None, benchmark="demo_add", splits=("validation",), settings=settings,
+                                      runner=runner, work_dir=tmp_path / "work", model_name="builtin/tiny-qwen2",
+                                      on_warning=warnings.append)
+    assert len(runner.inner.runs) == 2 and not out["validation"].cached  # run again, never served from cache
+    assert out["validation"].metrics["demo_add"]["verify_unresolved"] == 1.0
+    timeouts = [w for w in warnings if "math-verify" in w]
+    assert len(timeouts) == 2 and all("demo_add/validation: math-verify did not finish on 1 answer" in w
+                                      for w in timeouts)
+

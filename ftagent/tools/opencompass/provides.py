@@ -12,6 +12,7 @@ from ftagent.benchmarks.components import PROVIDED, ProvidedComponent
 
 OC_EXT = "ftagent.tools.opencompass.oc_ext"
 OC_DOMAIN = "ftagent.tools.opencompass.oc_domain"
+OC_MATH = "ftagent.tools.opencompass.oc_math"
 
 #: name -> module of its implementation (inside the tool env)
 COMPONENTS = {
@@ -21,7 +22,7 @@ COMPONENTS = {
     # evaluators
     "ExactMatchEvaluator": OC_EXT, "BoxedIntAccEvaluator": OC_EXT, "OptionLetterEvaluator": OC_EXT,
     "NumericToleranceEvaluator": OC_EXT, "ContainsEvaluator": OC_EXT, "PythonTestsEvaluator": OC_EXT,
-    "DomainEvaluator": OC_DOMAIN,
+    "DomainEvaluator": OC_DOMAIN, "MathVerifyEvaluator": OC_MATH,
 }
 
 
