@@ -22,7 +22,7 @@ from pathlib import Path
 from ftagent.core.errors import EnvironmentFailure
 from ftagent.runners.base import Mount, RunResult, ToolEnv
 from ftagent.runners.process import is_secret_name, passthrough_env, run_process
-from ftagent.runners.sandbox import bwrap_argv, gpu_device_nodes, use_sandbox
+from ftagent.runners.sandbox import bwrap_argv, gpu_device_nodes, gpu_library_dirs, use_sandbox
 
 DEFAULT_ENV_NAME = "ftagent-tools"
 PYTHON_VERSION = "3.11"
@@ -162,6 +162,7 @@ class CondaRunner:
                     Path(mount.source).mkdir(parents=True, exist_ok=True)
             # the GPU nodes for training and evaluation, never for LLM-written data code (as the local runner)
             devices = gpu_device_nodes() if self.gpu and tool != "data" else []
+            visible = self.visible_prefixes() + (gpu_library_dirs() if devices else [])
             argv = bwrap_argv(argv, workdir=workdir, tools_env=None, mounts=mounts, devices=devices,
-                              executable=shutil.which("bwrap") or "bwrap", read_only=self.visible_prefixes())
+                              executable=shutil.which("bwrap") or "bwrap", read_only=visible)
         return run_process(argv, cwd=workdir, env=child, timeout=timeout, log_file=log_file, stop=stop)

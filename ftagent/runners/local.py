@@ -19,7 +19,7 @@ from pathlib import Path
 from ftagent.core.errors import EnvironmentFailure
 from ftagent.runners.base import Mount, RunResult, ToolEnv
 from ftagent.runners.process import passthrough_env, run_process
-from ftagent.runners.sandbox import bwrap_argv, gpu_device_nodes, use_sandbox
+from ftagent.runners.sandbox import bwrap_argv, gpu_device_nodes, gpu_library_dirs, use_sandbox
 
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
@@ -117,8 +117,10 @@ class LocalRunner:
         resolved = self.resolve_cmd(cmd)
         if not self.sandboxed:
             return resolved
+        devices = self.sandbox_devices(tool)
         return bwrap_argv(resolved, workdir=workdir, tools_env=self.tools_env, mounts=mounts,
-                          executable=shutil.which("bwrap") or "bwrap", devices=self.sandbox_devices(tool))
+                          executable=shutil.which("bwrap") or "bwrap", devices=devices,
+                          read_only=gpu_library_dirs() if devices else None)
 
     def run(
         self,

@@ -11,7 +11,8 @@ GPUs: bwrap's ``--dev`` is a fresh tmpfs with only null, zero, random, tty ... (
 ``SETUP_MOUNT_DEV``), so CUDA would see no GPU while NVML outside still counts them. A command that
 may use GPUs (training, the micro-batch, evaluation: ``devices`` from :func:`gpu_device_nodes`) gets
 the host's NVIDIA device nodes with ``--dev-bind`` and ``/sys`` read-only (CUDA and NCCL read the PCI
-topology there); ``/proc/driver/nvidia`` is already visible in the fresh ``--proc``. All GPUs' nodes
+topology there), and the library folders of :func:`gpu_library_dirs` read-only;
+``/proc/driver/nvidia`` is already visible in the fresh ``--proc``. All GPUs' nodes
 are bound, not only those in ``CUDA_VISIBLE_DEVICES``: CUDA numbers devices fastest-first (or by
 UUID / MIG id), not by ``/dev/nvidiaN`` minor, so a subset could hide the wrong GPU; choosing GPUs
 stays ``CUDA_VISIBLE_DEVICES``'s job, confinement is about files.
@@ -34,6 +35,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import re
 import shutil
 import subprocess
@@ -170,6 +172,20 @@ def gpu_device_nodes(dev_root: Path = Path("/dev")) -> list[Path]:
         return []
     gpus = sorted((p for p in root.iterdir() if _GPU_NODE.fullmatch(p.name)), key=lambda p: int(p.name[6:]))
     return gpus + [root / name for name in NVIDIA_NODES if (root / name).exists()]
+
+
+def gpu_library_dirs(environ: dict[str, str] | None = None) -> list[Path]:
+    """Folders outside the system directories that a GPU command's libraries come from: each existing
+    ``LD_LIBRARY_PATH`` entry and ``CUDA_HOME`` (the driver's ``libcuda`` where an image or a cluster's
+    module system puts it, e.g. ``/cm/shared/apps/cuda12``); the sandbox shows them read-only."""
+    env = os.environ if environ is None else environ
+    entries = [*env.get("LD_LIBRARY_PATH", "").split(":"), env.get("CUDA_HOME", "")]
+    out: list[Path] = []
+    for entry in entries:
+        path = Path(entry) if entry and Path(entry).is_absolute() else None
+        if path is not None and path.is_dir() and not _under_system(path.resolve()) and path not in out:
+            out.append(path)
+    return out
 
 
 def _under_system(path: Path) -> bool:

@@ -93,3 +93,29 @@ def test_real_bwrap_shows_the_device_nodes_to_a_training_command(fake_tools_env:
                        "os.path.exists('/sys/bus'))"], tool="data", workdir=tmp_path / "wd", timeout=60)
     assert data.ok, data.log_tail
     assert "seen False False" in data.log_tail
+
+
+def test_gpu_library_dirs_outside_the_system_folders(tmp_path: Path) -> None:
+    libs, cuda = tmp_path / "nvidia" / "lib64", tmp_path / "cuda12"
+    libs.mkdir(parents=True)
+    cuda.mkdir()
+    env = {"LD_LIBRARY_PATH": f"{libs}:/usr/lib/x86_64-linux-gnu::relative/dir:{tmp_path / 'missing'}",
+           "CUDA_HOME": str(cuda)}
+    assert sandbox.gpu_library_dirs(env) == [libs, cuda]
+    assert sandbox.gpu_library_dirs({}) == []
+
+
+@pytest.mark.skipif(not BWRAP_OK, reason=f"bubblewrap unusable here: {BWRAP_WHY}")
+def test_real_bwrap_shows_the_driver_library_folder_to_gpu_commands_only(fake_tools_env: Path, tmp_path: Path,
+                                                                         monkeypatch) -> None:
+    libs = tmp_path / "cm" / "cuda" / "lib64"
+    libs.mkdir(parents=True)
+    (libs / "libcuda.so.1").write_text("driver")
+    monkeypatch.setenv("LD_LIBRARY_PATH", str(libs))
+    runner = LocalRunner(fake_tools_env, sandbox="bwrap", gpu=None)
+    runner.dev_root = _fake_dev(tmp_path)
+    probe = f"import os; print('lib', os.path.exists({str(libs / 'libcuda.so.1')!r}))"
+    train = runner.run(["python", "-c", probe], tool="train", workdir=tmp_path / "wd", timeout=60)
+    data = runner.run(["python", "-c", probe], tool="data", workdir=tmp_path / "wd", timeout=60)
+    assert "lib True" in train.log_tail, train.log_tail
+    assert "lib False" in data.log_tail, data.log_tail
