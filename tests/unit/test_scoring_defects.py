@@ -67,3 +67,18 @@ def test_unverified_answers_warn_and_are_not_cached(tmp_path):
     assert len(timeouts) == 2 and all("demo_add/validation: math-verify did not finish on 1 answer" in w
                                       for w in timeouts)
 
+
+def test_a_folder_prepared_under_older_scoring_rules_is_prepared_again(tmp_path):
+    """ChemCoTBench's retro golds were repaired at preparation when RDKit was importable there: a
+    folder prepared so is written again (its marker names the scoring rules)."""
+    import json
+
+    from ftagent.benchmarks.components import SCORING_VERSION
+    from ftagent.tools.opencompass.runs import prepare_benchmark
+
+    out = tmp_path / "demo_add"
+    out.mkdir()
+    (out / "prepared.json").write_text(json.dumps({"limit": None, "split_rule": "2"}), encoding="utf-8")
+    prepare_benchmark("demo_add", tmp_path, None)
+    assert (out / "validation.jsonl").is_file()
+    assert json.loads((out / "prepared.json").read_text())["scoring"] == SCORING_VERSION

@@ -9,6 +9,7 @@ they report ``status="oracle unavailable"`` unless an oracle callable is passed 
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -74,8 +75,6 @@ def normalise_item(row: dict[str, Any]) -> dict[str, Any]:
     if sub == "fs":
         parsed = as_obj(gt)
         answer = parsed.get("Major Product", gt) if isinstance(parsed, dict) else gt
-    if sub == "retro":  # reactants joined without "." in half the real rows: restore when unambiguous
-        answer = chem.split_joined_smiles(str(gt)) or gt
     if task == "mol_edit":
         answer = item["meta"].get("reference", gt)
         item["group_a"] = item["meta"].get("removed_group" if sub == "delete" else "added_group")
@@ -263,8 +262,10 @@ def _condition_smiles(pred: str | None) -> str | None:
 
 def reaction_metrics(subtask: str, predictions: Sequence[str], references: Sequence[str]) -> dict[str, Any]:
     """fs/retro/rcr/nepp: ``exact_match`` (same molecule without stereochemistry: InChI of the
-    non-isomeric canonical SMILES, as the benchmark's ``MoleculeSMILESEvaluator``; plain string
-    equality with ``status="degraded"`` without RDKit) + ``validity``; rcr reads the condition part
+    non-isomeric canonical SMILES, as the benchmark's ``MoleculeSMILESEvaluator``; retro: the same
+    molecules as a set, a published gold whose reactants lost their ``.`` read as its cuts,
+    :func:`chem.same_reactants`; plain string equality with ``status="degraded"`` without RDKit)
+    + ``validity``; rcr reads the condition part
     of a reaction-style answer first; mechsel: first capital letter ``accuracy``."""
     preds = [extract_answer(t, subtask) for t in predictions]
     if subtask == "rcr":
@@ -280,7 +281,9 @@ def reaction_metrics(subtask: str, predictions: Sequence[str], references: Seque
         hits = sum(p is not None and p.strip() == r.strip() for p, r in zip(preds, references, strict=True))
         return unavailable({"exact_match": pct(hits, n), "validity": None},
                            chem.missing_reason() + "; exact_match is plain string equality", "degraded")
-    hits = sum(chem.same_molecule(p, r, isomeric=False) for p, r in zip(preds, references, strict=True))
+    # retro golds are kept as published (half lost the "." between reactants): chem.same_reactants
+    same = chem.same_reactants if subtask == "retro" else functools.partial(chem.same_molecule, isomeric=False)
+    hits = sum(same(p, r) for p, r in zip(preds, references, strict=True))
     return {"exact_match": pct(hits, n), "validity": pct(sum(chem.mol(p) is not None for p in preds), n)}
 
 

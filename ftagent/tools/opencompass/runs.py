@@ -78,13 +78,15 @@ def benchmark_of(benchmark: str | BenchmarkAdapter) -> tuple[str, BenchmarkAdapt
 
 
 def prepare_benchmark(benchmark: str | BenchmarkAdapter, root: Path, limit: int | None) -> Path:
-    """Prepare ``root/<key>`` once per ``limit`` and split rule (a marker records both)."""
+    """Prepare ``root/<key>`` once per ``limit``, split rule and scoring rules (a marker records them)."""
+    from ftagent.benchmarks.components import SCORING_VERSION
     from ftagent.benchmarks.splits import SPLIT_VERSION
 
     key, adapter = benchmark_of(benchmark)
     out = Path(root) / key
     marker = out / "prepared.json"
-    wanted = {"limit": limit, "split_rule": SPLIT_VERSION}  # a folder split by an older rule is prepared again
+    # a folder split by an older rule, or whose golds older scoring rules wrote, is prepared again
+    wanted = {"limit": limit, "split_rule": SPLIT_VERSION, "scoring": SCORING_VERSION}
     if marker.exists() and json.loads(marker.read_text()) == wanted:
         return out
     adapter.prepare(root, limit=limit)
