@@ -71,6 +71,7 @@ class UserDataset(BaseModel):
     usable_rows: int | None = Field(None, description="rows with a text instruction and answer (None: not counted)")
     registered_at: float = 0.0
     reused: bool = Field(False, exclude=True, description="this call found the copy already there")
+    scan: str = Field("", exclude=True, description="the contamination scan's result, said at start-up")
 
     def describe(self) -> str:
         """One line: which format was detected, how many rows, where the copy is."""
@@ -85,7 +86,8 @@ class UserDataset(BaseModel):
         usable = (f" ({self.usable_rows:,} usable: the others have an empty or non-text question or answer)"
                   if self.usable_rows is not None and self.usable_rows < self.rows else "")
         return (f"dataset `{self.name}` from {Path(self.source_path).name}: {layout} detected, {self.rows:,} rows"
-                f"{usable}{ignored}; {how} under FT_FILE_PATH/datasets/{self.name}/")
+                f"{usable}{ignored}; {how} under FT_FILE_PATH/datasets/{self.name}/"
+                + (f"; {self.scan}" if self.scan else ""))
 
 
 def looks_like_file(choice: str | None) -> bool:
@@ -498,9 +500,11 @@ def check_against_benchmark(info: UserDataset, folder: Path, items: dict[str, An
 
     rows = to_alpaca(folder, None, None, keep_all=True)
     if not items:
+        info.scan = "no benchmark items to scan it against"
         return len(rows)
     try:
         check_contamination(rows, items, examples=1)
+        info.scan = f"contamination scan: none of its {len(rows):,} rows holds one of {len(items):,} benchmark items"
     except StepError as exc:
         if info.name in _CREATED:
             shutil.rmtree(folder, ignore_errors=True)

@@ -199,6 +199,20 @@ class ForecastEvent(_Event):
     forecast: Forecast
 
 
+class ContaminationScan(_Event):
+    """The contamination scan of one data set, passing or not (``ftagent.datasets.contamination``):
+    each data.json the data step produced. Flagged rows are named by row index and benchmark item id
+    only, never by text (the test split stays hidden)."""
+
+    type: Literal["contamination"] = "contamination"
+    dataset: str  # "data.json (debug)" / "data.json"
+    rows_checked: int
+    items_checked: int
+    flagged_rows: int = 0
+    passed: bool = True
+    examples: list[dict[str, Any]] = Field(default_factory=list)  # row_index, item_id, coverage
+
+
 class Message(_Event):
     type: Literal["message"] = "message"
     level: Literal["info", "warning", "error"] = "info"
@@ -223,6 +237,7 @@ Event = Annotated[
     | Progress
     | LeftoversReaped
     | ForecastEvent
+    | ContaminationScan
     | Message,
     Field(discriminator="type"),
 ]

@@ -36,7 +36,7 @@ def _processor(tmp_path: Path, cap: int, monkeypatch: pytest.MonkeyPatch, rows: 
         (Path(workspace) / "data.json").write_bytes(data)
 
     monkeypatch.setattr(trainer, "run_data_processing", fake_run)
-    monkeypatch.setattr(DataProcessor, "_scan", lambda self, rows: None)
+    monkeypatch.setattr(DataProcessor, "_scan", lambda self, rows, ctx=None, dataset="": None)
     settings = SimpleNamespace(ft=SimpleNamespace(debug_data_processing_timeout=60, data_processing_timeout=60,
                                                   strong_models=[], weak_models=[], api_max_workers=1),
                                llm=SimpleNamespace(embedding_model=""))

@@ -205,3 +205,35 @@ def test_the_brief_warns_when_the_benchmark_fills_its_input_space(tmp_path):
         (bench / f"{split}.jsonl").write_text("".join(json.dumps({"question": f"What is {a} + {a * 7 % 89 + 10}?",
                                                                   "answer": "0"}) + "\n" for a in range(10, 50)))
     assert "possible, N = a number" not in brief.render_brief(scenario)
+
+
+def test_every_scan_is_an_event_and_a_report_field_passing_or_not(tmp_path):
+    from ftagent.engine.events import EventLog, LoopEnd, SessionStart
+    from ftagent.tools.llamafactory.data_script import DataProcessor
+    from ftagent.views.report import build_report, render_markdown
+
+    scenario = _demo_scenario(tmp_path)
+    items = _times3_items("")
+    processor = DataProcessor(scenario, _settings(), runner=None)  # type: ignore[arg-type]
+    processor._bench_items = {k: [v] for k, v in items.items()}
+    session = tmp_path / "sess"
+    log = EventLog(session / "events.jsonl")
+    log.emit(SessionStart(session_id="sess", benchmark="times3"))
+
+    class Ctx:
+        def __init__(self, loop: int) -> None:
+            self.loop = loop
+
+        def emit(self, event) -> None:
+            log.emit(event.model_copy(update={"loop": self.loop}))
+
+    processor._scan([{"instruction": "What is 7 plus 7?", "output": "14"}], Ctx(0), "data.json")  # passes
+    with pytest.raises(StepError):
+        processor._scan([{"instruction": "Solve: What is 28 times 3?", "output": "84"}], Ctx(1), "data.json (debug)")
+    for loop in (0, 1):
+        log.emit(LoopEnd(loop=loop, status="succeeded" if loop == 0 else "failed"))
+    report = build_report(session)
+    assert report.loops[0].contamination == [{"dataset": "data.json", "rows_checked": 1, "items_checked": 80,
+                                              "flagged_rows": 0, "passed": True}]
+    assert report.loops[1].contamination[0]["passed"] is False and report.loops[1].contamination[0]["flagged_rows"] == 1
+    assert "- contamination scans: 2 data set(s), 1 holding benchmark items" in render_markdown(report)

@@ -170,6 +170,7 @@ def test_contamination_names_count_and_row_never_the_text(tmp_path, root):
     fixed = register_user_file(_jsonl(tmp_path / "leaky.jsonl", ALPACA[:3]), root)
     assert fixed.name == "leaky" and not fixed.reused
     assert check_against_benchmark(fixed, root / "leaky", items) == 3
+    assert "contamination scan: none of its 3 rows holds one of" in fixed.describe()  # said when it passes too
 
 
 def test_resume_registers_the_copy_again(tmp_path, root, monkeypatch):

@@ -83,7 +83,7 @@ class DataProcessor:
         rows = self._load(workspace)
         if not debug:
             rows = self._cap(rows, workspace, ctx)
-        self._scan(rows)
+        self._scan(rows, ctx, "data.json (debug)" if debug else "data.json")
         return len(rows)
 
     def _tokenizer_dir(self) -> Path | None:
@@ -124,13 +124,26 @@ class DataProcessor:
                                                "(FT_UPPER_DATA_SIZE_LIMIT)"))
         return kept
 
-    def _scan(self, rows: list[dict]) -> None:
+    def _scan(self, rows: list[dict], ctx: Any = None, dataset: str = "data.json") -> None:
+        """The contamination scan; its result is a ``contamination`` event whether it passes or not (issue 35)."""
         from ftagent.datasets.contamination import check_contamination
+        from ftagent.engine.events import ContaminationScan
 
         if self._bench_items is None:
             self._bench_items = benchmark_items(self.scenario, self.input_columns)
-        if self._bench_items:
+        if not self._bench_items:
+            return
+        event = ContaminationScan(dataset=dataset, rows_checked=len(rows), items_checked=len(self._bench_items))
+        try:
             check_contamination(rows, self._bench_items)
+        except StepError as exc:
+            details = exc.details or {}
+            event = event.model_copy(update={"flagged_rows": details.get("flagged_rows", 0), "passed": False,
+                                             "examples": details.get("examples", [])})
+            raise
+        finally:
+            if ctx is not None:
+                ctx.emit(event)
 
 
 def benchmark_items(scenario: ScenarioInfo, input_columns: list[str] | None = None) -> dict[str, list[str]]:
