@@ -7,6 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from ftagent.core.stats import Difference, interval_line
 from ftagent.views.forecast import VersusRow, versus, versus_markdown, versus_note
 from ftagent.views.session import LoopView, load_session
 
@@ -19,6 +20,8 @@ class LoopRow(BaseModel):
     val_score: float | None = None
     test_score: float | None = None
     decision: bool | None = None
+    verdict: str = ""  # the SOTA rule's line (ftagent.core.sota)
+    intervals: list[Difference] = Field(default_factory=list)  # paired 95 % intervals vs baseline / SOTA
     status: str = "running"
     failure: str | None = None
     duration_s: float = 0.0
@@ -39,6 +42,7 @@ class Report(BaseModel):
     best_loop: int | None = None
     best_val: float | None = None
     best_test: float | None = None
+    best_intervals: list[Difference] = Field(default_factory=list)  # the best loop's, as recorded
     best_model_path: str | None = None
     llm_calls: int = 0
     llm_tokens: int = 0
@@ -69,6 +73,7 @@ def build_report(session_dir: Path) -> Report:
     if view.sota_loop is not None:
         report.best_loop = view.sota_loop
         report.best_val, report.best_test = view.sota_scores()
+        report.best_intervals = next((r.intervals for r in report.loops if r.loop == view.sota_loop), [])
         report.best_model_path = view.sota_model
     report.llm_calls = len(view.llm_calls)
     report.llm_tokens = sum(c.get("prompt_tokens", 0) + c.get("completion_tokens", 0) for c in view.llm_calls)
@@ -96,6 +101,7 @@ def _row(lp: LoopView) -> LoopRow:
                    planner=(lp.hypothesis or {}).get("planner", ""),
                    config={k: config[k] for k in _KEY_CONFIG if k in config},
                    val_score=lp.val_score, test_score=lp.test_score, decision=lp.decision,
+                   verdict=(lp.feedback or {}).get("verdict") or "", intervals=lp.intervals,
                    status=lp.status, failure=failed.failure if failed else None,
                    duration_s=(lp.end or {}).get("duration_s", 0.0),
                    contamination=[{k: e.get(k) for k in ("dataset", "rows_checked", "items_checked", "flagged_rows",
@@ -128,7 +134,8 @@ def render_markdown(r: Report) -> str:
            f"{sum(1 for s in scans if not s.get('passed'))} holding benchmark items"] if scans else []), "",
         "| | validation | test |", "|---|---|---|",
         f"| baseline | {_fmt(r.baseline_val)} | {_fmt(r.baseline_test)} |",
-        f"| best (loop {r.best_loop}) | {_fmt(r.best_val)} | {_fmt(r.best_test)} |", "",
+        f"| best (loop {r.best_loop}) | {_fmt(r.best_val)}{_vs_baseline(r.best_intervals, 'validation')} | "
+        f"{_fmt(r.best_test)}{_vs_baseline(r.best_intervals, 'test')} |", "",
         f"Best model: `{r.best_model_path}`" if r.best_model_path else "No loop beat the baseline.", "",
         *([f"Export it (Hugging Face folder, model card, reproduce/): `{export_command(r.session_dir)}`", ""]
           if r.best_model_path and r.session_dir else []),
@@ -141,9 +148,30 @@ def render_markdown(r: Report) -> str:
         status = row.status if not row.failure else f"{row.status}: {row.failure[:80]}"
         lines.append(f"| {row.loop} | {row.hypothesis[:90]} | {cfg} | {_fmt(row.val_score)} | "
                      f"{_fmt(row.test_score)} | {decision} | {status} | {row.duration_s:.0f}s |")
+    lines += _differences(r)
     if r.forecast:
         lines += ["", *versus_markdown(r.forecast, r.forecast_note)]
     return "\n".join(lines) + "\n"
+
+
+def _vs_baseline(intervals: list[Difference], split: str) -> str:
+    d = next((x for x in intervals if x.split == split and x.against == "baseline"), None)
+    return "" if d is None else f" ({d.text()} vs baseline)"
+
+
+def _differences(r: Report) -> list[str]:
+    """Each loop's differences with their paired bootstrap intervals, and the rule's verdict."""
+    rows = [row for row in r.loops if row.intervals or row.verdict]
+    if not rows:
+        return []
+    lines = ["", "Differences: candidate − baseline and candidate − SOTA (the SOTA when the loop was judged), "
+             "95 % paired bootstrap intervals over the same items (docs/benchmarks.md, Intervals); "
+             "\"no interval\" where the metric is not a mean over items.", ""]
+    for row in rows:
+        parts = [interval_line(s, row.intervals, split) for split, s in (("validation", row.val_score),
+                                                                           ("test", row.test_score)) if s is not None]
+        lines.append(f"- loop {row.loop}: {'; '.join(parts)}" + (f" — {row.verdict}" if row.verdict else ""))
+    return lines
 
 
 def write_report(session_dir: Path) -> tuple[Path, Path]:

@@ -75,6 +75,11 @@ class LoopView(BaseModel):
         return None if self.feedback is None else bool(self.feedback.get("decision"))
 
     @property
+    def intervals(self) -> list[dict[str, Any]]:
+        """The paired differences the feedback recorded (vs baseline / SOTA, validation and test)."""
+        return list((self.feedback or {}).get("intervals") or [])
+
+    @property
     def failed(self) -> bool:
         return self.status == "failed" or any(s.status == "failed" for s in self.steps)
 
