@@ -375,6 +375,7 @@ def setup_tools_env(
     with setup_lock(env_path, lock_timeout):
         if not force and not current and marker_current(env_path, gpu, envs_dir):  # a setup we waited for did it
             report = check_tools_env(env_path, gpu) if verify else ToolEnvReport(path=env_path, exists=True)
+            _raise_on_cuda(report)
             return SetupResult(path=env_path, skipped=True, duration_s=time.monotonic() - start, report=report)
         (env_path / MARKER).unlink(missing_ok=True)
         log = install_venv(env_path, pip_install_steps(gpu, envs_dir), base_python=base_python, pip_cmd=pip_cmd,
