@@ -19,7 +19,8 @@ stays ``CUDA_VISIBLE_DEVICES``'s job, confinement is about files.
 
 A mount inside a Hugging Face cache (``.../snapshots/<rev>``, whose files are symlinks to
 ``../../blobs/<hash>``) also gets the repo's ``blobs`` folder, read-only, where the links point
-(:func:`ftagent.runners.mounts.with_hf_blobs`).
+(:func:`ftagent.runners.mounts.with_hf_blobs`). A mount or workdir given through a symlinked path is
+bound at its real path and answers at the given path too (``--symlink``).
 
 ``FT_SANDBOX``: ``auto`` (bwrap when it works, else a one-time warning), ``bwrap`` (required: an
 :class:`EnvironmentFailure` when it does not work) or ``none``.
