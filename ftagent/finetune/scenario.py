@@ -137,7 +137,7 @@ class FinetuneScenario:
         from ftagent.datasets.prepare import datasets_root
         from ftagent.models.describe import describe_model
         from ftagent.tools.llamafactory.catalogue import load_or_build_catalogue
-        from ftagent.tools.opencompass.inference import eval_decoding
+        from ftagent.tools.opencompass.inference import eval_decoding, read_model_config
 
         ft, paths = self.settings.ft, self.settings.paths
         file_path = Path(ft.file_path).absolute()
@@ -166,7 +166,8 @@ class FinetuneScenario:
             parameter_catalogue=parameter_catalogue_text(catalogue, hardware.gpu_count > 0),
             force_think_token=ft.force_think_token,
             eval_decoding=eval_decoding(ft.base_model, hardware.gpu_count, spec.max_out_len,
-                                        inference=self.run.model.inference),
+                                        inference=self.run.model.inference,
+                                        model_config=read_model_config(model_path)),
         )
         info.description_text = render_brief(info, self.run)  # again after the baseline (it shows the score)
         return info

@@ -123,8 +123,17 @@ def _spec(tmp_path: Path, gpu_count: int, backend_name: str, device: str):
                       backend=backend_name, device=device)
 
 
-@pytest.mark.parametrize("gpus,tp", [(1, 1), (2, 2), (3, 2), (4, 4), (8, 8)])
-def test_tensor_parallel_size_follows_visible_gpus(tmp_path, gpus, tp):
+@pytest.mark.parametrize("gpus,tp", [(1, 1), (2, 2), (3, 2), (4, 2), (8, 2)])
+def test_tensor_parallel_size_follows_visible_gpus(tmp_path, monkeypatch, gpus, tp):
+    """TP auto: the smallest size that divides Qwen2.5-7B's 28 heads and fits 24 GB GPUs (issue 30: it
+    was the largest power of two, 8, which vLLM refuses)."""
+    import shutil
+
+    from ftagent.tools.opencompass import runs
+
+    (tmp_path / "m").mkdir(exist_ok=True)
+    shutil.copy(Path(__file__).parents[1] / "fixtures/model_configs/Qwen__Qwen2.5-7B/config.json", tmp_path / "m")
+    monkeypatch.setattr(runs, "_per_gpu_memory_gb", lambda n: 24.0)
     spec = _spec(tmp_path, gpus, "vllm", "cuda")
     assert spec.tensor_parallel_size == tp
     src = render_config([BLOCK], spec, benchmark="demo_add", split="validation", in_process=True)

@@ -1,7 +1,13 @@
-"""Inference settings for evaluation from ``configs/models.yaml`` and the tensor-parallel rule."""
+"""Inference settings for evaluation from ``configs/models.yaml``, resolved for a model and its GPUs.
+
+``tensor_parallel_size: auto`` and ``max_seq_len`` (vLLM's ``max_model_len``) depend on the model's own
+``config.json``: vLLM refuses a TP size that does not divide the attention heads and a length above
+the model's context (:mod:`ftagent.tools.opencompass.vllm_rules`, issue 30).
+"""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ftagent.core.paths import config_file
 from ftagent.core.types import EvalDecoding
+from ftagent.tools.llamafactory.memory import params_from_config
+from ftagent.tools.opencompass import vllm_rules
 
 MODELS_YAML = config_file("models.yaml")
 MIN_PREFIX_LEN = 5
@@ -29,23 +37,53 @@ def lookup_specific(name: str, table: dict[str, dict[str, Any]]) -> dict[str, An
     return table[max(prefixes, key=len)] if prefixes else {}
 
 
-def tensor_parallel_size(value: Any, gpu_count: int) -> int:
-    """``auto`` → largest power of two ≤ ``gpu_count`` (1 when there is no GPU); ints pass through."""
+def read_model_config(model_dir: str | Path | None) -> dict[str, Any]:
+    """The parsed ``config.json`` of a model folder; {} when there is none (a hub id not yet downloaded)."""
+    if model_dir is None:
+        return {}
+    path = Path(model_dir) / "config.json"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def weights_gb(model_config: dict[str, Any], bytes_per_param: float = 2.0) -> float:
+    """The weights in GB at 16 bits (what vLLM loads with dtype bfloat16/float16); 0 when unknown."""
+    cfg = vllm_rules.text_config(model_config)
+    try:
+        return params_from_config(cfg) * bytes_per_param / 1e9
+    except (KeyError, TypeError):
+        return 0.0
+
+
+def tensor_parallel_size(value: Any, gpu_count: int, model_config: dict[str, Any], *,
+                         per_gpu_memory_gb: float = 0.0) -> int:
+    """``auto`` → the smallest TP size vLLM accepts for this model that fits its weights
+    (:func:`vllm_rules.choose_tensor_parallel`; 1 without GPUs); ints pass through."""
     if value != "auto":
         return max(1, int(value))
     if gpu_count <= 0:
         return 1
-    size = 1
-    while size * 2 <= gpu_count:
-        size *= 2
-    return size
+    return vllm_rules.choose_tensor_parallel(model_config, gpu_count, weights_gb=weights_gb(model_config),
+                                             per_gpu_memory_gb=per_gpu_memory_gb)
+
+
+def max_model_len(configured: Any, model_config: dict[str, Any]) -> int | None:
+    """models.yaml's ``max_seq_len`` capped at the longest length vLLM accepts for this model."""
+    context = vllm_rules.model_context_len(model_config)
+    if not configured:
+        return context
+    return min(int(configured), context) if context else int(configured)
 
 
 class InferenceSettings(BaseModel):
     """One model's evaluation settings, read from models.yaml once per session (start-up resolves them).
 
     ``values`` is ``{**default, **specific}`` as the file has it; :meth:`for_gpus` resolves
-    ``tensor_parallel_size`` for a GPU count (the scenario knows the hardware, start-up does not).
+    ``tensor_parallel_size`` and ``max_seq_len`` for a GPU count and the model's ``config.json``
+    (the scenario knows the hardware and the model folder, start-up does not).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -53,10 +91,15 @@ class InferenceSettings(BaseModel):
     model: str = Field(description="the base model name the entry was looked up for")
     values: dict[str, Any] = Field(description="{**default, **exact entry or longest prefix}")
 
-    def for_gpus(self, gpu_count: int) -> dict[str, Any]:
-        """The settings with ``tensor_parallel_size`` resolved for ``gpu_count``."""
+    def for_gpus(self, gpu_count: int, model_config: dict[str, Any], *,
+                 per_gpu_memory_gb: float = 0.0) -> dict[str, Any]:
+        """The settings resolved for ``gpu_count`` GPUs and the model's ``config.json`` (``model_config``,
+        {} when unknown): ``tensor_parallel_size`` divides its heads, ``max_seq_len`` fits its context."""
         merged = dict(self.values)
-        merged["tensor_parallel_size"] = tensor_parallel_size(merged.get("tensor_parallel_size", 1), gpu_count)
+        merged["tensor_parallel_size"] = tensor_parallel_size(merged.get("tensor_parallel_size", 1), gpu_count,
+                                                              model_config, per_gpu_memory_gb=per_gpu_memory_gb)
+        if merged.get("max_seq_len") or model_config:
+            merged["max_seq_len"] = max_model_len(merged.get("max_seq_len"), model_config)
         return merged
 
 
@@ -68,12 +111,16 @@ def inference_settings(model_name: str, path: Path | None = None) -> InferenceSe
 
 
 def inference_config(model_name: str, gpu_count: int, path: Path | None = None, *,
-                     inference: InferenceSettings | None = None) -> dict[str, Any]:
-    """``{**default, **specific}`` for ``model_name`` with ``tensor_parallel_size`` resolved.
+                     inference: InferenceSettings | None = None, model_config: dict[str, Any] | None = None,
+                     per_gpu_memory_gb: float = 0.0) -> dict[str, Any]:
+    """``{**default, **specific}`` for ``model_name`` resolved by :meth:`InferenceSettings.for_gpus`.
 
     ``inference``: the session's settings, resolved at start-up (models.yaml is then not read again).
+    ``model_config``: the model's ``config.json`` (None: unknown, TP ``auto`` then gives 1 and the
+    context is not capped).
     """
-    return (inference or inference_settings(model_name, path)).for_gpus(gpu_count)
+    return (inference or inference_settings(model_name, path)).for_gpus(
+        gpu_count, model_config or {}, per_gpu_memory_gb=per_gpu_memory_gb)
 
 
 SAMPLING_BACKENDS = ("vllm", "vllm-server")  # the HF backend always decodes greedily
@@ -117,9 +164,10 @@ def answer_token_limit(benchmark_max: int | None, model_max: int | None, *, thin
 
 
 def eval_decoding(model_name: str, gpu_count: int, benchmark_max_out_len: int | None, *,
-                  inference: InferenceSettings | None = None) -> EvalDecoding:
+                  inference: InferenceSettings | None = None,
+                  model_config: dict[str, Any] | None = None) -> EvalDecoding:
     """How evaluation will generate for ``model_name`` on a benchmark (what the planner is told)."""
-    inf = inference_config(model_name, gpu_count, inference=inference)
+    inf = inference_config(model_name, gpu_count, inference=inference, model_config=model_config)
     temperature = float(inf.get("temperature", 0.0))
     return EvalDecoding(sampling=samples(temperature, "vllm" if gpu_count > 0 else "hf"),  # vLLM on a GPU
                         temperature=temperature, top_p=float(inf.get("top_p", 1.0)),

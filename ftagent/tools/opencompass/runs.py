@@ -39,6 +39,7 @@ from ftagent.tools.opencompass.inference import (
     InferenceSettings,
     answer_token_limit,
     inference_config,
+    read_model_config,
     samples,
 )
 from ftagent.tools.opencompass.items import write_item_scores
@@ -132,9 +133,11 @@ def model_spec(model_path: Path, base_path: Path | None, model_name: str, gpu_co
                inference: InferenceSettings | None = None) -> ModelSpec:
     """The model block: inference settings of ``model_name`` (``inference``, else models.yaml) on
     ``backend``/``device``."""
-    inf = inference_config(model_name, gpu_count, inference=inference)
     adapter = model_path if serve_adapter else None
     full = base_path if serve_adapter else model_path
+    # TP and max_model_len follow the served model's own config.json (vllm_rules, issue 30)
+    inf = inference_config(model_name, gpu_count, inference=inference, model_config=read_model_config(full),
+                           per_gpu_memory_gb=_per_gpu_memory_gb(gpu_count))
     cpu = backend == "hf" and device == "cpu"
     return ModelSpec(
         backend=backend, device=device, abbr=abbr, path=str(Path(full).resolve()),  # type: ignore[arg-type]
@@ -148,6 +151,15 @@ def model_spec(model_path: Path, base_path: Path | None, model_name: str, gpu_co
         gpu_memory_utilization=float(inf["gpu_memory_utilization"]), dtype=str(inf["dtype"]),
         max_lora_rank=int(inf.get("max_lora_rank", 64)), enable_thinking=bool(inf["enable_thinking"]),
     )
+
+
+def _per_gpu_memory_gb(gpu_count: int) -> float:
+    """GB per GPU for the TP choice (NVML; 0 = unknown without GPUs)."""
+    if gpu_count <= 0:
+        return 0.0
+    from ftagent.core.hardware import detect_gpus
+
+    return detect_gpus().per_gpu_memory_gb * 1024**3 / 1e9
 
 
 def _count_rows(path: str) -> int:

@@ -131,12 +131,13 @@ def choose_tensor_parallel(model_config: dict, gpu_count: int, *, weights_gb: fl
     """The smallest TP size that vLLM accepts for this model and that fits the weights in memory.
 
     TP 1 when the weights fit one GPU: serving on more GPUs is then data parallelism (one replica per
-    GPU), which is faster than splitting every layer. Never a size that does not divide the heads;
+    GPU), which is faster than splitting every layer; ``per_gpu_memory_gb`` 0 (unknown) also gives 1.
+    Never a size that does not divide the heads;
     when no valid size fits the weights, the largest valid size up to ``gpu_count`` (the memory
     shortfall is the plan's to report).
     """
     valid = [tp for tp in range(1, max(1, int(gpu_count)) + 1) if tp_divides(model_config, tp)]
-    if not valid:
+    if not valid or per_gpu_memory_gb <= 0:  # memory unknown: the smallest size vLLM accepts
         return 1
     budget = max(0.0, float(per_gpu_memory_gb)) * WEIGHTS_FRACTION
     for tp in valid:
