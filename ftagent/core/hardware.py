@@ -22,6 +22,7 @@ class GPUInfo(BaseModel):
     uuid: str = ""
     memory_total_gb: float = Field(description="GiB")
     memory_used_gb: float = Field(description="GiB")
+    compute_capability: tuple[int, int] | None = Field(None, description="CUDA compute capability (NVML)")
 
     @property
     def memory_free_gb(self) -> float:
@@ -101,6 +102,15 @@ def _cuda_version(pynvml) -> str | None:
     return f"{v // 1000}.{(v % 1000) // 10}"
 
 
+def _capability(pynvml, handle) -> tuple[int, int] | None:
+    """(major, minor); None where NVML cannot say (bf16 needs 8.0: the launch plan's precision)."""
+    try:
+        major, minor = pynvml.nvmlDeviceGetCudaComputeCapability(handle)
+    except (pynvml.NVMLError, AttributeError, TypeError, ValueError):
+        return None
+    return int(major), int(minor)
+
+
 def _read_gpus(pynvml, cvd: str | None) -> HardwareInfo:
     count = int(pynvml.nvmlDeviceGetCount())
     handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(count)]
@@ -114,7 +124,8 @@ def _read_gpus(pynvml, cvd: str | None) -> HardwareInfo:
     for idx in visible_indices(count, cvd, uuids):
         mem = pynvml.nvmlDeviceGetMemoryInfo(handles[idx])
         gpus.append(GPUInfo(index=idx, name=_text(pynvml.nvmlDeviceGetName(handles[idx])), uuid=uuids[idx],
-                            memory_total_gb=round(mem.total / GIB, 2), memory_used_gb=round(mem.used / GIB, 2)))
+                            memory_total_gb=round(mem.total / GIB, 2), memory_used_gb=round(mem.used / GIB, 2),
+                            compute_capability=_capability(pynvml, handles[idx])))
     return HardwareInfo(gpus=gpus, driver_version=_text(pynvml.nvmlSystemGetDriverVersion()),
                         cuda_version=_cuda_version(pynvml), cuda_visible_devices=cvd,
                         message="" if gpus else "CUDA_VISIBLE_DEVICES hides every GPU")

@@ -17,6 +17,7 @@ import yaml
 from pydantic import BaseModel, Field
 
 from ftagent.core.hardware import HardwareInfo
+from ftagent.tools.launch.profiles import precision_config, profile_of
 from ftagent.tools.llamafactory.catalogue import LFCatalogue
 from ftagent.tools.llamafactory.defaults import LFDefaults, load_lf_defaults
 
@@ -146,7 +147,8 @@ def manage_config(
 
     Paths are never the planner's choice: ``model_name_or_path`` is the scenario's base model,
     ``output_dir`` is ``<workspace>/output``, the dataset is the workspace's ``data.json`` registered
-    as ``defaults.dataset_name``. Without a GPU the CPU settings of cpu-recipes §4.1 are added.
+    as ``defaults.dataset_name``. Without a GPU the CPU settings of cpu-recipes §4.1 are added; on GPUs
+    ``bf16`` (compute capability >= 8.0) or ``fp16``, what the memory plan assumes (16-bit weights).
     ``keep_warmup_ratio`` leaves ``warmup_ratio`` as the planner wrote it (transformers applies it to
     the real run's step count); otherwise it becomes ``warmup_steps`` counted on ``n_samples``, which
     is only right when ``n_samples`` is the full training set.
@@ -164,6 +166,8 @@ def manage_config(
     n_gpus = hardware.gpu_count
     if n_gpus == 0:
         forced.update(defaults.cpu.get("config", {}))
+    else:  # mixed precision by compute capability: bf16 from 8.0, else fp16 (issue 30: fp32 before)
+        forced.update(precision_config(profile_of(hardware).precision))
     notes: list[str] = []
     for key in ("eval_dataset", "tokenized_path", "adapter_name_or_path"):
         if key in config:
