@@ -17,6 +17,15 @@ from pydantic import BaseModel
 ToolEnv = Literal["train", "eval", "data"]
 
 
+def tool_uses_gpu(tool: ToolEnv) -> bool:
+    """Whether a command of ``tool`` gets the GPUs (every runner asks this one rule).
+
+    Training, the micro-batch and evaluation do; ``data`` never does: it runs LLM-written
+    data-processing code, which needs no GPU, and a GPU is one more kernel interface that code could reach.
+    """
+    return tool != "data"
+
+
 class Mount(BaseModel):
     """A host path made visible to the command (read-only unless ``read_only`` is False)."""
 

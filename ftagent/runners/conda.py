@@ -20,7 +20,7 @@ import threading
 from pathlib import Path
 
 from ftagent.core.errors import EnvironmentFailure
-from ftagent.runners.base import Mount, RunResult, ToolEnv
+from ftagent.runners.base import Mount, RunResult, ToolEnv, tool_uses_gpu
 from ftagent.runners.process import is_secret_name, passthrough_env, run_process
 from ftagent.runners.sandbox import bwrap_argv, gpu_device_nodes, gpu_library_dirs, use_sandbox
 
@@ -161,7 +161,7 @@ class CondaRunner:
                 if not mount.read_only:
                     Path(mount.source).mkdir(parents=True, exist_ok=True)
             # the GPU nodes for training and evaluation, never for LLM-written data code (as the local runner)
-            devices = gpu_device_nodes() if self.gpu and tool != "data" else []
+            devices = gpu_device_nodes() if self.gpu and tool_uses_gpu(tool) else []
             visible = self.visible_prefixes() + (gpu_library_dirs() if devices else [])
             argv = bwrap_argv(argv, workdir=workdir, tools_env=None, mounts=mounts, devices=devices,
                               executable=shutil.which("bwrap") or "bwrap", read_only=visible)

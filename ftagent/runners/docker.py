@@ -32,7 +32,7 @@ from pathlib import Path
 from ftagent.core.errors import EnvironmentFailure
 from ftagent.core.paths import docker_logs_dir
 from ftagent.runners import reaper
-from ftagent.runners.base import Mount, RunResult, ToolEnv
+from ftagent.runners.base import Mount, RunResult, ToolEnv, tool_uses_gpu
 from ftagent.runners.images import ImageSpec, build_image, image_exists
 from ftagent.runners.mounts import with_hf_blobs
 from ftagent.runners.process import LogSink, passthrough_env
@@ -250,7 +250,8 @@ class DockerRunner:
         """Keyword arguments of ``client.containers.run`` (without image and command)."""
         volumes = self.volumes(tool, workdir, mounts)
         return dict(working_dir=str(workdir), environment=self.environment(env), volumes=volumes,
-                    tmpfs=self.hidden_paths(tool, volumes), device_requests=self.device_requests(gpus),
+                    tmpfs=self.hidden_paths(tool, volumes),
+                    device_requests=self.device_requests(gpus) if tool_uses_gpu(tool) else [],
                     shm_size=self.shm_size, mem_limit=self.mem_limit, network_mode=self.network,
                     user=f"{self.uid}:{self.gid}", detach=True, labels=self.labels(tool))
 

@@ -17,7 +17,7 @@ import threading
 from pathlib import Path
 
 from ftagent.core.errors import EnvironmentFailure
-from ftagent.runners.base import Mount, RunResult, ToolEnv
+from ftagent.runners.base import Mount, RunResult, ToolEnv, tool_uses_gpu
 from ftagent.runners.process import passthrough_env, run_process
 from ftagent.runners.sandbox import bwrap_argv, gpu_device_nodes, gpu_library_dirs, use_sandbox
 
@@ -107,7 +107,7 @@ class LocalRunner:
         LLM-written data-processing code, which needs no GPU, and a GPU node is one more kernel
         interface that code could reach.
         """
-        if tool == "data" or self._gpu is False:
+        if not tool_uses_gpu(tool) or self._gpu is False:
             return []
         return gpu_device_nodes(self.dev_root)
 

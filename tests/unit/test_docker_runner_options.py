@@ -134,3 +134,13 @@ def test_one_container_watcher_per_process_not_per_runner(monkeypatch):
     for _ in range(3):
         docker_mod.DockerRunner(client=object())._ensure_watcher()
     assert len(started) == 1 and "--docker-owner" in started[0]
+
+
+def test_data_containers_get_no_gpu_train_and_eval_do(tmp_path: Path) -> None:
+    """LLM-written data code gets no GPU, as in the bwrap sandbox (runners.base.tool_uses_gpu)."""
+    runner = DockerRunner(use_gpu=True, client=object())
+    data = runner.container_options(tool="data", workdir=tmp_path, env=None, mounts=None, gpus="0")
+    train = runner.container_options(tool="train", workdir=tmp_path, env=None, mounts=None, gpus="0")
+    evaluate = runner.container_options(tool="eval", workdir=tmp_path, env=None, mounts=None, gpus="0")
+    assert data["device_requests"] == []
+    assert train["device_requests"][0]["DeviceIDs"] == ["0"] == evaluate["device_requests"][0]["DeviceIDs"]
