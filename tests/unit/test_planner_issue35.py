@@ -237,3 +237,55 @@ def test_every_scan_is_an_event_and_a_report_field_passing_or_not(tmp_path):
                                               "flagged_rows": 0, "passed": True}]
     assert report.loops[1].contamination[0]["passed"] is False and report.loops[1].contamination[0]["flagged_rows"] == 1
     assert "- contamination scans: 2 data set(s), 1 holding benchmark items" in render_markdown(report)
+
+
+# ------------------------------------------------------------------------------------ offline planner
+
+def test_the_offline_planner_writes_a_user_file_in_the_benchmarks_boxed_format(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    from ftagent.datasets.user_file import register_user_file
+    from ftagent.planners.heuristic.planner import HeuristicCoder, HeuristicProposer
+    from tests.unit.test_heuristic import scenario as heuristic_scenario
+
+    path = tmp_path / "times3.jsonl"
+    rows = [{"instruction": f"Compute {n} multiplied by 3.", "output": f"Multiplying {n} by 3 gives {3 * n}."}
+            for n in range(10, 40)] + [{"instruction": "", "output": "junk"}]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    root = tmp_path / "datasets"
+    info = register_user_file(path, root)
+    sc = heuristic_scenario().model_copy(update={"datasets": [info.name]})
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    HeuristicCoder(sc).code(HeuristicProposer(sc).propose(Trace(), None), Trace(), ws, None, None)
+    subprocess.run([sys.executable, "process_data.py"], cwd=ws, env={"FT_DATASETS_DIR": str(root),
+                                                                     "PATH": "/usr/bin:/bin"},
+                   check=True, capture_output=True)
+    data = json.loads((ws / "data.json").read_text())
+    assert len(data) == 30  # the empty row dropped
+    row = next(r for r in data if r["instruction"].startswith("Compute 12 "))
+    assert row["output"] == "\\boxed{36}"  # the benchmark (demo_add) scores the last \boxed{}
+    assert row["instruction"] == "Compute 12 multiplied by 3. Put the final answer in \\boxed{}."
+
+
+def test_the_offline_planner_reads_low_loss_and_zero_score_as_a_format_problem():
+    from ftagent.planners.heuristic.planner import (
+        FORMAT_HYPOTHESIS,
+        HeuristicFeedback,
+        HeuristicProposer,
+        base_recipe,
+    )
+    from tests.unit.test_heuristic import curve, exp
+    from tests.unit.test_heuristic import scenario as heuristic_scenario
+
+    sc = heuristic_scenario()
+    low = curve([3, 1, 0.5, 0.2, 0.1, 0.08, 0.06, 0.05, 0.047, 0.046])  # still falling, like issue 35's
+    trace = Trace(baseline_val=0.0, core_metric="accuracy")
+    trace.record(exp(0, base_recipe(sc), low, 0.0))
+    h = HeuristicProposer(sc).propose(trace, None)
+    assert h.hypothesis == FORMAT_HYPOTHESIS and not h.skip_data_processing and "under-trained" not in h.hypothesis
+    assert h.plan["recipe"]["max_steps"] == base_recipe(sc)["max_steps"]  # the same recipe, new data
+    fb = HeuristicFeedback(sc).feedback(exp(0, {}, low, 0.0), trace, None)
+    assert "format problem" in fb.next_step and "train longer" not in fb.next_step

@@ -8,11 +8,18 @@ and it announces itself as such. The policy, documented in docs/architecture.md:
    otherwise). Data comes from the selected datasets' default Alpaca converters.
 2. **After a failure** of the parent recipe — OOM: switch full → LoRA, halve the batch and the
    cutoff; TIMEOUT: halve the steps; anything else: back to the SOTA recipe with half the lr.
-3. **After a success**, reading the parent's loss curve — still falling at the end: train twice as
+3. **After a success** with a low training loss and a zero score: the answers are not in the format the
+   benchmark scores (issue 35: loss 0.046, every answer unboxed, diagnosed "under-trained"); the data
+   is written again in the benchmark's format. Otherwise, reading the parent's loss curve — still falling at the end: train twice as
    long (under-trained); flat and high: halve the lr (a too-high lr stalls small models silently);
    near-zero loss but not better than the SOTA (memorisation): switch full ↔ LoRA; a plateau at a
    moderate loss (or no better score): train twice as long; a low loss and a new best: 1.5× the steps.
    Data processing is reused (``skip_data_processing``) whenever the data recipe is unchanged.
+
+A user's own file (``--dataset FILE``) is converted into the benchmark's format: when the benchmark
+scores the last ``\\boxed{}`` (its spec's answer rule), an answer without one becomes ``\\boxed{<its last
+number>}`` (a short non-numeric answer is boxed whole), and the instruction is wrapped in the
+benchmark's prompt template when it has one ``{column}`` and the row does not already carry it.
 """
 
 from __future__ import annotations
@@ -34,6 +41,9 @@ PROBE_STEPS = 300
 MAX_STEPS_CAP = 4000
 MEMORISED_LOSS = 0.05  # per-token training loss below which we assume memorisation
 PLATEAU_LOSS = 0.1  # a converged loss above this is a plateau, not a fit
+FORMAT_HYPOTHESIS = ("The answers are not in the format the benchmark scores (a low training loss with a zero "
+                     "score): write the training answers in the benchmark's answer format, then train the same "
+                     "recipe.")
 
 
 def _params(scenario: ScenarioInfo) -> int:
@@ -150,6 +160,10 @@ def next_recipe(parent: Experiment | None, sota: Experiment | None, last: Experi
     prev = dict(ref.plan.get("recipe") or base)
     trend = loss_trend(ref.loss_history)
     improved = sota is not None and sota.loop == ref.loop
+    if format_problem(last):
+        return (dict(last.plan.get("recipe") or prev),
+                f"Loop {last.loop} reached a training loss of {final_loss(last.loss_history):.3g} but scored 0: the "
+                "model learnt its data, and the benchmark found no answer in its outputs.", FORMAT_HYPOTHESIS)
     if trend == "falling":
         return (_scaled_steps(prev, 2.0), f"Loop {ref.loop}: the training loss was still falling at the end.",
                 "The model is under-trained: twice the steps should raise the validation score.")
@@ -173,6 +187,13 @@ def next_recipe(parent: Experiment | None, sota: Experiment | None, last: Experi
             "Train longer to consolidate the gains.")
 
 
+def format_problem(exp: Experiment | None) -> bool:
+    """A low training loss (below PLATEAU_LOSS) and a zero validation score: the data was learnt, its
+    answers are not what the benchmark extracts (missing ``\\boxed{}``, prose around the answer ...)."""
+    return (exp is not None and exp.failure is None and exp.val_score is not None and abs(exp.val_score) < 1e-9
+            and bool(exp.loss_history) and final_loss(exp.loss_history) < PLATEAU_LOSS)
+
+
 class HeuristicProposer:
     """Proposes the next recipe from the trace (see the module docstring for the policy)."""
 
@@ -185,29 +206,74 @@ class HeuristicProposer:
         last = trace.experiments[-1] if trace.experiments else None
         parent = sota or (last if last is not None and last.failure is None else None)
         recipe, reason, hypothesis = next_recipe(parent, sota, last, scenario)
-        reuse = parent is not None and bool(parent.artefacts.get("workspace"))
+        reuse = (parent is not None and bool(parent.artefacts.get("workspace"))
+                 and hypothesis != FORMAT_HYPOTHESIS)  # a format problem: process the data again
         return Hypothesis(reason=reason, hypothesis=hypothesis,
                           task=f"Train with {json.dumps(recipe, sort_keys=True)}",
                           skip_data_processing=reuse, parent=parent.loop if parent else None,
                           planner=PLANNER, plan={"recipe": recipe})
 
 
-def render_process_data(scenario: ScenarioInfo, limit: int, seed: int = 0) -> str:
-    """A self-contained ``process_data.py`` built from the datasets' default converters."""
-    from ftagent.datasets.base import converter_source
-    from ftagent.datasets.registry import get_dataset
+def benchmark_format(benchmark: str) -> tuple[bool, str]:
+    """(the benchmark scores the last ``\\boxed{}``, its prompt template when it has one ``{column}``),
+    from its spec's answer rule and prompt; (False, "") for a benchmark without a spec."""
+    import re
 
+    try:
+        from ftagent.benchmarks import get_benchmark
+
+        spec = get_benchmark(benchmark).spec
+    except Exception:  # noqa: BLE001 - a plug-in benchmark without a spec: convert as it is
+        return False, ""
+    boxed = "boxed" in (spec.answer_rule or "")
+    template = spec.prompt or ""
+    return boxed, (template if len(re.findall(r"\{\w+\}", template)) == 1 else "")
+
+
+# Pasted into process_data.py (self-contained): a user file's rows in the benchmark's format.
+_FORMAT_CODE = r'''
+def to_benchmark_format(row):
+    """The row's answer as the benchmark scores it (\\boxed{}), its question in the benchmark's prompt."""
+    out = str(row.get("output") or "").strip()
+    if BOXED and "\\boxed{" not in out:
+        numbers = re.findall(r"-?\d+(?:\.\d+)?", out.replace(",", ""))
+        answer = numbers[-1] if numbers else (out if len(out) <= 40 else None)
+        if answer is not None:
+            row["output"] = "\\boxed{" + answer + "}"
+    fixed = re.sub(r"\{\w+\}", "", TEMPLATE).strip()
+    if TEMPLATE and fixed and fixed not in row.get("instruction", ""):
+        row["instruction"] = re.sub(r"\{\w+\}", lambda m: row["instruction"], TEMPLATE)
+    return row
+'''
+
+
+def render_process_data(scenario: ScenarioInfo, limit: int, seed: int = 0) -> str:
+    """A self-contained ``process_data.py`` built from the datasets' default converters; a user file's
+    rows are written in the benchmark's format (:func:`benchmark_format`)."""
+    from ftagent.datasets.base import converter_source
+    from ftagent.datasets.registry import get_dataset, is_user_dataset
+
+    boxed, template = benchmark_format(scenario.benchmark)
     blocks, calls = [], []
     for i, name in enumerate(scenario.datasets):
         src = converter_source(get_dataset(name))
         blocks.append(src.replace("def to_alpaca(", f"def convert_{i}(", 1))
-        calls.append(f"    rows += convert_{i}(os.path.join(root, {name!r}), per_dataset, {seed})")
+        if is_user_dataset(name):  # the user's raw answers: into the format the benchmark scores
+            calls.append(f"    rows += [to_benchmark_format(r) for r in convert_{i}(os.path.join(root, {name!r}), "
+                         f"per_dataset, {seed})]")
+        else:
+            calls.append(f"    rows += convert_{i}(os.path.join(root, {name!r}), per_dataset, {seed})")
     body = "\n\n".join(blocks)
     return f'''"""Generated by ftagent's heuristic planner: raw datasets -> Alpaca data.json."""
 import argparse
 import json
 import os
 import random
+import re
+
+BOXED = {boxed!r}  # the benchmark scores the last \\boxed{{}} of an answer
+TEMPLATE = {template!r}  # the benchmark's prompt ({{column}} = the question)
+{_FORMAT_CODE}
 
 {body}
 
@@ -299,4 +365,7 @@ class HeuristicFeedback:
         reason = f"{verdict.text} {'New best.' if better else 'Not better.'}"
         advice = {"falling": "loss still falling: train longer", "plateau_high": "loss flat and high: lower lr",
                   "converged": "loss converged", "unknown": "too few loss points to judge"}[trend]
+        if format_problem(experiment):  # not under-training: the benchmark found no answer it could score
+            advice = ("low training loss but a zero score: a format problem, not under-training -- write the "
+                      "training answers in the benchmark's answer format")
         return FeedbackResult(decision=better, reason=reason, next_step=advice)
