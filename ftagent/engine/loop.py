@@ -8,7 +8,10 @@ A *workflow* is an ordered list of named steps plus the name of its feedback ste
 * lets a step return :class:`Goto` to jump back (validate → code) at most ``goto_caps[target]``
   times per loop; past the cap the loop fails and goes to feedback;
 * turns any exception from a step into a :class:`StepFailure` and jumps to the feedback step; only
-  :class:`EnvironmentFailure` (and a failing feedback step) stops the session;
+  :class:`EnvironmentFailure` (and a failing feedback step) stops the session. A step that failed on a
+  full disk (``ENOSPC``/``EDQUOT``, in the exception or its log) stops it too, whatever the step: the next
+  step or loop would write to the same disk (:func:`ftagent.core.disk.check_disk_full`, the workflow's
+  ``disk_folders`` named with their free space);
 * snapshots the session after every step and writes typed events.
 
 Steps keep what they produce in the typed loop state the workflow defines (``ctx.loop``, created by
@@ -23,6 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from ftagent.core.disk import check_disk_full
 from ftagent.core.errors import BudgetExhausted, EnvironmentFailure, ErrorType, StepError, StepFailure
 from ftagent.engine.events import EventLog, LoopEnd, SessionEnd, StepEnd, StepStart, _Event
 from ftagent.engine.session import LoopState, Session
@@ -204,6 +208,13 @@ class LoopEngine:
             raise
         except Exception as exc:  # noqa: BLE001 - every step failure becomes feedback
             failure = _failure_from(exc, name)
+            try:  # a full disk is the environment's: every step that writes is covered here, not case by case
+                check_disk_full(f"{failure.message}\n{failure.log_tail}", f"the {name} step",
+                                [*getattr(self.workflow, "disk_folders", ()), self.session.dir])
+            except EnvironmentFailure as full:
+                failure = failure.model_copy(update={"error_type": ErrorType.ENV})
+                ctx.emit(StepEnd(step=name, status="failed", duration_s=self.clock() - t0, failure=failure))
+                raise full from exc
         if failure is not None:
             if name == self.workflow.feedback_step:
                 ctx.emit(StepEnd(step=name, status="failed", duration_s=self.clock() - t0, failure=failure))

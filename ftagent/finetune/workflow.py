@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ftagent.core.disk import check_disk_full, is_disk_full
 from ftagent.core.errors import ErrorType, StepError, StepFailure
 from ftagent.core.sota import decide_sota, differences
 from ftagent.core.trace import Experiment
@@ -71,6 +72,11 @@ class FinetuneWorkflow:
     def is_best_loop(self, state: FinetuneSessionState, index: int) -> bool:  # type: ignore[override]
         return state.trace.sota_loop == index
 
+    @property
+    def disk_folders(self) -> list[Path]:
+        """Where the steps write: named with their free space when a disk fills (the engine's rule)."""
+        return [self.workspace_root, Path(self.scenario.file_path or ".")]
+
     # -- helpers -----------------------------------------------------------------------------------
     def workspace(self, session_id: str, loop: int) -> Path:
         return workspace_dir(self.workspace_root, session_id, loop)
@@ -110,9 +116,14 @@ class FinetuneWorkflow:
         except StepError as exc:
             report = ValidationReport(passed=False, failure=exc.to_failure("validate"))
         loop.report = report
+        if report.failure is not None and is_disk_full(f"{report.failure.message}\n{report.failure.log_tail}"):
+            report.failure.error_type = ErrorType.ENV  # no code round's fault: the session stops below
         ctx.emit(ValidationEvent(passed=report.passed, data_stats=report.data_stats,
                                  dropped_keys=report.dropped_keys, injected_keys=report.injected_keys,
                                  failure=report.failure))
+        if report.failure is not None:  # a full disk: another code round would fill it again (issue 34.1)
+            check_disk_full(f"{report.failure.message}\n{report.failure.log_tail}", "validation",
+                            self.disk_folders)
         if not report.passed:
             return Goto("code", reason=report.failure.summary() if report.failure else "validation failed")
         ctx.emit(CodeRound(round=loop.code.round, files=loop.code.files, accepted=True))  # this round is kept

@@ -203,6 +203,51 @@ def test_a_full_disk_stops_the_session_with_what_to_free(env, runner: LocalRunne
     assert "eval_cache" in message and "--path" in message  # what to free, and how to go on
 
 
+def test_a_full_disk_during_validate_stops_the_session(env, runner: LocalRunner, tmp_path: Path) -> None:
+    """Issue 34.1: the micro-batch run on a full workspace disk failed UNKNOWN, each code round and loop
+    again (20 doomed runs), then ``completed``. Real: the workspace root is a 2 MB tmpfs, the real
+    validator and micro-batch, one session through the engine."""
+    import os
+    import subprocess
+
+    from ftagent.engine.loop import LoopEngine
+    from ftagent.engine.session import Session
+    from ftagent.finetune.state import FinetuneSessionState
+    from ftagent.finetune.workflow import Components, FinetuneWorkflow
+    from tests.unit.test_finetune_workflow import FakeData, FakeEvaluator, FakeTrainer, RecordingFeedback
+
+    _, scen, settings = env
+    small = tmp_path / "small"
+    small.mkdir()
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(small)],
+                                           capture_output=True).returncode != 0:
+        pytest.skip("needs root and mount(8) for a 2 MB workspace")
+
+    class Coder:  # the planner's files, written into the small workspace
+        def code(self, hypothesis, trace, workspace, feedback, ctx):
+            (workspace / "data.json").write_text(json.dumps(_rows(100)))
+            (workspace / "train.yaml").write_text(yaml.safe_dump({**BASE, "finetuning_type": "full",
+                                                                   "max_steps": 5}))
+            return CodeResult(workspace=str(workspace))
+
+    from ftagent.planners.heuristic.planner import HeuristicProposer
+
+    scenario = scen.model_copy(update={"workspace_root": str(small)})
+    validator = LlamaFactoryValidator(scenario, settings, runner=runner)
+    components = Components(proposer=HeuristicProposer(scenario), coder=Coder(), validator=validator,
+                            trainer=FakeTrainer(), evaluator=FakeEvaluator(), feedback=RecordingFeedback(),
+                            data=FakeData())
+    workflow = FinetuneWorkflow(scenario, components, coder_max_loop=3, sota_min_delta=0.0, workspace_root=small)
+    session = Session.create(tmp_path / "log", state_cls=FinetuneSessionState, scenario=scenario)
+    try:
+        summary = LoopEngine(workflow, session, loop_n=2).run()
+    finally:
+        subprocess.run(["umount", "-l", str(small)], check=False)
+    assert summary.status == "env_error", summary
+    assert summary.message.startswith(("validation stopped: the disk is full", "the validate step stopped"))
+    assert session.state.steps_done <= 3  # propose, code, validate: no second round, no second loop
+
+
 def test_a_diverging_micro_batch_fails_validation(env, runner: LocalRunner) -> None:
     """lr 100 turns the tiny model's loss to NaN within the 3 micro-batch steps; transformers' default
     logging filter wrote that NaN as 0.0 and the validator passed it (losses [6.29, 164920, 0.0])."""
