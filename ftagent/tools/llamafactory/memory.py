@@ -118,6 +118,22 @@ def parse_param_count(name: str) -> int | None:
     return int(float(value) * (1e9 if unit in "Bb" else 1e6))
 
 
+def spec_from_config(cfg: dict, name: str) -> ModelSpec:
+    """A :class:`ModelSpec` from a parsed ``config.json`` (a multimodal one: its ``text_config``).
+
+    Raises:
+        KeyError: the config lacks ``hidden_size``, ``num_hidden_layers`` or ``vocab_size``.
+    """
+    cfg = cfg.get("text_config", cfg) if "hidden_size" not in cfg else cfg
+    return ModelSpec(
+        name=name, params=params_from_config(cfg), hidden_size=cfg["hidden_size"],
+        num_layers=cfg["num_hidden_layers"], vocab_size=cfg["vocab_size"],
+        intermediate_size=cfg.get("intermediate_size") or 4 * cfg["hidden_size"],
+        num_heads=cfg.get("num_attention_heads") or 0, num_kv_heads=cfg.get("num_key_value_heads") or 0,
+        max_position_embeddings=cfg.get("max_position_embeddings"), from_config=True,
+    )
+
+
 def model_spec(model: str | Path) -> ModelSpec:
     """Build a :class:`ModelSpec` from a model folder (``config.json``) or a name like ``8B``.
 
@@ -127,15 +143,7 @@ def model_spec(model: str | Path) -> ModelSpec:
     path = Path(model)
     cfg_file = path / "config.json"
     if cfg_file.is_file():
-        cfg = json.loads(cfg_file.read_text(encoding="utf-8"))
-        cfg = cfg.get("text_config", cfg) if "hidden_size" not in cfg else cfg
-        return ModelSpec(
-            name=path.name, params=params_from_config(cfg), hidden_size=cfg["hidden_size"],
-            num_layers=cfg["num_hidden_layers"], vocab_size=cfg["vocab_size"],
-            intermediate_size=cfg.get("intermediate_size") or 4 * cfg["hidden_size"],
-            num_heads=cfg.get("num_attention_heads") or 0, num_kv_heads=cfg.get("num_key_value_heads") or 0,
-            max_position_embeddings=cfg.get("max_position_embeddings"), from_config=True,
-        )
+        return spec_from_config(json.loads(cfg_file.read_text(encoding="utf-8")), path.name)
     params = parse_param_count(str(model))
     if params is None:
         raise ValueError(f"cannot tell the size of '{model}': no config.json and no size like 7B in the name")

@@ -61,8 +61,9 @@ def weights_gb(model_config: dict[str, Any], bytes_per_param: float = 2.0) -> fl
 def tensor_parallel_size(value: Any, gpu_count: int, model_config: dict[str, Any], *,
                          per_gpu_memory_gb: float = 0.0) -> int:
     """``auto`` → the smallest TP size vLLM accepts for this model that fits its weights
-    (:func:`vllm_rules.choose_tensor_parallel`; 1 without GPUs); ints pass through."""
-    if value != "auto":
+    (:func:`vllm_rules.choose_tensor_parallel`; 1 without GPUs). A number passes through unless vLLM
+    would refuse it for this model (it does not divide the heads): then the ``auto`` choice."""
+    if value != "auto" and vllm_rules.tp_divides(model_config, max(1, int(value))):
         return max(1, int(value))
     if gpu_count <= 0:
         return 1

@@ -1,0 +1,169 @@
+"""The launch plan: from a model's ``config.json`` and a hardware profile, everything a run will launch.
+
+One function, :func:`launch_plan`, answers for training (method, DeepSpeed config, precision, per-GPU
+memory, the longest ``cutoff_len`` that fits) and for evaluation (vLLM tensor and data parallelism,
+``max_model_len``, dtype, LoRA rank limit), plus the disk a loop needs. It owns no arithmetic of its
+own: memory is :mod:`ftagent.tools.llamafactory.memory`'s estimate, TP and the context are
+:mod:`ftagent.tools.opencompass.vllm_rules` / :mod:`~ftagent.tools.opencompass.inference`, precision is
+:func:`ftagent.tools.launch.profiles.mixed_precision`. The memory estimate assumes 16-bit weights and
+mixed-precision AdamW, which is what bf16 and fp16 both give; the plan never runs fp32 on a GPU.
+
+The plan carries its :mod:`~ftagent.tools.launch.preflight` verdicts: ``ftagent plan --hardware`` prints
+them, the start-up refuses a plan with a refused verdict before any GPU work (exit 2).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from ftagent.tools.launch.profiles import HardwareProfile, Precision
+from ftagent.tools.llamafactory.memory import (
+    GB,
+    METHOD_CONFIGS,
+    MIN_SEQ,
+    DeepSpeedConfig,
+    MemoryReport,
+    Method,
+    estimate_memory,
+    lora_params,
+    spec_from_config,
+)
+from ftagent.tools.opencompass import vllm_rules
+from ftagent.tools.opencompass.inference import (
+    inference_settings,
+    max_model_len,
+    tensor_parallel_size,
+    weights_gb,
+)
+
+# The preferred method first: full fine-tuning when it fits a useful length, else LoRA, else 4-bit LoRA.
+METHOD_ORDER: tuple[Method, ...] = ("full_gc", "lora", "qlora")
+USEFUL_CUTOFF = 2048  # a method is chosen when it fits this many tokens (or the whole context, if shorter)
+VLLM_DTYPES: dict[str, str] = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
+
+
+class Verdict(BaseModel):
+    """One preflight rule on one plan."""
+
+    rule: str = Field(description="short id: vllm.tensor_parallel_size, lf.deepspeed_gpu ...")
+    setting: str = Field(description="the setting the rule is about")
+    status: Literal["ok", "fixed", "refused", "warning"]
+    message: str
+    source: str = Field(description="the upstream file (and line or function) the rule comes from")
+
+
+class LaunchPlan(BaseModel):
+    """What a run of ``model`` launches on ``hardware`` (JSON of ``ftagent plan --hardware --json``)."""
+
+    model: str
+    hardware: HardwareProfile
+    gpu_count: int
+    per_gpu_memory_gb: float = Field(description="GB per GPU the plan counts on")
+    compute_capability: tuple[int, int] | None
+    precision: Precision = Field(description="bf16 / fp16 training and serving; fp32 only without a GPU")
+    params_b: float
+    weights_gb: float = Field(description="16-bit weights")
+    method: Method = Field(description="the memory estimator's row: full_gc = full with gradient checkpointing")
+    finetuning_type: Literal["full", "lora"]
+    quantization_bit: int | None = None
+    deepspeed: DeepSpeedConfig | None = None
+    static_gb_per_gpu: float
+    max_cutoff_len: int = Field(description="longest cutoff_len at batch 1 that fits, within the context")
+    model_context_len: int | None
+    tensor_parallel_size: int
+    tensor_parallel_fixed_from: int | None = Field(None, description="models.yaml's size, which vLLM would refuse")
+    data_parallel_size: int = Field(description="vLLM replicas over the GPUs left: gpu_count // TP")
+    max_model_len: int | None
+    vllm_dtype: str
+    lora_rank: int | None = Field(description="the rank the memory plan assumes (LoRA methods)")
+    max_lora_rank: int = Field(description="vLLM's --max-lora-rank: an adapter above it is merged first")
+    disk_per_loop_gb: float = Field(description="the trained model (full: 16-bit weights; LoRA: adapter) "
+                                                "plus one checkpoint of it")
+    memory: MemoryReport
+    notes: list[str] = Field(default_factory=list)
+    preflight: list[Verdict] = Field(default_factory=list)
+
+    @property
+    def refused(self) -> list[Verdict]:
+        return [v for v in self.preflight if v.status == "refused"]
+
+
+def _choose_method(report: MemoryReport, context: int | None) -> Method:
+    useful = min(USEFUL_CUTOFF, context) if context else USEFUL_CUTOFF
+    for method in METHOD_ORDER:
+        if report.device == "cpu" and method == "qlora":
+            continue  # bitsandbytes needs CUDA
+        est = report.get(method)
+        if est.fits and est.max_seq_len >= useful:
+            return method
+    fitting = [m for m in METHOD_ORDER if report.get(m).fits and not (report.device == "cpu" and m == "qlora")]
+    return fitting[0] if fitting else "qlora" if report.device == "gpu" else "lora"
+
+
+def _vllm_dtype(precision: Precision, model_config: dict[str, Any]) -> tuple[str, str | None]:
+    """vLLM's ``--dtype`` for this precision; a model that refuses float16 (gemma2 ...) gets float32."""
+    dtype = VLLM_DTYPES[precision]
+    model_type = str(vllm_rules.text_config(model_config).get("model_type") or model_config.get("model_type") or "")
+    if dtype == "float16" and model_type in vllm_rules.FLOAT16_REFUSED_MODEL_TYPES:
+        return "float32", f"vLLM dtype float32: {model_type} refuses float16 and this GPU has no bf16"
+    return dtype, None
+
+
+def launch_plan(model_config: dict[str, Any], hardware: HardwareProfile, *, name: str = "",
+                inference: dict[str, Any] | None = None, lora_rank: int | None = None,
+                cpu_ram_gb: float | None = None) -> LaunchPlan:
+    """The launch plan of a model (its parsed ``config.json``) on ``hardware``, with its preflight.
+
+    Args:
+        model_config: the model's ``config.json`` as a dict.
+        hardware: :func:`~ftagent.tools.launch.profiles.parse_hardware_spec` or ``profile_of(detect_gpus())``.
+        name: the model's name (models.yaml lookup and the report).
+        inference: the model's models.yaml settings (``InferenceSettings.values``); default: looked up by name.
+        lora_rank: the LoRA rank to plan for; default: models.yaml ``max_lora_rank`` (the largest vLLM
+            serves without merging).
+        cpu_ram_gb: host RAM, for ZeRO-3 CPU offload of a full fine-tune that does not fit otherwise.
+
+    Raises:
+        KeyError: the config lacks what the memory estimate needs (hidden_size, num_hidden_layers, vocab_size).
+    """
+    from ftagent.tools.launch.preflight import preflight
+
+    values = dict(inference if inference is not None else inference_settings(name or "default").values)
+    notes: list[str] = []
+    spec = spec_from_config(model_config, name or "model")
+    gpu = hardware.gpu_count > 0
+    max_rank = int(values.get("max_lora_rank", vllm_rules.DEFAULT_MAX_LORA_RANK))
+    rank = int(lora_rank or max_rank)
+    report = estimate_memory(spec, hardware.memory_gb if gpu else (cpu_ram_gb or 0.0), max(1, hardware.gpu_count),
+                             lora_rank=rank, device="gpu" if gpu else "cpu", cpu_ram_gb=cpu_ram_gb)
+    context = vllm_rules.model_context_len(model_config)
+    method = _choose_method(report, context)
+    est = report.get(method)
+    precision = hardware.precision
+    if hardware.capability_assumed:
+        notes.append(f"compute capability of {hardware.gpu_name or 'these GPUs'} not known: 8.0 assumed (bf16)")
+    configured_tp = values.get("tensor_parallel_size", "auto")
+    tp = tensor_parallel_size(configured_tp, hardware.gpu_count, model_config, per_gpu_memory_gb=hardware.memory_gb)
+    fixed_from = int(configured_tp) if configured_tp != "auto" and int(configured_tp) != tp else None
+    dtype, dtype_note = _vllm_dtype(precision, model_config)
+    if dtype_note:
+        notes.append(dtype_note)
+    full = method in ("full", "full_gc")
+    trained_gb = (2.0 * spec.params if full else 2.0 * lora_params(spec, rank)) / GB
+    plan = LaunchPlan(
+        model=name or spec.name, hardware=hardware, gpu_count=hardware.gpu_count,
+        per_gpu_memory_gb=hardware.memory_gb, compute_capability=hardware.compute_capability if gpu else None,
+        precision=precision, params_b=round(spec.params_b, 3), weights_gb=round(weights_gb(model_config), 2),
+        method=method, finetuning_type="full" if full else "lora",
+        quantization_bit=4 if method == "qlora" else None, deepspeed=est.deepspeed,
+        static_gb_per_gpu=round(est.static_gb_per_gpu, 2),
+        max_cutoff_len=min(est.max_seq_len, context) if context else est.max_seq_len, model_context_len=context,
+        tensor_parallel_size=tp, tensor_parallel_fixed_from=fixed_from, data_parallel_size=max(1, hardware.gpu_count // tp) if gpu else 1,
+        max_model_len=max_model_len(values.get("max_seq_len"), model_config), vllm_dtype=dtype,
+        lora_rank=None if full else rank, max_lora_rank=max_rank,
+        disk_per_loop_gb=round(2 * trained_gb, 3), memory=report, notes=notes)
+    if est.max_seq_len < MIN_SEQ:
+        plan.notes.append(f"{METHOD_CONFIGS[method]} fits fewer than {MIN_SEQ} tokens on {hardware.spec}")
+    return plan.model_copy(update={"preflight": preflight(plan, model_config)})

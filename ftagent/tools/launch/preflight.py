@@ -1,0 +1,121 @@
+"""The preflight: upstream's refusal rules applied to a launch plan before any GPU work (issue 30).
+
+Each rule names the setting and the upstream file it comes from. A verdict is ``ok``, ``fixed`` (the
+plan already carries the one right answer: the TP size), ``warning`` or ``refused``; :func:`check_plan`
+turns refusals into one :class:`UserInputError` (exit 2, nothing started).
+
+Upstream versions: LLaMA-Factory 0.9.5 and transformers 4.57.6 as pinned in the tool env
+(``configs/envs/tools.lock.txt``), vLLM as pinned in ``configs/envs/vllm.txt``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ftagent.core.errors import UserInputError
+from ftagent.tools.launch.profiles import BF16_MIN_CAPABILITY
+from ftagent.tools.opencompass import vllm_rules
+
+if TYPE_CHECKING:
+    from ftagent.tools.launch.plan import LaunchPlan, Verdict
+
+LF_PARSER = "LLaMA-Factory 0.9.5 src/llamafactory/hparams/parser.py"
+TF_ARGS = "transformers 4.57.6 src/transformers/training_args.py:1743 TrainingArguments.__post_init__"
+
+
+def _verdict(rule: str, setting: str, problems: list[str], ok: str, source: str, *,
+             status_on_problem: str = "refused") -> Verdict:
+    from ftagent.tools.launch.plan import Verdict
+
+    if problems:
+        return Verdict(rule=rule, setting=setting, status=status_on_problem, message="; ".join(problems),  # type: ignore[arg-type]
+                       source=source)
+    return Verdict(rule=rule, setting=setting, status="ok", message=ok, source=source)
+
+
+def _vllm_verdicts(plan: LaunchPlan, model_config: dict[str, Any], use_dora: bool) -> list[Verdict]:
+    from ftagent.tools.launch.plan import Verdict
+
+    cc = plan.compute_capability if plan.gpu_count else None
+    lora = plan.lora_rank if plan.finetuning_type == "lora" else None
+    out = []
+    checks = [
+        ("vllm.tensor_parallel_size", "tensor_parallel_size",
+         dict(tensor_parallel_size=plan.tensor_parallel_size, max_model_len=None, dtype="auto"),
+         f"{plan.tensor_parallel_size} divides the attention and KV heads",
+         "vllm/config/model.py ModelConfig.verify_with_parallel_config"),
+        ("vllm.max_model_len", "max_model_len",
+         dict(tensor_parallel_size=1, max_model_len=plan.max_model_len, dtype="auto"),
+         f"{plan.max_model_len} <= the model's context {plan.model_context_len}",
+         "vllm/config/model.py _get_and_verify_max_len"),
+        ("vllm.dtype", "vllm dtype", dict(tensor_parallel_size=1, max_model_len=None, dtype=plan.vllm_dtype,
+                                          compute_capability=cc),
+         f"{plan.vllm_dtype} runs on compute capability {cc}",
+         "vllm/v1/worker/gpu_worker.py _check_if_gpu_supports_dtype; vllm/config/model.py _check_valid_dtype"),
+        ("vllm.lora", "lora_rank / max_lora_rank / use_dora",
+         dict(tensor_parallel_size=1, max_model_len=None, dtype="auto", lora_rank=lora,
+              max_lora_rank=plan.max_lora_rank, use_dora=use_dora),
+         f"LoRA rank {lora} <= max_lora_rank {plan.max_lora_rank}" if lora else "no adapter is served",
+         "vllm/lora/peft_helper.py PEFTHelper.validate_legal; vllm/config/lora.py MaxLoRARanks"),
+    ]
+    for rule, setting, kwargs, ok, source in checks:
+        out.append(_verdict(rule, setting, vllm_rules.refusals(model_config, **kwargs), ok, source))
+    if plan.tensor_parallel_fixed_from is not None and out[0].status == "ok":
+        out[0] = Verdict(rule=out[0].rule, setting=out[0].setting, status="fixed", source=out[0].source,
+                         message=f"{plan.tensor_parallel_fixed_from} (models.yaml) does not divide the heads: "
+                                 f"{plan.tensor_parallel_size} instead")
+    return out
+
+
+def _training_verdicts(plan: LaunchPlan, config: dict[str, Any]) -> list[Verdict]:
+    bf16 = bool(config.get("bf16", plan.precision == "bf16"))
+    cc = plan.compute_capability
+    problems = []
+    if bf16 and plan.gpu_count and cc is not None and tuple(cc) < BF16_MIN_CAPABILITY:
+        problems.append(f"bf16: true on compute capability {cc[0]}.{cc[1]} (< 8.0): \"Your setup doesn't "
+                        "support bf16/gpu.\"; use fp16")
+    out = [_verdict("lf.bf16", "bf16", problems, f"precision {plan.precision}", TF_ARGS)]
+    deepspeed = config.get("deepspeed", plan.deepspeed)
+    out.append(_verdict(
+        "lf.deepspeed_gpu", "deepspeed",
+        [f"deepspeed={deepspeed} without a GPU: DeepSpeed needs CUDA and a torchrun launch (\"Please use "
+         "`FORCE_TORCHRUN=1` to launch DeepSpeed training.\")"] if deepspeed and not plan.gpu_count else [],
+        f"deepspeed {deepspeed or 'not used'}", f"{LF_PARSER}:354 get_train_args"))
+    quant = config.get("quantization_bit", plan.quantization_bit)
+    ftype = config.get("finetuning_type", plan.finetuning_type)
+    problems = []
+    if quant and ftype not in ("lora", "oft"):
+        problems.append(f"quantization_bit={quant} with finetuning_type={ftype}: \"Quantization is only "
+                        "compatible with the LoRA or OFT method.\"")
+    if quant and not plan.gpu_count:
+        problems.append(f"quantization_bit={quant} without a GPU: bitsandbytes 4-bit needs CUDA")
+    out.append(_verdict("lf.quantization", "quantization_bit", problems, f"quantization_bit {quant}",
+                        f"{LF_PARSER}:190 _verify_model_args"))
+    est = plan.memory.get(plan.method)
+    out.append(_verdict("ftagent.memory", "finetuning_type", [] if est.fits else [
+        f"no fine-tuning method fits {plan.hardware.spec} (best: {plan.method}, {est.max_seq_len} tokens at "
+        f"batch 1, {plan.static_gb_per_gpu} GB static per GPU)"],
+        f"{plan.method}: cutoff_len up to {plan.max_cutoff_len}", "ftagent/tools/llamafactory/memory.py (estimate)"))
+    cutoff = config.get("cutoff_len")
+    if cutoff and int(cutoff) > plan.max_cutoff_len:
+        out.append(_verdict("ftagent.cutoff_len", "cutoff_len", [
+            f"cutoff_len={cutoff} above the longest that fits ({plan.max_cutoff_len}): expect CUDA OOM at "
+            "batch 1 or a truncated context"], "", "ftagent/tools/llamafactory/memory.py (estimate)",
+            status_on_problem="warning"))
+    return out
+
+
+def preflight(plan: LaunchPlan, model_config: dict[str, Any], *, config: dict[str, Any] | None = None,
+              use_dora: bool = False) -> list[Verdict]:
+    """Every rule's verdict on ``plan`` (and on a ``train.yaml`` ``config`` when given: its bf16,
+    deepspeed, quantization and cutoff_len override the plan's)."""
+    return _vllm_verdicts(plan, model_config, use_dora) + _training_verdicts(plan, config or {})
+
+
+def check_plan(plan: LaunchPlan) -> None:
+    """Raise one :class:`UserInputError` naming every refused setting (exit 2, nothing started)."""
+    refused = plan.refused
+    if refused:
+        lines = "; ".join(f"{v.setting}: {v.message} ({v.source})" for v in refused)
+        raise UserInputError(f"the launch plan for {plan.model} on {plan.hardware.spec} would be refused "
+                             f"upstream: {lines}")

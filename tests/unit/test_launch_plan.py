@@ -1,0 +1,121 @@
+"""The launch plan and its preflight over real model configs (issue 30, "What to build" 2 and 4)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ftagent.core.errors import UserInputError
+from ftagent.tools.launch.plan import launch_plan
+from ftagent.tools.launch.preflight import check_plan, preflight
+from ftagent.tools.launch.profiles import parse_hardware_spec
+
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "model_configs"
+MODELS = sorted(p.name for p in FIXTURES.iterdir() if (p / "config.json").is_file())
+PROFILES = ("1xA10G", "1xL40S", "2xL40S", "4xA100-40GB", "8xH100", "1xV100", "1xT4")
+
+
+def _config(name: str) -> dict:
+    return json.loads((FIXTURES / name / "config.json").read_text(encoding="utf-8"))
+
+
+def _plan(name: str, hardware: str, **kw):
+    return launch_plan(_config(name), parse_hardware_spec(hardware), name=name.replace("__", "/"), **kw)
+
+
+def test_at_least_ten_real_configs():
+    assert len(MODELS) >= 10
+
+
+@pytest.mark.parametrize("hardware", PROFILES)
+@pytest.mark.parametrize("model", MODELS)
+def test_preflight_accepts_every_plan_the_planner_emits(model: str, hardware: str) -> None:
+    plan = _plan(model, hardware)
+    refused = [v for v in plan.preflight if v.status == "refused" and v.rule != "ftagent.memory"]
+    assert refused == [], refused
+    assert plan.tensor_parallel_size <= plan.gpu_count and plan.data_parallel_size * plan.tensor_parallel_size <= plan.gpu_count
+    if plan.model_context_len:
+        assert plan.max_model_len <= plan.model_context_len and plan.max_cutoff_len <= plan.model_context_len
+    assert plan.precision == ("fp16" if hardware in ("1xV100", "1xT4") else "bf16")
+    if plan.memory.get(plan.method).fits:
+        check_plan(plan)  # no exception
+
+
+def test_qwen25_7b_on_8xh100_done_when() -> None:
+    """The issue's done-when: a TP that divides 28, max_model_len within the context, bf16."""
+    plan = _plan("Qwen__Qwen2.5-7B", "8xH100")
+    assert 28 % plan.tensor_parallel_size == 0 and plan.tensor_parallel_size == 1 and plan.data_parallel_size == 8
+    assert plan.max_model_len <= plan.model_context_len and plan.precision == "bf16"
+    assert plan.finetuning_type == "full" and plan.deepspeed == "ds_z3_config.json"
+
+
+def test_tp8_on_28_heads_is_corrected() -> None:
+    plan = _plan("Qwen__Qwen2.5-7B", "8xH100", inference={"tensor_parallel_size": 8, "max_seq_len": 32768})
+    assert plan.tensor_parallel_size != 8 and 28 % plan.tensor_parallel_size == 0
+    verdict = next(v for v in plan.preflight if v.rule == "vllm.tensor_parallel_size")
+    assert verdict.status == "fixed" and "8" in verdict.message
+    bad = plan.model_copy(update={"tensor_parallel_size": 8, "tensor_parallel_fixed_from": None})
+    [refusal] = [v for v in preflight(bad, _config("Qwen__Qwen2.5-7B")) if v.status == "refused"]
+    assert refusal.setting == "tensor_parallel_size" and "verify_with_parallel_config" in refusal.source
+
+
+def test_max_model_len_above_gemma2_context_is_refused_and_planned_within() -> None:
+    plan = _plan("google__gemma-2-9b-it", "1xL40S")
+    assert plan.max_model_len == 8192  # models.yaml says 32768
+    bad = plan.model_copy(update={"max_model_len": 32768})
+    refused = [v for v in preflight(bad, _config("google__gemma-2-9b-it")) if v.status == "refused"]
+    assert [v.setting for v in refused] == ["max_model_len"]
+    with pytest.raises(UserInputError, match="max_model_len"):
+        check_plan(bad.model_copy(update={"preflight": refused}))
+
+
+@pytest.mark.parametrize("hardware", ["1xV100", "1xT4"])
+def test_bf16_on_pre_ampere_is_refused(hardware: str) -> None:
+    plan = _plan("Qwen__Qwen2.5-3B", hardware)
+    assert plan.precision == "fp16" and plan.vllm_dtype == "float16"
+    cfg = _config("Qwen__Qwen2.5-3B")
+    refused = {v.rule for v in preflight(plan.model_copy(update={"vllm_dtype": "bfloat16"}), cfg)
+               if v.status == "refused"}
+    assert refused == {"vllm.dtype"}
+    refused = {v.rule for v in preflight(plan, cfg, config={"bf16": True}) if v.status == "refused"}
+    assert refused == {"lf.bf16"}
+
+
+def test_gemma2_on_v100_serves_float32() -> None:
+    """gemma2 refuses float16 in vLLM and a V100 has no bf16: the one right answer is float32."""
+    plan = _plan("google__gemma-2-9b-it", "1xV100")
+    assert plan.vllm_dtype == "float32" and not plan.refused
+
+
+def test_dora_and_lora_rank_are_refused() -> None:
+    plan = _plan("Qwen__Qwen2.5-14B", "1xA10G")
+    assert plan.finetuning_type == "lora"
+    cfg = _config("Qwen__Qwen2.5-14B")
+    [dora] = [v for v in preflight(plan, cfg, use_dora=True) if v.status == "refused"]
+    assert "DoRA" in dora.message
+    too_big = plan.model_copy(update={"lora_rank": 128, "max_lora_rank": 64})
+    [rank] = [v for v in preflight(too_big, cfg) if v.status == "refused"]
+    assert "LoRA rank 128 is greater than max_lora_rank 64" in rank.message
+
+
+def test_deepspeed_without_gpu_and_quantized_full_are_refused() -> None:
+    plan = _plan("Qwen__Qwen2.5-7B", "8xH100")
+    cfg = _config("Qwen__Qwen2.5-7B")
+    cpu = plan.model_copy(update={"gpu_count": 0})
+    assert "lf.deepspeed_gpu" in {v.rule for v in preflight(cpu, cfg) if v.status == "refused"}
+    bad = preflight(plan, cfg, config={"finetuning_type": "full", "quantization_bit": 4})
+    assert "lf.quantization" in {v.rule for v in bad if v.status == "refused"}
+
+
+@pytest.mark.parametrize("spec", ["8x", "H100", "0xH100", "8xB300", "2x-4GB", ""])
+def test_bad_hardware_spec_is_one_clear_error(spec: str) -> None:
+    with pytest.raises(UserInputError, match="--hardware"):
+        parse_hardware_spec(spec)
+
+
+def test_memory_spec_assumes_capability() -> None:
+    hw = parse_hardware_spec("8x80GB")
+    assert hw.memory_gb == 80 and hw.capability_assumed and hw.compute_capability == (8, 0)
+    assert parse_hardware_spec("4xa100-40gb").memory_gb == 40
