@@ -12,6 +12,8 @@ from ftagent.cli.common import fail, prepare_env
 if TYPE_CHECKING:
     from ftagent.finetune.app import FinetuneOptions
 
+UPPER_HELP = "at most this many training samples per loop (default: FT_UPPER_DATA_SIZE_LIMIT)"
+
 
 def llm_finetune(
     benchmark: str | None = typer.Option(None, "--benchmark", help="benchmark key (e.g. aime25) or a benchmark YAML file (./my_bench.yaml)"),
@@ -20,7 +22,7 @@ def llm_finetune(
     base_model: str | None = typer.Option(
         None, "--base-model", help="HF repo id (Qwen/Qwen2.5-7B-Instruct), local folder or builtin/<name>"),
     dataset: str | None = typer.Option(None, "--dataset", help="raw dataset name, 'all', or your own file (./my_data.jsonl|.json|.csv|.parquet, Alpaca or ShareGPT)"),
-    upper_data_size_limit: int | None = typer.Option(None, "--upper-data-size-limit", min=1),
+    upper_data_size_limit: int | None = typer.Option(None, "--upper-data-size-limit", min=1, help=UPPER_HELP),
     loop_n: int | None = typer.Option(None, "--loop-n", min=1, help="total loops in the session"),
     step_n: int | None = typer.Option(None, "--step-n", min=1, help="steps to run in this invocation"),
     timeout: str | None = typer.Option(None, "--timeout", help="wall-clock budget: 12h, 90m, 1h30m, 45s"),
@@ -57,15 +59,24 @@ def plan(
     benchmark_description: str | None = typer.Option(None, "--benchmark-description"),
     base_model: str | None = typer.Option(None, "--base-model", help="HF repo id, local folder or builtin/<name>"),
     dataset: str | None = typer.Option(None, "--dataset", help="raw dataset name, 'all', or your own file"),
-    upper_data_size_limit: int | None = typer.Option(None, "--upper-data-size-limit", min=1),
+    upper_data_size_limit: int | None = typer.Option(None, "--upper-data-size-limit", min=1, help=UPPER_HELP),
     loop_n: int | None = typer.Option(None, "--loop-n", min=1, help="total loops in the session"),
     timeout: str | None = typer.Option(None, "--timeout", help="wall-clock budget: 12h, 90m, 1h30m, 45s"),
     user_target_scenario: str | None = typer.Option(None, "--user-target-scenario"),
+    hardware: str | None = typer.Option(
+        None, "--hardware", help="plan for GPUs described, not detected: 8xH100, 1xA10G, 4xA100-40GB, 8x80GB "
+                                 "(no GPU, no baseline, no training probe; --base-model may hold only config.json)"),
+    json_out: bool = typer.Option(False, "--json", help="with --hardware: the launch plan as JSON"),
 ) -> None:
     """Forecast a session (llm_finetune's options) without running it: time per loop, memory, LLM use, fit."""
     from ftagent.finetune.app import FinetuneOptions
 
     prepare_env()
+    if hardware is not None:
+        _print_launch_plan(base_model, hardware, benchmark=benchmark, as_json=json_out)
+        return
+    if json_out:
+        fail("--json goes with --hardware (the launch plan); the forecast prints as a table")
     _print_forecast(FinetuneOptions(
         benchmark=benchmark, benchmark_description=benchmark_description, base_model=base_model,
         dataset=dataset, upper_data_size_limit=upper_data_size_limit, loop_n=loop_n, timeout=timeout,
@@ -83,9 +94,39 @@ def _print_forecast(options: FinetuneOptions) -> None:
     print_forecast(plan_finetune(options), Console(width=140))
 
 
+def _print_launch_plan(base_model: str | None, hardware: str, *, benchmark: str | None, as_json: bool) -> None:
+    """``ftagent plan --hardware``: the launch plan and its preflight verdicts (text or JSON)."""
+    from ftagent.finetune.plan import plan_hardware
+
+    plan = plan_hardware(base_model, hardware, benchmark=benchmark)
+    if as_json:
+        typer.echo(plan.model_dump_json(indent=1, exclude={"memory"}))
+        return
+    cc = ".".join(map(str, plan.compute_capability)) if plan.compute_capability else "-"
+    rows = [("hardware", f"{plan.hardware.spec}: {plan.gpu_count} x {plan.per_gpu_memory_gb:g} GB, compute "
+                         f"capability {cc}"),
+            ("model", f"{plan.model}: {plan.params_b:g}B parameters, context {plan.model_context_len}"),
+            ("training", f"finetuning_type {plan.finetuning_type}" + (" + quantization_bit 4" if plan.quantization_bit
+                         else "") + f", {plan.precision}, deepspeed {plan.deepspeed or 'none'}"),
+            ("memory", f"{plan.static_gb_per_gpu:g} GB static per GPU; cutoff_len up to {plan.max_cutoff_len:,}"),
+            ("evaluation", f"vLLM tensor_parallel_size {plan.tensor_parallel_size} x data parallel "
+                           f"{plan.data_parallel_size}, max_model_len {plan.max_model_len}, dtype {plan.vllm_dtype}, "
+                           f"max_lora_rank {plan.max_lora_rank}"),
+            ("disk per loop", f"{plan.disk_per_loop_gb:g} GB")]
+    for key, value in rows:
+        typer.echo(f"{key:>14}: {value}")
+    for note in plan.notes:
+        typer.echo(f"{'note':>14}: {note}")
+    typer.echo("preflight:")
+    for v in plan.preflight:
+        typer.echo(f"  [{v.status}] {v.setting}: {v.message} ({v.source})")
+    if plan.refused:
+        raise typer.Exit(2)
+
+
 def demo(
-    loop_n: int = typer.Option(3, "--loop-n", min=1),
-    timeout: str | None = typer.Option(None, "--timeout"),
+    loop_n: int = typer.Option(3, "--loop-n", min=1, help="total loops in the demo session"),
+    timeout: str | None = typer.Option(None, "--timeout", help="wall-clock budget: 12h, 90m, 1h30m, 45s (default: none)"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no live progress (the report is still printed)"),
 ) -> None:
     """Offline demo: tiny model, demo_add benchmark, local runner, heuristic planner (or LLM if set)."""

@@ -57,3 +57,68 @@ def plan_finetune(options) -> Forecast:
     loop_n = options.loop_n or 1
     return make_forecast(scenario, settings, train, evaluation, planner=planner, loop_n=loop_n,
                          timeout_s=timeout_s, baseline_needed=True, probe_cost_s=time.monotonic() - started)
+
+
+def plan_hardware(base_model: str | None, hardware: str, *, benchmark: str | None = None):
+    """``ftagent plan --hardware SPEC``: the launch plan of ``base_model`` on hardware described, not
+    detected (no GPU, no baseline, no training probe); its preflight verdicts included.
+
+    ``base_model``: a local folder holding (at least) ``config.json``, a folder already under
+    ``FT_FILE_PATH/models``, or an HF id whose ``config.json`` alone is fetched.
+
+    Raises:
+        UserInputError: bad SPEC, no --base-model, an unknown benchmark, an unreadable config.json (exit 2).
+        EnvironmentFailure: the Hub could not be reached for an HF id's config.json (exit 1).
+    """
+    from ftagent.core.errors import UserInputError
+    from ftagent.tools.launch.plan import launch_plan
+    from ftagent.tools.launch.profiles import parse_hardware_spec
+
+    profile = parse_hardware_spec(hardware)
+    if not base_model:
+        raise UserInputError("--hardware needs --base-model (a folder holding config.json, or an HF id)")
+    if benchmark:
+        from ftagent.benchmarks import get_benchmark
+
+        get_benchmark(benchmark)  # an unknown key is one clear error, as for llm_finetune
+    config = _model_config(base_model)
+    try:
+        plan = launch_plan(config, profile, name=base_model.rstrip("/"))
+    except (KeyError, TypeError) as exc:
+        raise UserInputError(f"config.json of {base_model} lacks {exc} (hidden_size, num_hidden_layers and "
+                             "vocab_size are needed)") from exc
+    if benchmark:
+        plan.notes.append(f"benchmark {benchmark}: evaluated with max_model_len {plan.max_model_len}")
+    return plan
+
+
+def _model_config(base_model: str) -> dict:
+    import json
+    from pathlib import Path
+
+    from ftagent.core.errors import EnvironmentFailure, UserInputError
+    from ftagent.core.paths import models_dir
+    from ftagent.core.settings import load_settings
+
+    candidates = [Path(base_model).expanduser(), models_dir(Path(load_settings().ft.file_path)) / base_model]
+    for folder in candidates:
+        if (folder / "config.json").is_file():
+            try:
+                data = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+            except (OSError, ValueError) as exc:
+                raise UserInputError(f"{folder / 'config.json'} is not readable JSON: {exc}") from exc
+            if not isinstance(data, dict):
+                raise UserInputError(f"{folder / 'config.json'} is not a JSON object")
+            return data
+    if Path(base_model).expanduser().exists() or base_model.startswith(("builtin/", ".", "/")) \
+            or base_model.count("/") != 1:
+        raise UserInputError(f"--base-model {base_model}: no config.json there (a folder holding the model's "
+                             "config.json, or an HF id org/name)")
+    try:
+        from huggingface_hub import hf_hub_download
+
+        path = hf_hub_download(base_model, "config.json")  # config.json only, never the weights
+    except Exception as exc:  # offline, gated, unknown repo: all end the same way
+        raise EnvironmentFailure(f"could not fetch config.json of {base_model} from the Hugging Face Hub "
+                                 f"({type(exc).__name__}); pass a local folder holding its config.json") from exc
+    return json.loads(Path(path).read_text(encoding="utf-8"))

@@ -1,0 +1,60 @@
+"""``ftagent plan --hardware SPEC`` (issue 30, "What to build" 3): the launch plan with no GPU, no baseline
+and no training probe; a bad SPEC is one clear error, exit 2. Runs the real CLI in a subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).parents[2]
+QWEN7B = REPO / "tests" / "fixtures" / "model_configs" / "Qwen__Qwen2.5-7B" / "config.json"
+
+
+def _cli(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("FT_", "CHAT_", "OPENAI_"))}
+    env.update({"PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1", "FT_FILE_PATH": str(cwd / "files"),
+                "CUDA_VISIBLE_DEVICES": ""})
+    return subprocess.run([sys.executable, "-m", "ftagent", "plan", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+@pytest.fixture
+def model_dir(tmp_path: Path) -> Path:
+    folder = tmp_path / "qwen7b"
+    folder.mkdir()
+    shutil.copy(QWEN7B, folder / "config.json")  # the folder holds only config.json
+    return folder
+
+
+def test_done_when_8xh100_qwen25_7b_json(tmp_path: Path, model_dir: Path) -> None:
+    res = _cli(["--hardware", "8xH100", "--base-model", str(model_dir), "--benchmark", "aime25", "--json"], tmp_path)
+    assert res.returncode == 0, res.stderr
+    plan = json.loads(res.stdout)
+    for key in ("tensor_parallel_size", "max_model_len", "precision", "finetuning_type", "deepspeed",
+                "per_gpu_memory_gb", "max_cutoff_len", "preflight"):
+        assert key in plan, key
+    assert 28 % plan["tensor_parallel_size"] == 0
+    assert plan["max_model_len"] <= plan["model_context_len"] and plan["precision"] == "bf16"
+    assert all(v["status"] in ("ok", "fixed") for v in plan["preflight"])
+    assert not (tmp_path / "files" / "forecast").exists()  # no probe, no baseline measured
+
+
+def test_text_output_and_bad_spec(tmp_path: Path, model_dir: Path) -> None:
+    res = _cli(["--hardware", "1xT4", "--base-model", str(model_dir)], tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert "fp16" in res.stdout and "preflight:" in res.stdout and "[ok] tensor_parallel_size" in res.stdout
+    bad = _cli(["--hardware", "8xB999", "--base-model", str(model_dir)], tmp_path)
+    assert bad.returncode == 2 and bad.stderr.count("error:") == 1 and "Traceback" not in bad.stderr
+    assert "--hardware" in bad.stderr and "8xB999" in bad.stderr
+
+
+def test_folder_without_config_is_exit_2(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    res = _cli(["--hardware", "2xL40S", "--base-model", str(tmp_path / "empty")], tmp_path)
+    assert res.returncode == 2 and "config.json" in res.stderr and "Traceback" not in res.stderr
