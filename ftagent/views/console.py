@@ -2,7 +2,7 @@
 
 Two renderings of the same state:
 
-* a terminal (TTY): one live status line — ``loop i/N · step · elapsed · time left`` — and a bar for
+* a terminal (TTY): one live status line — ``loop i (k of N) · step · elapsed · time left`` — and a bar for
   the running command (training steps with loss, lr and ETA; evaluation items per split, or a
   spinner with the phase when OpenCompass gives no count);
 * anything else (CI, tmux logs, pipes): plain lines — one per step start/end, scenario stage, LLM
@@ -114,8 +114,9 @@ class ConsoleProgress:
             who = "baseline" if ev.baseline else self._where()
             return f"{who} {ev.split} {ev.core_metric}: {ev.score}"
         if kind == "feedback":
-            return (f"{self._where()} feedback: {'new best' if ev.decision else 'not better'} "
-                    f"({interval_line(ev.score, getattr(ev, 'intervals', []), 'validation')})")[:300]
+            score = ("no validation score" if ev.score is None
+                     else interval_line(ev.score, getattr(ev, 'intervals', []), 'validation'))
+            return f"{self._where()} feedback: {'new best' if ev.decision else 'not better'} ({score})"[:300]
         if kind == "leftovers_reaped":
             return f"warning: {ev.message}"[:300]
         if kind == "message" and ev.level != "info":
@@ -126,11 +127,10 @@ class ConsoleProgress:
     def _where(self) -> str:
         if self.loop is None:
             return "scenario"
-        total = f"/{self.loop_n}" if self.loop_n else ""
-        return f"loop {self.loop + 1}{total}"
+        return loop_label(self.loop, self.loop_n)
 
     def status_line(self) -> str:
-        """``loop i/N · step · elapsed · time left`` (the TTY header and the heartbeat's start)."""
+        """``loop i (k of N) · step · elapsed · time left`` (the TTY header and the heartbeat's start)."""
         used = self.elapsed_before + (self.clock() - self.started)
         parts = [self._where(), self.step, f"elapsed {format_duration(used)}"]
         if self.timeout_s is not None:
@@ -176,6 +176,12 @@ class ConsoleProgress:
                 with self._lock:
                     text = " · ".join(x for x in (self.status_line(), self.task_line()) if x)
                 self._print(text)
+
+
+def loop_label(loop: int, loop_n: int | None = None) -> str:
+    """``loop 0 (1 of 3)``: loops are numbered from 0 everywhere (events, ``loop_<n>`` folders, report, UI, card,
+    ``export --loop``); the console adds the count for people (docs/ui.md, Loop numbers)."""
+    return f"loop {loop}" + (f" ({loop + 1} of {loop_n})" if loop_n else "")
 
 
 def short_duration(seconds: float | None) -> str:

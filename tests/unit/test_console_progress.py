@@ -10,8 +10,16 @@ import time
 from rich.console import Console
 
 from ftagent.core.errors import ErrorType, StepFailure
-from ftagent.engine.events import BenchmarkResult, LLMCall, Progress, ScenarioStage, StepEnd, StepStart
-from ftagent.views.console import ConsoleProgress
+from ftagent.engine.events import (
+    BenchmarkResult,
+    FeedbackEvent,
+    LLMCall,
+    Progress,
+    ScenarioStage,
+    StepEnd,
+    StepStart,
+)
+from ftagent.views.console import ConsoleProgress, loop_label
 
 STEPS = ["propose", "code", "validate", "train", "evaluate", "feedback"]
 
@@ -45,11 +53,11 @@ def test_plain_lines_for_every_step_when_not_a_terminal():
     display.stop()
     text = out.getvalue()
     for step in STEPS:
-        assert f"loop 1/3 {step} …" in text, text
-        assert re.search(rf"loop 1/3 {step} (ok|goto) in 1.5 s", text), text
+        assert f"loop 0 (1 of 3) {step} …" in text, text
+        assert re.search(rf"loop 0 \(1 of 3\) {step} (ok|goto) in 1.5 s", text), text
     assert "[validate/CONFIG] bad [key]" in text  # markup-like text is printed as is
     assert "LLM propose: 900+80 tokens, cost unknown" in text
-    assert "loop 1/3 validation accuracy: 61.0" in text and "scenario baseline: done" in text
+    assert "loop 0 (1 of 3) validation accuracy: 61.0" in text and "scenario baseline: done" in text
     assert "\x1b[" not in text  # no terminal control codes in logs
 
 
@@ -62,7 +70,7 @@ def test_heartbeat_line_while_a_command_runs():
     time.sleep(1.6)
     display.stop()
     beats = [line for line in out.getvalue().splitlines() if "train 40/300" in line]
-    assert beats and "loop 1/2 · train · elapsed" in beats[0] and "loss 2.5" in beats[0] and "ETA 2 min 5 s" in beats[0]
+    assert beats and "loop 0 (1 of 2) · train · elapsed" in beats[0] and "loss 2.5" in beats[0] and "ETA 2 min 5 s" in beats[0]
 
 
 def test_live_display_never_garbles_the_report():
@@ -83,4 +91,26 @@ def test_live_display_never_garbles_the_report():
     text = out.getvalue()
     assert text.count("# ftagent report") == 1
     assert text.endswith(report + "\n"), repr(text[-400:])  # nothing drawn into or after the report
-    assert "loop 3/3" in text  # the live display did show progress before
+    assert "loop 2 (3 of 3)" in text  # the live display did show progress before
+
+
+def test_loops_are_numbered_from_zero_like_the_report_and_export():
+    """Issue 32 item 4: the console said "loop 1/3" for what the report, UI, card and `export --loop` call loop 0."""
+    out = io.StringIO()
+    display = ConsoleProgress(Console(file=out, force_terminal=False, width=200), loop_n=3)
+    display.start()
+    display(StepStart(step="train", loop=2))
+    display.stop()
+    assert "loop 2 (3 of 3) train …" in out.getvalue()
+    assert loop_label(0) == "loop 0" and loop_label(0, 3) == "loop 0 (1 of 3)"
+
+
+def test_feedback_without_a_score_says_so():
+    """Issue 32 item 7: a feedback line never shows a bare None/none for a missing score."""
+    out = io.StringIO()
+    display = ConsoleProgress(Console(file=out, force_terminal=False, width=200), loop_n=1)
+    display.start()
+    display(FeedbackEvent(loop=0, decision=False, score=None))
+    display.stop()
+    line = next(x for x in out.getvalue().splitlines() if "feedback" in x)
+    assert "not better (no validation score)" in line and "None" not in line and "validation none" not in line
