@@ -152,6 +152,9 @@ class FinetuneScenario:
             model.template = "chatml"
         hardware = self._stage("hardware", detect_gpus)
         memory = self._stage("memory", lambda: _memory(model_path, hardware))
+        if hardware.gpu_count:  # upstream's refusals before any GPU work (UserInputError: exit 2)
+            self._stage("preflight", lambda: launch_preflight(model_path, hardware, ft.base_model,
+                                                              self.run.model.inference))
         info = ScenarioInfo(
             benchmark=ft.target_benchmark, benchmark_description=ft.benchmark_description or "",
             user_target_scenario=ft.user_target_scenario, core_metric=spec.core_metric,
@@ -239,6 +242,26 @@ def _is_chatml(model_path: Path) -> bool:
     text = (cfg.read_text(encoding="utf-8") if cfg.is_file() else "") + (
         tpl.read_text(encoding="utf-8") if tpl.is_file() else "")
     return "<|im_start|>" in text
+
+
+def launch_preflight(model_path: Path, hardware, name: str, inference=None):
+    """The launch plan of the base model on the detected GPUs, refused (UserInputError) when upstream
+    would refuse it (:mod:`ftagent.tools.launch.preflight`); None when config.json cannot be planned."""
+    import psutil
+
+    from ftagent.tools.launch.plan import launch_plan
+    from ftagent.tools.launch.preflight import check_plan
+    from ftagent.tools.launch.profiles import profile_of
+    from ftagent.tools.opencompass.inference import read_model_config
+
+    cfg = read_model_config(model_path)
+    try:
+        plan = launch_plan(cfg, profile_of(hardware), name=name, inference=inference.values if inference else None,
+                           cpu_ram_gb=psutil.virtual_memory().total / 1e9)
+    except (KeyError, TypeError):
+        return None  # no usable config.json (the memory stage already guessed from the name)
+    check_plan(plan)
+    return plan
 
 
 def _memory(model_path: Path, hardware):

@@ -119,3 +119,24 @@ def test_memory_spec_assumes_capability() -> None:
     hw = parse_hardware_spec("8x80GB")
     assert hw.memory_gb == 80 and hw.capability_assumed and hw.compute_capability == (8, 0)
     assert parse_hardware_spec("4xa100-40gb").memory_gb == 40
+
+
+def _detected(n: int, name: str, memory_gib: float, capability) -> object:
+    from ftagent.core.hardware import GPUInfo, HardwareInfo
+
+    return HardwareInfo(gpus=[GPUInfo(index=i, name=name, memory_total_gb=memory_gib, memory_used_gb=0.0,
+                                      compute_capability=capability) for i in range(n)])
+
+
+def test_startup_preflight_refuses_before_gpu_work(tmp_path: Path) -> None:
+    """The start-up's call (FinetuneScenario.build, GPUs present): a model no method fits is exit 2."""
+    from ftagent.finetune.scenario import launch_preflight
+
+    model = tmp_path / "m"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps(_config("Qwen__Qwen2.5-32B")), encoding="utf-8")
+    plan = launch_preflight(model, _detected(8, "NVIDIA H100 80GB HBM3", 79.2, (9, 0)), "Qwen/Qwen2.5-32B")
+    assert plan is not None and not plan.refused and plan.precision == "bf16"
+    with pytest.raises(UserInputError, match="finetuning_type"):
+        launch_preflight(model, _detected(1, "Tesla T4", 14.6, (7, 5)), "Qwen/Qwen2.5-32B")
+    assert launch_preflight(tmp_path, _detected(1, "Tesla T4", 14.6, (7, 5)), "x") is None  # no config.json
