@@ -97,3 +97,26 @@ def test_axes_charts_count_as_the_official_getters_read_them():
                head + "plt.barh(df['City'], df['Passengers'])\nplt.show()\n```"]
     got = [tb.visualization_metrics([a], [item], python=_tools_python(), timeout_s=60)["Pass@1"] for a in answers]
     assert got == [100.0, 100.0, 0.0]   # barh: a "bar" item reads bar heights (the bar thickness)
+
+
+def test_a_nan_in_the_references_is_read_and_equals_a_missing_value():
+    # TableBench writes a missing table value as a bare nan in y_references (not a Python literal)
+    ref = tb.reference_series("y_references = [[41.5, nan, 38.25, 44.0]]")
+    assert ref is not None and len(ref[0]) == 4
+    assert tb.series_match([[41.5, float("nan"), 38.25, 44.0]], ref, "line")
+    assert not tb.series_match([[41.5, 38.25, 44.0]], ref, "line")
+    assert tb.reference_series("y_references = [[a, b]]") is None
+
+
+@pytest.mark.skipif(_tools_python() is None, reason="needs the tool env's python (matplotlib)")
+def test_chart_values_round_as_the_official_std_digit_rounds_them():
+    """std_digit's round(x, 2) on the getter's numpy values rounds half-way values numpy's way
+    (0.415 -> 0.42), the references Python's way (0.41): the item fails in the official scorer, and here."""
+    from ftagent.benchmarks.domain import sandbox  # noqa: PLC0415
+
+    table = {"columns": ["Party", "Share"], "data": [["A", 0.415], ["B", 0.285], ["C", 0.175], ["D", 0.125]]}
+    code = ("import pandas as pd\nimport matplotlib.pyplot as plt\ndf = pd.read_csv('table.csv')\n"
+            "plt.bar(df['Party'], df['Share'])\n")
+    res = sandbox.run_chart_code(code, table, python=_tools_python(), chart_type="bar", timeout_s=60)
+    assert res.ok and res.series == [0.42, 0.28, 0.18, 0.12]
+    assert not tb.series_match(res.series, [[0.415, 0.285, 0.175, 0.125]], "bar")

@@ -62,24 +62,29 @@ def _scatter(*a, **k):
     if y is not None:
         SERIES.append(_values(y))
 CHART = sys.argv[1] if len(sys.argv) > 1 else ""
-def _floats(values):
-    return [float(x) for x in (values.tolist() if hasattr(values, "tolist") else values)]
+def _r(x):
+    # TableBench's std_digit: round(x, 2) on the value as the getter returns it, so a numpy scalar
+    # (a bar's height, a line's y data from a Series) rounds numpy's way (0.015 -> 0.02) and a
+    # Python float Python's way (0.015 -> 0.01); the references are Python numbers
+    return float(round(x, 2))
+def _rounded(values):
+    return [_r(x) for x in list(values)]
 def _from_axes(ax, chart):
     # TableBench's get_<chart>_y_predictions, one per chart type
     if chart in ("bar", "waterfall"):
-        return [float(p.get_height()) for p in ax.patches]
+        return [_r(p.get_height()) for p in ax.patches]
     if chart == "hbar":
-        return [float(p.get_width()) for p in ax.patches]
+        return [_r(p.get_width()) for p in ax.patches]
     if chart == "pie":
-        return [round((p.theta2 - p.theta1) / 360.0, 2) for p in ax.patches]
+        return [_r(round((p.theta2 - p.theta1) / 360.0, 2)) for p in ax.patches]
     if chart == "line":
-        return [_floats(line.get_ydata()) for line in ax.get_lines()]
+        return [_rounded(line.get_ydata()) for line in ax.get_lines()]
     if chart == "radar":
-        return [_floats(line.get_ydata())[:-1] for line in ax.get_lines()]
+        return [_rounded(line.get_ydata())[:-1] for line in ax.get_lines()]
     if chart == "area":
-        return [[y for y in _floats(c.get_paths()[0].vertices[:, 1]) if y != 0] for c in ax.collections]
+        return [[_r(y) for y in c.get_paths()[0].vertices[:, 1] if y != 0] for c in ax.collections]
     if chart == "scatter":
-        return [[float(o[1]) for o in c.get_offsets()] for c in ax.collections]
+        return [[_r(o[1]) for o in c.get_offsets()] for c in ax.collections]
     raise ValueError("unknown chart_type %r" % chart)
 REAL = False
 try:

@@ -8,6 +8,7 @@ Data: HF ``Multilingual-Multimodal-NLP/TableBench``, file ``TableBench_TCoT.json
 from __future__ import annotations
 
 import ast
+import json
 import math
 import os
 import re
@@ -23,6 +24,7 @@ QTYPES = {"fact_checking": "FactChecking", "numerical_reasoning": "NumericalReas
           "data_analysis": "DataAnalysis", "visualization": "Visualization"}
 NUMERIC_ANALYSIS = ("CorrelationAnalysis", "TrendForecasting", "StatisticalAnalysis")
 DEFAULT_FILE = "TableBench_TCoT.jsonl"
+_NAN = re.compile(r"(?<![\w.])(?:nan|NaN)(?![\w.])")  # a bare nan in a y_references literal
 
 
 # ---------------------------------------------------------------- loader and prompts
@@ -229,12 +231,20 @@ def data_analysis_metrics(predictions: Sequence[str], items: Sequence[dict[str, 
 
 
 def reference_series(answer: str) -> list[list[Any]] | None:
-    """The ``y_references = [[...], ...]`` literal of a visualization answer."""
+    """The ``y_references = [[...], ...]`` literal of a visualization answer; a bare ``nan`` (a missing
+    table value, as TableBench writes it) is read as NaN, which the chart check equals to NaN. The
+    official parser ``exec``s the literal where ``nan`` is undefined (a NameError: no chart passes
+    such an item there; a deliberate difference, docs/benchmarks.md Parity)."""
     m = re.search(r"y_references\s*=\s*(\[.*\])", answer or "", re.DOTALL)
-    try:
-        value = ast.literal_eval(m.group(1)) if m else None
-    except (ValueError, SyntaxError):
+    if not m:
         return None
+    try:
+        value = ast.literal_eval(m.group(1))
+    except (ValueError, SyntaxError):
+        try:  # JSON reads NaN; the literal's numbers and brackets are JSON already
+            value = json.loads(_NAN.sub("NaN", m.group(1)))
+        except ValueError:
+            return None
     return value if isinstance(value, list) else None
 
 
