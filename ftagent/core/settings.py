@@ -20,6 +20,8 @@ from typing import Annotated, Any, Literal
 from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from ftagent.core.redact import mask_obj, register_secret
+
 BUILTIN_RUNNERS = ("local", "conda", "docker")
 
 
@@ -235,14 +237,19 @@ class Settings:
         # runtime only (never read from the environment, never dumped): the session's judge gateway,
         # an object with ``url``, ``token`` and ``refused`` (LLMGateway.for_judge); None = none running
         self.judge_route: Any = None
+        # every configured secret is masked in whatever is persisted from now on (ftagent.core.redact)
+        for group in (ft, llm):
+            for value in vars(group).values():
+                if isinstance(value, SecretStr):
+                    register_secret(value.get_secret_value())
 
     def redacted(self) -> dict[str, Any]:
-        """A JSON-safe dump with secrets masked (for snapshots, events and logs)."""
-        return {
+        """A JSON-safe dump with secrets masked (for snapshots, events and logs), URL credentials included."""
+        return mask_obj({
             "ft": json.loads(self.ft.model_dump_json()),
             "llm": json.loads(self.llm.model_dump_json()),
             "paths": json.loads(self.paths.model_dump_json()),
-        }
+        })
 
 
 def load_settings(**ft_overrides: Any) -> Settings:

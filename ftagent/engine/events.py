@@ -19,6 +19,7 @@ from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
 from ftagent.core.errors import StepFailure
 from ftagent.core.forecast import Forecast
+from ftagent.core.redact import mask_text
 from ftagent.core.stats import Difference
 
 
@@ -40,7 +41,7 @@ class SessionStart(_Event):
 
 class SessionEnd(_Event):
     type: Literal["session_end"] = "session_end"
-    status: Literal["completed", "timeout", "step_limit", "budget", "env_error", "interrupted"]
+    status: Literal["completed", "timeout", "step_limit", "budget", "env_error", "interrupted", "no_progress"]
     message: str = ""
 
 
@@ -259,7 +260,7 @@ class EventLog:
 
     def emit(self, event: _Event) -> None:
         """Append one event, then hand it to the subscribers (whose errors never reach the step)."""
-        line = event.model_dump_json() + "\n"
+        line = mask_text(event.model_dump_json()) + "\n"  # secrets never reach the disk (core.redact)
         with self._lock, open(self.path, "a", encoding="utf-8") as fh:
             fh.write(line)
             fh.flush()

@@ -27,6 +27,7 @@ from typing import Any
 from pydantic import BaseModel, Field, ValidationError
 
 from ftagent.core.errors import EnvironmentFailure, StepFailure, UserInputError
+from ftagent.core.redact import mask_text
 from ftagent.engine.events import EventLog
 
 SNAPSHOT_SCHEMA = 1
@@ -224,7 +225,7 @@ class Session:
         """
         path = self.dir / SESSION_DIR / str(loop) / snapshot_name(seq, step)
         try:
-            write_atomic(path, self.state.model_dump_json(indent=1))
+            write_atomic(path, mask_text(self.state.model_dump_json(indent=1)))  # no secret on disk
         except OSError as exc:  # disk full, quota, read-only file system: the previous snapshot is intact
             snaps = list_snapshots(self.dir)
             previous = f"resume with --path {snaps[-1]}" if snaps else "no earlier snapshot exists"

@@ -2,15 +2,15 @@
 
 Every LLM call the client makes is written as one JSON file holding the messages, the reply, the
 model, token counts, cost, latency and the stage. Records and ``llm_call`` events pass through a
-:class:`Redactor` first, so API keys never reach the disk: the configured key values are replaced,
-and so is anything that looks like a common key (``sk-...``, ``hf_...``, ``Bearer ...``, AWS ids).
+:class:`Redactor` first (owned by :mod:`ftagent.core.redact`), so API keys never reach the disk: the
+configured key values are replaced, and so is anything that looks like a common key (``sk-...``,
+``hf_...``, ``Bearer ...``, AWS ids) or a credential inside a URL.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
 import threading
 import time
 from pathlib import Path
@@ -18,46 +18,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-REDACTED = "***REDACTED***"
-
-_KEY_PATTERNS = [
-    re.compile(r"\bsk-[A-Za-z0-9_\-]{8,}"),  # OpenAI, Anthropic (sk-ant-...), many proxies
-    re.compile(r"\bhf_[A-Za-z0-9]{16,}"),  # Hugging Face tokens
-    re.compile(r"\bAKIA[0-9A-Z]{16}\b"),  # AWS access key ids
-    re.compile(r"\bAIza[0-9A-Za-z_\-]{30,}"),  # Google API keys
-    re.compile(r"(?i)(\bbearer\s+)[A-Za-z0-9._\-]{8,}"),
-    re.compile(r"(?i)((?:api[_-]?key|access[_-]?token|secret)[\"']?\s*[:=]\s*[\"']?)[^\s\"',;]{6,}"),
-]
-
-
-class Redactor:
-    """Masks configured secret values and common API-key patterns in text and JSON-like data."""
-
-    def __init__(self, secrets: list[str | None] | None = None) -> None:
-        # longest first, so a key that contains another is masked whole; very short values are
-        # ignored (masking "x" everywhere would destroy the record and protects nothing)
-        self.secrets = sorted({s for s in (secrets or []) if s and len(s) >= 4}, key=len, reverse=True)
-
-    def text(self, value: str) -> str:
-        """Redact one string."""
-        for secret in self.secrets:
-            value = value.replace(secret, REDACTED)
-        for pattern in _KEY_PATTERNS:
-            if pattern.groups:
-                value = pattern.sub(lambda m: m.group(1) + REDACTED, value)
-            else:
-                value = pattern.sub(REDACTED, value)
-        return value
-
-    def obj(self, value: Any) -> Any:
-        """Redact every string inside dicts/lists/tuples (keys included)."""
-        if isinstance(value, str):
-            return self.text(value)
-        if isinstance(value, dict):
-            return {self.obj(k): self.obj(v) for k, v in value.items()}
-        if isinstance(value, (list, tuple)):
-            return [self.obj(v) for v in value]
-        return value
+# one owner for secret masking (URL credentials included): ftagent.core.redact; re-exported here
+from ftagent.core.redact import REDACTED, Redactor  # noqa: F401
 
 
 class LLMRecord(BaseModel):
