@@ -289,3 +289,40 @@ def test_the_offline_planner_reads_low_loss_and_zero_score_as_a_format_problem()
     assert h.plan["recipe"]["max_steps"] == base_recipe(sc)["max_steps"]  # the same recipe, new data
     fb = HeuristicFeedback(sc).feedback(exp(0, {}, low, 0.0), trace, None)
     assert "format problem" in fb.next_step and "train longer" not in fb.next_step
+
+
+# ------------------------------------------------------------------------------------ config prompt
+
+def test_the_config_prompt_shows_what_applies_the_parents_data_and_the_last_failure(tmp_path):
+    import json
+
+    from ftagent.planners.llm.code import _last_failure_part, _parent_data_part, config_messages
+    from ftagent.planners.llm.view import planner_view
+
+    scenario = _demo_scenario(tmp_path)  # CPU only
+    hyp = Hypothesis(hypothesis="[Training] full fine-tuning, lr 3e-4", task="full fine-tuning, 3 epochs", parent=0)
+    parent_ws = tmp_path / "ws" / "loop_0"
+    parent_ws.mkdir(parents=True)
+    (parent_ws / "data.json").write_text(json.dumps([{"instruction": "What is 1 + 2?", "input": "",
+                                                      "output": "\\boxed{3}"}] * 40))
+    trace = Trace(core_metric="accuracy", baseline_val=0.0)
+    trace.record(Experiment(loop=0, hypothesis=Hypothesis(hypothesis="h", task="t"), val_score=40.0, decision=True,
+                            artefacts={"workspace": str(parent_ws)}))
+    trace.record(Experiment(loop=1, parent=0, hypothesis=Hypothesis(hypothesis="h", task="t"), failure=StepFailure(
+        stage="train", error_type=ErrorType.DIVERGED, message="training diverged at step 300/2000: loss nan",
+        suggestion="Lower learning_rate (by 3-10x)")))
+    trace.sota_loop = 0
+    view = planner_view(trace)
+    ws = tmp_path / "ws" / "loop_2"
+    ws.mkdir()
+    extra = [*_parent_data_part(ws, view.get(0), scenario, hyp), *_last_failure_part(view.experiments[-1])]
+    text = config_messages(scenario, _settings(), hyp, ws, extra=extra)[0]["content"]
+    for absent in ("quantization_bit", "use_liger_kernel", "flash_attn", "lora_rank", "module_dropout", "pure_bf16"):
+        assert f"- {absent} (" not in text, absent
+    assert "- learning_rate (" in text and "- per_device_train_batch_size (" in text
+    assert "Not produced yet" not in text and "the data of loop 0, the experiment built on" in text
+    assert "- 40 rows written by loop 0's data script" in text
+    assert "Loop 1 (the latest experiment) failed" in text and "[train/DIVERGED] training diverged" in text
+    # a GPU run keeps the precision keys, a run naming no method keeps every method's arguments
+    plain = config_messages(scenario, _settings(), Hypothesis(hypothesis="more data", task="t"), ws)[0]["content"]
+    assert "- lora_rank (" in plain and "- quantization_bit (" not in plain

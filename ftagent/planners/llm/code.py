@@ -19,7 +19,7 @@ from ftagent.core.errors import ErrorType, StepFailure
 from ftagent.core.types import CodeResult, Hypothesis
 from ftagent.planners.llm.brief import DATA_RULES, HARDWARE, MEMORY, MODEL, OBJECTIVE
 from ftagent.planners.llm.budget import Section
-from ftagent.planners.llm.history import planner_config
+from ftagent.planners.llm.history import clip_text, is_internal_error, planner_config
 from ftagent.planners.llm.prompting import brief_part, budgets_part, debug_data_stats, fit, text_part
 from ftagent.planners.llm.propose import llm_pools_configured, read_artefact
 from ftagent.planners.llm.templates import clip, render
@@ -100,6 +100,39 @@ _NOT_SFT = re.compile(r"^- (\w*(ppo|dpo|kto|orpo|simpo|pref|reward|ref_model|rlh
                       r"ray_|swanlab|wandb|mlflow|trackio)\w*) \(", re.IGNORECASE)
 
 
+# catalogue entries that cannot apply without a GPU: quantisation (bitsandbytes needs CUDA), mixed precision
+# and its back-ends (the system trains CPU runs in float32), GPU kernels (FlashAttention, Liger, Unsloth)
+_GPU_ONLY = re.compile(r"^- ((\w*quantiz\w*|bf16|fp16|pure_bf16|fp16_backend|half_precision_backend|fp8\w*|"
+                       r"flash_attn|use_liger_kernel|enable_liger_kernel|use_unsloth\w*|torch_empty_cache_steps|"
+                       r"double_quantization)) \(")
+# the arguments of each method: shown only when the method can be chosen
+_METHOD_ARGS = {"lora": re.compile(r"^- ((lora|pissa|loraplus)\w*|use_rslora|use_dora|additional_target|"
+                                   r"create_new_adapter) \("),
+                "oft": re.compile(r"^- (oft\w*|module_dropout) \("),
+                "freeze": re.compile(r"^- (freeze\w*|train_mm_proj_only) \(")}
+# a method the experiment names: LoRA/QLoRA/OFT as words; full and freeze only as a method ("full
+# fine-tuning", "full-parameter", "freeze tuning", "finetuning_type: full"), not "the full data"
+_METHOD_WORD = re.compile(r"\b(q?lora|oft)\b|\b(full|freeze)[ -]?(?:fine[ -]?tun\w*|tun\w*|parameter|ft)\b|"
+                          r"finetuning_type\W+(full|freeze|lora|oft)\b", re.IGNORECASE)
+
+
+def applicable_catalogue(text: str, scenario: ScenarioInfo, hypothesis: Hypothesis | None = None) -> str:
+    """The catalogue without the entries that cannot apply to this run (issue 35: ~16k characters, mostly
+    quantisation, OFT and Liger entries on a CPU run with full fine-tuning): without a GPU the GPU-only
+    arguments; when the experiment names exactly one method (LoRA, full, freeze, OFT), the other methods'
+    arguments. Section headings are kept."""
+    gpu = bool(getattr(scenario.hardware, "gpus", None))
+    text_of = f"{hypothesis.hypothesis} {hypothesis.task}" if hypothesis is not None else ""
+    named = {next(g for g in m.groups() if g).lower().replace("qlora", "lora")
+             for m in _METHOD_WORD.finditer(text_of)}
+    drop = [_GPU_ONLY] if not gpu else []
+    if len(named) == 1:
+        drop += [rx for method, rx in _METHOD_ARGS.items() if method not in named]
+    if not drop:
+        return text
+    return "\n".join(line for line in text.splitlines() if not any(rx.match(line) for rx in drop))
+
+
 def split_catalogue(text: str) -> tuple[str, str]:
     """(the arguments the planner tunes, the other SFT-relevant arguments) of a rendered catalogue.
 
@@ -167,9 +200,14 @@ class LLMCoder:
         if not data_failed or not yaml_path.exists():
             previous = without_system_keys(_read(yaml_path) or read_artefact(parent, TRAIN_YAML))
             changes = parent.system_changes if parent is not None and not _read(yaml_path) else []
+            view = planner_view(trace)
             yaml_path.write_text(self._config(client, hypothesis, scenario, workspace, previous,
                                               "" if data_failed else fix, ctx, changes,
-                                              _latest_part(latest, TRAIN_YAML, "yaml")), encoding="utf-8")
+                                              _latest_part(latest, TRAIN_YAML, "yaml"),
+                                              extra=[*_parent_data_part(workspace, parent, scenario, hypothesis),
+                                                     *_last_failure_part(view.experiments[-1] if view.experiments
+                                                                         else None)]),
+                                 encoding="utf-8")
             notes.append("config written")
         return CodeResult(workspace=str(workspace), round=_round(ctx), notes="; ".join(notes),
                           files={DATA_SCRIPT: str(script_path), TRAIN_YAML: str(yaml_path)})
@@ -181,10 +219,40 @@ class LLMCoder:
 
     def _config(self, client: LLMClient, hypothesis: Hypothesis, scenario: ScenarioInfo, workspace: Path,
                 previous: str, fix: str, ctx: Any = None, parent_changes: list[str] | None = None,
-                latest: Section | None = None) -> str:
+                latest: Section | None = None, extra: list[Section] | None = None) -> str:
         messages = config_messages(scenario, self.settings, hypothesis, workspace, previous, fix, ctx,
-                                   parent_changes or [], latest)
+                                   parent_changes or [], latest, extra=extra)
         return client.chat_code(messages, "yaml", stage="config_coder")
+
+
+def _parent_data_part(workspace: Path, parent: Any, scenario: ScenarioInfo, hypothesis: Hypothesis) -> list[Section]:
+    """Before this loop's data exists, the statistics of the data built on (issue 35: loop 1's config
+    prompt said "not produced yet" while loop 0's data was known)."""
+    if parent is None or (Path(workspace) / "data.json").is_file():
+        return []
+    source = parent.artefacts.get("workspace")
+    stats = debug_data_stats(Path(source), scenario.base_model_path, written_by=f"loop {parent.loop}'s data "
+                             "script") if source else ""
+    if not stats:
+        return []
+    how = ("this loop reuses its data script, so expect the same data" if hypothesis.skip_data_processing
+           else "this loop's data script may change it")
+    return [text_part("data", "Training data",
+                      f"This loop's data is not produced yet; the data of loop {parent.loop}, the experiment built "
+                      f"on ({how}):\n{stats}", 80)]
+
+
+def _last_failure_part(exp: Any) -> list[Section]:
+    """The latest experiment's failure, when it failed (issue 35: the config coder was not told that the
+    previous config diverged)."""
+    if exp is None or exp.failure is None or is_internal_error(exp.failure):
+        return []
+    f = exp.failure
+    lines = [f"- [{f.stage}/{f.error_type.value}] {clip_text(f.message, 500)}"]
+    if f.suggestion:
+        lines.append(f"- Suggestion: {clip_text(f.suggestion, 400)}")
+    return [text_part("last_failure", f"Loop {exp.loop} (the latest experiment) failed: do not repeat its cause",
+                      "\n".join(lines), 78)]
 
 
 def _latest_other(view: Any, parent: Any) -> Any:
@@ -274,10 +342,15 @@ def data_messages(scenario: ScenarioInfo, settings: Any, hypothesis: Hypothesis,
 
 def config_messages(scenario: ScenarioInfo, settings: Any, hypothesis: Hypothesis, workspace: Path | None = None,
                     previous: str = "", fix: str = "", ctx: Any = None,
-                    parent_changes: list[str] | None = None, latest: Section | None = None) -> list[dict[str, str]]:
-    """The config coder's request: model, hardware, memory, data statistics, the parameter catalogue."""
+                    parent_changes: list[str] | None = None, latest: Section | None = None,
+                    extra: list[Section] | None = None) -> list[dict[str, str]]:
+    """The config coder's request: model, hardware, memory, data statistics, the parameter catalogue
+    (only the entries that can apply to this run: :func:`applicable_catalogue`). ``extra``: a "data"
+    section replaces the not-produced-yet note; others (the latest failure) go before the catalogue."""
     think = getattr(settings.ft, "force_think_token", False) or scenario.force_think_token
-    essential, others = split_catalogue(parameter_catalogue(scenario))
+    essential, others = split_catalogue(applicable_catalogue(parameter_catalogue(scenario), scenario, hypothesis))
+    extra = list(extra or [])
+    data_part = next((x for x in extra if x.key == "data"), None)
     sections = [
         text_part("intro", "", "You write `train.yaml`, a LLaMA-Factory SFT config for one experiment.", required=True),
         brief_part(scenario, OBJECTIVE, 50),
@@ -292,9 +365,10 @@ def config_messages(scenario: ScenarioInfo, settings: Any, hypothesis: Hypothesi
             force_think_token=think), required=True),
     ]
     stats = debug_data_stats(workspace, scenario.base_model_path) if workspace is not None else ""
-    sections.append(text_part("data", "Training data", stats or
-                              f"Not produced yet (the data script runs after this config is written); at most "
-                              f"{scenario.upper_data_size_limit} rows.", 80))
+    sections.append(text_part("data", "Training data", stats) if stats else data_part or text_part(
+        "data", "Training data", f"Not produced yet (the data script runs after this config is written); at most "
+                                 f"{scenario.upper_data_size_limit} rows.", 80))
+    sections += [x for x in extra if x.key != "data"]
     sections.append(text_part("catalogue", "Parameter catalogue", essential or "(not available)", required=True))
     if others:
         sections.append(text_part("catalogue_more", "", others, 30))

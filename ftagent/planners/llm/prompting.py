@@ -85,7 +85,8 @@ def fit(sections: list[Section], settings: Any, system: str = "") -> Fitted:
     return fit_sections(sections, budget_of(settings), extra_tokens=extra + 4)
 
 
-def debug_data_stats(workspace: Path, model_path: str | None, limit_rows: int = 5000) -> str:
+def debug_data_stats(workspace: Path, model_path: str | None, limit_rows: int = 5000,
+                     written_by: str = "the debug run (the full run writes more)") -> str:
     """Rows, token lengths (base model's tokenizer) and one row of the workspace's ``data.json``.
 
     Written after the data script's debug run, so in a first round there is nothing to show.
@@ -113,7 +114,7 @@ def debug_data_stats(workspace: Path, model_path: str | None, limit_rows: int = 
     overhead = template_overhead(model_path)
     templated = (f"- longest sample with the chat template: {lengths[-1] + overhead.tokens} tokens "
                  f"({lengths[-1]} + {overhead.tokens} template tokens)\n" if overhead else "")
-    return (f"- {len(rows):,} rows written by the debug run (the full run writes more)\n"
+    return (f"- {len(rows):,} rows written by {written_by}\n"
             f"- tokens per row (instruction + input + output, base model tokenizer): p50 {_percentile(lengths, 50)}, "
             f"p90 {_percentile(lengths, 90)}, p99 {_percentile(lengths, 99)}, max {lengths[-1]}\n"
             f"- tokens per output: p50 {_percentile(out, 50)}, max {out[-1]}\n{templated}"
