@@ -41,6 +41,7 @@ from ftagent.tools.opencompass.inference import (
 # The preferred method first: full fine-tuning when it fits a useful length, else LoRA, else 4-bit LoRA.
 METHOD_ORDER: tuple[Method, ...] = ("full_gc", "lora", "qlora")
 USEFUL_CUTOFF = 2048  # a method is chosen when it fits this many tokens (or the whole context, if shorter)
+MOE_KEYS = ("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts")
 VLLM_DTYPES: dict[str, str] = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 
 
@@ -77,6 +78,7 @@ class LaunchPlan(BaseModel):
     data_parallel_size: int = Field(description="vLLM replicas over the GPUs left: gpu_count // TP")
     max_model_len: int | None
     vllm_dtype: str
+    gpu_memory_utilization: float = Field(0.9, description="vLLM's share of each GPU (models.yaml)")
     lora_rank: int | None = Field(description="the rank the memory plan assumes (LoRA methods)")
     max_lora_rank: int = Field(description="vLLM's --max-lora-rank: an adapter above it is merged first")
     disk_per_loop_gb: float = Field(description="the trained model (full: 16-bit weights; LoRA: adapter) "
@@ -162,8 +164,12 @@ def launch_plan(model_config: dict[str, Any], hardware: HardwareProfile, *, name
         max_cutoff_len=min(est.max_seq_len, context) if context else est.max_seq_len, model_context_len=context,
         tensor_parallel_size=tp, tensor_parallel_fixed_from=fixed_from, data_parallel_size=max(1, hardware.gpu_count // tp) if gpu else 1,
         max_model_len=max_model_len(values.get("max_seq_len"), model_config), vllm_dtype=dtype,
+        gpu_memory_utilization=float(values.get("gpu_memory_utilization", 0.9)),
         lora_rank=None if full else rank, max_lora_rank=max_rank,
         disk_per_loop_gb=round(2 * trained_gb, 3), memory=report, notes=notes)
+    if any(int(vllm_rules.text_config(model_config).get(k) or 0) > 1 for k in MOE_KEYS):
+        plan.notes.append("mixture of experts: the memory estimate counts one dense MLP per layer, not every "
+                          "expert, so its training figures are too low")
     if est.max_seq_len < MIN_SEQ:
         plan.notes.append(f"{METHOD_CONFIGS[method]} fits fewer than {MIN_SEQ} tokens on {hardware.spec}")
     return plan.model_copy(update={"preflight": preflight(plan, model_config)})

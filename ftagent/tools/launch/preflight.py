@@ -60,6 +60,14 @@ def _vllm_verdicts(plan: LaunchPlan, model_config: dict[str, Any], use_dora: boo
     ]
     for rule, setting, kwargs, ok, source in checks:
         out.append(_verdict(rule, setting, vllm_rules.refusals(model_config, **kwargs), ok, source))
+    usable = plan.per_gpu_memory_gb * plan.gpu_memory_utilization
+    share = plan.weights_gb / max(1, plan.tensor_parallel_size)
+    out.append(_verdict("vllm.memory", "tensor_parallel_size / GPU memory", [
+        f"the 16-bit weights take {share:.1f} GB per GPU at TP {plan.tensor_parallel_size}, more than vLLM's "
+        f"{plan.gpu_memory_utilization:g} x {plan.per_gpu_memory_gb:g} GB: no room for the KV cache"]
+        if plan.gpu_count and share >= usable else [],
+        f"{share:.1f} GB of weights per GPU of {usable:.1f} GB usable",
+        "vllm/v1/core/kv_cache_utils.py check_enough_kv_cache_memory ('No available memory for the cache blocks')"))
     if plan.tensor_parallel_fixed_from is not None and out[0].status == "ok":
         out[0] = Verdict(rule=out[0].rule, setting=out[0].setting, status="fixed", source=out[0].source,
                          message=f"{plan.tensor_parallel_fixed_from} (models.yaml) does not divide the heads: "
