@@ -39,8 +39,12 @@ class BenchmarkSpec(BaseModel):
     subsets: list[str] = Field(default_factory=lambda: ["default"])
 
     def describe_line(self) -> str:
-        """One line: key, category, core metric, direction."""
-        return f"{self.key:<16} {self.category:<10} {self.core_metric} ({self.direction})"
+        """One line: key, category, core metric, direction (under :data:`DESCRIBE_HEADER`)."""
+        return _LINE.format(self.key, self.category, f"{self.core_metric} ({self.direction})")
+
+
+_LINE = "{:<16} {:<10} {}"
+DESCRIBE_HEADER = _LINE.format("KEY", "CATEGORY", "METRIC (DIRECTION)")  # the columns of describe_line
 
 
 class DatasetBlock(BaseModel):

@@ -12,7 +12,9 @@ app = typer.Typer(help="List and inspect benchmarks (configs/benchmarks/*.yaml, 
 def benchmarks_list() -> None:
     """List benchmark keys with their category and core metric."""
     from ftagent.benchmarks import describe_all
+    from ftagent.benchmarks.base import DESCRIBE_HEADER
 
+    typer.echo(DESCRIBE_HEADER)
     for row in describe_all():
         typer.echo(row)
 

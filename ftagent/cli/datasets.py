@@ -7,6 +7,7 @@ import typer
 from ftagent.cli.common import prepare_env
 
 app = typer.Typer(help="List, prepare and inspect raw training datasets.", no_args_is_help=True)
+_LIST_LINE = "{:14} {:45} {:9} {}"  # `datasets list`: the header and each row
 
 
 def _file_path():
@@ -26,11 +27,12 @@ def datasets_list(
 
     file_path = _file_path()
     names = datasets_for_benchmark(benchmark) if benchmark else dataset_names()
+    typer.echo(_LIST_LINE.format("NAME", "SOURCE", "STATE", "BENCHMARKS"))
     for name in names:
         spec = get_source(name).spec
         state = "prepared" if is_prepared(name, file_path) else "-"
-        typer.echo(f"{name:14} {spec.repo_id or '(generated locally)':45} {state:9} "
-                   f"{', '.join(spec.related_benchmarks)}")
+        typer.echo(_LIST_LINE.format(name, spec.repo_id or "(generated locally)", state,
+                                     ", ".join(spec.related_benchmarks)))
 
 
 @app.command("prepare")

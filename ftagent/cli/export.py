@@ -8,12 +8,7 @@ import typer
 
 from ftagent.cli.common import prepare_env
 
-# a group with one callback: interspersed options so that `export SESSION --loop 1` parses like a command
-app = typer.Typer(help="Export a session's model: HF folder, model card, reproduce/.", invoke_without_command=True,
-                  context_settings={"allow_interspersed_args": True})
 
-
-@app.callback(invoke_without_command=True)
 def export(
     session: Path = typer.Argument(..., help="session directory (LOG_PATH/<session>)"),
     loop: int | None = typer.Option(None, "--loop", min=0, help="loop to export (default: the best loop)"),
@@ -21,7 +16,7 @@ def export(
     merge: bool = typer.Option(True, "--merge/--no-merge", help="merge a LoRA adapter into the base model, or keep the adapter"),
     push_to_hub: str | None = typer.Option(None, "--push-to-hub", help="also upload to this HF repo (HF_TOKEN); private"),
 ) -> None:
-    """Write the model (LoRA merged by default), README.md (model card) and reproduce/ for one loop."""
+    """Export a session's model: the HF folder (LoRA merged by default), README.md (model card) and reproduce/."""
     prepare_env()
     from ftagent.core.settings import load_settings
     from ftagent.finetune.export import ExportRequest, export_model

@@ -14,6 +14,7 @@ import typer
 from ftagent.cli import benchmarks, datasets, env, export, job, models, prompts, run, ui
 from ftagent.cli.common import print_error
 from ftagent.cli.doctor import doctor
+from ftagent.cli.help import CONTEXT_SETTINGS, tidy_help
 from ftagent.core.errors import EnvironmentFailure, UserInputError
 
 app = typer.Typer(
@@ -22,7 +23,26 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    context_settings=CONTEXT_SETTINGS,
 )
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        typer.echo(f"ftagent {version('ftagent')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", is_eager=True, callback=_print_version,
+                                 help="print ftagent's version (from the installed package) and exit"),
+) -> None:
+    """Autonomous, benchmark-driven LLM fine-tuning: propose → code → validate → train → evaluate → feedback."""
+
+
 app.command("llm_finetune")(run.llm_finetune)
 app.command("demo")(run.demo)
 app.command("plan")(run.plan)
@@ -34,8 +54,9 @@ app.add_typer(datasets.app, name="datasets")
 app.add_typer(env.app, name="env")
 app.add_typer(models.app, name="models")
 app.add_typer(job.app, name="job")
-app.add_typer(prompts.app, name="prompts")
-app.add_typer(export.app, name="export")
+app.command("prompts")(prompts.prompts)
+app.command("export")(export.export)
+tidy_help(app)
 
 
 def main() -> None:

@@ -17,10 +17,8 @@ import typer
 from ftagent.cli.common import fail, prepare_env
 
 STEP_NAMES = ("propose", "data", "config", "feedback")
-app = typer.Typer(help="Show the prompts the LLM planner is sent.", invoke_without_command=True)
 
 
-@app.callback(invoke_without_command=True)
 def prompts(
     benchmark: str | None = typer.Option(None, "--benchmark", help="benchmark key (e.g. demo_add) or a benchmark YAML file"),
     base_model: str | None = typer.Option(None, "--base-model", help="HF repo id, local folder or builtin/<name>"),
@@ -28,7 +26,7 @@ def prompts(
     path: Path | None = typer.Option(None, "--path", help="a session directory or snapshot: use its scenario and trace"),
     dataset: str | None = typer.Option(None, "--dataset", help="raw dataset name, or 'all'"),
 ) -> None:
-    """Print the planner's requests for one step (or all four), with their token counts."""
+    """Show the prompts the LLM planner is sent: one step's requests (or all four's), with their token counts."""
     if step is not None and step not in STEP_NAMES:
         fail(f"--step must be one of {', '.join(STEP_NAMES)}, not '{step}'")
     prepare_env()

@@ -7,6 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from ftagent.core.durations import format_duration
 from ftagent.core.stats import Difference, interval_line
 from ftagent.views.forecast import VersusRow, versus, versus_markdown, versus_note
 from ftagent.views.session import LoopView, load_session
@@ -113,6 +114,11 @@ def export_command(session_dir: str | Path) -> str:
     return f"ftagent export {session_dir}"
 
 
+def best_label(loop: int | None) -> str:
+    """The best row's label: its loop, or that none beat the baseline (never ``loop None``)."""
+    return "best (none beat the baseline)" if loop is None else f"best (loop {loop})"
+
+
 def _fmt(value: float | None) -> str:
     return "–" if value is None else f"{value:.2f}"
 
@@ -122,19 +128,20 @@ def render_markdown(r: Report) -> str:
     scans = [scan for row in r.loops for scan in row.contamination]
     lines = [
         f"# ftagent report — {r.session}", "",
-        f"- benchmark: `{r.benchmark}` ({r.core_metric}), base model: `{r.base_model}`, planner: {r.planner}",
-        f"- status: {r.status}; wall time {r.wall_time_s:.0f}s "
-        f"(training {r.training_time_s:.0f}s, evaluation {r.evaluation_time_s:.0f}s, "
-        f"all subprocesses {r.subprocess_time_s:.0f}s)",
+        f"- benchmark: `{r.benchmark or '–'}` ({r.core_metric}), base model: `{r.base_model or '–'}`, "
+        f"planner: {r.planner or '–'}",
+        f"- status: {r.status}; wall time {format_duration(r.wall_time_s)} "
+        f"(training {format_duration(r.training_time_s)}, evaluation {format_duration(r.evaluation_time_s)}, "
+        f"all subprocesses {format_duration(r.subprocess_time_s)})",
         f"- LLM: {r.llm_calls} calls, {r.llm_tokens} tokens, ${r.llm_cost_usd:.4f}"
         + (f" (+ {r.llm_unpriced_calls} calls of unknown price)" if r.llm_unpriced_calls else ""),
-        *([f"- early stop: {r.early_stops} diverging run(s) stopped, ~{r.early_stop_saved_s:.0f}s of training "
+        *([f"- early stop: {r.early_stops} diverging run(s) stopped, ~{format_duration(r.early_stop_saved_s)} of training "
            "saved"] if r.early_stops else []),
         *([f"- contamination scans: {len(scans)} data set(s), "
            f"{sum(1 for s in scans if not s.get('passed'))} holding benchmark items"] if scans else []), "",
         "| | validation | test |", "|---|---|---|",
         f"| baseline | {_fmt(r.baseline_val)} | {_fmt(r.baseline_test)} |",
-        f"| best (loop {r.best_loop}) | {_fmt(r.best_val)}{_vs_baseline(r.best_intervals, 'validation')} | "
+        f"| {best_label(r.best_loop)} | {_fmt(r.best_val)}{_vs_baseline(r.best_intervals, 'validation')} | "
         f"{_fmt(r.best_test)}{_vs_baseline(r.best_intervals, 'test')} |", "",
         f"Best model: `{r.best_model_path}`" if r.best_model_path else "No loop beat the baseline.", "",
         *([f"Export it (Hugging Face folder, model card, reproduce/): `{export_command(r.session_dir)}`", ""]
@@ -147,7 +154,7 @@ def render_markdown(r: Report) -> str:
         decision = {True: "new SOTA", False: "no", None: "–"}[row.decision]
         status = row.status if not row.failure else f"{row.status}: {row.failure[:80]}"
         lines.append(f"| {row.loop} | {row.hypothesis[:90]} | {cfg} | {_fmt(row.val_score)} | "
-                     f"{_fmt(row.test_score)} | {decision} | {status} | {row.duration_s:.0f}s |")
+                     f"{_fmt(row.test_score)} | {decision} | {status} | {format_duration(row.duration_s)} |")
     lines += _differences(r)
     if r.forecast:
         lines += ["", *versus_markdown(r.forecast, r.forecast_note)]

@@ -291,4 +291,4 @@ def test_the_report_counts_the_saved_training_time(tmp_path: Path) -> None:
         log.emit(LoopEnd(loop=loop, status="failed" if saved else "succeeded"))
     report = build_report(session)
     assert report.early_stops == 2 and report.early_stop_saved_s == pytest.approx(150.4)
-    assert "- early stop: 2 diverging run(s) stopped, ~150s of training saved" in render_markdown(report)
+    assert "- early stop: 2 diverging run(s) stopped, ~2 min 30 s of training saved" in render_markdown(report)
