@@ -3,7 +3,8 @@
 #
 #   job/run_ft_job.sh [--dry-run] [--job-id ID] tasks.json
 #
-# tasks.json is validated up front (python -m ftagent.jobs.tasks); any problem -> exit 2, nothing started.
+# tasks.json is validated up front (ftagent job run --dry-run: the check `ftagent job run` makes); any
+# problem -> exit 2, nothing started.
 # See job/README.md for the file format, environment variables and the on-disk layout.
 set -euo pipefail
 
@@ -82,8 +83,11 @@ else
 fi
 
 # --- validate and plan (exit 2 with one line per problem) ----------------------------------------
-PLAN="$("$PY" -m ftagent.jobs.tasks plan "$TASKS_FILE" --job-id "$JOB_ID" \
-        --log-base "$LOG_BASE" --workspace-base "$WS_BASE" --ftagent-bin "$FTAGENT_BIN")" || exit $?
+# The one task check of both job runners: `ftagent job run --dry-run` reads tasks.json and runs each
+# task's start-up (benchmark, base model, description: ftagent.finetune.startup.resolve_tasks), so this
+# script refuses exactly what `ftagent job run` refuses, before tmux starts anything (issue 34.8).
+PLAN="$(FTAGENT_BIN="$FTAGENT_BIN" "$PY" -m ftagent job run --dry-run "$TASKS_FILE" --job-id "$JOB_ID" \
+        --log-base "$LOG_BASE" --workspace-base "$WS_BASE")" || exit $?
 SESSION="$(jq -r '.tmux_session' <<<"$PLAN")"
 JOB_DIR="$(jq -r '.job_dir' <<<"$PLAN")"
 N_TASKS="$(jq '.tasks | length' <<<"$PLAN")"

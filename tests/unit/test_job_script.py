@@ -136,3 +136,21 @@ def test_example_tasks_file_is_valid():
 
     tasks, errors = read_tasks_file(REPO / "job" / "tasks.json.example")
     assert errors == [] and tasks is not None and len(tasks.tasks) == 3
+
+
+@pytest.mark.skipif(not shutil.which("tmux"), reason="needs tmux")
+def test_a_task_ftagent_job_run_refuses_never_reaches_tmux(tmp_path):
+    """Issue 34.8: the script makes `ftagent job run`'s task check (the base model here), exit 2, no tmux."""
+    job_id = f"t{uuid.uuid4().hex[:8]}"
+    env = _env(tmp_path, FT_FILE_PATH=str(tmp_path / "ft"))
+    tasks = {"tasks": [{"model": "builtin/tiny-qwen2", "benchmark": "demo_add"},
+                       {"model": str(tmp_path / "no-such-model"), "benchmark": "demo_add"}]}
+    try:
+        res = _run(tmp_path, tasks, "--job-id", job_id, env=env)
+        assert res.returncode == 2, (res.stdout, res.stderr)
+        assert "task 1" in res.stderr and "no-such-model" in res.stderr and "Traceback" not in res.stderr
+        assert subprocess.run(["tmux", "has-session", "-t", f"=ftjob-{job_id}"], env=env,
+                              capture_output=True).returncode != 0
+        assert not (tmp_path / "log").exists()
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", f"=ftjob-{job_id}"], env=env, capture_output=True)
