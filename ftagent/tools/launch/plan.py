@@ -42,7 +42,6 @@ from ftagent.tools.opencompass.inference import (
 METHOD_ORDER: tuple[Method, ...] = ("full_gc", "lora", "qlora")
 USEFUL_CUTOFF = 2048  # a method is chosen when it fits this many tokens (or the whole context, if shorter)
 MOE_KEYS = ("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts")
-VLLM_DTYPES: dict[str, str] = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 
 
 class Verdict(BaseModel):
@@ -104,12 +103,11 @@ def _choose_method(report: MemoryReport, context: int | None) -> Method:
     return fitting[0] if fitting else "qlora" if report.device == "gpu" else "lora"
 
 
-def _vllm_dtype(precision: Precision, model_config: dict[str, Any]) -> tuple[str, str | None]:
-    """vLLM's ``--dtype`` for this precision; a model that refuses float16 (gemma2 ...) gets float32."""
-    dtype = VLLM_DTYPES[precision]
-    model_type = str(vllm_rules.text_config(model_config).get("model_type") or model_config.get("model_type") or "")
-    if dtype == "float16" and model_type in vllm_rules.FLOAT16_REFUSED_MODEL_TYPES:
-        return "float32", f"vLLM dtype float32: {model_type} refuses float16 and this GPU has no bf16"
+def _vllm_dtype(hardware: HardwareProfile, model_config: dict[str, Any]) -> tuple[str, str | None]:
+    """vLLM's ``--dtype`` on these GPUs (:func:`vllm_rules.serving_dtype`), with a note when not bf16."""
+    dtype = vllm_rules.serving_dtype(model_config, hardware.compute_capability) if hardware.gpu_count else "float32"
+    if dtype == "float32" and hardware.gpu_count:
+        return dtype, "vLLM dtype float32: this model type refuses float16 and these GPUs have no bf16"
     return dtype, None
 
 
@@ -149,7 +147,7 @@ def launch_plan(model_config: dict[str, Any], hardware: HardwareProfile, *, name
     configured_tp = values.get("tensor_parallel_size", "auto")
     tp = tensor_parallel_size(configured_tp, hardware.gpu_count, model_config, per_gpu_memory_gb=hardware.memory_gb)
     fixed_from = int(configured_tp) if configured_tp != "auto" and int(configured_tp) != tp else None
-    dtype, dtype_note = _vllm_dtype(precision, model_config)
+    dtype, dtype_note = _vllm_dtype(hardware, model_config)
     if dtype_note:
         notes.append(dtype_note)
     full = method in ("full", "full_gc")

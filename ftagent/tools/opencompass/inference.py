@@ -92,11 +92,14 @@ class InferenceSettings(BaseModel):
     model: str = Field(description="the base model name the entry was looked up for")
     values: dict[str, Any] = Field(description="{**default, **exact entry or longest prefix}")
 
-    def for_gpus(self, gpu_count: int, model_config: dict[str, Any], *,
-                 per_gpu_memory_gb: float = 0.0) -> dict[str, Any]:
+    def for_gpus(self, gpu_count: int, model_config: dict[str, Any], *, per_gpu_memory_gb: float = 0.0,
+                 compute_capability: tuple[int, int] | None = None) -> dict[str, Any]:
         """The settings resolved for ``gpu_count`` GPUs and the model's ``config.json`` (``model_config``,
-        {} when unknown): ``tensor_parallel_size`` divides its heads, ``max_seq_len`` fits its context."""
+        {} when unknown): ``tensor_parallel_size`` divides its heads, ``max_seq_len`` fits its context,
+        a ``bfloat16`` dtype becomes what a GPU below compute capability 8.0 runs."""
         merged = dict(self.values)
+        if str(merged.get("dtype", "")).lower() == "bfloat16" and gpu_count > 0:
+            merged["dtype"] = vllm_rules.serving_dtype(model_config, compute_capability)
         merged["tensor_parallel_size"] = tensor_parallel_size(merged.get("tensor_parallel_size", 1), gpu_count,
                                                               model_config, per_gpu_memory_gb=per_gpu_memory_gb)
         if merged.get("max_seq_len") or model_config:
@@ -113,7 +116,8 @@ def inference_settings(model_name: str, path: Path | None = None) -> InferenceSe
 
 def inference_config(model_name: str, gpu_count: int, path: Path | None = None, *,
                      inference: InferenceSettings | None = None, model_config: dict[str, Any] | None = None,
-                     per_gpu_memory_gb: float = 0.0) -> dict[str, Any]:
+                     per_gpu_memory_gb: float = 0.0,
+                     compute_capability: tuple[int, int] | None = None) -> dict[str, Any]:
     """``{**default, **specific}`` for ``model_name`` resolved by :meth:`InferenceSettings.for_gpus`.
 
     ``inference``: the session's settings, resolved at start-up (models.yaml is then not read again).
@@ -121,7 +125,7 @@ def inference_config(model_name: str, gpu_count: int, path: Path | None = None, 
     context is not capped).
     """
     return (inference or inference_settings(model_name, path)).for_gpus(
-        gpu_count, model_config or {}, per_gpu_memory_gb=per_gpu_memory_gb)
+        gpu_count, model_config or {}, per_gpu_memory_gb=per_gpu_memory_gb, compute_capability=compute_capability)
 
 
 SAMPLING_BACKENDS = ("vllm", "vllm-server")  # the HF backend always decodes greedily

@@ -146,6 +146,15 @@ def choose_tensor_parallel(model_config: dict, gpu_count: int, *, weights_gb: fl
     return valid[-1]
 
 
+def serving_dtype(model_config: dict, compute_capability: tuple[int, int] | None) -> str:
+    """The ``--dtype`` vLLM accepts for this model on this GPU: bfloat16 from compute capability 8.0 (or
+    unknown), else float16, else float32 for the model types that refuse float16 (gemma2 ...)."""
+    if compute_capability is None or tuple(compute_capability) >= BF16_MIN_CAPABILITY:
+        return "bfloat16"
+    model_type = str(text_config(model_config).get("model_type") or model_config.get("model_type") or "")
+    return "float32" if model_type in FLOAT16_REFUSED_MODEL_TYPES else "float16"
+
+
 def _dtype_refusals(model_config: dict, dtype: str, compute_capability: tuple[int, int] | None) -> list[str]:
     name = str(dtype).lower()
     if name not in DTYPES:
