@@ -7,7 +7,9 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from ftagent.cli.common import fail, prepare_env
+from ftagent.cli.common import fail, prepare_env, print_error
+
+NO_PROGRESS_EXIT = 3  # 2: bad input at start, 1: the environment stopped the session, 3: no loop could progress
 
 if TYPE_CHECKING:
     from ftagent.finetune.app import FinetuneOptions
@@ -52,6 +54,9 @@ def llm_finetune(
     summary = run_finetune(options)
     if summary.status == "env_error":
         raise typer.Exit(1)
+    if summary.status == "no_progress":  # every loop failed for a cause no plan changes: not a success
+        print_error(summary.message)
+        raise typer.Exit(NO_PROGRESS_EXIT)
 
 
 def plan(

@@ -230,9 +230,8 @@ def _check_alpaca(path: Path, records: list[dict[str, Any]]) -> None:
         bad = [i for i, row in enumerate(records) if not _usable(row, key)]
         raise UserInputError(f"--dataset {path}: no row has both a text `instruction` and `output`: {len(bad)} "
                              f"row(s) have an empty or missing `{key}` (first: row {bad[0]}, counted from 0)")
+    _check_text_columns(path, records, ("input", "system"))
     for i, row in enumerate(records):
-        if row.get("input") is not None and not isinstance(row["input"], str):
-            raise UserInputError(f"--dataset {path}: row {i}: `input` must be text")
         history = row.get("history")
         if history not in (None, "") and not (isinstance(history, list) and all(
                 isinstance(p, list) and len(p) == 2 and all(isinstance(x, str) for x in p) for p in history)):
@@ -240,7 +239,19 @@ def _check_alpaca(path: Path, records: list[dict[str, Any]]) -> None:
                                  "pairs")
 
 
+def _check_text_columns(path: Path, records: list[dict[str, Any]], keys: tuple[str, ...]) -> None:
+    """Columns every row's prompt is built from must be text where present: a non-text one (a number, an
+    object) is no anomaly the data script cleans row by row but a wrong column, and each training run
+    failed on it (issue 34.6: a non-text ``system`` was accepted, then every micro-batch failed)."""
+    for key in keys:
+        bad = [i for i, row in enumerate(records) if row.get(key) is not None and not isinstance(row[key], str)]
+        if bad:
+            raise UserInputError(f"--dataset {path}: `{key}` must be text (or left out): {len(bad)} row(s) hold "
+                                 f"{type(records[bad[0]][key]).__name__} (first: row {bad[0]}, counted from 0)")
+
+
 def _detect_sharegpt(path: Path, records: list[dict[str, Any]], columns: list[str], messages: str) -> Layout:
+    _check_text_columns(path, records, ("system",))
     for i, row in enumerate(records):
         if not isinstance(row.get(messages), list) or not row[messages]:
             raise UserInputError(f"--dataset {path}: row {i}: `{messages}` is not a non-empty list of turns")

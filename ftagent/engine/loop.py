@@ -12,7 +12,10 @@ A *workflow* is an ordered list of named steps plus the name of its feedback ste
   full disk (``ENOSPC``/``EDQUOT``, in the exception or its log) stops it too, whatever the step: the next
   step or loop would write to the same disk (:func:`ftagent.core.disk.check_disk_full`, the workflow's
   ``disk_folders`` named with their free space);
-* snapshots the session after every step and writes typed events.
+* snapshots the session after every step and writes typed events;
+* ends ``no_progress`` (not ``completed``) when every loop it ran failed for a cause the planner cannot
+  change: each loop's failure is ``ENV``, or two or more loops failed with the same cause
+  (:func:`no_progress`). The CLI exits 3 then: a batch job never records such a session as a success.
 
 Steps keep what they produce in the typed loop state the workflow defines (``ctx.loop``, created by
 ``workflow.new_loop``); the engine only keeps the loop's index, failure and jumps back.
@@ -20,6 +23,7 @@ Steps keep what they produce in the typed loop state the workflow defines (``ctx
 
 from __future__ import annotations
 
+import re
 import time
 import traceback
 from collections.abc import Callable, Sequence
@@ -31,7 +35,7 @@ from ftagent.core.errors import BudgetExhausted, EnvironmentFailure, ErrorType, 
 from ftagent.engine.events import EventLog, LoopEnd, SessionEnd, StepEnd, StepStart, _Event
 from ftagent.engine.session import LoopState, Session
 
-SessionStatus = Literal["completed", "timeout", "step_limit", "budget", "env_error", "interrupted"]
+SessionStatus = Literal["completed", "timeout", "step_limit", "budget", "env_error", "interrupted", "no_progress"]
 
 
 @dataclass
@@ -40,6 +44,7 @@ class Goto:
 
     step: str
     reason: str = ""
+    error_type: ErrorType | None = None  # the type of what sent it back: the loop's failure past the cap
 
 
 class StepContext:
@@ -100,6 +105,30 @@ class RunSummary:
     failures: list[StepFailure] = field(default_factory=list)
 
 
+def _cause(failure: StepFailure) -> str:
+    """A failure without its numbers and paths: two loops failing alike have the same cause."""
+    text = re.sub(r"/\S*", "<path>", f"{failure.stage}/{failure.error_type.value} {failure.message}".lower())
+    return re.sub(r"\d+(\.\d+)?", "#", text)[:300]
+
+
+def no_progress(loop_failures: Sequence[StepFailure | None]) -> str | None:
+    """Why a session that ran these loops made no progress the planner could make, or None.
+
+    ``loop_failures``: each finished loop's failure (None = the loop succeeded). No progress: at least one
+    loop, none succeeded, and every failure is ``ENV`` (the environment, not the plan) or every one of two
+    or more loops failed with the same cause (a bad input file, a full device: what a new plan cannot fix).
+    """
+    if not loop_failures or any(f is None for f in loop_failures):
+        return None
+    failures = [f for f in loop_failures if f is not None]
+    same = len(failures) >= 2 and len({_cause(f) for f in failures}) == 1
+    if not same and not all(f.error_type is ErrorType.ENV for f in failures):
+        return None
+    why = "with the same cause" if same else "on the environment (ENV)"
+    return (f"no progress: all {len(failures)} loop(s) failed {why}: {failures[-1].summary()[:600]}. A new plan "
+            "cannot change it: fix the input or the environment it names, then resume with --path <session>")
+
+
 def _failure_from(exc: BaseException, stage: str) -> StepFailure:
     if isinstance(exc, StepError):
         return exc.to_failure(stage)
@@ -128,6 +157,7 @@ class LoopEngine:
         self.step_n = step_n
         self.timeout_s = timeout_s
         self.clock = clock
+        self._loop_failures: list[StepFailure | None] = []  # each loop this run finished: its failure
         self._steps = list(workflow.steps())
         self._names = [name for name, _ in self._steps]
         if workflow.feedback_step not in self._names:
@@ -174,6 +204,9 @@ class LoopEngine:
             finally:
                 state.elapsed_s = elapsed_before + (self.clock() - start)
             steps_run += 1
+        stuck = no_progress(self._loop_failures) if status == "completed" else None
+        if stuck is not None:
+            status, message = "no_progress", stuck
         self.events.emit(SessionEnd(status=status, message=message))
         return RunSummary(status, state.loop_index, steps_run, message, failures)
 
@@ -196,7 +229,7 @@ class LoopEngine:
                 used = loop.gotos.get(result.step, 0)
                 if used >= cap:
                     failure = StepFailure(
-                        stage=name, error_type=ErrorType.CONFIG,
+                        stage=name, error_type=result.error_type or ErrorType.CONFIG,
                         message=f"gave up after {used} round(s) back to '{result.step}': {result.reason}",
                     )
                 else:
@@ -228,6 +261,7 @@ class LoopEngine:
         state.last_step = name
         state.step_index = next_seq
         if next_seq >= len(self._steps):
+            self._loop_failures.append(loop.failure)
             sota = self.workflow.is_best_loop(state, loop.index)
             ctx.emit(LoopEnd(status="failed" if loop.failure else "succeeded",
                              duration_s=self.clock() - loop.started_at, is_sota=sota))

@@ -125,7 +125,8 @@ class FinetuneWorkflow:
             check_disk_full(f"{report.failure.message}\n{report.failure.log_tail}", "validation",
                             self.disk_folders)
         if not report.passed:
-            return Goto("code", reason=report.failure.summary() if report.failure else "validation failed")
+            return Goto("code", reason=report.failure.summary() if report.failure else "validation failed",
+                        error_type=report.failure.error_type if report.failure else None)
         ctx.emit(CodeRound(round=loop.code.round, files=loop.code.files, accepted=True))  # this round is kept
         return None
 

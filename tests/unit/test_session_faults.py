@@ -2,6 +2,9 @@
 
 * 34.1 a full workspace disk during validate: the session stops (env_error) instead of 20 doomed
   micro-batch runs and ``completed``. Real: the workspace is a 2 MB tmpfs (root and mount(8) needed).
+* 34.6 a ``--dataset`` whose ``system`` column is not text is refused at start (exit 2, no session); a
+  session whose every loop failed for one cause (or on ENV) ends ``no_progress``, exit 3 — not
+  ``completed``, exit 0.
 """
 
 from __future__ import annotations
@@ -88,3 +91,90 @@ def test_a_full_workspace_disk_during_validate_stops_the_session(tmp_path, small
     assert str(small_disk) in summary.message and "GiB free" in summary.message and "--path" in summary.message
     end = [e for e in read_events(session.events_path) if e.type == "session_end"]
     assert [e.status for e in end] == ["env_error"]
+
+
+# -- 34.6: a non-text system column; no progress is not a success -----------------------------------------
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _cli(tmp_path: Path, *args: str, extra_env: dict | None = None) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("FT_", "CHAT_", "OPENAI_"))}
+    env.update({"PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1", "FT_FILE_PATH": str(tmp_path / "files"),
+                "LOG_PATH": str(tmp_path / "log"), "WORKSPACE_PATH": str(tmp_path / "ws"),
+                "FT_PLANNER": "heuristic", **(extra_env or {})})
+    return subprocess.run([sys.executable, "-m", "ftagent", "llm_finetune", *args], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=180)
+
+
+@pytest.mark.parametrize("system", [7, {"role": "a tutor"}, ["be brief"]])
+def test_a_non_text_system_column_is_refused_at_start(tmp_path, system):
+    """Old main: accepted; every micro-batch then failed on it and the session ended ``completed``, exit 0."""
+    import json
+
+    rows = [{"instruction": f"What is {i} + 1?", "output": str(i + 1), "system": system if i == 3 else "Be brief."}
+            for i in range(6)]
+    (tmp_path / "data.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    proc = _cli(tmp_path, "--benchmark", "demo_add", "--base-model", "builtin/tiny-qwen2",
+                "--dataset", "./data.jsonl", "--loop-n", "1")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = [x for x in proc.stderr.splitlines() if x.strip()]
+    assert len(lines) == 1 and "`system` must be text" in lines[0] and "first: row 3" in lines[0], proc.stderr
+    assert not (tmp_path / "log").exists() and not (tmp_path / "ws").exists()
+
+
+class SameFailureValidator:
+    def __init__(self, error_type: ErrorType = ErrorType.DATA, vary: bool = False) -> None:
+        self.error_type, self.vary, self.calls = error_type, vary, 0
+
+    def validate(self, code, ctx):
+        self.calls += 1
+        words = ("alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta")
+        detail = f"KeyError '{words[self.calls % 8]}'" if self.vary else "row 3: system is an int"
+        return ValidationReport(passed=False, failure=StepFailure(
+            stage="validate", error_type=self.error_type,
+            message=f"micro-batch run failed in {code.workspace}: {detail}"))
+
+
+def _session(tmp_path: Path, validator, loops: int):
+    scenario = _scenario(tmp_path)
+    components = Components(proposer=HeuristicProposer(scenario), coder=HeuristicCoder(scenario),
+                            validator=validator, trainer=FakeTrainer(), evaluator=FakeEvaluator(),
+                            feedback=RecordingFeedback(), data=FakeData())
+    workflow = FinetuneWorkflow(scenario, components, coder_max_loop=2, sota_min_delta=0.0,
+                                workspace_root=tmp_path / "ws")
+    session = Session.create(tmp_path / "log", state_cls=FinetuneSessionState, scenario=scenario)
+    return LoopEngine(workflow, session, loop_n=loops).run(), session
+
+
+def test_every_loop_failing_for_one_cause_is_no_progress(tmp_path):
+    summary, session = _session(tmp_path, SameFailureValidator(), loops=3)
+    assert summary.status == "no_progress" and summary.loops_done == 3, summary
+    assert "all 3 loop(s) failed with the same cause" in summary.message and "--path" in summary.message
+    end = [e for e in read_events(session.events_path) if e.type == "session_end"]
+    assert [(e.status, e.message) for e in end] == [("no_progress", summary.message)]
+
+
+@pytest.mark.parametrize("error_type,vary,loops,status", [
+    (ErrorType.ENV, True, 1, "no_progress"),      # the environment: no plan changes it, one loop is enough
+    (ErrorType.DATA, True, 3, "completed"),       # different failures: the planner was trying things
+    (ErrorType.DATA, False, 1, "completed"),      # one failed loop is no pattern yet
+])
+def test_no_progress_needs_env_or_one_repeated_cause(tmp_path, error_type, vary, loops, status):
+    summary, _ = _session(tmp_path, SameFailureValidator(error_type, vary), loops=loops)
+    assert summary.status == status, summary
+
+
+def test_a_session_with_no_progress_exits_3_with_the_reason(monkeypatch, tmp_path):
+    """The CLI's exit code: a batch job (``ftagent job``) records such a task as failed, not finished."""
+    from typer.testing import CliRunner
+
+    import ftagent.finetune.app as app_module
+    from ftagent.cli.main import app
+    from ftagent.engine.loop import RunSummary
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(app_module, "run_finetune", lambda options: RunSummary(
+        "no_progress", 3, 18, "no progress: all 3 loop(s) failed with the same cause: [validate/DATA] x"))
+    result = CliRunner().invoke(app, ["llm_finetune", "--benchmark", "demo_add", "--base-model", "builtin/tiny-qwen2"])
+    assert result.exit_code == 3, result.output
+    assert "no progress: all 3 loop(s) failed" in result.output
