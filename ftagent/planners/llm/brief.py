@@ -254,6 +254,7 @@ class BriefFacts(BaseModel):
     direction: str
     user_target: str | None = None
     baseline: str
+    constant_baseline: str = ""  # what one constant answer scores (ftagent.benchmarks.baselines)
     metric_scale: str = ""
     validation_items: int | None = None
     model_name: str
@@ -309,6 +310,21 @@ def _benchmark(key: str) -> Any:
         return None
 
 
+def constant_baseline_words(file_path: str | None, bench: Any) -> str:
+    """One line: what the best constant answer scores on the prepared validation split ('' when it
+    cannot be computed: no prepared split, a plug-in benchmark, a scorer that fails)."""
+    if not file_path or bench is None:
+        return ""
+    from ftagent.benchmarks.baselines import stored_constant_baseline
+    from ftagent.core.paths import benchmarks_dir
+
+    try:
+        base = stored_constant_baseline(bench, benchmarks_dir(file_path))
+    except Exception:  # noqa: BLE001 - a fact of the brief, never a reason to fail the planner
+        return ""
+    return base.line() if base is not None and base.score is not None else ""
+
+
 def _per_item_prompt(bench: Any) -> bool:
     """True when the benchmark builds each prompt itself (its YAML shows a note, not a template)."""
     return bool(getattr(getattr(bench, "config", None), "prompt_note", None))
@@ -362,6 +378,7 @@ def brief_facts(scenario: ScenarioInfo, *, benchmark: Any = None, catalogue: dic
         core_metric=scenario.core_metric,
         direction="higher is better" if scenario.direction == "max" else "lower is better",
         user_target=scenario.user_target_scenario, baseline=base, metric_scale=metric_scale(metric),
+        constant_baseline=constant_baseline_words(scenario.file_path, bench),
         validation_items=validation_items(scenario.file_path, scenario.benchmark),
         model_name=scenario.base_model, model_path=scenario.base_model_path, parameters=params,
         origin=model_origin(scenario.base_model), template_overhead=overhead.line() if overhead else "",

@@ -1,0 +1,111 @@
+"""Constant-answer baselines and the nearly-constant-answers check (issue 31 item 7)."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from ftagent.benchmarks import get_benchmark
+from ftagent.benchmarks.base import read_jsonl
+from ftagent.benchmarks.baselines import (
+    ConstantBaseline,
+    answers_nearly_constant,
+    constant_answer_baseline,
+    stored_constant_baseline,
+)
+from ftagent.benchmarks.domain import chem
+from ftagent.benchmarks.domain_adapters import raw_dir
+
+FG_QUERY = ("Count the number of benzene_ring in the molecule. Molecule SMILES: {smi}. Your response must be "
+            "directly parsable JSON format: {{\"count\": \"Your Answer Number\"}}")
+RS_QUERY = ("Is the ring system {ring} a substructure of the molecule {smi}? Your response must be directly "
+            "parsable JSON format: {{\"output\": \"Yes / No\"}}")
+SMILES = ["CCO", "c1ccccc1O", "CC(=O)Nc1ccccc1", "Cc1ccccc1", "c1ccc2ccccc2c1", "OC(=O)c1ccccc1", "CCN(CC)CC",
+          "c1ccncc1", "Clc1ccccc1", "COc1ccccc1", "CCCCCC", "c1ccc(cc1)N", "CC(C)O", "O=Cc1ccccc1", "CCOC(=O)C",
+          "Brc1ccccc1", "c1cc[nH]c1", "CC#N", "NCCO", "OCCO"]
+
+
+def _rows() -> list[dict]:
+    # the shape of the real sub-tasks: fg_count golds are mostly "1", ring_system mostly "Yes"
+    rows = []
+    for i, smi in enumerate(SMILES):
+        rows.append({"id": f"fg{i}", "query": FG_QUERY.format(smi=smi), "gt": "2" if i % 10 == 0 else "1",
+                     "task": "mol_und", "subtask": "fg_count", "meta": "{}"})
+        rows.append({"id": f"rs{i}", "query": RS_QUERY.format(ring="c1ccccc1", smi=smi),
+                     "gt": "No" if i % 10 in (1, 4, 7) else "Yes", "task": "mol_und",
+                     "subtask": "ring_system_scaffold", "meta": "{}"})
+    return rows
+
+
+@pytest.fixture()
+def prepared(tmp_path) -> tuple[object, Path]:
+    root = tmp_path / "benchmarks"
+    raw = raw_dir(root, "chemcotbench_mol_und")
+    raw.mkdir(parents=True)
+    (raw / "mol_und.json").write_text(json.dumps(_rows()), encoding="utf-8")
+    bench = get_benchmark("chemcotbench_mol_und")
+    bench.prepare(root)
+    return bench, root
+
+
+def _share(root: Path, subset: str, gold: str) -> float:
+    rows = [r for r in read_jsonl(root / "chemcotbench_mol_und" / "validation.jsonl") if r["subset"] == subset]
+    return 100.0 * Counter(r["answer"] for r in rows)[gold] / len(rows)
+
+
+@pytest.mark.skipif(not chem.available(), reason="RDKit not installed")
+def test_the_best_constant_answer_is_scored_by_the_benchmarks_own_scorer(prepared):
+    bench, root = prepared
+    base = constant_answer_baseline(bench, root)
+    fg, rs = base.subsets["fg_count"], base.subsets["ring_system_scaffold"]
+    assert fg.score == pytest.approx(_share(root, "fg_count", "1")) and fg.score >= 80.0
+    assert json.loads(fg.answer) == {"answer": "1"} or fg.answer.endswith("1")
+    assert rs.score == pytest.approx(_share(root, "ring_system_scaffold", "Yes")) and "Yes" in rs.answer
+    assert base.score == pytest.approx((fg.score + rs.score) / 2)
+    assert base.method.startswith("best constant, scored by the benchmark's own scorer")
+    assert "fg_count" in base.line() and "a constant answer scores" in base.line()
+
+
+@pytest.mark.skipif(not chem.available(), reason="RDKit not installed")
+def test_the_baseline_is_kept_with_the_prepared_folder_until_the_split_changes(prepared, monkeypatch):
+    bench, root = prepared
+    first = stored_constant_baseline(bench, root)
+    path = root / "chemcotbench_mol_und" / "constant_baseline_validation.json"
+    assert first is not None and ConstantBaseline.model_validate_json(path.read_text()) == first
+    from ftagent.benchmarks import baselines
+
+    monkeypatch.setattr(baselines, "constant_answer_baseline", lambda *a, **k: pytest.fail("recomputed"))
+    assert stored_constant_baseline(bench, root) == first
+    assert stored_constant_baseline(bench, root, "missing") is None
+
+
+def test_other_benchmarks_take_the_share_of_their_most_frequent_gold(tmp_path):
+    bench = get_benchmark("demo_add")
+    bench.prepare(tmp_path)
+    base = constant_answer_baseline(bench, tmp_path)
+    assert base.method.startswith("most frequent gold") and base.score is not None and base.score < 20.0
+
+
+def test_answers_nearly_constant():
+    assert answers_nearly_constant(["Yes"] * 9 + ["No"])
+    assert answers_nearly_constant([" Yes", "Yes "] * 5)  # whitespace does not make answers differ
+    assert not answers_nearly_constant(["Yes"] * 8 + ["No"] * 2)
+    assert not answers_nearly_constant(["Yes"] * 3)  # too few to tell
+    assert answers_nearly_constant(["1"] * 8 + ["2"] * 2, threshold=0.8)
+    assert not answers_nearly_constant([])
+
+
+@pytest.mark.skipif(not chem.available(), reason="RDKit not installed")
+def test_the_brief_names_the_constant_baseline(prepared, tmp_path):
+    from ftagent.planners.llm.brief import constant_baseline_words
+
+    bench, root = prepared
+    words = constant_baseline_words(str(root.parent), bench)
+    assert words.startswith("a constant answer scores") and "fg_count" in words
+    assert constant_baseline_words(str(tmp_path / "nothing"), bench) == ""
+    assert constant_baseline_words(None, bench) == ""
+    template = Path(__file__).parents[2] / "ftagent" / "planners" / "llm" / "prompts" / "scenario_brief.j2"
+    assert "f.constant_baseline" in template.read_text(encoding="utf-8")  # the brief shows the line
