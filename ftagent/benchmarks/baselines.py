@@ -13,7 +13,7 @@ score, or a gain, means little without it (issue 31 item 7).
   frequent gold answer and its score is that gold's share (``method`` says so), and code
   benchmarks have none (a constant program passes no tests).
 * :func:`stored_constant_baseline` — the same, computed once per prepared folder and scoring rules
-  (``<bench dir>/constant_baseline_<split>.json``), for the brief, the report and the card.
+  (in the evaluation cache folder), for the brief, the report and the card.
 * :func:`answers_nearly_constant` — a guard's check that a candidate's answers are (nearly) all the
   same (wiring it into the integrity guard is a separate task).
 """
@@ -151,13 +151,16 @@ def _digest(bench: Any, root: Path, split: str) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else ""
 
 
-def stored_constant_baseline(bench: Any, root: Path, split: str = "validation") -> ConstantBaseline | None:
-    """:func:`constant_answer_baseline`, kept in ``<root>/<key>/constant_baseline_<split>.json`` and
+def stored_constant_baseline(bench: Any, root: Path, store: Path, split: str = "validation"
+                             ) -> ConstantBaseline | None:
+    """:func:`constant_answer_baseline`, kept in ``<store>/constant_baseline_<key>_<split>.json`` (the
+    evaluation cache folder: the benchmark's own folder stays as prepared, its files may be hashed) and
     computed again when the split's file or the scoring rules change; None when the split is not prepared."""
     folder = _folder(bench, root)
     if not (folder / f"{split}.jsonl").is_file():
         return None
-    path = folder / f"constant_baseline_{split}.json"
+    Path(store).mkdir(parents=True, exist_ok=True)
+    path = Path(store) / f"constant_baseline_{bench.spec.key}_{split}.json"
     digest = _digest(bench, root, split)
     if path.is_file():
         try:

@@ -72,14 +72,17 @@ def test_the_best_constant_answer_is_scored_by_the_benchmarks_own_scorer(prepare
 @pytest.mark.skipif(not chem.available(), reason="RDKit not installed")
 def test_the_baseline_is_kept_with_the_prepared_folder_until_the_split_changes(prepared, monkeypatch):
     bench, root = prepared
-    first = stored_constant_baseline(bench, root)
-    path = root / "chemcotbench_mol_und" / "constant_baseline_validation.json"
+    before = sorted(p.name for p in (root / "chemcotbench_mol_und").iterdir())
+    store = root.parent / "eval_cache"
+    first = stored_constant_baseline(bench, root, store)
+    path = store / "constant_baseline_chemcotbench_mol_und_validation.json"
     assert first is not None and ConstantBaseline.model_validate_json(path.read_text()) == first
+    assert sorted(p.name for p in (root / "chemcotbench_mol_und").iterdir()) == before  # left as prepared
     from ftagent.benchmarks import baselines
 
     monkeypatch.setattr(baselines, "constant_answer_baseline", lambda *a, **k: pytest.fail("recomputed"))
-    assert stored_constant_baseline(bench, root) == first
-    assert stored_constant_baseline(bench, root, "missing") is None
+    assert stored_constant_baseline(bench, root, store) == first
+    assert stored_constant_baseline(bench, root, store, "missing") is None
 
 
 def test_other_benchmarks_take_the_share_of_their_most_frequent_gold(tmp_path):

@@ -316,10 +316,10 @@ def constant_baseline_words(file_path: str | None, bench: Any) -> str:
     if not file_path or bench is None:
         return ""
     from ftagent.benchmarks.baselines import stored_constant_baseline
-    from ftagent.core.paths import benchmarks_dir
+    from ftagent.core.paths import benchmarks_dir, eval_cache_dir
 
     try:
-        base = stored_constant_baseline(bench, benchmarks_dir(file_path))
+        base = stored_constant_baseline(bench, benchmarks_dir(file_path), eval_cache_dir(file_path))
     except Exception:  # noqa: BLE001 - a fact of the brief, never a reason to fail the planner
         return ""
     return base.line() if base is not None and base.score is not None else ""
