@@ -29,6 +29,7 @@ tools: dev  ## create the local tool environment (LLaMA-Factory + OpenCompass, C
 
 demo: tools system  ## offline demo: tiny model, demo_add, heuristic planner, 3 loops
 	$(BIN)/ftagent demo
+	@echo "The CLI is $(abspath $(BIN))/ftagent; 'source $(VENV)/bin/activate' puts ftagent on your PATH."
 
 # Two workers, a test file per worker (--dist loadfile keeps a file's fixtures on one worker): the suite
 # took 62 min serially on 2 cores and 37 min so. TEST_WORKERS=0 runs it serially.

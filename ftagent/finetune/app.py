@@ -12,6 +12,7 @@ Order (nothing is written under ``LOG_PATH`` before the first three succeed):
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -146,9 +147,14 @@ def run_finetune(options: FinetuneOptions) -> RunSummary:
         end_run()
     from ftagent.views.report import write_report
 
-    md, _ = write_report(session.dir)
+    md, js = write_report(session.dir)
     # as plain text ("[train/OOM]" is no markup), unwrapped (table rows stay one line in logs)
     console.print(md.read_text(encoding="utf-8"), markup=False, highlight=False, soft_wrap=True)
+    from ftagent.views.commands import next_steps
+
+    exported = json.loads(js.read_text(encoding="utf-8")).get("best_model_path") is not None
+    console.print("\n".join(next_steps(session.dir, exported=exported)), markup=False, highlight=False,
+                  soft_wrap=True)
     return summary
 
 

@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field
 
 from ftagent.core.durations import format_duration
 from ftagent.core.stats import Difference, interval_line
+from ftagent.views.commands import cli_command
 from ftagent.views.forecast import VersusRow, versus, versus_markdown, versus_note
 from ftagent.views.session import LoopView, load_session
 
@@ -110,8 +111,8 @@ def _row(lp: LoopView) -> LoopRow:
 
 
 def export_command(session_dir: str | Path) -> str:
-    """The command that exports a session's best model (see ``ftagent export``)."""
-    return f"ftagent export {session_dir}"
+    """The command that exports a session's best model (see ``ftagent export``), runnable from anywhere."""
+    return f"{cli_command()} export {Path(session_dir).absolute()}"
 
 
 def best_label(loop: int | None) -> str:

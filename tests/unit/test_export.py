@@ -11,7 +11,7 @@ from ftagent.core.errors import UserInputError
 from ftagent.finetune.export import ExportRequest, export_model
 from ftagent.finetune.export.facts import collect_facts
 from ftagent.runners.base import RunResult
-from ftagent.views.report import build_report, render_markdown
+from ftagent.views.report import build_report, export_command, render_markdown
 from tests.unit.test_export_sessions import HUB_TOKEN, exportable_session, no_sota_plan
 
 
@@ -141,4 +141,4 @@ def test_no_sota_needs_an_explicit_loop(tmp_path):
 def test_report_prints_the_export_command(tmp_path):
     session = exportable_session(tmp_path)
     text = render_markdown(build_report(session))
-    assert f"`ftagent export {session}`" in text
+    assert f"`{export_command(session)}`" in text and f"ftagent export {session.absolute()}`" in text
