@@ -67,10 +67,11 @@ class LoopForecast(BaseModel):
     train_s: float
     eval_s: float
     other_s: float  # validate (data debug, template check, micro-batch) + data processing
+    llm_s: float = 0.0  # the planner's LLM calls (proposal, coders, feedback): LLMForecast.s_per_call each
 
     @property
     def total_s(self) -> float:
-        return self.train_s + self.eval_s + self.other_s
+        return self.train_s + self.eval_s + self.other_s + self.llm_s
 
     def steps(self) -> dict[str, float]:
         """As the step-times table names the workflow steps."""
@@ -85,6 +86,12 @@ class LLMForecast(BaseModel):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_usd: float | None = 0.0
+    s_per_call: float = 0.0  # wall seconds of one call (issue 35: an LLM-planned session's forecast had none)
+    s_source: str = ""  # where s_per_call comes from: measured in this session, cached, or assumed
+
+    @property
+    def seconds(self) -> float:
+        return self.calls * self.s_per_call
 
 
 class Forecast(BaseModel):
@@ -144,12 +151,13 @@ def build_forecast(*, planner: str, loop_n: int, plan: TrainPlan, train: TrainPr
                    growth: float = 1.0, max_steps_cap: int | None = None) -> Forecast:
     """Loop 0 as ``plan``; loop i trains ``growth ** i`` as long (1.0: every loop like loop 0)."""
     eval_s = eval_seconds(evaluation)
+    llm_s = (llm.seconds / max(1, loop_n)) if llm is not None else 0.0  # the calls are spread over the loops
     loops = []
     for i in range(max(1, loop_n)):
         train_s = train_seconds(train, grown(plan, growth ** i, max_steps_cap) if i else plan)
         validate_s = train.validate_s if i == 0 or train.revalidate_s is None else train.revalidate_s
         loops.append(LoopForecast(loop=i, train_s=round(train_s, 2), eval_s=round(eval_s, 2),
-                                  other_s=round(validate_s + data_s, 2)))
+                                  other_s=round(validate_s + data_s, 2), llm_s=round(llm_s, 2)))
     return Forecast(planner=planner, loops=loops, baseline_eval_s=round(eval_s, 2) if baseline_needed else None,
                     plan=plan, s_per_epoch=round(plan.steps_per_epoch() * train.s_per_step, 2), memory=memory,
                     llm=llm or LLMForecast(), timeout_s=timeout_s, assumptions=list(assumptions or []),

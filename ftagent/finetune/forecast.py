@@ -27,6 +27,7 @@ from ftagent.core.forecast import EvalProbe, Forecast, LLMForecast, TrainPlan, T
 
 PROBE_STEPS = 10  # micro-batch steps of the probe (the validator's own check runs 3)
 COMPLETION_TOKENS = 1500  # assumed reply size of one planner call (replies are not known before)
+LLM_CALL_S = 60.0  # assumed wall time of one planner call when none was measured (a long reply at ~30 tokens/s)
 LLM_PROMPTS = {"propose": ["proposal_system.j2", "proposal_user.j2"], "code": ["data_coder.j2", "config_coder.j2"],
                "feedback": ["feedback_success.j2"]}  # one call per template pair/entry: 4 calls a loop
 
@@ -219,11 +220,29 @@ def remember_eval(settings, scenario, probe: EvalProbe) -> None:
 # --- LLM use ----------------------------------------------------------------------------------------
 
 
-def llm_forecast(settings, scenario, planner: str, loop_n: int) -> LLMForecast:
-    """Calls and tokens of the planner (0 for the heuristic one); the price where LiteLLM knows it.
+def llm_latency(settings, model: str | None, events: list[Any] | None = None) -> tuple[float, str]:
+    """(seconds per planner call, where it comes from): the mean latency of this session's LLM calls so
+    far (the dataset selection; cached for the next forecast), else the cached mean of an earlier one,
+    else ``LLM_CALL_S``."""
+    calls = [float(e.get("latency_s") or 0.0) for e in events or []
+             if e.get("type") == "llm_call" and not e.get("error") and e.get("latency_s")]
+    key = f"llm_latency:{model}"
+    if calls:
+        mean = sum(calls) / len(calls)
+        _store(settings.ft.file_path, key, {"s_per_call": mean, "calls": len(calls), "measured_at": time.time()})
+        return mean, f"measured: the mean of this session's {len(calls)} LLM call(s) so far"
+    cached = _load_cache(settings.ft.file_path).get(key)
+    if cached and cached.get("s_per_call"):
+        return float(cached["s_per_call"]), f"measured in an earlier session ({cached.get('calls', '?')} call(s))"
+    return LLM_CALL_S, "assumed (no call measured yet)"
+
+
+def llm_forecast(settings, scenario, planner: str, loop_n: int, events: list[Any] | None = None) -> LLMForecast:
+    """Calls, tokens and wall time of the planner (0 for the heuristic one); the price where LiteLLM knows it.
 
     Prompt tokens per call: the template's text plus the scenario brief every prompt quotes (plus the
-    parameter catalogue for the config coder); completion tokens: ``COMPLETION_TOKENS`` per call.
+    parameter catalogue for the config coder); completion tokens: ``COMPLETION_TOKENS`` per call; seconds
+    per call: :func:`llm_latency`.
     """
     if planner != "llm":
         return LLMForecast(model=None, calls=0, prompt_tokens=0, completion_tokens=0, cost_usd=0.0)
@@ -242,8 +261,9 @@ def llm_forecast(settings, scenario, planner: str, loop_n: int) -> LLMForecast:
         calls += 1 if names[0].startswith("proposal") else len(names)
     per_loop += brief * calls
     prompt, completion = per_loop * loop_n, COMPLETION_TOKENS * calls * loop_n
+    s_per_call, source = llm_latency(settings, model, events)
     return LLMForecast(model=model, calls=calls * loop_n, prompt_tokens=prompt, completion_tokens=completion,
-                       cost_usd=_price(model, prompt, completion))
+                       cost_usd=_price(model, prompt, completion), s_per_call=round(s_per_call, 2), s_source=source)
 
 
 def _price(model: str | None, prompt: int, completion: int) -> float | None:
@@ -279,7 +299,7 @@ def memory_line(scenario, method: str) -> str:
 
 def make_forecast(scenario, settings, train: TrainProbe, evaluation: EvalProbe, *, planner: str, loop_n: int,
                   timeout_s: float | None, baseline_needed: bool, probe_cost_s: float = 0.0,
-                  recipe: dict[str, Any] | None = None) -> Forecast:
+                  recipe: dict[str, Any] | None = None, events: list[Any] | None = None) -> Forecast:
     """Scale the probes to the session: loop 0 as the first recipe, later loops as the planner grows it."""
     from ftagent.planners.heuristic.planner import MAX_STEPS_CAP
 
@@ -293,12 +313,16 @@ def make_forecast(scenario, settings, train: TrainProbe, evaluation: EvalProbe, 
                            f"usual step after a success while the loss still falls; max_steps capped at {MAX_STEPS_CAP})")
     else:
         assumptions.append("every loop trains like loop 0 (the planner resizes later loops after feedback)")
+    llm = llm_forecast(settings, scenario, planner, loop_n, events)
     if planner == "llm":
-        assumptions.append("the LLM planner is assumed to plan the default recipe; its own plan may differ")
+        assumptions.append(f"the LLM planner is assumed to plan the heuristic planner's first recipe ({plan.method}, "
+                           f"{what}) in every loop; its own plan may differ")
         assumptions.append(f"{COMPLETION_TOKENS} completion tokens per LLM call (replies are not known before)")
+        assumptions.append(f"{llm.calls // max(1, loop_n)} LLM calls a loop of {llm.s_per_call:.0f} s each "
+                           f"({llm.s_source}); code rounds that fail and are retried add more")
     return build_forecast(planner=planner, loop_n=loop_n, plan=plan, train=train, evaluation=evaluation,
                           baseline_needed=baseline_needed, memory=memory_line(scenario, plan.method),
-                          llm=llm_forecast(settings, scenario, planner, loop_n), timeout_s=timeout_s,
+                          llm=llm, timeout_s=timeout_s,
                           assumptions=assumptions, probe_cost_s=probe_cost_s, growth=growth,
                           max_steps_cap=MAX_STEPS_CAP)
 
@@ -317,7 +341,7 @@ def session_forecast(scenario, settings, runner, run, events: list[Any], *, plan
     except Exception:  # noqa: BLE001 - a forecast never stops a session
         return None
     return make_forecast(scenario, settings, train, evaluation, planner=planner, loop_n=loop_n,
-                         timeout_s=timeout_s, baseline_needed=False, probe_cost_s=spent)
+                         timeout_s=timeout_s, baseline_needed=False, probe_cost_s=spent, events=events)
 
 
 def record_forecast(session, scenario, settings, runner, run, *, planner: str, loop_n: int | None,

@@ -39,7 +39,9 @@ def forecast_lines(f: Forecast) -> list[str]:
     cost = "unknown price" if f.llm.cost_usd is None else f"${f.llm.cost_usd:.4f}"
     lines.append(f"LLM: {f.llm.calls} calls, {f.llm.prompt_tokens + f.llm.completion_tokens:,} tokens "
                  f"({f.llm.prompt_tokens:,} prompt + {f.llm.completion_tokens:,} completion), {cost}"
-                 + (f" [{f.llm.model}]" if f.llm.model else ""))
+                 + (f" [{f.llm.model}]" if f.llm.model else "")
+                 + (f"; {_dur(f.llm.seconds)} of calls ({f.llm.s_per_call:.0f} s each, {f.llm.s_source})"
+                    if f.llm.calls else ""))
     fit = f.fits_timeout
     lines.append(f"total: {_dur(f.total_s)}"
                  + ("" if fit is None else f"; --timeout {_dur(f.timeout_s)}: " + ("fits" if fit else "does NOT fit")))
@@ -50,13 +52,14 @@ def forecast_lines(f: Forecast) -> list[str]:
 
 
 def forecast_table_rows(f: Forecast) -> list[list[str]]:
-    """``[part, validate+data, train, evaluate, total]`` rows: the baseline, each loop, the total."""
+    """``[part, validate+data, train, evaluate, LLM, total]`` rows: the baseline, each loop, the total."""
     rows = []
     if f.baseline_eval_s is not None:
-        rows.append(["baseline", "-", "-", _dur(f.baseline_eval_s), _dur(f.baseline_eval_s)])
+        rows.append(["baseline", "-", "-", _dur(f.baseline_eval_s), "-", _dur(f.baseline_eval_s)])
     for lp in f.loops:
-        rows.append([f"loop {lp.loop}", _dur(lp.other_s), _dur(lp.train_s), _dur(lp.eval_s), _dur(lp.total_s)])
-    rows.append(["total", "", "", "", _dur(f.total_s)])
+        rows.append([f"loop {lp.loop}", _dur(lp.other_s), _dur(lp.train_s), _dur(lp.eval_s), _dur(lp.llm_s),
+                     _dur(lp.total_s)])
+    rows.append(["total", "", "", "", "", _dur(f.total_s)])
     return rows
 
 
@@ -65,7 +68,7 @@ def print_forecast(f: Forecast, console: Any) -> None:
     from rich.table import Table
 
     table = Table(title="forecast (no training was run for it beyond the probes)")
-    for col in ("", "validate + data", "train", "evaluate", "total"):
+    for col in ("", "validate + data", "train", "evaluate", "LLM", "total"):
         table.add_column(col, justify="left" if not col else "right")
     for row in forecast_table_rows(f):
         table.add_row(*row)

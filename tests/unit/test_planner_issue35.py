@@ -326,3 +326,37 @@ def test_the_config_prompt_shows_what_applies_the_parents_data_and_the_last_fail
     # a GPU run keeps the precision keys, a run naming no method keeps every method's arguments
     plain = config_messages(scenario, _settings(), Hypothesis(hypothesis="more data", task="t"), ws)[0]["content"]
     assert "- lora_rank (" in plain and "- quantization_bit (" not in plain
+
+
+# ------------------------------------------------------------------------------------ forecast
+
+def test_the_forecast_of_an_llm_planned_session_counts_the_calls_time_and_names_its_recipe(tmp_path):
+    from ftagent.core.forecast import EvalProbe, TrainProbe
+    from ftagent.finetune.forecast import LLM_CALL_S, make_forecast
+    from ftagent.views.forecast import forecast_lines, forecast_table_rows
+
+    scenario = _demo_scenario(tmp_path)
+    settings = _settings(file_path=str(tmp_path / "files"))
+    train = TrainProbe(key="t", s_per_step=0.07, startup_s=10.0, validate_s=30.0, revalidate_s=15.0, steps=10)
+    evaluation = EvalProbe(key="e", fixed_s=12.0, s_per_item=0.01, items=200)
+    heuristic = make_forecast(scenario, settings, train, evaluation, planner="heuristic", loop_n=2, timeout_s=None,
+                              baseline_needed=False)
+    events = [{"type": "llm_call", "latency_s": 40.0}, {"type": "llm_call", "latency_s": 80.0},
+              {"type": "llm_call", "latency_s": 1.0, "error": "timeout"}]
+    llm = make_forecast(scenario, settings, train, evaluation, planner="llm", loop_n=2, timeout_s=None,
+                        baseline_needed=False, events=events)
+    assert heuristic.llm.seconds == 0 and all(lp.llm_s == 0 for lp in heuristic.loops)
+    assert llm.llm.s_per_call == 60.0 and llm.llm.calls == 8  # 4 calls a loop, the mean of the 2 good calls
+    assert llm.loops[0].llm_s == 240.0 and llm.loops[0].total_s == pytest.approx(
+        llm.loops[0].train_s + llm.loops[0].eval_s + llm.loops[0].other_s + 240.0)
+    text = "\n".join(forecast_lines(llm))
+    assert "8 min of calls (60 s each, measured: the mean of this session's 2 LLM call(s) so far)" in text
+    assert "the LLM planner is assumed to plan the heuristic planner's first recipe (full" in text
+    assert forecast_table_rows(llm)[0][4] == "4 min"
+    # the next session's forecast starts from the cached latency; with none at all, the assumption is said
+    again = make_forecast(scenario, settings, train, evaluation, planner="llm", loop_n=1, timeout_s=None,
+                          baseline_needed=False)
+    assert again.llm.s_per_call == 60.0 and "earlier session" in again.llm.s_source
+    fresh = make_forecast(scenario, _settings(file_path=str(tmp_path / "other")), train, evaluation, planner="llm",
+                          loop_n=1, timeout_s=None, baseline_needed=False)
+    assert fresh.llm.s_per_call == LLM_CALL_S and "assumed" in fresh.llm.s_source
