@@ -61,13 +61,15 @@ def llm_finetune(
 
 def plan(
     benchmark: str | None = typer.Option(None, "--benchmark", help="benchmark key or a benchmark YAML file"),
-    benchmark_description: str | None = typer.Option(None, "--benchmark-description"),
+    benchmark_description: str | None = typer.Option(
+        None, "--benchmark-description", help="free text; default: the benchmark's description"),
     base_model: str | None = typer.Option(None, "--base-model", help="HF repo id, local folder or builtin/<name>"),
     dataset: str | None = typer.Option(None, "--dataset", help="raw dataset name, 'all', or your own file"),
     upper_data_size_limit: int | None = typer.Option(None, "--upper-data-size-limit", min=1, help=UPPER_HELP),
     loop_n: int | None = typer.Option(None, "--loop-n", min=1, help="total loops in the session"),
     timeout: str | None = typer.Option(None, "--timeout", help="wall-clock budget: 12h, 90m, 1h30m, 45s"),
-    user_target_scenario: str | None = typer.Option(None, "--user-target-scenario"),
+    user_target_scenario: str | None = typer.Option(
+        None, "--user-target-scenario", help="free-text goal carried into every prompt"),
     hardware: str | None = typer.Option(
         None, "--hardware", help="plan for GPUs described, not detected: 8xH100, 1xA10G, 4xA100-40GB, 8x80GB "
                                  "(no GPU, no baseline, no training probe; --base-model may hold only config.json)"),
