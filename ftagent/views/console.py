@@ -117,6 +117,10 @@ class ConsoleProgress:
             score = ("no validation score" if ev.score is None
                      else interval_line(ev.score, getattr(ev, 'intervals', []), 'validation'))
             return f"{self._where()} feedback: {'new best' if ev.decision else 'not better'} ({score})"[:300]
+        if kind == "contamination":  # every scan, passing or not (issue 35)
+            verdict = "clean" if ev.passed else f"{ev.flagged_rows:,} row(s) hold benchmark items"
+            return (f"{self._where()} contamination scan of {ev.dataset}: {ev.rows_checked:,} rows vs "
+                    f"{ev.items_checked:,} benchmark items, {verdict}")
         if kind == "leftovers_reaped":
             return f"warning: {ev.message}"[:300]
         if kind == "message" and ev.level != "info":

@@ -360,3 +360,21 @@ def test_the_forecast_of_an_llm_planned_session_counts_the_calls_time_and_names_
     fresh = make_forecast(scenario, _settings(file_path=str(tmp_path / "other")), train, evaluation, planner="llm",
                           loop_n=1, timeout_s=None, baseline_needed=False)
     assert fresh.llm.s_per_call == LLM_CALL_S and "assumed" in fresh.llm.s_source
+
+
+def test_the_console_says_every_contamination_scan():
+    import io
+
+    from rich.console import Console
+
+    from ftagent.engine.events import ContaminationScan
+    from ftagent.views.console import ConsoleProgress
+
+    out = io.StringIO()
+    display = ConsoleProgress(Console(file=out, force_terminal=False, width=200), loop_n=2, timeout_s=None)
+    display(ContaminationScan(dataset="data.json (debug)", rows_checked=100, items_checked=160, loop=0))
+    display(ContaminationScan(dataset="data.json", rows_checked=2000, items_checked=160, flagged_rows=3, passed=False,
+                              loop=0))
+    text = out.getvalue()
+    assert "loop 0 (1 of 2) contamination scan of data.json (debug): 100 rows vs 160 benchmark items, clean" in text
+    assert "contamination scan of data.json: 2,000 rows vs 160 benchmark items, 3 row(s) hold benchmark items" in text
