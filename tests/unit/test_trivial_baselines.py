@@ -112,3 +112,23 @@ def test_the_brief_names_the_constant_baseline(prepared, tmp_path):
     assert constant_baseline_words(None, bench) == ""
     template = Path(__file__).parents[2] / "ftagent" / "planners" / "llm" / "prompts" / "scenario_brief.j2"
     assert "f.constant_baseline" in template.read_text(encoding="utf-8")  # the brief shows the line
+
+
+@pytest.mark.skipif(not chem.available(), reason="RDKit not installed")
+def test_a_constant_molecule_improves_real_solubility_sources(tmp_path):
+    """The sources of the official solubility logs (IDEA-XL/ChemCoTBench@ac04f91, the claude3.7 fixture):
+    one small molecule as the answer to every item "improves" them all: the sub-task's baseline is 100 %."""
+    logs = json.loads((Path(__file__).parents[1] / "fixtures" / "benchmarks" / "chemcotbench_official"
+                       / "claude3.7_molopt.json").read_text(encoding="utf-8"))["logs"]["solubility"]
+    query = ("Optimize the source molecule to improve its solubility while keeping its scaffold. Your response "
+             "must be directly parsable JSON format: {{\"Final Target Molecule\": \"SMILES\"}}. Source Molecule: {s}.")
+    rows = [{"id": f"s{i}", "query": query.format(s=src), "gt": "", "task": "mol_opt", "subtask": "solubility",
+             "meta": "{}"} for i, (src, _) in enumerate(logs[:40])]
+    root = tmp_path / "benchmarks"
+    raw = raw_dir(root, "chemcotbench_mol_opt")
+    raw.mkdir(parents=True)
+    (raw / "mol_opt.json").write_text(json.dumps(rows), encoding="utf-8")
+    bench = get_benchmark("chemcotbench_mol_opt")
+    bench.prepare(root)
+    sol = constant_answer_baseline(bench, root).subsets["solubility"]
+    assert sol.score == 100.0 and set(json.loads(sol.answer)) == {"answer"}  # "B" (a boron atom) comes first
