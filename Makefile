@@ -10,7 +10,7 @@ export OMP_NUM_THREADS ?= 1
 # the tool env that `make tools` (ftagent env setup) creates with the default FT_FILE_PATH
 export FT_TOOLS_ENV ?= $(CURDIR)/git_ignore_folder/finetune_files/envs/tools
 
-.PHONY: dev system tools demo test test-unit test-integration test-gpu gpu-check lint ui bench parity clean
+.PHONY: dev system tools demo demo-plan test test-plan test-unit test-integration test-gpu gpu-check lint ui bench parity clean
 
 $(BIN)/ftagent: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -21,13 +21,19 @@ $(BIN)/ftagent: pyproject.toml
 dev: $(BIN)/ftagent  ## install ftagent (editable) with the dev and ray extras into .venv
 	@command -v bwrap >/dev/null 2>&1 || echo "NOTE: bubblewrap is missing; the LLM planner refuses to run generated code unconfined (local/conda runners). Install it: sudo apt-get install bubblewrap (or use FT_ENV_TYPE=docker)"
 
-system:  ## the system packages the suite uses (tmux, jq, bubblewrap, chromium): apt-get as root, else says what is missing
-	@bash .ci/system-packages.sh
+system:  ## the system packages the suite uses (tmux, jq, bubblewrap, chromium): apt-get as root, else says what is missing; SKIP_SYSTEM=1 skips
+	@if [ "$(SKIP_SYSTEM)" = 1 ]; then echo "system packages: SKIP_SYSTEM=1: none installed (the tests that need them skip)"; \
+	else bash .ci/system-packages.sh; fi
 
 tools: dev  ## create the local tool environment (LLaMA-Factory + OpenCompass, CPU torch)
 	$(BIN)/ftagent env setup
 
-demo: tools system  ## offline demo: tiny model, demo_add, heuristic planner, 3 loops
+# the demo needs no system package and no Docker (heuristic planner, local runner): only the two venvs
+demo-plan:
+	@echo "make demo installs into this folder only: .venv (ftagent) and the tool env (CPU torch, LLaMA-Factory,"
+	@echo "OpenCompass) under git_ignore_folder/finetune_files/envs/tools; no system package, no Docker, nothing as root."
+
+demo: demo-plan tools  ## offline demo: tiny model, demo_add, heuristic planner, 3 loops
 	$(BIN)/ftagent demo
 	@echo "The CLI is $(abspath $(BIN))/ftagent; 'source $(VENV)/bin/activate' puts ftagent on your PATH."
 
@@ -35,7 +41,13 @@ demo: tools system  ## offline demo: tiny model, demo_add, heuristic planner, 3 
 # took 62 min serially on 2 cores and 37 min so. TEST_WORKERS=0 runs it serially.
 TEST_WORKERS ?= 2
 
-test: tools system  ## the full suite, as CI runs it: unit + parity + integration (+ Docker where an engine can run, gpu skipped without a GPU)
+# what `make test` installs beyond this folder, said before anything is installed
+test-plan:
+	@echo "make test installs: .venv and the tool env in this folder, then (as root, where missing):"
+	@if [ "$(SKIP_SYSTEM)" = 1 ]; then echo "system packages: SKIP_SYSTEM=1: none"; else bash .ci/system-packages.sh --plan; fi
+	@bash .ci/docker.sh plan
+
+test: test-plan tools system  ## the full suite, as CI runs it: unit + parity + integration (+ Docker where an engine can run, gpu skipped without a GPU)
 	bash .ci/with-docker.sh $(BIN)/python -m pytest tests -q -rs -n $(TEST_WORKERS) --dist loadfile
 
 test-unit: dev

@@ -6,6 +6,7 @@
 #                           when absent, then the tool image (`ftagent env build-images`, content-hashed:
 #                           an unchanged Dockerfile/pin set is not rebuilt). Exit 0 = the Docker tests can run.
 #   .ci/docker.sh stop      stop the dockerd this script started (nothing else)
+#   .ci/docker.sh plan      say what `start` would install, start and build (make test prints it first)
 #
 # Needs .venv (make dev). Logs: /tmp/ftagent-dockerd.log (engine), FT_FILE_PATH/docker/build-*.log (image).
 set -euo pipefail
@@ -30,6 +31,22 @@ stop_dockerd() {
 }
 
 if [ "${1:-start}" = stop ]; then stop_dockerd; exit 0; fi
+
+if [ "${1:-start}" = plan ]; then  # what `start` would install, start and build; nothing is done
+  if [ "${FTAGENT_DOCKER:-1}" = 0 ]; then
+    echo "docker: FTAGENT_DOCKER=0: no engine, no images (the Docker tests skip)"; exit 0
+  fi
+  need=()
+  command -v dockerd >/dev/null 2>&1 || need+=(docker.io)
+  command -v debootstrap >/dev/null 2>&1 || need+=(debootstrap)
+  if [ ${#need[@]} -gt 0 ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "docker: will apt-get install as root: ${need[*]}"
+  fi
+  engine_up || echo "docker: will start dockerd as root in the background where it can (stopped after the tests)"
+  echo "docker: will build the images ftagent-base:bookworm (debootstrap) and ftagent-tools (about 3 GB) when absent"
+  echo "docker: FTAGENT_DOCKER=0 skips the engine and the images (the Docker tests then skip)"
+  exit 0
+fi
 
 start=$(date +%s)
 # 1. the engine and debootstrap

@@ -5,7 +5,7 @@
 #   bubblewrap   the sandbox for LLM-written code (local/conda runners)
 #   chromium     the UI screenshot test
 #
-# As root with apt-get, a missing one is installed (one line each says so). Otherwise each missing one
+# As root with apt-get, a missing one is installed (one line each says so); --plan only says what would be. Otherwise each missing one
 # is named with the command that installs it, and the tests that need it skip with that reason.
 # Never fails: a missing package costs tests (skipped), not the run.
 set -uo pipefail
@@ -18,6 +18,16 @@ for entry in "${pairs[@]}"; do
   command -v "$cmd" >/dev/null 2>&1 || missing+=("$pkg:$why")
 done
 [ ${#missing[@]} -eq 0 ] && { echo "system packages: tmux, jq, bubblewrap, chromium present"; exit 0; }
+
+if [ "${1:-}" = --plan ]; then  # say what a run would do, do nothing (make test prints it first)
+  names=(); for entry in "${missing[@]}"; do names+=("${entry%%:*} (${entry#*:})"); done
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "system packages: will apt-get install as root: $(IFS=,; echo "${names[*]}" | sed 's/,/, /g') — SKIP_SYSTEM=1 skips"
+  else
+    echo "system packages: missing $(IFS=,; echo "${names[*]}" | sed 's/,/, /g') (not root: nothing is installed; their tests skip)"
+  fi
+  exit 0
+fi
 
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   updated=0
