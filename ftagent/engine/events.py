@@ -41,7 +41,8 @@ class SessionStart(_Event):
 
 class SessionEnd(_Event):
     type: Literal["session_end"] = "session_end"
-    status: Literal["completed", "timeout", "step_limit", "budget", "env_error", "interrupted", "no_progress"]
+    status: Literal["completed", "timeout", "step_limit", "budget", "env_error", "interrupted", "no_progress",
+                    "failed"]  # failed: a crash after the session existed (finetune.app writes it)
     message: str = ""
 
 

@@ -73,6 +73,7 @@ class SessionEmitter:
 
     def __init__(self, observer: Callable[[_Event], None] | None = None) -> None:
         self._session: Session | None = None
+        self.ended = False  # a session_end was written in this run (else a crash writes one: end_if_open)
         self._pending: list[_Event] = []
         self._observer = observer  # sees pre-session events at once (the live display)
 
@@ -90,11 +91,28 @@ class SessionEmitter:
     def attach(self, session: Session) -> None:
         """Write the kept events, then let the observer follow the session's log itself."""
         self._session = session
+        session.events.subscribe(self._note_end)
         pending, self._pending = self._pending, []
         for event in pending:
             session.events.emit(event)  # the observer saw them already
         if self._observer is not None:
             session.events.subscribe(self._observer)
+
+
+    def _note_end(self, event: _Event) -> None:
+        if isinstance(event, SessionEnd):
+            self.ended = True
+
+    def end_if_open(self, exc: BaseException) -> None:
+        """A crash after the session exists still ends it (``failed``): the UI and ``job status`` would
+        show it running for good (issue 34.5)."""
+        if self._session is None or self.ended:
+            return
+        text = f"{type(exc).__name__}: {exc}".strip()[:2000]
+        try:
+            self._session.events.emit(SessionEnd(status="failed", message=text))
+        except OSError:  # LOG_PATH itself is failing: the error that ends the run says so
+            pass
 
 
 def run_finetune(options: FinetuneOptions) -> RunSummary:
@@ -139,6 +157,9 @@ def run_finetune(options: FinetuneOptions) -> RunSummary:
         else:
             session = _start(settings, run, runner, emit, planner, options.loop_n, timeout_s, started)
         summary = _run(session, settings, run, runner, emit, planner, options, timeout_s)
+    except Exception as exc:
+        emit.end_if_open(exc)
+        raise
     finally:
         display.stop()  # before the report: a live refresh never lands inside it
         if settings.judge_route is not None:

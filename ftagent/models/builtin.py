@@ -237,6 +237,55 @@ def _has_model_files(folder: Path) -> bool:
     return folder.is_dir() and (folder / "config.json").is_file()
 
 
+# What transformers' Auto* classes need from a local folder to load a model and its tokenizer
+# (``AutoConfig`` reads ``config.json`` and its ``model_type``; ``AutoTokenizer`` one of these files).
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "tokenizer.tiktoken", "qwen.tiktoken")
+
+
+def check_model_folder(folder: Path, name: str | None = None) -> None:
+    """A local base-model folder, checked completely before anything is written (issue 34.5).
+
+    Old main accepted any folder: one without ``config.json`` failed later with a ``ValueError``
+    traceback from the memory estimator, after the session existed. Checked: ``config.json`` (a JSON
+    object with ``model_type``), weights (``*.safetensors`` / ``*.bin``, every shard an index names) and a
+    tokenizer file.
+
+    Raises:
+        UserInputError: one message naming the folder and everything missing.
+    """
+    folder = Path(folder)
+    problems = []
+    config = folder / "config.json"
+    if not config.is_file():
+        problems.append("no config.json")
+    else:
+        try:
+            data = json.loads(config.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            problems.append(f"config.json is not readable JSON ({str(exc).splitlines()[0][:120]})")
+        else:
+            if not isinstance(data, dict) or not data.get("model_type"):
+                problems.append("config.json has no model_type")
+    weights = [p for p in folder.iterdir() if p.suffix in (".safetensors", ".bin") and p.is_file()]
+    for index in list(folder.glob("*.safetensors.index.json")) + list(folder.glob("*.bin.index.json")):
+        try:
+            shards = set(json.loads(index.read_text(encoding="utf-8")).get("weight_map", {}).values())
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError, AttributeError):
+            problems.append(f"{index.name} is not readable JSON")
+            continue
+        missing = sorted(s for s in shards if not (folder / s).is_file())
+        if missing:
+            problems.append(f"{index.name} names {len(missing)} missing shard(s): {', '.join(missing[:3])}")
+    if not weights:
+        problems.append("no weights (*.safetensors or *.bin)")
+    if not any((folder / f).is_file() for f in TOKENIZER_FILES):
+        problems.append(f"no tokenizer ({' / '.join(TOKENIZER_FILES[:3])})")
+    if problems:
+        raise UserInputError(f"base model '{name or folder}': the folder {folder.absolute()} is not a complete "
+                             f"Hugging Face model: {'; '.join(problems)}. Pass a folder saved with "
+                             "save_pretrained (model and tokenizer), an HF repo id, or builtin/tiny-qwen2")
+
+
 def check_model_name(name: str, file_path: Path | None = None) -> None:
     """Validate a ``--base-model`` value without building or downloading anything.
 
@@ -251,8 +300,10 @@ def check_model_name(name: str, file_path: Path | None = None) -> None:
         _spec(name[len(BUILTIN_PREFIX):])
         return
     if Path(name).expanduser().is_dir():
+        check_model_folder(Path(name).expanduser(), name)
         return
     if file_path is not None and _has_model_files(models_dir(file_path) / name):
+        check_model_folder(models_dir(file_path) / name, name)  # one copied in by hand: not fetched again
         return
     if name.startswith(("/", ".", "~")) or not _HF_ID.match(name):
         raise UserInputError(f"base model '{name}' is neither a built-in model (builtin/...), an existing "

@@ -5,6 +5,8 @@
 * 34.6 a ``--dataset`` whose ``system`` column is not text is refused at start (exit 2, no session); a
   session whose every loop failed for one cause (or on ENV) ends ``no_progress``, exit 3 — not
   ``completed``, exit 0.
+* 34.5 a ``--base-model`` folder that is no complete model is refused at start (exit 2, one line, nothing
+  written) by llm_finetune and both job runners; a crash after the session exists still ends it (``failed``).
 """
 
 from __future__ import annotations
@@ -178,3 +180,92 @@ def test_a_session_with_no_progress_exits_3_with_the_reason(monkeypatch, tmp_pat
     result = CliRunner().invoke(app, ["llm_finetune", "--benchmark", "demo_add", "--base-model", "builtin/tiny-qwen2"])
     assert result.exit_code == 3, result.output
     assert "no progress: all 3 loop(s) failed" in result.output
+
+
+# -- 34.5: an incomplete model folder; a crash after the session exists ---------------------------------
+def _model_folder(root: Path, *, config: str | None = '{"model_type": "qwen2"}', weights: bool = True,
+                  tokenizer: bool = True) -> Path:
+    root.mkdir(parents=True)
+    if config is not None:
+        (root / "config.json").write_text(config)
+    if weights:
+        (root / "model.safetensors").write_bytes(b"\0" * 16)
+    if tokenizer:
+        (root / "tokenizer.json").write_text("{}")
+    return root
+
+
+@pytest.mark.parametrize("kw,fragment", [
+    ({"config": None}, "no config.json"),
+    ({"config": "{not json"}, "config.json is not readable JSON"),
+    ({"config": "{}"}, "config.json has no model_type"),
+    ({"weights": False, "tokenizer": False}, "no weights (*.safetensors or *.bin); no tokenizer"),
+])
+def test_an_incomplete_model_folder_is_refused_before_anything_is_written(tmp_path, kw, fragment):
+    """Old main: the folder was accepted; the memory estimator's ValueError (exit 1) came after the session
+    existed, and that session had no session_end (shown running for good)."""
+    model = _model_folder(tmp_path / "my-model", **kw)
+    proc = _cli(tmp_path, "--benchmark", "demo_add", "--base-model", str(model), "--loop-n", "1")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = [x for x in proc.stderr.splitlines() if x.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: base model") and fragment in lines[0], proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not (tmp_path / "log").exists() and not (tmp_path / "ws").exists()
+
+
+def test_both_job_runners_refuse_an_incomplete_model_folder(tmp_path, monkeypatch):
+    import json
+    import shutil
+
+    from typer.testing import CliRunner
+
+    from ftagent.cli.main import app
+
+    model = _model_folder(tmp_path / "no-config", config=None)
+    tasks = tmp_path / "tasks.json"
+    tasks.write_text(json.dumps({"tasks": [{"model": str(model), "benchmark": "demo_add"}]}))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("FT_FILE_PATH", str(tmp_path / "ft"))
+    res = CliRunner().invoke(app, ["job", "run", str(tasks), "--dry-run", "--log-base", str(tmp_path / "log")])
+    assert res.exit_code == 2 and "task 0:" in res.output and "no config.json" in res.output, res.output
+    if not (shutil.which("jq") and shutil.which("bash")):
+        return
+    never = tmp_path / "never-run"  # the task's ftagent: must not start
+    never.write_text("#!/bin/sh\ntouch \"$0.ran\"\n")
+    never.chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("FT_", "TMUX"))}
+    env.update(FTAGENT_PYTHON=sys.executable, FTAGENT_BIN=str(never), TMUX_TMPDIR=str(tmp_path),
+               FT_JOB_LOG_BASE=str(tmp_path / "log"), FT_JOB_WORKSPACE_BASE=str(tmp_path / "ws"),
+               FT_FILE_PATH=str(tmp_path / "ft"), PYTHONPATH=str(REPO))
+    proc = subprocess.run(["bash", str(REPO / "job" / "run_ft_job.sh"), str(tasks)], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "no config.json" in proc.stdout + proc.stderr, proc.stdout + proc.stderr
+    assert not (tmp_path / "never-run.ran").exists()
+
+
+class CrashingScenario:
+    """A scenario builder that crashes (a bug, not an input) after the session exists."""
+
+    def __init__(self, settings, runner, emit, **_):
+        pass
+
+    def prepare(self):
+        return None
+
+    def build(self, prepared):
+        raise ValueError("Unrecognized model in /models/x. Should have a `model_type` key in its config.json")
+
+
+def test_a_crash_after_the_session_exists_still_ends_it(tmp_path, monkeypatch):
+    from ftagent.finetune.app import FinetuneOptions, run_finetune
+
+    monkeypatch.chdir(tmp_path)
+    for name, value in {"LOG_PATH": tmp_path / "log", "WORKSPACE_PATH": tmp_path / "ws", "FT_FILE_PATH": tmp_path / "ft",
+                        "FT_ENV_TYPE": "local", "FT_PLANNER": "heuristic",
+                        "FT_SCEN": "tests.unit.test_session_faults:CrashingScenario"}.items():
+        monkeypatch.setenv(name, str(value))
+    with pytest.raises(ValueError, match="Unrecognized model"):
+        run_finetune(FinetuneOptions(benchmark="demo_add", base_model="builtin/tiny-qwen2", loop_n=1, quiet=True))
+    (session_dir,) = [p.parent for p in (tmp_path / "log").rglob("events.jsonl")]
+    ends = [e for e in read_events(session_dir / "events.jsonl") if e.type == "session_end"]
+    assert [e.status for e in ends] == ["failed"] and "ValueError: Unrecognized model" in ends[0].message
