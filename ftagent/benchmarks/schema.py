@@ -18,6 +18,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from ftagent.core.errors import UserInputError
+from ftagent.core.settings import MAX_DESCRIPTION_CHARS
 
 YAML_SUFFIXES = (".yaml", ".yml")
 _PLACEHOLDER = re.compile(r"(?<!\{)\{([A-Za-z_][A-Za-z0-9_]*)\}(?!\})")
@@ -65,8 +66,9 @@ class BenchmarkConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", description="the benchmark key")
-    description: str = Field("", description="shown to the planner (default --benchmark-description)")
-    scenario: str = Field("", description="one-line goal")
+    description: str = Field("", max_length=MAX_DESCRIPTION_CHARS,
+                             description="shown to the planner (default --benchmark-description)")
+    scenario: str = Field("", max_length=MAX_DESCRIPTION_CHARS, description="one-line goal")
     category: str = "user"
     core_metric: str | None = Field(None, description="headline metric (default: the metric's own)")
     direction: Literal["max", "min"] = "max"
@@ -117,19 +119,10 @@ class BenchmarkConfig(BaseModel):
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:
-    import yaml
+    from ftagent.core.yamlio import load_yaml_file
 
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise UserInputError(f"benchmark file {path}: cannot read it ({exc.strerror or exc})") from exc
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise UserInputError(f"benchmark file {path}: not valid YAML{where}: {problem}") from exc
+    # size, encoding and alias limits: the one loader of every input YAML (ftagent.core.yamlio)
+    data = load_yaml_file(path, f"benchmark file {path}")
     if not isinstance(data, dict):
         raise UserInputError(f"benchmark file {path}: expected a mapping of fields (name:, data:, prompt: ...)")
     return data

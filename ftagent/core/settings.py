@@ -23,6 +23,9 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from ftagent.core.redact import mask_obj, register_secret
 
 BUILTIN_RUNNERS = ("local", "conda", "docker")
+# a benchmark description (--benchmark-description, a YAML's description:) is copied into every prompt,
+# event and snapshot: at most this many characters (about 2,000 tokens; a built-in one has under 800)
+MAX_DESCRIPTION_CHARS = 8000
 
 
 def _cwd_path(*parts: str) -> Path:
@@ -38,7 +41,8 @@ class FTSettings(BaseSettings):
 
     # --- target ---------------------------------------------------------------------------------
     target_benchmark: str | None = Field(None, description="benchmark key (e.g. aime25) or a benchmark YAML file")
-    benchmark_description: str | None = Field(None, description="free text; default: the benchmark YAML's description")
+    benchmark_description: str | None = Field(None, max_length=MAX_DESCRIPTION_CHARS,
+                                              description="free text; default: the benchmark YAML's description")
     base_model: str | None = Field(None, description="HF repo id or builtin/<name>")
     dataset: str | None = Field(None, description="one raw dataset name, 'all', or your own data file "
                                              "(.jsonl/.json/.csv/.parquet, Alpaca or ShareGPT)")

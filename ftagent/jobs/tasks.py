@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from ftagent.core.durations import parse_duration
 from ftagent.core.errors import UserInputError
+from ftagent.core.settings import MAX_DESCRIPTION_CHARS
 
 DEFAULT_TIMEOUT = "12h"
 JOB_FILE = "job.json"
@@ -39,7 +40,7 @@ class TaskSpec(BaseModel):
     gpus: str | None = None
     port: int | None = Field(default=None, ge=1, le=65535)
     timeout: str = DEFAULT_TIMEOUT
-    benchmark_description: str | None = None
+    benchmark_description: str | None = Field(default=None, max_length=MAX_DESCRIPTION_CHARS)
     scenario: str | None = None
     loop_n: int | None = Field(default=None, ge=1)
     dataset: str | None = Field(default=None, min_length=1,
