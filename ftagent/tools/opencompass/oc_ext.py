@@ -23,8 +23,6 @@ import tempfile
 from opencompass.models import HuggingFacewithChatTemplate, OpenAISDK
 from opencompass.openicl.icl_evaluator import BaseEvaluator
 from opencompass.registry import ICL_EVALUATORS, MODELS, TEXT_POSTPROCESSORS
-from opencompass.utils import code_execution
-from opencompass.utils.code_execution import TYPE_AWARE_EQUAL_NAME, make_assertions_type_aware
 
 _BOXED = re.compile(r"\\boxed\s*\{")
 # stock humaneval_postprocess_v2's block: a fence with any tag (```python, ```Python, ```python3, ```py, none)
@@ -33,8 +31,6 @@ _OPEN_FENCE = re.compile(r"```[^\n`]*\n")
 # stock MBPP's few-shot answer format (MBPPEvaluator._process_answer): [BEGIN] 'code' [DONE]
 _BLANK_HEAD = re.compile(r"\A(?:[ \t]*\n)+")
 _BEGIN_DONE = re.compile(r"\[BEGIN\]\s*'?(.*?)'?\s*\[DONE\]", re.S)
-# stock's type-aware equality (opencompass/utils/code_execution.py), run inside each test program
-_TYPE_AWARE_SOURCE = inspect.getsource(code_execution)
 
 
 @TEXT_POSTPROCESSORS.register_module("ftagent_last_boxed")
@@ -126,8 +122,13 @@ def type_aware_tests(tests: str) -> str:
     (mbpp.py:434 binds it after the answer's code ran, as here: the answer cannot pre-empt it). An
     answer returning an object whose ``__eq__`` is always true, a float for an int or a ``Counter``
     for a ``dict`` fails, as in stock. Stock's module source is run in a namespace of its own, so the
-    answer's globals (a ``Mapping`` of its own) are untouched."""
-    helper = (f"def __ftagent_type_aware_equal():\n    ns = {{}}\n    exec({_TYPE_AWARE_SOURCE!r}, ns)\n"
+    answer's globals (a ``Mapping`` of its own) are untouched. Imported here, not at module level:
+    the module stays importable against the minimal OpenCompass stand-in of the unit tests."""
+    from opencompass.utils import code_execution
+    from opencompass.utils.code_execution import TYPE_AWARE_EQUAL_NAME, make_assertions_type_aware
+
+    source = inspect.getsource(code_execution)
+    helper = (f"def __ftagent_type_aware_equal():\n    ns = {{}}\n    exec({source!r}, ns)\n"
               f"    return ns['type_aware_equal']\n{TYPE_AWARE_EQUAL_NAME} = __ftagent_type_aware_equal()\n")
     return f"{helper}{make_assertions_type_aware(tests)}\n"
 
