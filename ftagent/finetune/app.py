@@ -20,6 +20,7 @@ from pathlib import Path
 from pydantic import BaseModel
 from rich.console import Console
 
+from ftagent.core.disk import check_disk_full
 from ftagent.core.durations import parse_duration
 from ftagent.core.errors import EnvironmentFailure, UserInputError
 from ftagent.engine.events import Message, SessionEnd, SessionStart, _Event
@@ -159,6 +160,8 @@ def run_finetune(options: FinetuneOptions) -> RunSummary:
         summary = _run(session, settings, run, runner, emit, planner, options, timeout_s)
     except Exception as exc:
         emit.end_if_open(exc)
+        if isinstance(exc, OSError):  # a full LOG_PATH (an event, a record): what to free and how to resume
+            check_disk_full(str(exc), "the session", [settings.paths.log_path, _workspace_root(settings)])
         raise
     finally:
         display.stop()  # before the report: a live refresh never lands inside it

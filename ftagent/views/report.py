@@ -8,7 +8,9 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from ftagent.core.durations import format_duration
+from ftagent.core.errors import EnvironmentFailure
 from ftagent.core.stats import Difference, interval_line
+from ftagent.engine.session import write_atomic
 from ftagent.views.commands import cli_command
 from ftagent.views.forecast import VersusRow, versus, versus_markdown, versus_note
 from ftagent.views.session import LoopView, load_session
@@ -183,9 +185,19 @@ def _differences(r: Report) -> list[str]:
 
 
 def write_report(session_dir: Path) -> tuple[Path, Path]:
-    """Write ``report.md`` and ``report.json`` into the session directory; return their paths."""
+    """Write ``report.md`` and ``report.json`` into the session directory; return their paths.
+
+    Each through a temp file and a rename: a full disk leaves the previous report (or none), never a
+    0-byte one, and ends with one :class:`EnvironmentFailure` that says how to go on (issue 34.4).
+    """
     report = build_report(session_dir)
     md, js = session_dir / "report.md", session_dir / "report.json"
-    md.write_text(render_markdown(report), encoding="utf-8")
-    js.write_text(report.model_dump_json(indent=2), encoding="utf-8")
+    try:
+        write_atomic(md, render_markdown(report))
+        write_atomic(js, report.model_dump_json(indent=2))
+    except OSError as exc:
+        raise EnvironmentFailure(
+            f"cannot write the report {exc.filename or md}: {exc.strerror or exc} (errno {exc.errno}). The "
+            f"session itself is kept: free space under {session_dir.parent}, then `ftagent report {session_dir}` "
+            f"writes the report, and `ftagent llm_finetune --path {session_dir}` resumes the session") from exc
     return md, js

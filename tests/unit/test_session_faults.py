@@ -7,6 +7,8 @@
   ``completed``, exit 0.
 * 34.5 a ``--base-model`` folder that is no complete model is refused at start (exit 2, one line, nothing
   written) by llm_finetune and both job runners; a crash after the session exists still ends it (``failed``).
+* 34.4 a full ``LOG_PATH``: the report is written atomically (the previous one kept, never 0 bytes) and the
+  run ends with one error that says how to go on (exit 1), not an ``OSError`` traceback.
 """
 
 from __future__ import annotations
@@ -137,14 +139,14 @@ class SameFailureValidator:
             message=f"micro-batch run failed in {code.workspace}: {detail}"))
 
 
-def _session(tmp_path: Path, validator, loops: int):
+def _session(tmp_path: Path, validator, loops: int, log: Path | None = None):
     scenario = _scenario(tmp_path)
     components = Components(proposer=HeuristicProposer(scenario), coder=HeuristicCoder(scenario),
                             validator=validator, trainer=FakeTrainer(), evaluator=FakeEvaluator(),
                             feedback=RecordingFeedback(), data=FakeData())
     workflow = FinetuneWorkflow(scenario, components, coder_max_loop=2, sota_min_delta=0.0,
                                 workspace_root=tmp_path / "ws")
-    session = Session.create(tmp_path / "log", state_cls=FinetuneSessionState, scenario=scenario)
+    session = Session.create(log or tmp_path / "log", state_cls=FinetuneSessionState, scenario=scenario)
     return LoopEngine(workflow, session, loop_n=loops).run(), session
 
 
@@ -269,3 +271,67 @@ def test_a_crash_after_the_session_exists_still_ends_it(tmp_path, monkeypatch):
     (session_dir,) = [p.parent for p in (tmp_path / "log").rglob("events.jsonl")]
     ends = [e for e in read_events(session_dir / "events.jsonl") if e.type == "session_end"]
     assert [e.status for e in ends] == ["failed"] and "ValueError: Unrecognized model" in ends[0].message
+
+
+# -- 34.4: a full LOG_PATH ------------------------------------------------------------------------------
+def _full_log_session(tmp_path: Path, small_disk: Path):
+    from ftagent.views.report import write_report
+    from tests.unit.test_finetune_workflow import FakeValidator
+
+    summary, session = _session(tmp_path, FakeValidator(), loops=1, log=small_disk)
+    assert summary.status == "completed"
+    _, js = write_report(session.dir)
+    before = js.read_bytes()
+    with pytest.raises(OSError):
+        _fill(small_disk / "filler")
+    return session, js, before
+
+
+def test_a_full_log_path_keeps_the_report_and_says_how_to_go_on(tmp_path, small_disk):
+    """Old main: a raw OSError traceback from the report writer, report.json left at 0 bytes."""
+    from ftagent.core.errors import EnvironmentFailure
+    from ftagent.views.report import write_report
+
+    session, js, before = _full_log_session(tmp_path, small_disk)
+    (session.dir / "events.jsonl").open("a").write("")  # the log is still readable
+    with pytest.raises(EnvironmentFailure) as info:
+        write_report(session.dir)
+    message = str(info.value)
+    assert "No space left on device" in message and f"ftagent report {session.dir}" in message
+    assert f"--path {session.dir}" in message
+    assert js.read_bytes() == before and len(before) > 0  # the previous report, whole
+    assert not [p for p in session.dir.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_ftagent_report_on_a_full_disk_is_one_error_exit_1(tmp_path, small_disk):
+    session, js, before = _full_log_session(tmp_path, small_disk)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("FT_", "CHAT_", "OPENAI_"))}
+    proc = subprocess.run([sys.executable, "-m", "ftagent", "report", str(session.dir)], cwd=tmp_path,
+                          env={**env, "PYTHONPATH": str(REPO)}, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    lines = [x for x in proc.stderr.splitlines() if x.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: cannot write the report") and "--path" in lines[0]
+    assert js.read_bytes() == before
+
+
+class LogFillingScenario(CrashingScenario):
+    """Its build writes into LOG_PATH until the disk is full (a real ENOSPC out of the session's run)."""
+
+    def build(self, prepared):
+        _fill(Path(os.environ["LOG_PATH"]) / "filler")
+
+
+def test_a_full_log_path_during_the_run_ends_with_what_to_free(tmp_path, small_disk, monkeypatch):
+    from ftagent.core.errors import EnvironmentFailure
+    from ftagent.finetune.app import FinetuneOptions, run_finetune
+
+    monkeypatch.chdir(tmp_path)
+    for name, value in {"LOG_PATH": small_disk, "WORKSPACE_PATH": tmp_path / "ws", "FT_FILE_PATH": tmp_path / "ft",
+                        "FT_ENV_TYPE": "local", "FT_PLANNER": "heuristic",
+                        "FT_SCEN": "tests.unit.test_session_faults:LogFillingScenario"}.items():
+        monkeypatch.setenv(name, str(value))
+    with pytest.raises(EnvironmentFailure) as info:
+        run_finetune(FinetuneOptions(benchmark="demo_add", base_model="builtin/tiny-qwen2", loop_n=1, quiet=True))
+    message = str(info.value)
+    assert message.startswith("the session stopped: the disk is full") and str(small_disk) in message
+    assert "--path" in message
