@@ -19,7 +19,8 @@ environment:
   FTAGENT_BIN            ftagent executable (default: `ftagent` on PATH)
   FTAGENT_PYTHON         python with ftagent installed (default: the interpreter of FTAGENT_BIN, else python3)
   FT_JOB_LOG_BASE        job root directory (default: ./log)
-  FT_JOB_WORKSPACE_BASE  workspace root (default: ./git_ignore_folder/workspace)
+  FT_JOB_WORKSPACE_BASE  workspace root (default: WORKSPACE_PATH from the environment or ./.env, as
+                         llm_finetune uses it; else ./git_ignore_folder/workspace)
 USAGE
 }
 
@@ -45,7 +46,6 @@ command -v jq >/dev/null 2>&1 || die "jq is required (apt-get install jq)" 1
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 WORK_DIR="$(pwd)"
 LOG_BASE="${FT_JOB_LOG_BASE:-./log}"
-WS_BASE="${FT_JOB_WORKSPACE_BASE:-./git_ignore_folder/workspace}"
 
 # --- the ftagent executable and a python that can import ftagent ---------------------------------
 if [[ -n "${FTAGENT_BIN:-}" ]]; then
@@ -86,8 +86,10 @@ fi
 # The one task check of both job runners: `ftagent job run --dry-run` reads tasks.json and runs each
 # task's start-up (benchmark, base model, description: ftagent.finetune.startup.resolve_tasks), so this
 # script refuses exactly what `ftagent job run` refuses, before tmux starts anything (issue 34.8).
-PLAN="$(FTAGENT_BIN="$FTAGENT_BIN" "$PY" -m ftagent job run --dry-run "$TASKS_FILE" --job-id "$JOB_ID" \
-        --log-base "$LOG_BASE" --workspace-base "$WS_BASE")" || exit $?
+# The workspace root is ftagent's to choose (FT_JOB_WORKSPACE_BASE, else WORKSPACE_PATH, issue 32.9); its
+# warnings (GPUs this machine lacks) reach the terminal on stderr.
+PLAN="$(FTAGENT_BIN="$FTAGENT_BIN" "$PY" -m ftagent job run --dry-run --json "$TASKS_FILE" --job-id "$JOB_ID" \
+        --log-base "$LOG_BASE")" || exit $?
 SESSION="$(jq -r '.tmux_session' <<<"$PLAN")"
 JOB_DIR="$(jq -r '.job_dir' <<<"$PLAN")"
 N_TASKS="$(jq '.tasks | length' <<<"$PLAN")"

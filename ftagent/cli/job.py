@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from ftagent.cli.common import fail
+from ftagent.cli.common import fail, prepare_env
 
 app = typer.Typer(help="Batch jobs over tasks.json.", no_args_is_help=True)
 
@@ -91,10 +91,11 @@ def run(
     job_id: str | None = typer.Option(None, "--job-id", help="default: date and time"),
     log_base: Path = typer.Option(None, "--log-base", envvar="FT_JOB_LOG_BASE", help="job root (default ./log)"),
     workspace_base: Path = typer.Option(None, "--workspace-base", envvar="FT_JOB_WORKSPACE_BASE",
-                                        help="workspace root (default ./git_ignore_folder/workspace)"),
+                                        help="workspace root (default: WORKSPACE_PATH, as llm_finetune uses it)"),
     gpu_resource: str = typer.Option("GPU", "--gpu-resource", help="ray: resource reserved per listed GPU"),
     max_retries: int = typer.Option(3, "--max-retries", min=0, help="ray: retries when a node dies"),
     dry_run: bool = typer.Option(False, "--dry-run", help="validate and print the plan; start nothing"),
+    json_out: bool = typer.Option(False, "--json", help="with --dry-run: the plan as JSON (job/run_ft_job.sh reads it)"),
 ) -> None:
     """Run every task of tasks.json to its end, locally or on a Ray cluster (blocks; Ctrl-C cancels)."""
     import re
@@ -104,7 +105,11 @@ def run(
     if executor not in ("local", "ray"):
         raise typer.BadParameter("use local or ray", param_hint="--executor")
     log_base = Path(log_base or "log")
-    workspace_base = Path(workspace_base or "git_ignore_folder/workspace")
+    if workspace_base is None:  # the sessions' own WORKSPACE_PATH (environment or ./.env), not a second default
+        from ftagent.core.settings import PathSettings
+
+        prepare_env()
+        workspace_base = PathSettings().workspace_path
     tasks, errors = tasks_mod.read_tasks_file(tasks_file)
     if tasks is None:
         for err in errors:
@@ -124,8 +129,15 @@ def run(
     plan = tasks_mod.build_plan(tasks, job_id=job_id or _new_job_id(log_base), log_base=log_base,
                                 workspace_base=workspace_base, ftagent_bin=_default_bin(),
                                 descriptions=[r.description for r in runs])
+    if executor == "local":  # the tasks' GPUs are this machine's: say now what it cannot give
+        _warn_gpus(plan)
     if dry_run:
-        typer.echo(plan.model_dump_json(indent=1))
+        if json_out:
+            typer.echo(plan.model_dump_json(indent=1))
+        else:
+            from ftagent.jobs.plan_text import describe_plan
+
+            typer.echo("\n".join(describe_plan(plan, executor)))
         return
     runner = _executor(executor, address, gpu_resource, max_retries)
     typer.echo(f"job {plan.job_id}: {len(plan.tasks)} task(s), executor {executor}, dir {plan.job_dir}")
@@ -136,6 +148,17 @@ def run(
     for name, rc in sorted(results.items()):
         typer.echo(f"  {name}: exit {rc}")
     raise typer.Exit(0 if results and all(rc == 0 for rc in results.values()) else 1)
+
+
+def _warn_gpus(plan) -> None:
+    from ftagent.core.hardware import detect_gpus
+    from ftagent.jobs.plan_text import gpu_warnings
+
+    if not any(task.spec.gpus for task in plan.tasks):
+        return
+    hardware = detect_gpus(None)  # every GPU of the machine: tasks.json's indices are the machine's
+    for line in gpu_warnings(plan, hardware.gpu_count, hardware.message):
+        typer.secho(f"warning: {line}", fg=typer.colors.YELLOW, err=True)
 
 
 def _executor(kind: str, address: str, gpu_resource: str, max_retries: int):

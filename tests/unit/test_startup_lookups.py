@@ -112,7 +112,8 @@ def test_job_resolves_every_task_as_llm_finetune_does_before_any_starts(tmp_path
     assert bad.exit_code == 2 and "task 1:" in bad.output and "no-such-model" in bad.output, bad.output
     tasks.write_text(json.dumps({"tasks": [{"model": "builtin/tiny-qwen2", "benchmark": "demo_add"}]}))
     with counting() as counter:
-        good = CliRunner().invoke(app, ["job", "run", str(tasks), "--dry-run", "--log-base", str(tmp_path / "log")])
+        good = CliRunner().invoke(app, ["job", "run", str(tasks), "--dry-run", "--json",
+                                        "--log-base", str(tmp_path / "log")])
     assert good.exit_code == 0, good.output
     from ftagent.benchmarks import get_benchmark
 
