@@ -132,3 +132,20 @@ def test_a_constant_molecule_improves_real_solubility_sources(tmp_path):
     bench.prepare(root)
     sol = constant_answer_baseline(bench, root).subsets["solubility"]
     assert sol.score == 100.0 and set(json.loads(sol.answer)) == {"answer"}  # "B" (a boron atom) comes first
+
+
+def test_the_model_card_names_the_constant_baseline(tmp_path, monkeypatch):
+    from ftagent.core.types import ScenarioInfo
+    from ftagent.finetune.export import facts as facts_mod
+    from tests.unit.test_export import _card, _export
+    from tests.unit.test_export_sessions import exportable_session
+
+    get_benchmark("demo_add").prepare(tmp_path / "ft" / "benchmarks")
+    line = facts_mod._constant_baseline(ScenarioInfo.model_construct(file_path=str(tmp_path / "ft"),
+                                                                     benchmark="demo_add"))
+    assert line.startswith("a constant answer scores") and "most frequent gold" in line
+    assert facts_mod._constant_baseline(ScenarioInfo.model_construct(file_path=str(tmp_path / "none"),
+                                                                     benchmark="demo_add")) == ""
+    monkeypatch.setattr(facts_mod, "_constant_baseline", lambda scenario: line)
+    folder, _ = _export(exportable_session(tmp_path / "s"))
+    assert f"For comparison, {line}: a score near it is no sign of skill." in _card(folder)[1]

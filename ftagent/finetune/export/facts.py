@@ -66,6 +66,7 @@ class ExportFacts(BaseModel):
     loss_history: list[dict[str, Any]] = Field(default_factory=list)
     train_runtime_s: float | None = None
     scores: list[SplitScores] = Field(default_factory=list)
+    constant_baseline: str = ""  # what one constant answer scores on validation (ftagent.benchmarks.baselines)
     chain: list[ChainStep] = Field(default_factory=list)
     loop_duration_s: float = 0.0
     wall_time_s: float = 0.0
@@ -144,6 +145,18 @@ def _chain(state: FinetuneSessionState, view: SessionView, exp: Experiment) -> l
     return list(reversed(steps))
 
 
+def _constant_baseline(scenario: ScenarioInfo) -> str:
+    """The constant-answer baseline's line ('' when the benchmark's validation split is not prepared here)."""
+    from ftagent.planners.llm.brief import constant_baseline_words
+
+    try:
+        from ftagent.benchmarks import get_benchmark
+
+        return constant_baseline_words(scenario.file_path, get_benchmark(scenario.benchmark))
+    except Exception:  # noqa: BLE001 - a plug-in benchmark gone, a bad file: the card says less
+        return ""
+
+
 def collect_facts(session_dir: Path, loop: int | None = None) -> ExportFacts:
     """The facts of one loop's model (default: the best loop).
 
@@ -180,6 +193,7 @@ def collect_facts(session_dir: Path, loop: int | None = None) -> ExportFacts:
         config=config, data_rows=exp.data_rows,
         loss_history=list(exp.loss_history or training.get("loss_history") or []),
         train_runtime_s=training.get("train_runtime_s"), scores=scores, chain=_chain(state, view, exp),
+        constant_baseline=_constant_baseline(scenario),
         loop_duration_s=(lp.end or {}).get("duration_s", 0.0), wall_time_s=report.wall_time_s,
         training_time_s=report.training_time_s, evaluation_time_s=report.evaluation_time_s,
         llm_calls=report.llm_calls, llm_cost_usd=report.llm_cost_usd, llm_unpriced_calls=report.llm_unpriced_calls,
