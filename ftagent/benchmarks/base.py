@@ -17,6 +17,8 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field
 
+from ftagent.core.hub import HF_DOWNLOAD_CACHE, refuse_offline_resume, require_finished, unfinished_files
+
 Split = Literal["validation", "test"]
 
 
@@ -101,13 +103,12 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
 
 SOURCE_KEY = "__source__"  # a loader's note of where a row came from ("<file>, row N"); popped before items are built
 COMPLETE = ".complete"  # written into a benchmark's raw/ folder last, after every file is there
-HF_DOWNLOAD_CACHE = Path(".cache") / "huggingface"  # what snapshot_download(local_dir=...) keeps while it works
 
 
 def raw_state(dest: Path) -> Literal["complete", "partial", "manual", "empty"]:
     """What a raw folder holds: a finished download (marker), an interrupted one (the Hub's download
     cache but no marker), files put there by hand (neither), or nothing."""
-    if (dest / COMPLETE).is_file():
+    if (dest / COMPLETE).is_file() and not unfinished_files(dest):
         return "complete"
     if not dest.is_dir():
         return "empty"
@@ -144,8 +145,13 @@ def hub_snapshot(repo_id: str, dest: Path, allow_patterns: list[str] | None = No
     from ftagent.core.errors import EnvironmentFailure
 
     marker = dest / COMPLETE
-    if marker.exists():
+    if marker.exists() and not unfinished_files(dest):
         return dest
+    marker.unlink(missing_ok=True)  # marked by an older ftagent over a half-download: not complete
+    what = f"benchmark data '{repo_id}'"
+    fix = (f"go online (unset HF_HUB_OFFLINE) and run again (the Hub resumes the download), or copy every file "
+           f"of the repo into {dest} and create {COMPLETE} there")
+    refuse_offline_resume(dest, what, fix)  # offline, the Hub would return the half-download as it is
     try:
         from huggingface_hub import snapshot_download
 
@@ -153,6 +159,7 @@ def hub_snapshot(repo_id: str, dest: Path, allow_patterns: list[str] | None = No
                           allow_patterns=allow_patterns, token=os.environ.get("HF_TOKEN") or None)
     except Exception as exc:  # offline, DNS, gated repo ... all end the same way
         raise EnvironmentFailure(_hub_advice(repo_id, dest, gated, exc)) from exc
+    require_finished(dest, what, fix)  # no *.incomplete left and files there: only then the marker
     marker.write_text("ok\n", encoding="utf-8")
     return dest
 

@@ -18,6 +18,7 @@ from filelock import FileLock
 from pydantic import BaseModel
 
 from ftagent.core.errors import EnvironmentFailure
+from ftagent.core.hub import refuse_offline_resume, require_finished
 from ftagent.core.paths import datasets_dir
 from ftagent.datasets.base import DatasetSource, read_packaged_readme
 from ftagent.datasets.registry import dataset_names, get_source, resolve_dataset_choice
@@ -152,6 +153,10 @@ def _download(source: DatasetSource, out: Path, token: str | None) -> None:
 
     repo = source.spec.repo_id
     staging = out.with_name(f".{out.name}.partial")
+    what = f"dataset '{source.spec.name}' (Hugging Face repo {repo})"
+    fix = (f"go online (unset HF_HUB_OFFLINE) and run again (the Hub resumes the download into {staging}), or "
+           f"place the repo's files under {out} by hand")
+    refuse_offline_resume(staging, what, fix)  # offline, the Hub would return the half-download as it is
     try:
         snapshot_download(repo, repo_type="dataset", local_dir=staging, token=token or None,
                           allow_patterns=source.spec.allow_patterns)
@@ -161,6 +166,7 @@ def _download(source: DatasetSource, out: Path, token: str | None) -> None:
         raise EnvironmentFailure(_advice(source.spec.name, repo, out, "was not found or needs a token", exc)) from exc
     except Exception as exc:  # offline mode, DNS, proxy, HTTP 5xx ...: all mean "cannot download now"
         raise EnvironmentFailure(_advice(source.spec.name, repo, out, "could not be downloaded", exc)) from exc
+    require_finished(staging, what, fix)  # no *.incomplete left and files there: only then it is used
     shutil.rmtree(staging / ".cache", ignore_errors=True)
     shutil.rmtree(out, ignore_errors=True)
     staging.replace(out)

@@ -46,6 +46,7 @@ def hub(monkeypatch):
 
     fake = FakeHub()
     monkeypatch.setattr(huggingface_hub, "snapshot_download", fake)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)  # the fake is a reachable Hub (offline: test_session_faults)
     return fake
 
 

@@ -9,6 +9,8 @@
   written) by llm_finetune and both job runners; a crash after the session exists still ends it (``failed``).
 * 34.4 a full ``LOG_PATH``: the report is written atomically (the previous one kept, never 0 bytes) and the
   run ends with one error that says how to go on (exit 1), not an ``OSError`` traceback.
+* 34.2 an interrupted Hub download, offline: the real ``snapshot_download`` returns the half-download
+  without an error; it is never marked complete (benchmarks) or used (datasets).
 """
 
 from __future__ import annotations
@@ -335,3 +337,76 @@ def test_a_full_log_path_during_the_run_ends_with_what_to_free(tmp_path, small_d
     message = str(info.value)
     assert message.startswith("the session stopped: the disk is full") and str(small_disk) in message
     assert "--path" in message
+
+
+# -- 34.2: an interrupted download, offline -------------------------------------------------------------
+def _half_download(folder: Path, name: str) -> None:
+    """What a killed ``snapshot_download(local_dir=folder)`` leaves: one file half-written in the Hub's cache."""
+    cache = folder / ".cache" / "huggingface" / "download"
+    (cache / f"{name}.incomplete").parent.mkdir(parents=True, exist_ok=True)
+    (cache / f"{name}.incomplete").write_text('[{"question": "half')
+    (cache / ".gitignore").write_text("*\n")
+
+
+@pytest.fixture
+def offline(monkeypatch):
+    import huggingface_hub.constants
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+
+
+def test_an_interrupted_benchmark_download_offline_is_never_marked_complete(tmp_path, offline):
+    """Old main: snapshot_download returned, .complete was written, the run crashed reading the data, and the
+    folder counted as complete for good."""
+    from huggingface_hub import snapshot_download
+
+    from ftagent.benchmarks import get_benchmark
+    from ftagent.benchmarks.base import COMPLETE
+    from ftagent.benchmarks.domain_adapters import ensure_raw, raw_dir
+    from ftagent.core.errors import EnvironmentFailure
+
+    probe = tmp_path / "probe"
+    _half_download(probe, "PQA_test.json")
+    assert Path(snapshot_download(repo_id="x/y", repo_type="dataset", local_dir=str(probe))) == probe.resolve()
+
+    raw = raw_dir(tmp_path, "bioprobench_pqa")
+    _half_download(raw, "PQA_test.json")
+    with pytest.raises(EnvironmentFailure) as info:
+        ensure_raw(get_benchmark("bioprobench_pqa"), tmp_path)
+    message = str(info.value)
+    assert str(raw) in message and "HF_HUB_OFFLINE" in message and "PQA_test.json.incomplete" in message
+    assert f"create {COMPLETE}" in message and not (raw / COMPLETE).exists()
+    with pytest.raises(EnvironmentFailure):  # and again: nothing was marked in between
+        ensure_raw(get_benchmark("bioprobench_pqa"), tmp_path)
+    (raw / COMPLETE).write_text("ok\n")  # what old main left: the marker over the half-download
+    with pytest.raises(EnvironmentFailure, match="was interrupted"):
+        ensure_raw(get_benchmark("bioprobench_pqa"), tmp_path)
+
+
+def test_an_interrupted_dataset_download_offline_is_never_used(tmp_path, offline):
+    from ftagent.core.errors import EnvironmentFailure
+    from ftagent.datasets import prepare
+
+    out = prepare.dataset_dir("bioprobench", tmp_path)
+    staging = out.with_name(f".{out.name}.partial")
+    _half_download(staging, "PQA.json")
+    with pytest.raises(EnvironmentFailure) as info:
+        prepare.prepare_dataset("bioprobench", tmp_path)
+    assert str(staging) in str(info.value) and "HF_HUB_OFFLINE" in str(info.value)
+    assert not out.exists() and not prepare.is_prepared("bioprobench", tmp_path)
+
+
+def test_a_download_that_returns_with_a_half_written_file_is_refused(tmp_path, monkeypatch):
+    """Online too: a call that returned while a file is still ``.incomplete`` (a second process, a bug)."""
+    import huggingface_hub
+
+    from ftagent.benchmarks.base import COMPLETE, hub_snapshot
+    from ftagent.core.errors import EnvironmentFailure
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr(huggingface_hub, "snapshot_download",
+                        lambda **kw: _half_download(Path(kw["local_dir"]), "data/test.parquet") or kw["local_dir"])
+    with pytest.raises(EnvironmentFailure, match="is unfinished"):
+        hub_snapshot("org/bench", tmp_path / "raw")
+    assert not (tmp_path / "raw" / COMPLETE).exists()
