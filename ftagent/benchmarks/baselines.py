@@ -8,7 +8,8 @@ score, or a gain, means little without it (issue 31 item 7).
   prepared split, and the benchmark's headline over them (the plain mean over sub-datasets, as
   every headline here). Domain families are scored by the benchmark's own scorer
   (:func:`ftagent.benchmarks.domain.evaluate_subtask`, what ``DomainEvaluator`` runs), each
-  candidate written in the forms a model would (bare, ``{"answer": …}``, ``Final Answer: …``).
+  candidate written in the forms a model would (bare, ``{"answer": …}``, ``Final Answer: …``, the
+  family's own answer tags).
   The other benchmarks' scorers run in the tool env (OpenCompass); there, the constant is the most
   frequent gold answer and its score is that gold's share (``method`` says so), and code
   benchmarks have none (a constant program passes no tests).
@@ -77,8 +78,21 @@ def _mean(values: list[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-def _wrapped(value: str) -> list[str]:
-    return [value, json.dumps({"answer": value}, ensure_ascii=False), f"Final Answer: {value}"]
+#: constants one family's sub-datasets also try (PANORAMA NOC4PC's three codes)
+FAMILY_CONSTANTS = {"panorama": ("ALLOW", "102", "103")}
+
+
+def _wrapped(family: str, value: str) -> list[str]:
+    """``value`` in the forms a model writes it: bare, ``{"answer": …}``, ``Final Answer: …`` and the
+    family's own (PANORAMA NOC4PC's ``{"code": …}``, BioProBench's answer tags, with a confidence for PQA)."""
+    forms = [value, json.dumps({"answer": value}, ensure_ascii=False), f"Final Answer: {value}"]
+    if family == "panorama":
+        forms.append(json.dumps({"code": value}))
+    if family == "bioprobench":
+        from ftagent.benchmarks.domain.bioprobench import END, START
+
+        forms += [f"{START}{value}{END}", f"{START}{value} & 100{END}"]
+    return forms
 
 
 def _domain_subset(bench: Any, subset: str, rows: list[dict[str, Any]]) -> SubsetBaseline:
@@ -92,10 +106,10 @@ def _domain_subset(bench: Any, subset: str, rows: list[dict[str, Any]]) -> Subse
     items = [json.loads(r["item_json"]) for r in rows]
     golds = [str(r.get("answer", "")).strip() for r in rows]
     values = [g for g, n in Counter(g for g in golds if g).most_common(TOP_GOLDS) if n > 1]
-    values += [c for c in COMMON_CONSTANTS if c not in values]
+    values += [c for c in (*COMMON_CONSTANTS, *FAMILY_CONSTANTS.get(family, ())) if c not in values]
     best: tuple[float, str] | None = None
     for value in values:
-        for output in _wrapped(value):
+        for output in _wrapped(family, value):
             try:
                 result = evaluate_subtask(family, subset, [output] * len(items), items)
             except Exception:  # noqa: BLE001 - a scorer that rejects this constant: not a candidate

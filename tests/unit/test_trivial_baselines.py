@@ -149,3 +149,18 @@ def test_the_model_card_names_the_constant_baseline(tmp_path, monkeypatch):
     monkeypatch.setattr(facts_mod, "_constant_baseline", lambda scenario: line)
     folder, _ = _export(exportable_session(tmp_path / "s"))
     assert f"For comparison, {line}: a score near it is no sign of skill." in _card(folder)[1]
+
+
+def test_family_answer_forms_are_tried(tmp_path):
+    """PANORAMA NOC4PC reads {"code": …}: a constant code is a candidate (one item here: full marks)."""
+    import shutil
+
+    from ftagent.benchmarks.domain import KEY_SPECS
+
+    root = tmp_path / "benchmarks"
+    shutil.copytree(Path(__file__).parents[1] / "fixtures" / "benchmarks" / KEY_SPECS["panorama_noc4pc"]["family"],
+                    raw_dir(root, "panorama_noc4pc"))
+    bench = get_benchmark("panorama_noc4pc")
+    bench.prepare(root)
+    noc = constant_answer_baseline(bench, root).subsets["noc4pc"]
+    assert noc.score is not None and noc.score > 0 and set(json.loads(noc.answer)) == {"code"}
