@@ -17,7 +17,28 @@ if TYPE_CHECKING:
 UPPER_HELP = "at most this many training samples per loop (default: FT_UPPER_DATA_SIZE_LIMIT)"
 
 
+def option_key(param) -> str:
+    """A run file's key for an option: its long name without ``--`` (``--base-model`` → ``base_model``)."""
+    long = next((o for o in param.opts if o.startswith("--")), param.name)
+    return long.removeprefix("--").replace("-", "_")
+
+
+def _read_run_file(ctx: typer.Context, _param, value: Path | None) -> Path | None:
+    """``--config run.yaml``: the file's values become the defaults of this command, so flags override them."""
+    if value is None or ctx.resilient_parsing:
+        return value
+    from ftagent.core.run_config import load_run_config
+
+    by_key = {option_key(p): p.name for p in ctx.command.params if p.name != "config"}
+    ctx.default_map = {**(ctx.default_map or {}),
+                       **{by_key[key]: v for key, v in load_run_config(value).items() if v is not None}}
+    return value
+
+
 def llm_finetune(
+    config: Path | None = typer.Option(
+        None, "--config", is_eager=True, callback=_read_run_file,
+        help="a YAML file of these options (base_model: ..., loop_n: 3); flags given here override it"),
     benchmark: str | None = typer.Option(None, "--benchmark", help="benchmark key (e.g. aime25) or a benchmark YAML file (./my_bench.yaml)"),
     benchmark_description: str | None = typer.Option(
         None, "--benchmark-description", help="free text; default: the benchmark's description"),

@@ -45,6 +45,8 @@ class TaskSpec(BaseModel):
     loop_n: int | None = Field(default=None, ge=1)
     dataset: str | None = Field(default=None, min_length=1,
                                 description="a dataset name, 'all', or your own data file (relative to tasks.json)")
+    config: str | None = Field(default=None, min_length=1,
+                               description="a run file (ftagent llm_finetune --config), relative to tasks.json")
 
     @field_validator("gpus", mode="before")
     @classmethod
@@ -164,6 +166,25 @@ def _check_dataset(i: int, item: dict[str, Any], base_dir: Path | None) -> list[
     return []
 
 
+# a run file's keys that are fields of a task under another name (the rest keep the option's name, or are
+# not task fields: those reach the task's llm_finetune through --config)
+_TASK_FIELD = {"base_model": "model", "user_target_scenario": "scenario"}
+
+
+def _with_run_file(item: dict[str, Any], base_dir: Path | None) -> dict[str, Any]:
+    """A task with ``config``: the run file's values under the task's field names, the task's own fields on top;
+    ``config`` made absolute (the task's command gets ``--config``)."""
+    from ftagent.core.run_config import load_run_config
+
+    if not isinstance(item.get("config"), str) or not item["config"]:
+        return item
+    path = Path(item["config"]).expanduser()
+    if not path.is_absolute() and base_dir is not None:
+        path = (base_dir / path).resolve()
+    from_file = {_TASK_FIELD.get(k, k): v for k, v in load_run_config(path).items() if v is not None}
+    return {**{k: v for k, v in from_file.items() if k in TaskSpec.model_fields}, **item, "config": str(path)}
+
+
 def default_description(benchmark: str) -> str:
     """The registry's description of a validated benchmark key or file ('' when it has none)."""
     from ftagent.benchmarks import default_description as describe
@@ -189,6 +210,11 @@ def validate_tasks(raw: Any, base_dir: Path | None = None) -> tuple[TasksFile | 
             errors.append(f"task {i} must be a JSON object")
             continue
         item = dict(item)
+        try:
+            item = _with_run_file(item, base_dir)
+        except UserInputError as exc:
+            errors.append(f"task {i} config: {exc}")
+            continue
         errors += _check_benchmark(i, item, base_dir)
         errors += _check_dataset(i, item, base_dir)
         try:
@@ -258,6 +284,8 @@ def build_plan(tasks: TasksFile, *, job_id: str, log_base: Path, workspace_base:
             argv += ["--loop-n", str(t.loop_n)]
         if t.dataset:
             argv += ["--dataset", t.dataset]
+        if t.config:  # the options a task has no field for (upper_data_size_limit, ...); the flags above win
+            argv += ["--config", t.config]
         plans.append(TaskPlan(index=i, name=name, spec=t, window=name, log_path=env["LOG_PATH"],
                               workspace_path=env["WORKSPACE_PATH"], log_file=str(job_dir / f"{name}.log"),
                               env=env, argv=argv, command=shlex.join(argv)))
