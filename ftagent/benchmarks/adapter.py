@@ -13,10 +13,19 @@ from pathlib import Path
 from typing import Any
 
 from ftagent.benchmarks.base import SOURCE_KEY, BenchmarkSpec, DatasetBlock, Split, read_jsonl, write_jsonl
-from ftagent.benchmarks.components import EXTRACTORS, ITEMS, LOADERS, METRICS, ROUNDS, ExtractorDef, MetricDef
+from ftagent.benchmarks.components import (
+    BASE_EVALUATOR_KWARGS,
+    EXTRACTORS,
+    ITEMS,
+    LOADERS,
+    METRICS,
+    ROUNDS,
+    ExtractorDef,
+    MetricDef,
+)
 from ftagent.benchmarks.schema import BenchmarkConfig
 from ftagent.core.errors import UserInputError
-from ftagent.core.registry import load_object
+from ftagent.core.registry import did_you_mean, load_object
 
 
 def _lookup(config: BenchmarkConfig, registry, name: str, field: str):
@@ -42,7 +51,20 @@ class Benchmark:
         self._loader = _lookup(config, LOADERS, config.data.loader, "data.loader")
         self._item = _lookup(config, ITEMS, config.data.item, "data.item") if config.data.item else None
         self._rounds = _lookup(config, ROUNDS, config.rounds, "rounds")
+        self._check_metric_kwargs()
         self.spec = self._spec()
+
+    def _check_metric_kwargs(self) -> None:
+        """A ``metric_kwargs`` key the metric's evaluator does not take is an error now, not in OpenCompass."""
+        accepts = self.metric.accepts
+        if accepts is None:  # a plug-in metric that declares nothing: OpenCompass is the judge
+            return
+        valid = [*accepts, *BASE_EVALUATOR_KWARGS]
+        for key in self.config.metric_kwargs:
+            if key not in valid:
+                takes = ", ".join(accepts) if accepts else "no metric_kwargs"
+                raise UserInputError(f"{self._where()}: `metric_kwargs`: metric '{self.config.metric}' takes no "
+                                     f"'{key}'.{did_you_mean(str(key), valid)} It takes: {takes}")
 
     # --- facts ----------------------------------------------------------------------------------
     def _spec(self) -> BenchmarkSpec:
@@ -184,7 +206,25 @@ class Benchmark:
         if not any(rows["validation"] for rows in parts.values()):
             raise UserInputError(f"{self._where()}: the data hold no item to evaluate (source: "
                                  f"{self.spec.data_source}; sub-datasets {', '.join(self.spec.subsets)})")
+        if not any(rows["test"] for rows in parts.values()):  # 1 row: validation only, the baseline fails
+            n = sum(len(rows["validation"]) for rows in parts.values())
+            raise UserInputError(f"{self._where()}: the data give {n} validation item(s) and no test item "
+                                 f"(source: {self.spec.data_source}); a benchmark needs at least 2 rows, one for "
+                                 "each split (docs/benchmarks.md)")
         return parts
+
+    def check_data(self, root: Path, limit: int | None = None) -> None:
+        """Read and check every row of a benchmark whose data are local files, writing nothing.
+
+        The start-up calls it before anything is written (issue 34.11): a bad row, a missing column or a
+        split left empty is exit 2 then, not a failed baseline after the session exists. A benchmark
+        whose data must be downloaded is checked when it is prepared.
+
+        Raises:
+            UserInputError: naming the file, row and field.
+        """
+        if self.config.data.loader == "local_files":
+            self._split(root, limit)
 
     def load_items(self, root: Path, split: Split) -> list[dict[str, Any]]:
         path = self.bench_dir(root) / f"{split}.jsonl"

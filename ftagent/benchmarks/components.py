@@ -52,6 +52,11 @@ class MetricDef(BaseModel):
     core_metric: str = "accuracy"
     rule: str = Field(description="one line: how an extracted answer is compared with the gold one")
     kwargs_for: str | None = Field(None, description="'module:fn(bench, subset, path) -> kwargs' per sub-dataset")
+    accepts: tuple[str, ...] | None = Field(
+        None, description="the keyword arguments its evaluator takes beyond OpenCompass's own "
+                          "(BASE_EVALUATOR_KWARGS): a YAML's metric_kwargs are checked against them when the "
+                          "benchmark is opened; None = not declared (a plug-in's): not checked")
+
 
 
 class ExtractorDef(BaseModel):
@@ -67,6 +72,10 @@ class ProvidedComponent(BaseModel):
 
     path: str = Field(description="'module:Name' the rendered OpenCompass config imports")
 
+
+# OpenCompass 0.5.4 opencompass/openicl/icl_evaluator/icl_base_evaluator.py: BaseEvaluator.__init__(self,
+# pred_postprocessor=None), which every evaluator below passes its other keyword arguments to
+BASE_EVALUATOR_KWARGS = ("pred_postprocessor",)
 
 LOADERS: Registry = Registry("benchmark loader", entry_point_group="ftagent.benchmark_loaders")
 ITEMS: Registry = Registry("benchmark item transform", entry_point_group="ftagent.benchmark_items")
@@ -141,33 +150,39 @@ _EXTRACTORS = {
 _METRICS = {
     # the five for user benchmarks
     "exact_match": MetricDef(evaluator=provided("ExactMatchEvaluator"), extractor="strip",
-                             rule="exact match with the gold answer"),
+                             rule="exact match with the gold answer", accepts=("ignore_case",)),
     "boxed_integer": MetricDef(evaluator=provided("BoxedIntAccEvaluator"), extractor="boxed",
-                               rule="integer exact match (else exact string)"),
+                               rule="integer exact match (else exact string)", accepts=()),
     "multiple_choice": MetricDef(evaluator=provided("OptionLetterEvaluator"), extractor="option_letter",
-                                 rule="letter equals the gold letter"),
+                                 rule="letter equals the gold letter", accepts=("options",)),
     "numeric_tolerance": MetricDef(evaluator=provided("NumericToleranceEvaluator"), extractor="last_number",
                                    kwargs={"rel_tol": 1e-4, "abs_tol": 1e-6},
-                                   rule="|pred - gold| <= max(abs_tol, rel_tol * |gold|)"),
+                                   rule="|pred - gold| <= max(abs_tol, rel_tol * |gold|)",
+                                   accepts=("rel_tol", "abs_tol")),
     "contains": MetricDef(evaluator=provided("ContainsEvaluator"), extractor="none",
-                          rule="gold text occurs in the output (case-insensitive)"),
+                          rule="gold text occurs in the output (case-insensitive)", accepts=()),
     # the published benchmarks' own
     # stock aime2024_gen_17d799 / aime2025_cascade_eval_gen_5e9f4f / math_500_gen: no dataset post-processor,
     # math-verify parses the raw output (boxed answer first), so an LLM judge behind it sees the raw text too
     # ... scored by stock MATHVerifyEvaluator's rule, with its timeouts retried wider and one details entry
     # per item (oc_math.MathVerifyEvaluator: stock drops the entry of a gold it cannot parse)
     "math_verify": MetricDef(evaluator=provided("MathVerifyEvaluator"), extractor="none",
-                             rule="math-verify: the boxed answer (else a $...$ one) equivalent to the gold"),
+                             rule="math-verify: the boxed answer (else a $...$ one) equivalent to the gold",
+                             accepts=("attempts",)),
+    # OpenCompass 0.5.4: MATHEvaluator.__init__(self, version='v1', pred_postprocessor=None) (opencompass/
+    # datasets/math.py); Gsm8kEvaluator and AccEvaluator take BaseEvaluator's only
     "math_equivalence": MetricDef(evaluator="opencompass.datasets:MATHEvaluator", kwargs={"version": "v2"},
-                                  extractor="math_v2", rule="equivalence"),
+                                  extractor="math_v2", rule="equivalence", accepts=("version",)),
     "gsm8k": MetricDef(evaluator="opencompass.datasets:Gsm8kEvaluator", extractor="gsm8k",
-                       rule="numeric exact match"),
-    "accuracy": MetricDef(evaluator=OC_ACC, extractor="none", rule="exact match with the gold letter"),
+                       rule="numeric exact match", accepts=()),
+    "accuracy": MetricDef(evaluator=OC_ACC, extractor="none", rule="exact match with the gold letter", accepts=()),
     "python_tests": MetricDef(evaluator=provided("PythonTestsEvaluator"), kwargs={"timeout": 10.0},
-                              extractor="code_block", core_metric="pass@1", rule="run with the tests"),
+                              extractor="code_block", core_metric="pass@1", rule="run with the tests",
+                              accepts=("timeout", "type_aware")),
     "domain": MetricDef(evaluator=provided("DomainEvaluator"), extractor="none",
                         core_metric="mean_core", rule="the family's official metrics",
-                        kwargs_for="ftagent.benchmarks.domain_adapters:evaluator_kwargs"),
+                        kwargs_for="ftagent.benchmarks.domain_adapters:evaluator_kwargs",
+                        accepts=("metric_kwargs",)),  # the rest come from kwargs_for
 }
 for _name, _def in _EXTRACTORS.items():
     EXTRACTORS.register(_name, _def)

@@ -118,6 +118,27 @@ def check_dataset(choice: str | None, benchmark: str, file_path: Path | None = N
     return choice
 
 
+def check_training_source(settings, benchmark: str, related: list[str]) -> None:
+    """A session needs something to train on (issue 34.9): a ``--dataset`` or the benchmark's related
+    datasets; without both only the LLM planner can go on (its dataset selection looks through every
+    registered dataset, and its data script may generate the rows). The heuristic planner's data script
+    only converts the selected datasets: it would write 0 rows in every code round.
+
+    Raises:
+        UserInputError: no training source and the heuristic planner.
+    """
+    from ftagent.datasets.registry import resolve_dataset_choice
+    from ftagent.finetune.app import choose_planner
+
+    if resolve_dataset_choice(settings.ft.dataset, benchmark, related) or choose_planner(settings) != "heuristic":
+        return
+    raise UserInputError(
+        f"benchmark '{benchmark}' has no training data: no --dataset and no related_datasets. Add --dataset "
+        "(a registered name from `ftagent datasets list`, 'all', or your own file ./my_data.jsonl), or "
+        "related_datasets: [...] to the benchmark YAML; or use the LLM planner (CHAT_MODEL and "
+        "OPENAI_API_KEY), which selects datasets itself and whose data script can generate rows")
+
+
 def register_user_datasets(file_path: Path | None) -> list[str]:
     """Register the copies of users' files under ``FT_FILE_PATH/datasets`` (a resumed session's among them)."""
     from ftagent.datasets.prepare import datasets_root
@@ -126,7 +147,7 @@ def register_user_datasets(file_path: Path | None) -> list[str]:
     return register_existing(datasets_root(Path(file_path or ".").absolute()))
 
 
-def resolve_run(settings, *, check_datasets: bool = True) -> ResolvedRun:
+def resolve_run(settings, *, check_datasets: bool = True, check_data: bool | None = None) -> ResolvedRun:
     """Check and resolve the benchmark, base model and dataset choice of ``settings`` (updated in place).
 
     The one registry lookup of the benchmark and the one read of models.yaml of a session: the result
@@ -137,6 +158,8 @@ def resolve_run(settings, *, check_datasets: bool = True) -> ResolvedRun:
         settings: the loaded settings; ``settings.ft.target_benchmark`` becomes the registry key and an
             empty ``benchmark_description`` the benchmark's own description.
         check_datasets: check ``--dataset`` (a resumed session keeps the choice it was started with).
+        check_data: read and check every row of a benchmark with local data files, writing nothing
+            (default: as ``check_datasets``; a resumed session uses its prepared copy).
 
     Raises:
         UserInputError: no or unknown benchmark, bad benchmark file, no or bad base model, unknown dataset
@@ -154,6 +177,10 @@ def resolve_run(settings, *, check_datasets: bool = True) -> ResolvedRun:
             "to measure progress; --user-target-scenario only adds a free-text goal to the prompts"
         )
     ft.target_benchmark, adapter = open_benchmark(ft.target_benchmark)
+    if (check_datasets if check_data is None else check_data) and hasattr(adapter, "check_data"):
+        # the benchmark's rows before anything is written: a bad row is exit 2, not a failed baseline
+        adapter.check_data(benchmark_data_dir(Path(ft.file_path or ".").absolute(), ft.target_benchmark).parent,
+                           ft.benchmark_limit)
     check_base_model(ft.base_model, ft.file_path)
     register_user_datasets(ft.file_path)  # a resumed session may train on a user file's copy
     dataset_file = None
@@ -161,6 +188,7 @@ def resolve_run(settings, *, check_datasets: bool = True) -> ResolvedRun:
         name = check_dataset(ft.dataset, ft.target_benchmark, ft.file_path, related=list(adapter.spec.related_datasets))
         if name != ft.dataset:  # a file: the session goes on with its registered copy
             dataset_file, ft.dataset = str(Path(ft.dataset).expanduser().absolute()), name
+        check_training_source(settings, ft.target_benchmark, list(adapter.spec.related_datasets))
     if not ft.benchmark_description:
         ft.benchmark_description = adapter.spec.description
     file_path = Path(ft.file_path or ".").absolute()
@@ -189,7 +217,7 @@ def resolve_tasks(tasks: list[Any]) -> tuple[list[ResolvedRun], list[str]]:
         settings = load_settings(target_benchmark=task.benchmark, base_model=task.model,
                                  benchmark_description=task.benchmark_description)
         try:
-            runs.append(resolve_run(settings, check_datasets=False))
+            runs.append(resolve_run(settings, check_datasets=False, check_data=True))
         except UserInputError as exc:
             errors.append(f"task {i}: {exc}")
     return runs, errors

@@ -73,3 +73,18 @@ def test_extractors(oc_ext):
     assert oc_ext.last_number("1,234 and 5,678") == "5678"
     assert oc_ext.ExactMatchEvaluator(ignore_case=True).score(["YES"], ["yes"])["accuracy"] == 100.0
     assert oc_ext.ExactMatchEvaluator().score(["a"], ["a", "b"]) == {"error": "predictions and references have different length"}
+
+
+def test_declared_metric_kwargs_are_the_evaluators_own(oc_ext):
+    """Issue 34.11: `MetricDef.accepts` (what a YAML's metric_kwargs are checked against at start-up) is
+    exactly what each of ftagent's evaluators in oc_ext takes, so the early check refuses nothing that works."""
+    import inspect
+
+    from ftagent.benchmarks.components import BASE_EVALUATOR_KWARGS
+
+    for name in USER_METRICS + ("python_tests",):
+        mdef = METRICS.get(name)
+        cls = getattr(oc_ext, component_path(mdef.evaluator).partition(":")[2])
+        params = [p.name for p in inspect.signature(cls.__init__).parameters.values()
+                  if p.name not in ("self", *BASE_EVALUATOR_KWARGS) and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)]
+        assert mdef.accepts is not None and sorted(mdef.accepts) == sorted(params), name
