@@ -11,6 +11,8 @@
   run ends with one error that says how to go on (exit 1), not an ``OSError`` traceback.
 * 34.2 an interrupted Hub download, offline: the real ``snapshot_download`` returns the half-download
   without an error; it is never marked complete (benchmarks) or used (datasets).
+* 34.9 a benchmark with no training source (no ``related_datasets``, no ``--dataset``) and the heuristic
+  planner: exit 2 at start saying what to add (the LLM planner may select or generate data: allowed).
 """
 
 from __future__ import annotations
@@ -410,3 +412,54 @@ def test_a_download_that_returns_with_a_half_written_file_is_refused(tmp_path, m
     with pytest.raises(EnvironmentFailure, match="is unfinished"):
         hub_snapshot("org/bench", tmp_path / "raw")
     assert not (tmp_path / "raw" / COMPLETE).exists()
+
+
+# -- 34.9: no training source ---------------------------------------------------------------------------
+NO_SOURCE_YAML = """\
+name: times_three
+description: "Multiply by 3; reply with the number only."
+data: {file: times_three.jsonl}
+prompt: "{question}"
+answer: answer
+metric: exact_match
+"""
+
+
+def _no_source_benchmark(folder: Path) -> Path:
+    import json
+
+    (folder / "times_three.yaml").write_text(NO_SOURCE_YAML)
+    with (folder / "times_three.jsonl").open("w") as fh:
+        for n in range(10, 70):
+            fh.write(json.dumps({"question": f"What is {n} times 3?", "answer": str(3 * n)}) + "\n")
+    return folder / "times_three.yaml"
+
+
+def test_a_benchmark_without_a_training_source_is_refused_at_start(tmp_path):
+    """Old main: 10 code rounds that each wrote 0 rows, then ``completed``, exit 0."""
+    bench = _no_source_benchmark(tmp_path)
+    proc = _cli(tmp_path, "--benchmark", str(bench), "--base-model", "builtin/tiny-qwen2", "--loop-n", "1")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = [x for x in proc.stderr.splitlines() if x.strip()]
+    assert len(lines) == 1 and "has no training data" in lines[0], proc.stderr
+    assert "--dataset" in lines[0] and "related_datasets" in lines[0]
+    assert not (tmp_path / "log").exists() and not (tmp_path / "ws").exists()
+
+
+@pytest.mark.parametrize("dataset,planner,refused", [
+    (None, "heuristic", True),
+    ("demo_add", "heuristic", False),   # --dataset: a source
+    (None, "llm", False),               # the LLM planner selects (or generates) the data itself
+])
+def test_the_training_source_check(tmp_path, monkeypatch, dataset, planner, refused):
+    from ftagent.core.errors import UserInputError
+    from ftagent.core.settings import load_settings
+    from ftagent.finetune.startup import check_training_source
+
+    monkeypatch.setenv("FT_FILE_PATH", str(tmp_path / "ft"))
+    settings = load_settings(dataset=dataset, planner=planner)
+    if refused:
+        with pytest.raises(UserInputError, match="has no training data"):
+            check_training_source(settings, "times_three", [])
+    else:
+        check_training_source(settings, "times_three", [])
