@@ -42,9 +42,13 @@ def load_object(path: str) -> Any:
     return obj
 
 
+# difflib's own default: at 0.5 an unrelated key got a hint ('nope_bench' -> 'bioprobench_pqa', ratio 0.56)
+DID_YOU_MEAN_CUTOFF = 0.6
+
+
 def did_you_mean(name: str, options: list[str] | tuple[str, ...]) -> str:
-    """A short hint naming the closest valid option, or '' when none is close."""
-    close = difflib.get_close_matches(name, list(options), n=1, cutoff=0.5)
+    """A short hint naming the closest valid option, or '' when none is close (similarity >= 0.6)."""
+    close = difflib.get_close_matches(name, list(options), n=1, cutoff=DID_YOU_MEAN_CUTOFF)
     return f" Did you mean '{close[0]}'?" if close else ""
 
 
