@@ -46,7 +46,7 @@ def test_done_when_8xh100_qwen25_7b_json(tmp_path: Path, model_dir: Path) -> Non
 
 
 def test_text_output_and_bad_spec(tmp_path: Path, model_dir: Path) -> None:
-    res = _cli(["--hardware", "1xT4", "--base-model", str(model_dir)], tmp_path)
+    res = _cli(["--hardware", "1xV100", "--base-model", str(model_dir)], tmp_path)
     assert res.returncode == 0, res.stderr
     assert "fp16" in res.stdout and "preflight:" in res.stdout and "[ok] tensor_parallel_size" in res.stdout
     bad = _cli(["--hardware", "8xB999", "--base-model", str(model_dir)], tmp_path)

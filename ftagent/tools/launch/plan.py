@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from ftagent.tools.launch.preflight import Verdict, preflight
 from ftagent.tools.launch.profiles import HardwareProfile, Precision
 from ftagent.tools.llamafactory.memory import (
     GB,
@@ -42,16 +43,6 @@ from ftagent.tools.opencompass.inference import (
 METHOD_ORDER: tuple[Method, ...] = ("full_gc", "lora", "qlora")
 USEFUL_CUTOFF = 2048  # a method is chosen when it fits this many tokens (or the whole context, if shorter)
 MOE_KEYS = ("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts")
-
-
-class Verdict(BaseModel):
-    """One preflight rule on one plan."""
-
-    rule: str = Field(description="short id: vllm.tensor_parallel_size, lf.deepspeed_gpu ...")
-    setting: str = Field(description="the setting the rule is about")
-    status: Literal["ok", "fixed", "refused", "warning"]
-    message: str
-    source: str = Field(description="the upstream file (and line or function) the rule comes from")
 
 
 class LaunchPlan(BaseModel):
@@ -128,8 +119,6 @@ def launch_plan(model_config: dict[str, Any], hardware: HardwareProfile, *, name
     Raises:
         KeyError: the config lacks what the memory estimate needs (hidden_size, num_hidden_layers, vocab_size).
     """
-    from ftagent.tools.launch.preflight import preflight
-
     values = dict(inference if inference is not None else inference_settings(name or "default").values)
     notes: list[str] = []
     spec = spec_from_config(model_config, name or "model")

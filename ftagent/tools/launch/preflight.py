@@ -10,14 +10,26 @@ Upstream versions: LLaMA-Factory 0.9.5 and transformers 4.57.6 as pinned in the 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
 
 from ftagent.core.errors import UserInputError
 from ftagent.tools.launch.profiles import BF16_MIN_CAPABILITY
 from ftagent.tools.opencompass import vllm_rules
 
-if TYPE_CHECKING:
-    from ftagent.tools.launch.plan import LaunchPlan, Verdict
+# The plan is a ftagent.tools.launch.plan.LaunchPlan; it is not imported here (plan imports this module).
+LaunchPlan = Any
+
+class Verdict(BaseModel):
+    """One preflight rule on one plan."""
+
+    rule: str = Field(description="short id: vllm.tensor_parallel_size, lf.deepspeed_gpu ...")
+    setting: str = Field(description="the setting the rule is about")
+    status: Literal["ok", "fixed", "refused", "warning"]
+    message: str
+    source: str = Field(description="the upstream file (and line or function) the rule comes from")
+
 
 LF_PARSER = "LLaMA-Factory 0.9.5 src/llamafactory/hparams/parser.py"
 TF_ARGS = "transformers 4.57.6 src/transformers/training_args.py:1743 TrainingArguments.__post_init__"
@@ -25,8 +37,6 @@ TF_ARGS = "transformers 4.57.6 src/transformers/training_args.py:1743 TrainingAr
 
 def _verdict(rule: str, setting: str, problems: list[str], ok: str, source: str, *,
              status_on_problem: str = "refused") -> Verdict:
-    from ftagent.tools.launch.plan import Verdict
-
     if problems:
         return Verdict(rule=rule, setting=setting, status=status_on_problem, message="; ".join(problems),  # type: ignore[arg-type]
                        source=source)
@@ -34,8 +44,6 @@ def _verdict(rule: str, setting: str, problems: list[str], ok: str, source: str,
 
 
 def _vllm_verdicts(plan: LaunchPlan, model_config: dict[str, Any], use_dora: bool) -> list[Verdict]:
-    from ftagent.tools.launch.plan import Verdict
-
     cc = plan.compute_capability if plan.gpu_count else None
     lora = plan.lora_rank if plan.finetuning_type == "lora" else None
     out = []
