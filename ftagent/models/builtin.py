@@ -137,6 +137,18 @@ def _run_script(script: Path, tmp: Path, seed: int, python_or_runner: Path | str
                                  f"timed out: {result.timed_out}):\n{result.log_tail}")
 
 
+def _remove_stale_staging(final: Path, kind: str) -> None:
+    """Remove every ``.<name>.<kind>-<pid>`` staging folder beside ``final``; call it holding the folder's lock.
+
+    A staging folder exists only while its builder holds that OS file lock, which a killed process drops:
+    whatever the lock holder finds is a killed build's or download's leftover (issue 34.12: before, each
+    killed build left its folder for good).
+    """
+    for stale in final.parent.glob(f".{final.name}.{kind}-*"):
+        if stale.is_dir():
+            shutil.rmtree(stale, ignore_errors=True)
+
+
 def build_builtin(
     name: str,
     out_dir: Path,
@@ -171,8 +183,8 @@ def build_builtin(
     with FileLock(str(out_dir.parent / f".{out_dir.name}.lock")):
         if not force and is_built(out_dir, name, seed):
             return out_dir
+        _remove_stale_staging(out_dir, "building")
         tmp = out_dir.parent / f".{out_dir.name}.building-{os.getpid()}"
-        shutil.rmtree(tmp, ignore_errors=True)
         try:
             _run_script(_script_path(spec), tmp, seed, python_or_runner, timeout, spec.args)
             (tmp / MARKER).write_text(_expected_marker(spec, seed).model_dump_json(), encoding="utf-8")
@@ -361,8 +373,8 @@ def _download_once(repo_id: str, target: Path) -> Path:
     with FileLock(str(target.parent / f".{target.name}.lock")):
         if _has_model_files(target):
             return target
+        _remove_stale_staging(target, "downloading")
         staging = target.parent / f".{target.name}.downloading-{os.getpid()}"
-        shutil.rmtree(staging, ignore_errors=True)
         try:
             _download(repo_id, staging, final=target)
             shutil.rmtree(target, ignore_errors=True)
