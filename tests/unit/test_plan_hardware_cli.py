@@ -58,3 +58,10 @@ def test_folder_without_config_is_exit_2(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
     res = _cli(["--hardware", "2xL40S", "--base-model", str(tmp_path / "empty")], tmp_path)
     assert res.returncode == 2 and "config.json" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_hub_id_offline_fetches_only_config_json_and_says_so(tmp_path: Path) -> None:
+    """An HF id: only config.json is fetched; offline that is one clear environment error (exit 1)."""
+    res = _cli(["--hardware", "8xH100", "--base-model", "Qwen/Qwen2.5-7B-Instruct"], tmp_path)
+    assert res.returncode == 1 and "config.json" in res.stderr and "Traceback" not in res.stderr
+    assert not (tmp_path / "files" / "models").exists()  # no model download started
