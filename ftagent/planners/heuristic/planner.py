@@ -253,7 +253,7 @@ def render_process_data(scenario: ScenarioInfo, limit: int, seed: int = 0) -> st
     from ftagent.datasets.base import converter_source
     from ftagent.datasets.registry import get_dataset, is_user_dataset
 
-    boxed, template = benchmark_format(scenario.benchmark)
+    boxed, template = benchmark_format(getattr(scenario, "benchmark", ""))  # a bare namespace: no format
     blocks, calls = [], []
     for i, name in enumerate(scenario.datasets):
         src = converter_source(get_dataset(name))
