@@ -86,3 +86,22 @@ def test_lora_rules():
     assert "MaxLoRARanks" in msg
     [msg] = vr.refusals(QWEN7B, lora_rank=8, max_lora_rank=8, use_dora=True, **ok)
     assert "DoRA" in msg
+
+
+def test_real_configs_heads_and_context():
+    """The fixtures' real config.json files (tests/fixtures/model_configs/README.md for sources)."""
+    import json
+    from pathlib import Path
+
+    root = Path(__file__).parents[1] / "fixtures" / "model_configs"
+
+    def cfg(name):
+        return json.loads((root / name / "config.json").read_text(encoding="utf-8"))
+
+    q14 = cfg("Qwen__Qwen2.5-14B")  # 40 heads, 8 KV heads
+    assert vr.tp_divides(q14, 4) and vr.tp_divides(q14, 8)
+    assert not vr.tp_divides(q14, 5)  # 40 % 5 == 0, but 8 KV heads do not split over 5
+    assert vr.model_context_len(cfg("meta-llama__Llama-3.1-8B")) == 131072  # llama3 rope: factor not applied
+    assert vr.model_context_len(cfg("google__gemma-2-9b-it")) == 8192
+    assert vr.model_context_len(cfg("Qwen__Qwen3-8B")) == 40960
+    assert vr.attention_heads(cfg("mistralai__Mistral-Nemo-Base-2407")) == 32
