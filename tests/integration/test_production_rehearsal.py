@@ -35,7 +35,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from ftagent.benchmarks.base import read_jsonl
 from ftagent.engine.events import read_events
+from ftagent.engine.session import list_snapshots
 from ftagent.finetune.app import FinetuneOptions, run_finetune
 from ftagent.runners import local as local_runner
 from ftagent.runners.sandbox import probe_bwrap
@@ -69,7 +71,8 @@ PROPOSAL = """```json
  "skip_data_processing": false}
 ```"""
 
-# the LLM-written script also says where it runs: under bwrap, PID 1 of its namespace is bwrap
+# the LLM-written script also says where it runs (under bwrap, PID 1 of its namespace is bwrap) and
+# records what it can see (its environment, whether the benchmark folder exists)
 SCRIPT = """import argparse
 import json
 import os
@@ -83,6 +86,9 @@ root = Path(os.environ["FT_DATASETS_DIR"]) / "demo_add"
 rows = json.loads((root / "demo_add_train.json").read_text(encoding="utf-8"))
 rows = rows[:100] if args.debug else rows[:2000]
 Path("data.json").write_text(json.dumps(rows), encoding="utf-8")
+benchmarks = root.parent / "benchmarks"  # FT_FILE_PATH/benchmarks: must be invisible here
+Path("seen.json").write_text(json.dumps({"env": dict(os.environ), "benchmarks_visible": benchmarks.exists()}),
+                             encoding="utf-8")
 print(f"kept {len(rows)} rows")
 """
 
@@ -100,6 +106,7 @@ warmup_steps: 5
 logging_steps: 10
 seed: 2
 save_strategy: "no"
+this_key_does_not_exist: 3
 ```"""
 
 FEEDBACK = """{"reason": "The adapter trained; the loss fell.", "next_step": "Train longer.",
@@ -154,7 +161,8 @@ def rehearsal(tmp_path_factory, tools_env, tools_python):
         mp.setenv(key, str(value))
     try:
         with planner_srv, judge_srv:
-            mp.setenv("OPENAI_API_BASE", planner_srv.base_url)
+            planner_url = planner_srv.base_url
+            mp.setenv("OPENAI_API_BASE", planner_url)
             mp.setenv("FT_JUDGE_API_BASE", judge_srv.base_url)
             summary = run_finetune(FinetuneOptions(benchmark="demo_add_judged", base_model="builtin/tiny-qwen2",
                                                    loop_n=1, quiet=True))
@@ -164,7 +172,7 @@ def rehearsal(tmp_path_factory, tools_env, tools_python):
         merged = _export([str(session), "--loop", "0", "--to", str(root / "export")], root)
         yield {"root": root, "session": session, "summary": summary, "serve": serve, "bwrap": spy.argvs,
                "planner_requests": planner_srv.chat_requests, "judge_requests": judge_srv.chat_requests,
-               "export": merged}
+               "planner_url": planner_url, "export": merged}
     finally:
         mp.undo()
 
@@ -189,6 +197,38 @@ def test_the_session_completes_with_the_llm_planner(rehearsal):
     assert len(rehearsal["planner_requests"]) == 4  # every scripted reply used at the first try
     trained = yaml.safe_load(next((rehearsal["root"] / "ws").rglob("loop_0/train.yaml")).read_text())
     assert trained["finetuning_type"] == "lora" and trained["lora_rank"] == 8
+
+
+def test_the_loop_recorded_each_step_and_nothing_leaked(rehearsal):
+    """(Formerly test_agent_loop.py's LLM-planner loop.) Every step's event, the unknown config key dropped,
+    the forecast before the first proposal, no planner key in any record, no test item in any prompt or
+    in what the generated code could see."""
+    root, session, requests = rehearsal["root"], rehearsal["session"], rehearsal["planner_requests"]
+    assert rehearsal["summary"].failures == []
+    events = list(read_events(session / "events.jsonl"))
+    assert {"hypothesis", "code_round", "validation", "training", "benchmark_result", "feedback"} <= {
+        e.type for e in events}
+    validation = next(e for e in events if e.type == "validation")
+    assert any(k.startswith("this_key_does_not_exist") for k in validation.dropped_keys)
+    forecast = next(e for e in events if e.type == "forecast").forecast  # recorded after the baseline
+    assert forecast.planner == "llm" and forecast.llm.calls > 0 and forecast.train_probe.s_per_step > 0
+    assert "measured before the first run" in requests[0].raw  # the proposal prompt gets the estimate
+    scores = {(e.split, e.baseline): e.score for e in events if e.type == "benchmark_result"}
+    assert scores[("validation", False)] is not None and scores[("test", False)] is not None
+    for path in [session / "events.jsonl", *session.glob("llm/*.json"), *list_snapshots(session)]:
+        text = path.read_text(encoding="utf-8")
+        assert PLANNER_KEY not in text and JUDGE_KEY not in text, path
+    questions = [r["question"] for r in read_jsonl(root / "files" / "benchmarks" / "demo_add_judged" / "test.jsonl")]
+    assert questions, "the test split must exist for the check to mean anything"
+    prompts = "\n".join(r.raw for r in requests)
+    assert not [q for q in questions if q in prompts]
+    seen = json.loads(next((root / "ws").rglob("seen.json")).read_text())
+    env_text = json.dumps(seen["env"])
+    assert not seen["benchmarks_visible"] and "benchmarks" not in env_text  # the sandbox hides them
+    assert PLANNER_KEY not in env_text and JUDGE_KEY not in env_text and rehearsal["planner_url"] not in env_text
+    assert seen["env"]["OPENAI_API_KEY"].startswith("ftgw-")  # the script gets the session gateway's token
+    assert seen["env"]["OPENAI_API_BASE"].startswith("http://127.0.0.1:")
+    assert not [q for q in questions if q in env_text]
 
 
 def test_every_tool_command_ran_in_bwrap(rehearsal):
