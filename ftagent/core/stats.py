@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import threading
 from pathlib import Path
 
 from pydantic import BaseModel, Field
@@ -59,7 +60,7 @@ class ItemScores(BaseModel):
     def save(self, path: Path | str) -> Path:
         """Write the record as JSON (atomically: the eval cache folder is shared)."""
         path = Path(path)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
         tmp.write_text(self.model_dump_json(indent=1), encoding="utf-8")
         tmp.replace(path)
         return path

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from ftagent.benchmarks.base import read_jsonl
+from ftagent.engine.events import read_events
 from ftagent.finetune.app import FinetuneOptions, run_finetune
 
 pytestmark = pytest.mark.integration
@@ -64,6 +65,12 @@ def test_heuristic_demo_beats_the_baseline(workdir, monkeypatch):
     for row in versus.values():
         assert 0 < row["forecast_s"] < 1e5 and row["actual_s"] > 0 and row["error_pct"] is not None
     assert "## Forecast vs actual" in (session / "report.md").read_text(encoding="utf-8")
+    # issue 31: per-item scores of real OpenCompass output pair by item id into intervals on every loop
+    feedback = [e for e in read_events(session / "events.jsonl") if e.type == "feedback" and e.score is not None]
+    vs_base = [d for e in feedback for d in e.intervals if d.split == "validation" and d.against == "baseline"]
+    assert len(vs_base) == len(feedback) == 3 and all(d.has_interval and d.items == 30 for d in vs_base), vs_base
+    assert all(e.rule == "interval" and e.verdict for e in feedback)
+    assert "Differences: candidate" in (session / "report.md").read_text(encoding="utf-8")
     questions = _test_questions(workdir)
     generated = [p.read_text(encoding="utf-8") for p in (workdir / "ws").rglob("*") if p.suffix in {".py", ".yaml"}]
     _assert_no_test_text(generated, questions)

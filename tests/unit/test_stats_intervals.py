@@ -319,3 +319,17 @@ def test_the_ui_shows_the_differences(tmp_path, monkeypatch):
     at = _run(tmp_path / "log", monkeypatch, page="Single Task")
     assert any("**Differences** (95 % paired bootstrap interval): validation 40 (+30.0 [+22.0, +38.0]" in md.value
                for md in at.markdown)
+
+
+def test_no_planner_sees_a_test_interval(tmp_path):
+    from ftagent.planners.llm.view import planner_view
+
+    trace = _trace(tmp_path, [1] * 30 + [0] * 70)
+    exp = _candidate(tmp_path, [1] * 80 + [0] * 20)
+    exp.test_score, exp.test_items = 77.0, _write(tmp_path, "t", _record([1] * 77 + [0] * 23, split="test"))
+    trace.baseline_test, trace.baseline_test_items = 30.0, _write(tmp_path, "bt", _record([1] * 30 + [0] * 70))
+    exp.intervals = differences(exp, trace)
+    assert any(d.split == "test" for d in exp.intervals)
+    trace.record(exp)
+    seen = planner_view(trace).model_dump_json()
+    assert "test" not in seen.replace("tests", "") and "77" not in seen
