@@ -222,7 +222,9 @@ def test_docker_loop_beats_the_baseline(engine, tool_image, tmp_path: Path) -> N
     (session,) = (tmp_path / "log").iterdir()
     report = json.loads((session / "report.json").read_text())
     assert report["baseline_val"] is not None and report["best_val"] is not None
-    assert report["best_val"] > report["baseline_val"], report
+    # the loop's own score: whether a +2 items gain on 30 is significant is the SOTA rule's business (issue 31)
+    (loop0,) = report["loops"]
+    assert loop0["val_score"] > report["baseline_val"], report
     runs = [json.loads(line) for line in (session / "events.jsonl").read_text().splitlines()]
     runs = [e for e in runs if e.get("type") == "run"]
     assert runs and {e["runner"] for e in runs} == {"docker"}, {e["runner"] for e in runs}
