@@ -72,8 +72,16 @@ def llm_finetune(
     if plan_only:
         _print_forecast(options)
         return
-    summary = run_finetune(options)
-    if summary.status == "env_error":
+    from ftagent.finetune.lifecycle import interrupt_exit_code
+
+    try:
+        summary = run_finetune(options)
+    except KeyboardInterrupt:  # during the start-up or the baseline (the session, if any, is ended)
+        raise typer.Exit(interrupt_exit_code()) from None
+    if summary.status == "interrupted":  # 128 + signal, as shells report it: never 0 (issue 34.12)
+        raise typer.Exit(interrupt_exit_code())
+    if summary.status == "env_error":  # the whole message: a full disk's advice is longer than a console line
+        print_error(summary.message)
         raise typer.Exit(1)
     if summary.status == "no_progress":  # every loop failed for a cause no plan changes: not a success
         print_error(summary.message)

@@ -29,6 +29,7 @@ class ErrorType(str, Enum):
     DIVERGED = "DIVERGED"  # training stopped early: the loss turned NaN/Inf or rose far above its best
     EVAL = "EVAL"
     LLM = "LLM"
+    INTERRUPTED = "INTERRUPTED"  # Ctrl-C, SIGTERM, SIGHUP stopped the step: nothing about the plan (issue 34.12)
     UNKNOWN = "UNKNOWN"
 
 

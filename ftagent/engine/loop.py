@@ -133,6 +133,13 @@ def _failure_from(exc: BaseException, stage: str) -> StepFailure:
     if isinstance(exc, StepError):
         return exc.to_failure(stage)
     tail = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))[-3000:]
+    # what stopped the step says its type (issue 34.12: these were UNKNOWN, "[train/UNKNOWN]" in the report):
+    # an interruption ("terminated by SIGTERM") or the environment (a full disk, with what to free)
+    if isinstance(exc, KeyboardInterrupt):
+        return StepFailure(stage=stage, error_type=ErrorType.INTERRUPTED,
+                           message=str(exc) or "interrupted by the user", log_tail=tail)
+    if isinstance(exc, EnvironmentFailure):
+        return StepFailure(stage=stage, error_type=ErrorType.ENV, message=str(exc), log_tail=tail)
     return StepFailure(stage=stage, error_type=ErrorType.UNKNOWN, message=f"{type(exc).__name__}: {exc}",
                        log_tail=tail)
 
@@ -198,8 +205,8 @@ class LoopEngine:
             except BudgetExhausted as exc:
                 status, message = "budget", str(exc)
                 break
-            except KeyboardInterrupt:
-                status, message = "interrupted", "interrupted by the user"
+            except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM/SIGHUP ("terminated by SIGTERM")
+                status, message = "interrupted", str(exc) or "interrupted by the user"
                 break
             finally:
                 state.elapsed_s = elapsed_before + (self.clock() - start)

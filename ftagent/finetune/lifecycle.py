@@ -31,16 +31,30 @@ class Terminated(KeyboardInterrupt):
     """ftagent got SIGTERM/SIGHUP (``ftagent job cancel``, ``kill``, a closed terminal)."""
 
 
+_received: list[int] = []  # the signal that ended this process's run (SIGTERM/SIGHUP), for its exit code
+
+
+def interrupt_exit_code() -> int:
+    """The exit code of a run ended by a signal, as shells report one: 128 + its number (issue 34.12).
+
+    SIGTERM → 143, SIGHUP → 129, Ctrl-C (no handler of ours: SIGINT) → 130; a wrapper (a job runner, a
+    batch script) can tell an interrupted run from a finished one, whose code is 0.
+    """
+    return 128 + (_received[-1] if _received else int(signal.SIGINT))
+
+
 def _install_sigterm() -> Callable[[], None]:
     """SIGTERM/SIGHUP → :class:`Terminated` once; returns the function that restores the old handlers."""
     if threading.current_thread() is not threading.main_thread():
         return lambda: None  # signal handlers can only be set from the main thread
     fired = threading.Event()
+    _received.clear()  # a new run: no signal yet
 
     def handler(signum, _frame) -> None:
         if fired.is_set():
             return  # the cleanup of the first one is running: let it finish
         fired.set()
+        _received.append(signum)
         from ftagent.runners import reaper
 
         reaper.kill_running_groups()  # the tools stop now; the unwinding below kills what is left

@@ -40,6 +40,7 @@ class Report(BaseModel):
     core_metric: str = "score"
     planner: str | None = None
     status: str = "running"
+    end_message: str = ""  # the session_end's message, whole (a full disk's advice: what to free, how to resume)
     baseline_val: float | None = None
     baseline_test: float | None = None
     loops: list[LoopRow] = Field(default_factory=list)
@@ -72,6 +73,7 @@ def build_report(session_dir: Path) -> Report:
     report = Report(session=Path(session_dir).name, session_dir=str(session_dir), benchmark=view.benchmark,
                     base_model=view.base_model, core_metric=view.core_metric or "score", planner=view.planner,
                     status=view.end["status"] if view.end else "running",
+                    end_message=(view.end or {}).get("message") or "",
                     baseline_val=view.baseline.get("validation"), baseline_test=view.baseline.get("test"))
     report.loops = [_row(lp) for lp in view.loops]
     if view.sota_loop is not None:
@@ -136,6 +138,7 @@ def render_markdown(r: Report) -> str:
         f"- status: {r.status}; wall time {format_duration(r.wall_time_s)} "
         f"(training {format_duration(r.training_time_s)}, evaluation {format_duration(r.evaluation_time_s)}, "
         f"all subprocesses {format_duration(r.subprocess_time_s)})",
+        *([f"- ended: {r.end_message}"] if r.end_message and r.status != "completed" else []),
         f"- LLM: {r.llm_calls} calls, {r.llm_tokens} tokens, ${r.llm_cost_usd:.4f}"
         + (f" (+ {r.llm_unpriced_calls} calls of unknown price)" if r.llm_unpriced_calls else ""),
         *([f"- early stop: {r.early_stops} diverging run(s) stopped, ~{format_duration(r.early_stop_saved_s)} of training "

@@ -56,11 +56,12 @@ class LoopView(BaseModel):
     end: dict[str, Any] | None = None
     messages: list[dict[str, Any]] = Field(default_factory=list)
     contamination: list[dict[str, Any]] = Field(default_factory=list)  # one scan per data set, passing or not
+    stopped: str | None = None  # the session ended while this loop ran: that end's status (interrupted, env_error ...)
 
     @property
     def status(self) -> str:
-        """running | succeeded | failed."""
-        return self.end["status"] if self.end else "running"
+        """running | succeeded | failed, or how the session ended while it ran (issue 34.12: was "running")."""
+        return self.end["status"] if self.end else (self.stopped or "running")
 
     @property
     def val_score(self) -> float | None:
@@ -246,6 +247,7 @@ def _apply(view: SessionView, loops: dict[int, LoopView], ev: dict[str, Any]) ->
         for key in ("benchmark", "base_model", "planner", "runner"):
             setattr(view, key, ev.get(key) or getattr(view, key))
         view.started = view.started or ev["ts"]
+        view.end = None  # a resume: the previous run's end is superseded
     elif kind == "session_end":
         view.end = ev
     elif kind == "scenario_stage":
@@ -333,6 +335,9 @@ def load_session(session_dir: Path) -> SessionView:
         _apply(view, loops, ev)
         view.last_ts = ev["ts"]
     view.loops = [loops[i] for i in sorted(loops)]
+    for lp in view.loops if view.end else []:
+        if lp.end is None:
+            lp.stopped = view.end["status"]
     state, view.snapshot, warn = _latest_state(session_dir)
     view.warnings += warn
     if state is None:

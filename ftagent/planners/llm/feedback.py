@@ -33,7 +33,8 @@ if TYPE_CHECKING:
 
 MAX_ERROR_SAMPLES = 10
 # every failure type a step can report (ErrorType is the one source); UNKNOWN is the internal-error variant
-REPORTED_TYPES = [t.value for t in ErrorType if t is not ErrorType.UNKNOWN]
+# (INTERRUPTED too: a signal stopped the step, no cause the planner could name or change)
+REPORTED_TYPES = [t.value for t in ErrorType if t not in (ErrorType.UNKNOWN, ErrorType.INTERRUPTED)]
 
 
 def decide_numeric(experiment: Experiment, trace: Trace, min_delta: float,
