@@ -12,7 +12,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ftagent.benchmarks.base import SOURCE_KEY, BenchmarkSpec, DatasetBlock, Split, read_jsonl, write_jsonl
+from ftagent.benchmarks.base import (
+    PREPARED_SPLITS,
+    SOURCE_KEY,
+    BenchmarkSpec,
+    DatasetBlock,
+    Split,
+    read_jsonl,
+    write_jsonl,
+)
 from ftagent.benchmarks.components import (
     BASE_EVALUATOR_KWARGS,
     EXTRACTORS,
@@ -155,7 +163,7 @@ class Benchmark:
         """Write ``<root>/<key>/<split>.jsonl`` (and ``<split>/<subset>.jsonl`` per subset)."""
         out = self.bench_dir(root)
         parts = self._split(root, limit)
-        for split in ("validation", "test"):
+        for split in PREPARED_SPLITS:  # "full": the final evaluation's items (every item outside validation)
             merged: list[dict[str, Any]] = []
             for subset, rows in parts.items():
                 write_jsonl(out / split / f"{subset}.jsonl", rows[split])
@@ -190,19 +198,23 @@ class Benchmark:
         return items
 
     def _split(self, root: Path, limit: int | None) -> dict[str, dict[str, list[dict[str, Any]]]]:
-        from ftagent.benchmarks.splits import split_by_key
+        from ftagent.benchmarks.splits import final_indices, split_indices
 
         key = self.config.data.stratify
         parts: dict[str, dict[str, list[dict[str, Any]]]] = {}
         for subset, raw in self.raw_subsets(root).items():
-            if isinstance(raw, dict):  # the source names both splits
+            if isinstance(raw, dict):  # the source names both splits: the final set is its test split
                 parts[subset] = {s: self._items(raw[s], subset)[:limit] for s in ("validation", "test")}
+                parts[subset]["full"] = parts[subset]["test"]
                 continue
             items = self._items(raw, subset)
             if key and items and key not in items[0]:
                 raise UserInputError(f"{self._where()}: `data.stratify: {key}` names no column of the items "
                                      f"(they have {', '.join(items[0])})")
-            parts[subset] = split_by_key(items, key, limit)
+            groups = [str(item.get(key, "")) for item in items] if key else None
+            parts[subset] = {s: [items[i] for i in idx] for s, idx in split_indices(len(items), limit, groups).items()}
+            parts[subset]["full"] = [items[i] for i in final_indices(len(items), limit, groups,
+                                                                     rest=self.config.data.final_rest)]
         if not any(rows["validation"] for rows in parts.values()):
             raise UserInputError(f"{self._where()}: the data hold no item to evaluate (source: "
                                  f"{self.spec.data_source}; sub-datasets {', '.join(self.spec.subsets)})")

@@ -19,7 +19,10 @@ from pydantic import BaseModel, Field
 
 from ftagent.core.hub import HF_DOWNLOAD_CACHE, refuse_offline_resume, require_finished, unfinished_files
 
-Split = Literal["validation", "test"]
+Split = Literal["validation", "test", "full"]
+# "full": every item outside validation (test + the rows in neither split), the final evaluation's set
+# (FT_FINAL_EVAL=full, ``ftagent eval --split full``); like test, never shown to an LLM
+PREPARED_SPLITS = ("validation", "test", "full")
 
 
 class BenchmarkSpec(BaseModel):

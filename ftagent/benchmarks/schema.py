@@ -46,6 +46,8 @@ class DataConfig(BaseModel):
                                                    "splits (MMLU: subject)")
     labels: list[str] | None = Field(None, description="the only gold answers allowed (A-D); others are an error")
     gated: bool = Field(False, description="the HF repo needs HF_TOKEN and accepted terms")
+    final_rest: bool = Field(True, description="the final evaluation (FT_FINAL_EVAL=full) also scores the rows "
+                                               "in neither split; false when those rows are a training set")
 
     @model_validator(mode="after")
     def _local_files(self) -> DataConfig:

@@ -113,6 +113,24 @@ def split_subsets(subsets: dict[str, list[Any]], limit: int | None = None) -> di
     return {name: split_items(rows, limit) for name, rows in subsets.items()}
 
 
+def final_indices(n: int, limit: int | None = None, groups: Sequence[Hashable] | None = None, *,
+                  rest: bool = True) -> list[int]:
+    """Item indices of the **final** evaluation (``FT_FINAL_EVAL=full``): every item outside validation.
+
+    The test items first (in their split order), then, with ``rest``, the items in neither split in
+    the seeded order; ``limit`` caps the whole list like each split, so under a limit it is the test
+    split. ``rest=False`` (a benchmark whose unused rows are a training set: FinanceIQ) gives test only.
+    Where ``n <= 2 * MAX_SPLIT`` there is no rest: the final set equals test.
+    """
+    parts = split_indices(n, limit, groups)
+    taken = set(parts["validation"]) | set(parts["test"])
+    extra = [i for i in permutation(n) if i not in taken] if rest else []
+    if limit is not None:  # items the limit kept out of validation are not part of any run
+        extra = [i for i in extra if i not in set(split_indices(n, None, groups)["validation"])]
+    out = parts["test"] + extra
+    return out[:limit] if limit is not None else out
+
+
 def unused_indices(n: int, groups: Sequence[Hashable] | None = None) -> list[int]:
     """Indices (ascending) in neither split with no ``limit``: what a training copy may keep."""
     used = {i for idx in split_indices(n, None, groups).values() for i in idx}

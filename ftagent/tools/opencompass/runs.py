@@ -80,6 +80,7 @@ def benchmark_of(benchmark: str | BenchmarkAdapter) -> tuple[str, BenchmarkAdapt
 
 def prepare_benchmark(benchmark: str | BenchmarkAdapter, root: Path, limit: int | None) -> Path:
     """Prepare ``root/<key>`` once per ``limit``, split rule and scoring rules (a marker records them)."""
+    from ftagent.benchmarks.base import PREPARED_SPLITS
     from ftagent.benchmarks.components import SCORING_VERSION
     from ftagent.benchmarks.splits import SPLIT_VERSION
 
@@ -87,7 +88,8 @@ def prepare_benchmark(benchmark: str | BenchmarkAdapter, root: Path, limit: int 
     out = Path(root) / key
     marker = out / "prepared.json"
     # a folder split by an older rule, or whose golds older scoring rules wrote, is prepared again
-    wanted = {"limit": limit, "split_rule": SPLIT_VERSION, "scoring": SCORING_VERSION}
+    # ... and a folder without the final evaluation's "full" split too
+    wanted = {"limit": limit, "split_rule": SPLIT_VERSION, "scoring": SCORING_VERSION, "splits": list(PREPARED_SPLITS)}
     if marker.exists() and json.loads(marker.read_text()) == wanted:
         return out
     adapter.prepare(root, limit=limit)
