@@ -148,7 +148,8 @@ def test_generated_script_produces_alpaca_data(tmp_path, monkeypatch):
 def test_feedback_explains_numbers():
     trace = Trace(baseline_val=10.0, core_metric="accuracy")
     fb = HeuristicFeedback(scenario()).feedback(exp(0, {}, FALLING, 40.0), trace, None)
-    assert fb.decision and "+30.00" in fb.reason and "train longer" in fb.next_step
+    assert fb.decision and "+30.0" in fb.reason and "train longer" in fb.next_step
+    assert "No interval (per-item scores missing), so the delta rule decides. New best." in fb.reason  # issue 31
     failed = exp(1, {}, [], None, StepFailure(stage="train", error_type=ErrorType.OOM, message="oom"))
     fb = HeuristicFeedback(scenario()).feedback(failed, trace, None)
     assert not fb.decision and fb.error_type == "OOM"
