@@ -9,7 +9,7 @@
 
 When no interval can be computed (per-item scores missing, items that cannot be paired by id, a core
 metric that is not a mean over items) the ``interval`` rule falls back to the ``delta`` rule and its
-text says so. A failed experiment never wins. The workflow, the heuristic and LLM feedback and the
+text says so. A failed experiment never wins, nor one the integrity guard flagged (``integrity_flags``). The workflow, the heuristic and LLM feedback and the
 prompt preview all call :func:`decide_sota`; :func:`differences` computes the intervals every view shows.
 """
 
@@ -30,7 +30,7 @@ class SotaDecision(BaseModel):
     """The numeric decision on one experiment and the line that explains it."""
 
     decision: bool
-    rule: str  # the rule that decided: "interval" | "delta" | "failed"
+    rule: str  # the rule that decided: "interval" | "delta" | "failed" | "integrity"
     text: str
     difference: Difference | None = None  # validation, against the incumbent
 
@@ -87,6 +87,10 @@ def decide_sota(experiment: Experiment, trace: Trace, *, rule: str = "interval",
         return SotaDecision(decision=False, rule="failed", text=f"Loop failed at {f.stage} ({f.error_type.value}).")
     if experiment.val_score is None:
         return SotaDecision(decision=False, rule="failed", text="No validation score, so it cannot become the best.")
+    if experiment.integrity_flags:  # the integrity guard (ftagent.finetune.integrity): no score outweighs it
+        return SotaDecision(decision=False, rule="integrity",
+                            text="Flagged by the integrity guard, so it cannot become the best: "
+                                 + "; ".join(experiment.integrity_flags) + ".")
     if trace.sota_loop == experiment.loop:  # judged again after it was recorded: against what it replaced
         trace = trace.model_copy(update={"experiments": [e for e in trace.experiments if e.loop != experiment.loop],
                                          "sota_loop": experiment.parent})

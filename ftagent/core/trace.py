@@ -33,6 +33,7 @@ class Experiment(BaseModel):
     val_items: str | None = None  # per-item scores (ftagent.core.stats.ItemScores JSON) of the validation split
     test_items: str | None = None  # ... of the test split (report only)
     intervals: list[Difference] = Field(default_factory=list)  # vs baseline / SOTA, validation and test
+    integrity_flags: list[str] = Field(default_factory=list)  # the integrity guard's flagged checks (issue 31.5)
     decision: bool = False
     reason: str = ""
     next_step: str = ""  # the feedback's advice for the next experiment

@@ -266,3 +266,61 @@ def items_from_records(records: Iterable[Mapping], fields: Iterable[str], prefix
         item_id = f"{prefix}{rec.get('id', i)}"
         out[item_id] = "\n".join(str(rec.get(f) or "") for f in fields)
     return out
+
+
+# -- fuzzy: paraphrased items (issue 31 item 5, the integrity guard) ---------------------------------------
+#: words that carry no item content (a paraphrase swaps them freely)
+STOPWORDS = frozenset(
+    "a an the of to in on at for by with from and or but if then than that this these those is are was were be "
+    "been being it its as into out up down over under what which who whom whose when where why how do does did "
+    "can could would should will shall may might must have has had not no yes so such there their they them "
+    "we you your i he she his her our us me my all any each some find give let please answer question".split())
+FUZZY_MIN_TOKENS = 6  # items with fewer distinct content words are left to the exact scan (too generic)
+FUZZY_JACCARD = 0.6
+
+
+def content_tokens(text: str) -> set[str]:
+    """The distinct words of ``text`` (:func:`normalise`) without :data:`STOPWORDS`."""
+    return {t for t in normalise(text) if t not in STOPWORDS}
+
+
+def fuzzy_scan(rows: list[Mapping], items: Mapping[str, Item], *, threshold: float = FUZZY_JACCARD,
+               min_tokens: int = FUZZY_MIN_TOKENS) -> ContaminationReport:
+    """Rows whose question side (``instruction`` + ``input``) is a paraphrase of an item's primary field.
+
+    The n-gram scan (:func:`scan_rows`) needs runs of ``n`` words in order; a paraphrase reorders clauses
+    and swaps words. Here an item's primary field and a row's question are compared as sets of content
+    words (normalised, :data:`STOPWORDS` and template words shared by :func:`template_threshold` items
+    removed): a Jaccard similarity of at least ``threshold`` flags the row. Items with fewer than
+    ``min_tokens`` content words are skipped ("What is 85 + 33?" is {85, 33}: the exact scan's job; honest
+    rows of the same form must not match). ``coverage`` is the Jaccard similarity.
+    """
+    sets = {item_id: content_tokens(_segments(item)[0]) for item_id, item in items.items()}
+    df: dict[str, int] = defaultdict(int)
+    for toks in sets.values():
+        for t in toks:
+            df[t] += 1
+    limit = template_threshold(len(items))
+    sets = {k: {t for t in v if df[t] < limit} for k, v in sets.items()}
+    sets = {k: v for k, v in sets.items() if len(v) >= min_tokens}
+    index: dict[str, list[str]] = defaultdict(list)
+    for item_id, toks in sets.items():
+        for t in toks:
+            index[t].append(item_id)
+    report = ContaminationReport(rows_checked=len(rows), items_checked=len(sets), n=0)
+    for i, row in enumerate(rows):
+        question = f"{row.get('instruction') or ''}\n{row.get('input') or ''}"
+        mine = {t for t in content_tokens(question) if df.get(t, 0) < limit}
+        shared: dict[str, int] = defaultdict(int)
+        for t in mine:
+            for item_id in index.get(t, ()):
+                shared[item_id] += 1
+        best, score = None, 0.0
+        for item_id, common in shared.items():
+            jaccard = common / (len(mine) + len(sets[item_id]) - common)
+            if jaccard > score:
+                best, score = item_id, jaccard
+        if best is not None and score >= threshold:
+            report.flagged.append(Overlap(row_index=i, item_id=best, coverage=round(score, 3),
+                                          row_excerpt=question.strip()[:160]))
+    return report

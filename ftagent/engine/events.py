@@ -19,6 +19,7 @@ from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
 from ftagent.core.errors import StepFailure
 from ftagent.core.forecast import Forecast
+from ftagent.core.integrity import IntegrityCheck
 from ftagent.core.redact import mask_text
 from ftagent.core.stats import Difference
 
@@ -215,6 +216,15 @@ class ContaminationScan(_Event):
     examples: list[dict[str, Any]] = Field(default_factory=list)  # row_index, item_id, coverage
 
 
+class IntegrityEvent(_Event):
+    """The integrity guard's verdict on one candidate (``ftagent.finetune.integrity``): every check, passed
+    (True), flagged (False) or not applicable (None). A flagged candidate cannot become SOTA."""
+
+    type: Literal["integrity"] = "integrity"
+    checks: list[IntegrityCheck] = Field(default_factory=list)
+    flags: int = 0  # how many checks flagged the candidate
+
+
 class Message(_Event):
     type: Literal["message"] = "message"
     level: Literal["info", "warning", "error"] = "info"
@@ -240,6 +250,7 @@ Event = Annotated[
     | LeftoversReaped
     | ForecastEvent
     | ContaminationScan
+    | IntegrityEvent
     | Message,
     Field(discriminator="type"),
 ]

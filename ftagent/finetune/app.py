@@ -280,6 +280,7 @@ def _planner_note(planner: str, settings) -> str:
 def _run(session: Session, settings, run, runner, emit: SessionEmitter, planner: str, options: FinetuneOptions,
          timeout_s: float | None) -> RunSummary:
     from ftagent.engine.loop import LoopEngine
+    from ftagent.finetune.integrity import IntegrityGuard
     from ftagent.finetune.workflow import FinetuneWorkflow, build_components
 
     ft = settings.ft
@@ -297,7 +298,9 @@ def _run(session: Session, settings, run, runner, emit: SessionEmitter, planner:
                                       llm_gateway_token=gateway.token if gateway else None, run=run)
         workflow = FinetuneWorkflow(state.scenario, components, coder_max_loop=ft.coder_max_loop,
                                     sota_min_delta=ft.sota_min_delta, workspace_root=_workspace_root(settings),
-                                    sota_rule=ft.sota_rule)
+                                    sota_rule=ft.sota_rule, integrity=IntegrityGuard(
+                                        state.scenario, input_columns=list(run.spec.input_columns) if run else None,
+                                        answer_field=run.spec.answer if run else "answer"))
         total = options.loop_n or state.config.get("run", {}).get("loop_n") or 1
         summary = LoopEngine(workflow, session, loop_n=total, step_n=options.step_n, timeout_s=timeout_s).run()
     finally:

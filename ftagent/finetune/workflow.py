@@ -22,12 +22,14 @@ from ftagent.engine.events import (
     CodeRound,
     FeedbackEvent,
     HypothesisEvent,
+    IntegrityEvent,
     Message,
     Progress,
     TrainingEvent,
     ValidationEvent,
 )
 from ftagent.engine.loop import Goto, StepContext
+from ftagent.finetune.integrity import IntegrityGuard
 from ftagent.finetune.protocols import Coder, DataStep, Evaluator, Feedback, Proposer, Trainer, Validator
 from ftagent.finetune.state import FinetuneLoop, FinetuneSessionState
 
@@ -53,12 +55,14 @@ class FinetuneWorkflow:
     feedback_step = "feedback"
 
     def __init__(self, scenario: ScenarioInfo, components: Components, *, coder_max_loop: int,
-                 sota_min_delta: float, workspace_root: Path, sota_rule: str = "interval") -> None:
+                 sota_min_delta: float, workspace_root: Path, sota_rule: str = "interval",
+                 integrity: IntegrityGuard | None = None) -> None:
         self.scenario = scenario
         self.c = components
         self.min_delta = sota_min_delta
         self.sota_rule = sota_rule  # FT_SOTA_RULE, applied by ftagent.core.sota.decide_sota
         self.workspace_root = Path(workspace_root)
+        self.integrity = integrity  # the integrity guard (issue 31.5); None: not run (unit tests' fakes)
         # rounds of code → validate in one loop: the first plus at most max_loop - 1 retries
         self.goto_caps = {"code": max(0, coder_max_loop - 1)}
 
@@ -88,6 +92,8 @@ class FinetuneWorkflow:
     # -- steps -------------------------------------------------------------------------------------
     def propose(self, ctx: StepContext) -> None:
         loop = self._loop(ctx)
+        if self.integrity is not None:  # hashes of the benchmark and evaluator files, before generated code runs
+            self.integrity.record_start()
         hypothesis = self.c.proposer.propose(ctx.state.trace, ctx)
         loop.hypothesis = hypothesis
         ctx.emit(HypothesisEvent(reason=hypothesis.reason, hypothesis=hypothesis.hypothesis,
@@ -180,6 +186,10 @@ class FinetuneWorkflow:
         experiment = experiment_of(loop)
         # the paired intervals vs baseline / SOTA, computed once: the feedback component reads them
         experiment.intervals = differences(experiment, trace)
+        if self.integrity is not None and experiment.succeeded:  # before anything decides: a flag vetoes SOTA
+            guard = self.integrity.check(experiment)
+            experiment.integrity_flags = [f"{c.name}: {c.detail}" for c in guard.flagged]
+            ctx.emit(IntegrityEvent(checks=guard.checks, flags=len(guard.flagged)))
         result = self.c.feedback.feedback(experiment, trace, ctx)
         # numbers decide; the component's text explains (it cannot turn a loss into a win)
         verdict = decide_sota(experiment, trace, rule=self.sota_rule, min_delta=self.min_delta)
