@@ -128,6 +128,8 @@ def run_finetune(options: FinetuneOptions) -> RunSummary:
     started = time.time()
     timeout_s = parse_duration(options.timeout) if options.timeout else None
     resumed = Session.load(options.path, FinetuneSessionState) if options.path is not None else None
+    if resumed is not None and resumed[0].state.scenario is None:  # before any lock, checkout, fork or registry
+        raise UserInputError(f"--path {resumed[1]}: the snapshot has no scenario (it was taken before loop 0)")
     run_cfg = resumed[0].state.config.get("run", {}) if resumed else {}
     settings = load_settings(
         target_benchmark=options.benchmark or run_cfg.get("benchmark_file") or run_cfg.get("benchmark"),
@@ -248,10 +250,7 @@ def _resume(resumed: tuple[Session, Path], checkout: bool, settings, emit: Sessi
         old_id = session.state.session_id
         session = hold(session.fork(Path(settings.paths.log_path)))
         fork_workspace(session.state, _workspace_root(settings), old_id)  # type: ignore[arg-type]
-    state: FinetuneSessionState = session.state  # type: ignore[assignment]
-    if state.scenario is None:
-        raise UserInputError(f"--path {snapshot}: the snapshot has no scenario (it was taken before loop 0)")
-    emit.attach(session)
+    emit.attach(session)  # (a snapshot without a scenario was refused by run_finetune before anything was written)
     session.events.emit(_session_start(session, settings, choose_planner(settings), str(snapshot)))
     _route_judge(settings, session, emit)
     return session
