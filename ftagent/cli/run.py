@@ -137,6 +137,8 @@ def _print_launch_plan(base_model: str | None, hardware: str, *, benchmark: str 
     plan = plan_hardware(base_model, hardware, benchmark=benchmark)
     if as_json:
         typer.echo(plan.model_dump_json(indent=1, exclude={"memory"}))
+        if plan.refused:  # printed in full, and the exit status says upstream would refuse it
+            raise typer.Exit(2)
         return
     cc = ".".join(map(str, plan.compute_capability)) if plan.compute_capability else "-"
     rows = [("hardware", f"{plan.hardware.spec}: {plan.gpu_count} x {plan.per_gpu_memory_gb:g} GB, compute "

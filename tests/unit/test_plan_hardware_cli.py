@@ -54,6 +54,13 @@ def test_text_output_and_bad_spec(tmp_path: Path, model_dir: Path) -> None:
     assert "--hardware" in bad.stderr and "8xB999" in bad.stderr
 
 
+def test_refused_plan_prints_and_exits_2(tmp_path: Path, model_dir: Path) -> None:
+    """A T4 cannot hold Qwen2.5-7B's 16-bit weights for vLLM: the plan is printed, the status is 2."""
+    res = _cli(["--hardware", "1xT4", "--base-model", str(model_dir), "--json"], tmp_path)
+    assert res.returncode == 2
+    assert [v["rule"] for v in json.loads(res.stdout)["preflight"] if v["status"] == "refused"] == ["vllm.memory"]
+
+
 def test_folder_without_config_is_exit_2(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
     res = _cli(["--hardware", "2xL40S", "--base-model", str(tmp_path / "empty")], tmp_path)
