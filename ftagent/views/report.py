@@ -30,6 +30,7 @@ class LoopRow(BaseModel):
     failure: str | None = None
     duration_s: float = 0.0
     contamination: list[dict[str, Any]] = Field(default_factory=list)  # each data set's scan: rows, flagged
+    integrity: list[dict[str, Any]] | None = None  # the integrity guard's checks: name, passed, detail (None: not run)
 
 
 class Report(BaseModel):
@@ -111,7 +112,8 @@ def _row(lp: LoopView) -> LoopRow:
                    status=lp.status, failure=failed.failure if failed else None,
                    duration_s=(lp.end or {}).get("duration_s", 0.0),
                    contamination=[{k: e.get(k) for k in ("dataset", "rows_checked", "items_checked", "flagged_rows",
-                                                          "passed")} for e in lp.contamination])
+                                                          "passed")} for e in lp.contamination],
+                   integrity=list(lp.integrity.get("checks") or []) if lp.integrity else None)
 
 
 def export_command(session_dir: str | Path) -> str:
@@ -144,7 +146,8 @@ def render_markdown(r: Report) -> str:
         *([f"- early stop: {r.early_stops} diverging run(s) stopped, ~{format_duration(r.early_stop_saved_s)} of training "
            "saved"] if r.early_stops else []),
         *([f"- contamination scans: {len(scans)} data set(s), "
-           f"{sum(1 for s in scans if not s.get('passed'))} holding benchmark items"] if scans else []), "",
+           f"{sum(1 for s in scans if not s.get('passed'))} holding benchmark items"] if scans else []),
+        *_integrity(r), "",
         "| | validation | test |", "|---|---|---|",
         f"| baseline | {_fmt(r.baseline_val)} | {_fmt(r.baseline_test)} |",
         f"| {best_label(r.best_loop)} | {_fmt(r.best_val)}{_vs_baseline(r.best_intervals, 'validation')} | "
@@ -165,6 +168,18 @@ def render_markdown(r: Report) -> str:
     if r.forecast:
         lines += ["", *versus_markdown(r.forecast, r.forecast_note)]
     return "\n".join(lines) + "\n"
+
+
+def _integrity(r: Report) -> list[str]:
+    """The integrity guard: how many candidates it checked, and each flag with its reason (issue 31.5)."""
+    checked = [row for row in r.loops if row.integrity is not None]
+    if not checked:
+        return []
+    flagged = [(row.loop, c) for row in checked for c in row.integrity or [] if c.get("passed") is False]
+    lines = [f"- integrity guard: {len(checked)} candidate(s) checked, "
+             f"{len({loop for loop, _ in flagged})} flagged (a flagged candidate cannot become SOTA)"]
+    lines += [f"  - loop {loop} flagged by {c.get('name')}: {c.get('detail')}" for loop, c in flagged]
+    return lines
 
 
 def _vs_baseline(intervals: list[Difference], split: str) -> str:

@@ -56,6 +56,7 @@ class LoopView(BaseModel):
     end: dict[str, Any] | None = None
     messages: list[dict[str, Any]] = Field(default_factory=list)
     contamination: list[dict[str, Any]] = Field(default_factory=list)  # one scan per data set, passing or not
+    integrity: dict[str, Any] | None = None  # the integrity guard's verdict on this candidate (issue 31.5)
     stopped: str | None = None  # the session ended while this loop ran: that end's status (interrupted, env_error ...)
 
     @property
@@ -296,6 +297,8 @@ def _apply_loop(view: SessionView, lp: LoopView, ev: dict[str, Any]) -> None:
         lp.training = ev
     elif kind == "contamination":
         lp.contamination.append(ev)
+    elif kind == "integrity":
+        lp.integrity = ev
     elif kind == "benchmark_result":
         lp.results[ev["split"]] = ev
         view.core_metric = view.core_metric or ev.get("core_metric")

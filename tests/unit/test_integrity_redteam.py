@@ -396,3 +396,23 @@ def test_workflow_records_the_guard_and_vetoes_sota(tmp_path: Path, flag: bool) 
     assert (session.state.trace.sota_loop is None) is flag
     if flag:
         assert feedback[0].rule == "integrity" and "weights: cosine 0.01" in feedback[0].verdict
+
+
+def test_report_lists_each_candidates_checks_and_says_why_it_was_flagged(world: World, tmp_path: Path) -> None:
+    from ftagent.engine.events import EventLog, IntegrityEvent, LoopEnd, SessionStart
+    from ftagent.views.report import build_report, render_markdown
+
+    session = tmp_path / "sess"
+    log = EventLog(session / "events.jsonl")
+    log.emit(SessionStart(session_id="sess", benchmark=KEY))
+    for loop, exp in enumerate((world.loop(), world.loop(weights=_weights(seed=9)))):
+        verdict = world.guard.check(exp)
+        log.emit(IntegrityEvent(loop=loop, checks=verdict.checks, flags=len(verdict.flagged)))
+        log.emit(LoopEnd(loop=loop, status="succeeded"))
+    report = build_report(session)
+    assert [c["passed"] for c in report.loops[0].integrity or []].count(False) == 0
+    assert [c["name"] for c in report.loops[1].integrity or [] if c["passed"] is False] == ["weights"]
+    md = render_markdown(report)
+    assert "- integrity guard: 2 candidate(s) checked, 1 flagged" in md
+    assert "  - loop 1 flagged by weights: min cosine to the base" in md
+    assert '"integrity"' in report.model_dump_json()
