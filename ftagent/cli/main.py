@@ -14,6 +14,7 @@ import typer
 from ftagent.cli import benchmarks, datasets, env, export, job, models, prompts, run, ui
 from ftagent.cli.common import print_error
 from ftagent.cli.doctor import doctor
+from ftagent.cli.eval import eval_model
 from ftagent.cli.help import CONTEXT_SETTINGS, tidy_help
 from ftagent.core.errors import EnvironmentFailure, UserInputError
 
@@ -56,6 +57,7 @@ app.add_typer(models.app, name="models")
 app.add_typer(job.app, name="job")
 app.command("prompts")(prompts.prompts)
 app.command("export")(export.export)
+app.command("eval")(eval_model)
 tidy_help(app)
 
 

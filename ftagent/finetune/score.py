@@ -1,0 +1,228 @@
+"""``ftagent eval``: the session's parity-checked scoring for any model, with no session (issue 31 item 4).
+
+A model is a folder (a full model, or a LoRA adapter whose ``adapter_config.json`` names a local
+base), a base-model name (``builtin/<name>`` is built, an HF id downloaded: exactly as ``--base-model``),
+or a session directory: its best loop's model, the exported folder when ``ftagent export`` wrote one,
+else the trained output as the loop evaluated it (a LoRA adapter on its base; the evaluator merges it
+for vLLM, as in the session). The benchmark, the base model's inference settings (models.yaml) and the
+checks are the session's start-up (:func:`ftagent.finetune.startup.resolve_run`); the evaluation is the
+session's (:func:`ftagent.tools.opencompass.runs.evaluate_splits_of_path`, same evaluation cache), so a
+model the session scored gets the numbers the session recorded.
+
+The score's interval: a bootstrap over the items of the mean, stratified by sub-dataset like the score
+(:func:`ftagent.core.stats.paired_bootstrap` of the model against an all-zero record of the same items:
+the same resampling rule and seed as every interval of a session). ``--against`` scores a second model
+on the same items and gives the paired difference.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from ftagent.core.errors import UserInputError
+from ftagent.core.stats import Difference, ItemScores, load_items, paired_bootstrap
+from ftagent.core.types import EvalResult
+
+EVAL_SPLITS = ("validation", "test", "full")
+
+
+class ModelRef(BaseModel):
+    """What ``--model`` names, resolved to the folder that is evaluated."""
+
+    given: str
+    name: str = Field(description="the base model's name: its inference settings (models.yaml) and build")
+    path: Path | None = Field(None, description="the folder evaluated (None: the named base model, built later)")
+    base_path: Path | None = Field(None, description="a LoRA adapter's base model folder")
+    template: str | None = None
+    benchmark: str | None = Field(None, description="a session's benchmark (the default of --benchmark)")
+    what: str = ""
+
+
+class Score(BaseModel):
+    """One model's score on one split, with its interval."""
+
+    model: str
+    what: str = ""
+    score: float | None = None
+    items: int = 0
+    low: float | None = None
+    high: float | None = None
+    no_interval: str | None = None
+    items_file: str | None = None
+    run_dir: str | None = None
+
+    def text(self) -> str:
+        value = "none" if self.score is None else f"{self.score:.4g}"
+        if self.low is not None and self.high is not None:
+            return f"{value} [{self.low:.4g}, {self.high:.4g}] (95 % interval) on {self.items} items"
+        return f"{value} on {self.items} items (no interval: {self.no_interval or 'unknown'})"
+
+
+class EvalReport(BaseModel):
+    """What ``ftagent eval`` prints and writes (``--json``, the output file)."""
+
+    benchmark: str
+    split: str
+    core_metric: str
+    model: Score
+    against: Score | None = None
+    difference: Difference | None = None  # model − against, paired on the same items
+
+
+def _is_session(folder: Path) -> bool:
+    return (folder / "events.jsonl").is_file() or (folder / "__session__").is_dir()
+
+
+def _session_model(folder: Path) -> ModelRef:
+    """The session's best model (UserInputError: no best model, or its folder is gone)."""
+    from ftagent.finetune.export.bundle import default_target
+    from ftagent.finetune.export.facts import collect_facts
+
+    facts = collect_facts(folder, None)
+    export = default_target(folder, facts.loop, adapter=False)
+    if (export / "config.json").is_file():
+        return ModelRef(given=str(folder), name=facts.base_model, path=export.absolute(), template=facts.template,
+                        benchmark=facts.benchmark, what=f"session {folder.name}, loop {facts.loop} (export {export})")
+    base = Path(facts.base_model_path) if facts.is_lora else None
+    return ModelRef(given=str(folder), name=facts.base_model, path=Path(facts.model_path), base_path=base,
+                    template=facts.template, benchmark=facts.benchmark,
+                    what=f"session {folder.name}, loop {facts.loop} ({'LoRA adapter' if base else 'model'})")
+
+
+def _adapter_base(folder: Path) -> Path:
+    try:
+        cfg = json.loads((folder / "adapter_config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise UserInputError(f"--model {folder}: adapter_config.json cannot be read: {exc}") from exc
+    base = Path(str(cfg.get("base_model_name_or_path") or "")).expanduser()
+    if not str(base) or not (base / "config.json").is_file():
+        raise UserInputError(f"--model {folder} is a LoRA adapter whose base model ({base or 'none named'}) is not a "
+                             "local model folder: merge it first (`ftagent export`) or evaluate its session directory")
+    return base.absolute()
+
+
+def resolve_model(given: str) -> ModelRef:
+    """``--model`` → :class:`ModelRef`, checking what can be checked without a tool.
+
+    Raises:
+        UserInputError: a missing folder, a folder that is no model, a session without a best model.
+    """
+    from ftagent.tools.opencompass.merge import is_lora_adapter
+
+    text = given.strip()
+    folder = Path(text).expanduser()
+    if folder.is_dir():
+        if _is_session(folder):
+            return _session_model(folder)
+        if (folder / "config.json").is_file():
+            return ModelRef(given=given, name=str(folder.absolute()), path=folder.absolute(), what="model folder")
+        if is_lora_adapter(folder):
+            base = _adapter_base(folder)
+            return ModelRef(given=given, name=str(base), path=folder.absolute(), base_path=base, what="LoRA adapter")
+        raise UserInputError(f"--model {given}: the folder has no config.json or adapter files (a model folder, a "
+                             "session directory, builtin/<name> or an HF repo id)")
+    if text.startswith(("/", ".", "~")) or folder.suffix or text.count("/") > 1:
+        raise UserInputError(f"--model {given}: no such folder")
+    return ModelRef(given=given, name=text, what="base model")
+
+
+def _zero(items: ItemScores) -> ItemScores:
+    return items.model_copy(update={"items": {d: dict.fromkeys(v, 0.0) for d, v in items.items.items()}})
+
+
+def score_of(ref: ModelRef, result: EvalResult, split: str) -> Score:
+    """The score with the bootstrap interval of its mean (see the module docstring)."""
+    items = load_items(result.items_file)
+    interval = paired_bootstrap(items, _zero(items) if items else None, against="zero", split=split,
+                                diff=result.score)
+    score = result.score if interval.no_interval or interval.diff is None else interval.diff
+    return Score(model=ref.given, what=ref.what, score=score, items=interval.items or (items.count if items else 0),
+                 low=interval.low, high=interval.high, no_interval=interval.no_interval,
+                 items_file=result.items_file, run_dir=result.run_dir)
+
+
+def default_out(model: str, benchmark: str) -> Path:
+    """``./ftagent-eval-<model>-<benchmark>.json`` (the model's last path part, made file-name safe)."""
+    name = Path(model.rstrip("/")).name or "model"
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", f"{name}-{Path(benchmark).stem}")
+    return Path(f"ftagent-eval-{safe}.json")
+
+
+def _evaluate(ref: ModelRef, run, split: str, settings, runner, inference) -> EvalResult:
+    """One model on one split through the session's evaluation (same cache, same checks)."""
+    from ftagent.core.hardware import detect_gpus
+    from ftagent.core.paths import baseline_dir
+    from ftagent.models.builtin import resolve_base_model
+    from ftagent.tools.opencompass.runs import evaluate_splits_of_path
+
+    ft = settings.ft
+    file_path = Path(ft.file_path or ".").absolute()
+    path = ref.path or Path(resolve_base_model(ref.name, file_path, runner))  # builtin: built; HF id: downloaded
+    # a base model runs where the session's baseline runs; any other model in its own folder
+    work = baseline_dir(file_path, run.benchmark) if ref.path is None else \
+        file_path / "eval" / default_out(ref.given, run.benchmark).stem
+    out = evaluate_splits_of_path(path, ref.template, benchmark=run.adapter, splits=(split,), settings=settings,
+                                  runner=runner, work_dir=work, base_path=ref.base_path, model_name=ref.name,
+                                  timeout=ft.benchmark_timeout_s, gpu_count=detect_gpus().gpu_count,
+                                  inference=inference)
+    return out.require(split)
+
+
+def run_eval(model: str, benchmark: str | None, split: str = "test", against: str | None = None,
+             make_runner=None) -> EvalReport:
+    """Score ``model`` (and ``against``) on ``split`` of ``benchmark``.
+
+    Args:
+        make_runner: builds the runner once every input is checked (default: the settings' runner).
+
+    Raises:
+        UserInputError: a bad model, benchmark or split (exit 2), before anything runs.
+        EnvironmentFailure / StepError: the tool env, a build or download, or the evaluation failed.
+    """
+    from ftagent.core.settings import load_settings
+    from ftagent.finetune.startup import check_base_model, resolve_run
+    from ftagent.tools.opencompass.inference import inference_settings
+
+    if split not in EVAL_SPLITS:
+        raise UserInputError(f"--split {split}: one of {', '.join(EVAL_SPLITS)}")
+    ref = resolve_model(model)
+    other = resolve_model(against) if against else None
+    bench = benchmark or ref.benchmark or (other.benchmark if other else None)
+    if not bench:
+        raise UserInputError("no benchmark: pass --benchmark KEY|FILE (a session directory as --model names its own)")
+    settings = load_settings(target_benchmark=bench, base_model=ref.name)
+    run = resolve_run(settings, check_datasets=False, check_data=True)  # the session's checks and look-ups
+    if other is not None:
+        check_base_model(other.name, settings.ft.file_path)
+    if make_runner is None:
+        from ftagent.runners.factory import get_runner
+
+        def make_runner():
+            return get_runner(settings)
+    runner = make_runner()
+    first = _evaluate(ref, run, split, settings, runner, run.model.inference)
+    report = EvalReport(benchmark=run.benchmark, split=split, core_metric=first.core_metric,
+                        model=score_of(ref, first, split))
+    if other is not None:
+        second = _evaluate(other, run, split, settings, runner, inference_settings(other.name))
+        report.against = score_of(other, second, split)
+        report.difference = paired_bootstrap(load_items(first.items_file), load_items(second.items_file),
+                                             against=other.given, split=split, reference_name=other.given,
+                                             diff=None if first.score is None or second.score is None
+                                             else first.score - second.score)
+    return report
+
+
+def report_lines(report: EvalReport) -> list[str]:
+    """The lines ``ftagent eval`` prints."""
+    lines = [f"{report.benchmark} / {report.split} ({report.core_metric}):",
+             f"  {report.model.model}: {report.model.text()}"]
+    if report.against is not None:
+        lines.append(f"  {report.against.model}: {report.against.text()}")
+    if report.difference is not None:
+        lines.append(f"  difference (model − against, paired on the same items): {report.difference.text()}")
+    return lines

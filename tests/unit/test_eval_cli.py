@@ -1,0 +1,86 @@
+"""`ftagent eval` (issue 31 item 4): bad input is one clear line and exit 2 before anything runs; the
+model a session directory names; the score's interval; the JSON's default place."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.unit.test_export_sessions import exportable_session, no_sota_plan
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def run_eval(args, cwd):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("FT_", "CHAT_", "OPENAI_", "HF_"))}
+    env.update({"PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1", "FT_FILE_PATH": str(Path(cwd) / "files")})
+    return subprocess.run([sys.executable, "-m", "ftagent", "eval", *map(str, args)], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+def _refused(res, fragment: str) -> None:
+    assert res.returncode == 2, (res.returncode, res.stdout, res.stderr)
+    lines = [line for line in res.stderr.splitlines() if line.strip()]
+    assert lines and fragment in "\n".join(lines), res.stderr
+    assert "Traceback" not in res.stderr
+
+
+def test_unknown_benchmark_has_a_did_you_mean(tmp_path):
+    res = run_eval(["--model", "builtin/tiny-qwen2", "--benchmark", "demo_ad"], tmp_path)
+    _refused(res, "Did you mean 'demo_add'?")
+    assert not (tmp_path / "files").exists()  # refused before anything was written
+
+
+def test_missing_model_folder_and_a_folder_that_is_no_model(tmp_path):
+    _refused(run_eval(["--model", tmp_path / "nope", "--benchmark", "demo_add"], tmp_path), "no such folder")
+    (tmp_path / "empty").mkdir()
+    _refused(run_eval(["--model", tmp_path / "empty", "--benchmark", "demo_add"], tmp_path), "no config.json")
+
+
+def test_bad_split_and_unknown_builtin(tmp_path):
+    _refused(run_eval(["--model", "builtin/tiny-qwen2", "--benchmark", "demo_add", "--split", "train"], tmp_path),
+             "one of validation, test, full")
+    _refused(run_eval(["--model", "builtin/nope", "--benchmark", "demo_add"], tmp_path), "nope")
+
+
+def test_a_session_without_a_best_model(tmp_path):
+    session = exportable_session(tmp_path, plan=no_sota_plan())
+    _refused(run_eval(["--model", session], tmp_path), "no best model")
+
+
+def test_a_session_names_its_best_model_and_benchmark(tmp_path):
+    from ftagent.finetune.score import resolve_model
+
+    session = exportable_session(tmp_path)
+    ref = resolve_model(str(session))
+    assert ref.benchmark == "demo_add" and ref.name == "builtin/tiny-qwen2"
+    assert ref.path is not None and ref.path.is_dir() and "loop 0" in ref.what
+    export = session / "export" / "loop_0"  # an export, when there is one, is what is scored
+    export.mkdir(parents=True)
+    (export / "config.json").write_text("{}")
+    assert resolve_model(str(session)).path == export.absolute()
+
+
+def test_the_score_interval_is_the_bootstrap_of_the_mean(tmp_path):
+    from ftagent.core.stats import ItemScores
+    from ftagent.core.types import EvalResult
+    from ftagent.finetune.score import ModelRef, default_out, score_of
+
+    items = ItemScores(benchmark="demo_add", split="test", core_metric="accuracy",
+                       items={"demo_add": {str(i): float(i % 2) for i in range(100)}})
+    path = items.save(tmp_path / "x.items.json")
+    res = EvalResult(benchmark="demo_add", split="test", core_metric="accuracy", score=50.0, items_file=str(path))
+    s = score_of(ModelRef(given="m", name="m"), res, "test")
+    assert s.score == pytest.approx(50.0) and s.items == 100
+    assert 38 < s.low < 45 and 55 < s.high < 62  # ~ ±10 points on 100 coin flips
+    assert "[" in s.text() and "on 100 items" in s.text()
+    none = score_of(ModelRef(given="m", name="m"), res.model_copy(update={"items_file": None}), "test")
+    assert none.score == 50.0 and none.low is None and "no interval" in none.text()
+    assert default_out("/a/b/export/loop_0/", "demo_add") == Path("ftagent-eval-loop_0-demo_add.json")
+    assert default_out("builtin/tiny-qwen2", "./my.yaml").name == "ftagent-eval-tiny-qwen2-my.json"
+    json.loads(s.model_dump_json())
