@@ -121,6 +121,12 @@ class ConsoleProgress:
             verdict = "clean" if ev.passed else f"{ev.flagged_rows:,} row(s) hold benchmark items"
             return (f"{self._where()} contamination scan of {ev.dataset}: {ev.rows_checked:,} rows vs "
                     f"{ev.items_checked:,} benchmark items, {verdict}")
+        if kind == "integrity":  # the integrity guard's verdict on the candidate (issue 31.5)
+            flagged = [c for c in ev.checks if c.passed is False]
+            if not flagged:
+                return f"{self._where()} integrity: {sum(1 for c in ev.checks if c.passed)} checks clean"
+            return (f"{self._where()} integrity FLAGGED (cannot become SOTA): "
+                    + "; ".join(f"{c.name}: {c.detail}" for c in flagged))[:300]
         if kind == "leftovers_reaped":
             return f"warning: {ev.message}"[:300]
         if kind == "message" and ev.level != "info":

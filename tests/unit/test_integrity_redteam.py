@@ -416,3 +416,21 @@ def test_report_lists_each_candidates_checks_and_says_why_it_was_flagged(world: 
     assert "- integrity guard: 2 candidate(s) checked, 1 flagged" in md
     assert "  - loop 1 flagged by weights: min cosine to the base" in md
     assert '"integrity"' in report.model_dump_json()
+
+
+def test_the_console_says_each_verdict(world: World) -> None:
+    import io
+
+    from rich.console import Console
+
+    from ftagent.engine.events import IntegrityEvent
+    from ftagent.views.console import ConsoleProgress
+
+    out = io.StringIO()
+    display = ConsoleProgress(Console(file=out, force_terminal=False, width=300), loop_n=2, timeout_s=None)
+    for loop, exp in enumerate((world.loop(), world.loop(template="{{ 'cheat' }}"))):
+        verdict = world.guard.check(exp)
+        display(IntegrityEvent(loop=loop, checks=verdict.checks, flags=len(verdict.flagged)))
+    text = out.getvalue()
+    assert "loop 0 (1 of 2) integrity: 8 checks clean" in text
+    assert "integrity FLAGGED (cannot become SOTA): chat_template: differs from the base's" in text
