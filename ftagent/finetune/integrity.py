@@ -197,7 +197,7 @@ class IntegrityGuard:
         if model and Path(model).is_dir():
             cand = Path(model)
             validated = [workspace / "debug" / "output"] if workspace is not None else []
-            checks += [tokenizer_check(self.base, cand), chat_template_check(self.base, cand, validated),
+            checks += [tokenizer_check(self.base, cand, validated), chat_template_check(self.base, cand, validated),
                        architecture_check(self.base, cand), weight_distance_check(self.base, cand)]
         checks.append(benchmark_files_check(self.start_hashes, self.hashes()))
         if workspace is not None:

@@ -6,7 +6,8 @@ neither): a ``.safetensors`` file is an 8-byte little-endian header length, a JS
 (https://github.com/huggingface/safetensors, README "Format"), read here with :mod:`struct` / :mod:`array`.
 
 * :func:`tokenizer_check` — ``tokenizer.json`` byte-equal, the special tokens (``special_tokens_map.json``
-  contents and ``tokenizer_config.json``'s ``added_tokens_decoder``) equal to the base's.
+  contents and ``tokenizer_config.json``'s ``added_tokens_decoder``) equal to the base's or to the validated
+  debug run's.
 * :func:`chat_template_check` — the chat template (``chat_template.jinja``, else ``tokenizer_config.json``'s
   ``chat_template``) equal to the base's or to one of the ``allowed`` folders' (the template LLaMA-Factory
   wrote for the validated debug run: LLaMA-Factory replaces the base's template with its own rendering
@@ -70,25 +71,37 @@ def _special_tokens(folder: Path) -> dict:
     return tokens
 
 
-def tokenizer_check(base: Path, candidate: Path) -> IntegrityCheck:
-    """``tokenizer.json`` and the special tokens equal to the base's."""
-    base, candidate = Path(base), Path(candidate)
+def _tokenizer_problems(reference: Path, candidate: Path) -> list[str]:
     problems = []
-    b_tok, c_tok = base / "tokenizer.json", candidate / "tokenizer.json"
-    if b_tok.is_file():
+    r_tok, c_tok = reference / "tokenizer.json", candidate / "tokenizer.json"
+    if r_tok.is_file():
         if not c_tok.is_file():
             problems.append("tokenizer.json missing")
-        elif file_sha256(b_tok) != file_sha256(c_tok):
-            problems.append("tokenizer.json differs from the base's")
+        elif file_sha256(r_tok) != file_sha256(c_tok):
+            problems.append("tokenizer.json differs")
     if (candidate / "special_tokens_map.json").is_file() or (candidate / "tokenizer_config.json").is_file():
-        b, c = _special_tokens(base), _special_tokens(candidate)
-        diff = sorted(k for k in set(b) | set(c) if b.get(k) != c.get(k))
+        r, c = _special_tokens(reference), _special_tokens(candidate)
+        diff = sorted(k for k in set(r) | set(c) if r.get(k) != c.get(k))
         if diff:
             problems.append("special tokens differ: " + ", ".join(diff))
-    if not c_tok.is_file() and not (candidate / "tokenizer_config.json").is_file():
+    return problems
+
+
+def tokenizer_check(base: Path, candidate: Path, allowed: list[Path] = ()) -> IntegrityCheck:
+    """``tokenizer.json`` and the special tokens equal to the base's, or to one of the ``allowed`` folders'
+    (the validated debug run's: LLaMA-Factory replaces the EOS token for templates with ``replace_eos``,
+    e.g. Qwen's ``<|im_end|>``, and saves the tokenizer so: LLaMA-Factory 0.9.5 ``data/template.py``
+    ``Template.fix_special_tokens``, lines 173-200)."""
+    base, candidate = Path(base), Path(candidate)
+    if not (candidate / "tokenizer.json").is_file() and not (candidate / "tokenizer_config.json").is_file():
         return IntegrityCheck(name="tokenizer", passed=None, detail="no tokenizer files (the base's are used)")
+    problems = _tokenizer_problems(base, candidate)
+    if problems and any(not _tokenizer_problems(Path(p), candidate) for p in allowed
+                        if (Path(p) / "tokenizer_config.json").is_file()):
+        return IntegrityCheck(name="tokenizer", passed=True, detail="equal to the validated training run's")
     return IntegrityCheck(name="tokenizer", passed=not problems,
-                          detail="; ".join(problems) or "tokenizer.json and special tokens equal the base's")
+                          detail="; ".join(f"{p} (from the base's)" for p in problems)
+                          or "tokenizer.json and special tokens equal the base's")
 
 
 def chat_template(folder: Path) -> str | None:

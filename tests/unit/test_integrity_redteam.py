@@ -434,3 +434,13 @@ def test_the_console_says_each_verdict(world: World) -> None:
     text = out.getvalue()
     assert "loop 0 (1 of 2) integrity: 8 checks clean" in text
     assert "integrity FLAGGED (cannot become SOTA): chat_template: differs from the base's" in text
+
+
+def test_honest_eos_replaced_by_llamafactory_passes(world: World) -> None:
+    """LLaMA-Factory replaces the EOS token (templates with replace_eos) in the debug run and the real one."""
+    exp = world.loop()
+    for folder in (Path(exp.artefacts["workspace"]) / "debug" / "output", Path(exp.artefacts["model"])):
+        (folder / "special_tokens_map.json").write_text(json.dumps({"eos_token": "<|im_end|>", "pad_token": "<|x|>"}))
+    assert world.guard.check(exp).flagged == []
+    (Path(exp.artefacts["model"]) / "special_tokens_map.json").write_text(json.dumps({"eos_token": "118"}))
+    assert "tokenizer" in _flags(world, exp)  # edited after the validated run: flagged
