@@ -129,6 +129,16 @@ class FTSettings(BaseSettings):
         "interval", description="interval: a candidate becomes SOTA only when the lower bound of the 95 % paired "
                                 "bootstrap interval of its validation gain is above FT_SOTA_MIN_DELTA (delta rule "
                                 "when no interval exists); delta: its point gain is (docs/benchmarks.md)")
+    guard_benchmarks: Annotated[list[str], NoDecode] = Field(
+        default_factory=list, description="forgetting guard: benchmark keys scored on a sample for the base model "
+                                          "and each candidate that would become SOTA, e.g. mmlu,gsm8k,humaneval "
+                                          "(none: no guard; docs/benchmarks.md, Forgetting guard)")
+    guard_sample: int = Field(50, gt=0, description="forgetting guard: items per (sub-)dataset of each guard "
+                                                    "benchmark (the seeded validation split's first ones)")
+    guard_max_drop: float = Field(5.0, ge=0.0, description="forgetting guard: a candidate is kept from SOTA when "
+                                                           "the upper bound of its 95 % paired interval against the "
+                                                           "base on a guard benchmark is below -FT_GUARD_MAX_DROP "
+                                                           "points")
 
     # --- data processing -------------------------------------------------------------------------
     strong_models: Annotated[list[str], NoDecode] = ["gpt-5", "gpt-5.1"]
@@ -148,7 +158,7 @@ class FTSettings(BaseSettings):
     # --- paths -----------------------------------------------------------------------------------
     file_path: Path = Field(default_factory=lambda: _cwd_path("git_ignore_folder", "finetune_files"))
 
-    @field_validator("strong_models", "weak_models", mode="before")
+    @field_validator("strong_models", "weak_models", "guard_benchmarks", mode="before")
     @classmethod
     def _json_or_csv_list(cls, value: Any) -> Any:
         if isinstance(value, str):

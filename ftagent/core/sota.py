@@ -9,8 +9,10 @@
 
 When no interval can be computed (per-item scores missing, items that cannot be paired by id, a core
 metric that is not a mean over items) the ``interval`` rule falls back to the ``delta`` rule and its
-text says so. A failed experiment never wins, nor one the integrity guard flagged (``integrity_flags``). The workflow, the heuristic and LLM feedback and the
-prompt preview all call :func:`decide_sota`; :func:`differences` computes the intervals every view shows.
+text says so. A failed experiment never wins, nor one the integrity guard flagged (``integrity_flags``),
+nor one the forgetting guard blocked (``forgetting``, :mod:`ftagent.core.forgetting`). The workflow, the
+heuristic and LLM feedback and the prompt preview all call :func:`decide_sota`; :func:`differences`
+computes the intervals every view shows.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Literal
 
 from pydantic import BaseModel
 
+from ftagent.core.forgetting import blocking
 from ftagent.core.stats import Difference, load_items, paired_bootstrap, signed
 from ftagent.core.trace import Experiment, Trace, beats
 
@@ -30,7 +33,7 @@ class SotaDecision(BaseModel):
     """The numeric decision on one experiment and the line that explains it."""
 
     decision: bool
-    rule: str  # the rule that decided: "interval" | "delta" | "failed" | "integrity"
+    rule: str  # the rule that decided: "interval" | "delta" | "failed" | "integrity" | "forgetting"
     text: str
     difference: Difference | None = None  # validation, against the incumbent
 
@@ -91,6 +94,10 @@ def decide_sota(experiment: Experiment, trace: Trace, *, rule: str = "interval",
         return SotaDecision(decision=False, rule="integrity",
                             text="Flagged by the integrity guard, so it cannot become the best: "
                                  + "; ".join(experiment.integrity_flags) + ".")
+    forgot = blocking(experiment.forgetting)
+    if forgot:  # the forgetting guard (ftagent.finetune.forgetting): it ran because the score would win
+        return SotaDecision(decision=False, rule="forgetting",
+                            text="Kept from SOTA by the forgetting guard: " + "; ".join(r.text for r in forgot) + ".")
     if trace.sota_loop == experiment.loop:  # judged again after it was recorded: against what it replaced
         trace = trace.model_copy(update={"experiments": [e for e in trace.experiments if e.loop != experiment.loop],
                                          "sota_loop": experiment.parent})

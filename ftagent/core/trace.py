@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from ftagent.core.errors import StepFailure
+from ftagent.core.forgetting import GuardResult
 from ftagent.core.stats import Difference
 from ftagent.core.types import AnswerProfile, Hypothesis
 
@@ -34,6 +35,7 @@ class Experiment(BaseModel):
     test_items: str | None = None  # ... of the test split (report only)
     intervals: list[Difference] = Field(default_factory=list)  # vs baseline / SOTA, validation and test
     integrity_flags: list[str] = Field(default_factory=list)  # the integrity guard's flagged checks (issue 31.5)
+    forgetting: list[GuardResult] = Field(default_factory=list)  # the forgetting guard's verdicts (issue 31.6)
     decision: bool = False
     reason: str = ""
     next_step: str = ""  # the feedback's advice for the next experiment

@@ -19,6 +19,7 @@ from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
 from ftagent.core.errors import StepFailure
 from ftagent.core.forecast import Forecast
+from ftagent.core.forgetting import GuardResult
 from ftagent.core.integrity import IntegrityCheck
 from ftagent.core.redact import mask_text
 from ftagent.core.stats import Difference
@@ -225,6 +226,15 @@ class IntegrityEvent(_Event):
     flags: int = 0  # how many checks flagged the candidate
 
 
+class ForgettingEvent(_Event):
+    """The forgetting guard's verdict on a candidate that would become SOTA (``ftagent.finetune.forgetting``):
+    each guard benchmark's paired difference against the base model; a blocked one keeps it from SOTA."""
+
+    type: Literal["forgetting"] = "forgetting"
+    results: list[GuardResult] = Field(default_factory=list)
+    blocked: int = 0  # how many guard benchmarks show a drop beyond FT_GUARD_MAX_DROP
+
+
 class Message(_Event):
     type: Literal["message"] = "message"
     level: Literal["info", "warning", "error"] = "info"
@@ -251,6 +261,7 @@ Event = Annotated[
     | ForecastEvent
     | ContaminationScan
     | IntegrityEvent
+    | ForgettingEvent
     | Message,
     Field(discriminator="type"),
 ]

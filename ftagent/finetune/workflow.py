@@ -21,6 +21,7 @@ from ftagent.engine.events import (
     BenchmarkResult,
     CodeRound,
     FeedbackEvent,
+    ForgettingEvent,
     HypothesisEvent,
     IntegrityEvent,
     Message,
@@ -29,6 +30,7 @@ from ftagent.engine.events import (
     ValidationEvent,
 )
 from ftagent.engine.loop import Goto, StepContext
+from ftagent.finetune.forgetting import ForgettingGuard
 from ftagent.finetune.integrity import IntegrityGuard
 from ftagent.finetune.protocols import Coder, DataStep, Evaluator, Feedback, Proposer, Trainer, Validator
 from ftagent.finetune.state import FinetuneLoop, FinetuneSessionState
@@ -56,13 +58,14 @@ class FinetuneWorkflow:
 
     def __init__(self, scenario: ScenarioInfo, components: Components, *, coder_max_loop: int,
                  sota_min_delta: float, workspace_root: Path, sota_rule: str = "interval",
-                 integrity: IntegrityGuard | None = None) -> None:
+                 integrity: IntegrityGuard | None = None, forgetting: ForgettingGuard | None = None) -> None:
         self.scenario = scenario
         self.c = components
         self.min_delta = sota_min_delta
         self.sota_rule = sota_rule  # FT_SOTA_RULE, applied by ftagent.core.sota.decide_sota
         self.workspace_root = Path(workspace_root)
         self.integrity = integrity  # the integrity guard (issue 31.5); None: not run (unit tests' fakes)
+        self.forgetting = forgetting  # the forgetting guard (issue 31.6); None: FT_GUARD_BENCHMARKS is empty
         # rounds of code → validate in one loop: the first plus at most max_loop - 1 retries
         self.goto_caps = {"code": max(0, coder_max_loop - 1)}
 
@@ -190,6 +193,7 @@ class FinetuneWorkflow:
             guard = self.integrity.check(experiment)
             experiment.integrity_flags = [f"{c.name}: {c.detail}" for c in guard.flagged]
             ctx.emit(IntegrityEvent(checks=guard.checks, flags=len(guard.flagged)))
+        self._forgetting(ctx, loop, experiment, trace)
         result = self.c.feedback.feedback(experiment, trace, ctx)
         # numbers decide; the component's text explains (it cannot turn a loss into a win)
         verdict = decide_sota(experiment, trace, rule=self.sota_rule, min_delta=self.min_delta)
@@ -203,6 +207,19 @@ class FinetuneWorkflow:
                                error_type=experiment.failure.error_type.value if experiment.failure else None,
                                score=experiment.val_score, sota_score=incumbent, rule=verdict.rule,
                                verdict=verdict.text, intervals=experiment.intervals))
+
+
+    def _forgetting(self, ctx: StepContext, loop: FinetuneLoop, experiment: Experiment, trace) -> None:
+        """The forgetting guard, only for a candidate the target score would make SOTA (it costs an
+        evaluation per guard benchmark); a blocked result then vetoes it in decide_sota."""
+        if self.forgetting is None or loop.model is None or not experiment.succeeded:
+            return
+        if not decide_sota(experiment, trace, rule=self.sota_rule, min_delta=self.min_delta).decision:
+            return
+        ctx.emit(Message(text=f"forgetting guard: scoring {', '.join(self.forgetting.keys)} "
+                              f"({self.forgetting.sample} items each) for this candidate"))
+        experiment.forgetting = self.forgetting.check(loop.model, timeout=ctx.limit(self.forgetting.timeout_s))
+        ctx.emit(ForgettingEvent(results=experiment.forgetting, blocked=sum(r.blocked for r in experiment.forgetting)))
 
 
 def experiment_of(loop: FinetuneLoop) -> Experiment:

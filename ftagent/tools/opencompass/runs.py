@@ -289,7 +289,7 @@ def evaluate_splits_of_path(
     base_path: Path | str | None = None, model_name: str = "", timeout: float | None = None, gpu_count: int = 0,
     on_progress: ProgressCallback | None = None, on_warning: WarningCallback | None = None,
     isolate_tasks: bool = False, serve_command: ServeCommand | None = None,
-    inference: InferenceSettings | None = None,
+    inference: InferenceSettings | None = None, sample: int | None = None,
 ) -> SplitResults:
     """Evaluate one model folder (full model or LoRA adapter of ``base_path``) on ``splits`` in one
     OpenCompass run (cached splits are not run again).
@@ -308,6 +308,9 @@ def evaluate_splits_of_path(
         isolate_tasks: the earlier layout: one run per split, one subprocess per task (reference).
         serve_command: the model server's command line for the ``vllm-server`` backend (default:
             vLLM's api_server from the session's vLLM env, ``FT_VLLM_ENV``).
+        sample: cap each split at this many items per sub-dataset (the split rule's seeded first ones,
+            :func:`ftagent.benchmarks.splits.split_indices`), prepared in a folder of its own
+            (``benchmarks/.sample<n>/<key>``) so the full one is never re-prepared: the forgetting guard.
 
     Returns:
         :class:`SplitResults`: an :class:`EvalResult` or a :class:`StepFailure` per split.
@@ -322,7 +325,11 @@ def evaluate_splits_of_path(
     benchmark, adapter = benchmark_of(benchmark)
     spec = adapter.spec
     root = benchmarks_dir(ft.file_path)
-    bench_dir = prepare_benchmark(adapter, root, ft.benchmark_limit)
+    limit = ft.benchmark_limit
+    if sample is not None:
+        limit = sample if limit is None else min(limit, sample)
+        root = root / f".sample{limit}"  # "." : never a benchmark key
+    bench_dir = prepare_benchmark(adapter, root, limit)
     model_path = Path(model_path)
     if not (model_path / "config.json").exists() and not is_lora_adapter(model_path):
         raise StepError(f"model folder {model_path} has no config.json or adapter files",
@@ -338,7 +345,7 @@ def evaluate_splits_of_path(
     cache = cache_mod.EvalCache(eval_cache_dir(ft.file_path))
     keys = {split: cache_mod.cache_key(
         digest, benchmark, split,
-        {"data": _data_digest(bench_dir, split), "limit": ft.benchmark_limit, "runs": ft.benchmark_num_runs,
+        {"data": _data_digest(bench_dir, split), "limit": limit, "runs": ft.benchmark_num_runs,
          "pass_k": ft.benchmark_pass_k, "template": template, "answer_caps": ANSWER_CAP_RULE},
         mspec.model_dump(exclude=KEY_EXCLUDED), TEMPLATE_VERSION,
         judge=_judge(settings)) for split in splits}
