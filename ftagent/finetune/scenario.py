@@ -3,7 +3,7 @@
 It produces a :class:`ftagent.core.types.ScenarioInfo`, which every component receives once. It runs
 in three parts so that bad input never leaves a session behind:
 
-* :meth:`FinetuneScenario.prepare` — datasets, base model and benchmark data: everything that can
+* :meth:`FinetuneScenario.prepare` — base model (first), datasets and benchmark data: everything that can
   fail because of what the user asked for. It runs *before* the session directory exists.
 * :meth:`FinetuneScenario.build` — LLaMA-Factory catalogue, dataset catalogue, GPU facts, memory
   estimate.
@@ -79,7 +79,7 @@ class FinetuneScenario:
         return result
 
     def prepare(self) -> Prepared:
-        """Datasets, base model and benchmark data (UserInputError / EnvironmentFailure on bad input)."""
+        """Base model, datasets and benchmark data (UserInputError / EnvironmentFailure on bad input)."""
         from ftagent.datasets.prepare import prepare_datasets
         from ftagent.models.builtin import resolve_base_model
         from ftagent.tools.opencompass.runs import prepare_benchmark
@@ -88,12 +88,14 @@ class FinetuneScenario:
         file_path = Path(ft.file_path).absolute()
         file_path.mkdir(parents=True, exist_ok=True)
         token = _hf_token()
+        # the base model first: a model that cannot be built or fetched stops the start before any
+        # (possibly large) dataset download (issue 32.6)
+        model_path = self._stage("model", lambda: resolve_base_model(ft.base_model, file_path, self.runner),
+                                 base_model=ft.base_model)
         selection = self._select_datasets()
         prepared = self._stage("datasets", lambda: prepare_datasets(selection.datasets, file_path, token=token),
                                dataset=ft.dataset, selected=selection.datasets, selected_by=selection.source,
                                reason=selection.reason)
-        model_path = self._stage("model", lambda: resolve_base_model(ft.base_model, file_path, self.runner),
-                                 base_model=ft.base_model)
         self._stage("benchmark_data", lambda: prepare_benchmark(self.run.adapter, self.run.benchmarks_root,
                                                                 ft.benchmark_limit), benchmark=ft.target_benchmark)
         self._check_user_datasets(list(prepared), file_path)

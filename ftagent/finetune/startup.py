@@ -86,15 +86,19 @@ def benchmark_file(key: str) -> str | None:
 
 
 def check_base_model(name: str | None, file_path: Path | None = None) -> None:
-    """A base model must be given, and be builtin/<name>, a local folder or an HF repo id."""
+    """A base model must be given, and be builtin/<name>, a local folder or an HF repo id that can be had
+    (offline: already under ``FT_FILE_PATH/models``)."""
     if not name or not name.strip():
         raise UserInputError(
             "no base model: pass --base-model (e.g. builtin/tiny-qwen2 or Qwen/Qwen2.5-7B-Instruct) "
             "or set FT_BASE_MODEL"
         )
-    from ftagent.models.builtin import check_model_name
+    from ftagent.models.builtin import check_model_name, offline_unfetchable
 
     check_model_name(name, file_path)
+    why = offline_unfetchable(name, file_path)
+    if why:  # found before any dataset is prepared or downloaded, and before a session exists
+        raise UserInputError(why)
 
 
 def check_dataset(choice: str | None, benchmark: str, file_path: Path | None = None,

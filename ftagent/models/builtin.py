@@ -322,6 +322,28 @@ def check_model_name(name: str, file_path: Path | None = None) -> None:
                              "local folder, nor a Hugging Face repo id like 'Qwen/Qwen2.5-7B-Instruct'")
 
 
+def offline_unfetchable(name: str, file_path: Path | None) -> str | None:
+    """Why the HF id ``name`` cannot be had in this run, or None: ``HF_HUB_OFFLINE`` is set and the model
+    is not under ``FT_FILE_PATH/models``. Checked at start-up, before any dataset is prepared (issue 32.6).
+
+    ``snapshot_download(local_dir=...)`` does not look in the Hub's own cache offline (huggingface_hub
+    ``_snapshot_download.py``: the cached commit is used only when ``local_dir is None``), so a model
+    that is not in its folder cannot be downloaded offline at all.
+    """
+    from ftagent.core.hub import hub_offline
+
+    name = name.strip()
+    if (not hub_offline() or name.startswith(BUILTIN_PREFIX) or Path(name).expanduser().is_dir()
+            or not _HF_ID.match(name)):
+        return None
+    target = models_dir(Path(file_path or ".").absolute()) / name
+    if _has_model_files(target):
+        return None
+    return (f"base model '{name}' is not in {target} and HF_HUB_OFFLINE is set, so it cannot be downloaded. "
+            f"Go online (unset HF_HUB_OFFLINE), copy the model's files into {target}, pass a local folder, "
+            "or use builtin/tiny-qwen2")
+
+
 def base_model_dir(name: str, file_path: Path) -> Path:
     """The folder :func:`resolve_base_model` returns for ``name``, without building or downloading it:
     ``FT_FILE_PATH/models/builtin/<name>``, the local folder, or ``FT_FILE_PATH/models/<name>``."""

@@ -12,7 +12,7 @@ from ftagent.finetune.scenario import FinetuneScenario
 from ftagent.runners.local import LocalRunner
 
 pytestmark = pytest.mark.integration
-STAGES = ["datasets", "model", "benchmark_data", "llama_factory_catalogue", "dataset_catalogue", "hardware",
+STAGES = ["model", "datasets", "benchmark_data", "llama_factory_catalogue", "dataset_catalogue", "hardware",
           "memory"]
 
 
