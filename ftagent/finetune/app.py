@@ -139,6 +139,9 @@ def run_finetune(options: FinetuneOptions) -> RunSummary:
         benchmark_description=options.benchmark_description,
     )
     run = resolve_run(settings, check_datasets=resumed is None)  # the one lookup of benchmark and model
+    from ftagent.finetune.forgetting import guard_adapters
+
+    guards = guard_adapters(settings.ft.guard_benchmarks, run.benchmark)  # a bad key: exit 2, before any session
     planner = choose_planner(settings)
     from ftagent.runners.sandbox import require_confinement
 
@@ -159,7 +162,7 @@ def run_finetune(options: FinetuneOptions) -> RunSummary:
             session = _resume(resumed, options.checkout, settings, emit)
         else:
             session = _start(settings, run, runner, emit, planner, options.loop_n, timeout_s, started)
-        summary = _run(session, settings, run, runner, emit, planner, options, timeout_s)
+        summary = _run(session, settings, run, runner, emit, planner, options, timeout_s, guards=guards)
     except Exception as exc:
         emit.end_if_open(exc)
         if isinstance(exc, OSError):  # a full LOG_PATH (an event, a record): what to free and how to resume
@@ -277,8 +280,9 @@ def _planner_note(planner: str, settings) -> str:
 
 
 def _run(session: Session, settings, run, runner, emit: SessionEmitter, planner: str, options: FinetuneOptions,
-         timeout_s: float | None) -> RunSummary:
+         timeout_s: float | None, guards: list | None = None) -> RunSummary:
     from ftagent.engine.loop import LoopEngine
+    from ftagent.finetune.forgetting import ForgettingGuard
     from ftagent.finetune.integrity import IntegrityGuard
     from ftagent.finetune.workflow import FinetuneWorkflow, build_components
 
@@ -299,7 +303,10 @@ def _run(session: Session, settings, run, runner, emit: SessionEmitter, planner:
                                     sota_min_delta=ft.sota_min_delta, workspace_root=_workspace_root(settings),
                                     sota_rule=ft.sota_rule, integrity=IntegrityGuard(
                                         state.scenario, input_columns=list(run.spec.input_columns) if run else None,
-                                        answer_field=run.spec.answer if run else "answer"))
+                                        answer_field=run.spec.answer if run else "answer"),
+                                    forgetting=ForgettingGuard(state.scenario, settings, runner, adapters=guards,
+                                                               inference=run.model.inference if run else None)
+                                    if guards else None)
         total = options.loop_n or state.config.get("run", {}).get("loop_n") or 1
         summary = LoopEngine(workflow, session, loop_n=total, step_n=options.step_n, timeout_s=timeout_s).run()
     finally:

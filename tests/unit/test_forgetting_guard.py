@@ -203,3 +203,21 @@ def test_the_sample_is_prepared_and_cached_apart_from_the_full_split(tmp_path):
     assert not sampled.cached and len(runner.runs) == 2  # not served the full split's cached result
     assert (tmp_path / "ft" / "benchmarks" / "demo_add" / "prepared.json").read_text() == marker
     assert run(3).cached and run(None).cached and len(runner.runs) == 2 and full.score == sampled.score
+
+
+@pytest.mark.parametrize("guards,fragment", [("mmlu,nope_bench", "nope_bench"), ("demo_add", "the target benchmark")])
+def test_a_bad_guard_benchmark_stops_llm_finetune_before_any_session(tmp_path, guards, fragment):
+    import os
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parents[2]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("FT_", "CHAT_", "OPENAI_"))}
+    env.update({"PYTHONPATH": str(repo), "HF_HUB_OFFLINE": "1", "FT_FILE_PATH": str(tmp_path / "ft"),
+                "LOG_PATH": str(tmp_path / "log"), "FT_GUARD_BENCHMARKS": guards})
+    result = subprocess.run([sys.executable, "-m", "ftagent", "llm_finetune", "--benchmark", "demo_add",
+                             "--base-model", "builtin/tiny-qwen2"], cwd=tmp_path, env=env, capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 2, result.stderr
+    assert "FT_GUARD_BENCHMARKS" in result.stderr and fragment in result.stderr and "Traceback" not in result.stderr
+    assert not (tmp_path / "log").exists()
