@@ -38,13 +38,14 @@ def _diverged_trace(tmp_path: Path):
 
 
 def test_the_failure_prompt_lists_every_reported_type_and_carries_the_loss_table(tmp_path):
-    from ftagent.planners.llm.feedback import feedback_messages
+    from ftagent.planners.llm.feedback import REPORTED_TYPES, feedback_messages
 
     scenario, trace, exp = _diverged_trace(tmp_path)
     fb = feedback_messages(scenario, _settings(), exp, trace, False)[0]["content"]
     choices = fb.split('"error_type": "one of ', 1)[1].split('"', 1)[0]
+    assert choices.split(", ") == REPORTED_TYPES  # from the ErrorType enum (minus UNKNOWN and INTERRUPTED)
     for kind in ErrorType:
-        assert (kind.value in choices) is (kind is not ErrorType.UNKNOWN), kind
+        assert (kind.value in REPORTED_TYPES) is (kind not in (ErrorType.UNKNOWN, ErrorType.INTERRUPTED)), kind
     assert "- Loss curve (sampled):" in fb and "| 2000 | 0.0016 |" in fb  # the stopped run's curve
     assert "ValueError: loss exploded in layer 3" in fb
     assert "it/s]" not in fb and "s/it]" not in fb and "stopped on request" not in fb
