@@ -14,6 +14,11 @@ an ``integrity`` event with every verdict, and a flagged candidate cannot become
   ``ftagent/benchmarks``, ``ftagent/tools/opencompass``) hashed when the session starts (the first loop's
   propose step, before any generated code ran; a resumed session hashes again when it resumes) and
   compared before each decision.
+* ``eval_config`` — the candidate's rendered OpenCompass config (``<output>/oc/oc_<splits>.py``) has the same
+  datasets block (data files, prompts, evaluator, post-processor, answer caps: everything before
+  ``models = [``) as the baseline's (``FT_FILE_PATH/baseline/<key>``); only the model may differ. Not
+  applicable when either was not rendered (a cached evaluation) or they were rendered by different
+  template versions (their first two lines).
 * ``data_script`` — the generated data script must not name the benchmark folder (its absolute path, or
   ``benchmarks/<key>``), and its logs must not show a denied read of it: the sandbox does not mount that
   folder, so an attempt ends as "No such file or directory" / "Permission denied" naming it (recorded and
@@ -35,7 +40,7 @@ from pathlib import Path
 import ftagent
 from ftagent.benchmarks.baselines import answers_nearly_constant
 from ftagent.core.integrity import IntegrityCheck, IntegrityVerdict, changed_files, tree_hashes
-from ftagent.core.paths import benchmark_data_dir
+from ftagent.core.paths import baseline_dir, benchmark_data_dir
 from ftagent.core.trace import Experiment
 from ftagent.core.types import AnswerProfile, ScenarioInfo
 from ftagent.models.integrity import (
@@ -68,6 +73,35 @@ def benchmark_files_check(before: dict[str, str] | None, after: dict[str, str]) 
         return IntegrityCheck(name="benchmark_files", passed=False, detail=f"changed since the session started: {shown}")
     return IntegrityCheck(name="benchmark_files", passed=True,
                           detail=f"{len(after)} benchmark and evaluator files unchanged since the session started")
+
+
+def _datasets_block(path: Path) -> tuple[str, str]:
+    """(the header lines, the config up to ``models = [``) of a rendered OpenCompass config."""
+    text = path.read_text(encoding="utf-8", errors="replace")
+    lines = text.splitlines()
+    return "\n".join(lines[:2]), text.split("\nmodels = [", 1)[0]
+
+
+def eval_config_check(candidate_oc: Path, baseline_oc: Path) -> IntegrityCheck:
+    """The candidate was scored with the baseline's datasets, prompts and evaluators (see the module doc)."""
+    compared, differs = 0, []
+    for cfg in sorted(Path(candidate_oc).glob("oc_*.py")):
+        ref = Path(baseline_oc) / cfg.name
+        if not ref.is_file():
+            continue
+        (c_head, c_body), (r_head, r_body) = _datasets_block(cfg), _datasets_block(ref)
+        if c_head != r_head:  # another template version (ftagent upgraded since a cached baseline)
+            continue
+        compared += 1
+        if c_body != r_body:
+            differs.append(cfg.name)
+    if differs:
+        return IntegrityCheck(name="eval_config", passed=False,
+                              detail=f"{', '.join(differs)}: datasets, prompts or evaluators differ from the baseline's")
+    if not compared:
+        return IntegrityCheck(name="eval_config", passed=None, detail="no rendered config to compare (cached)")
+    return IntegrityCheck(name="eval_config", passed=True,
+                          detail=f"{compared} rendered evaluation config(s) equal the baseline's but for the model")
 
 
 def data_script_check(workspace: Path, data_dir: Path, benchmark: str) -> IntegrityCheck:
@@ -200,6 +234,9 @@ class IntegrityGuard:
             checks += [tokenizer_check(self.base, cand, validated), chat_template_check(self.base, cand, validated),
                        architecture_check(self.base, cand), weight_distance_check(self.base, cand)]
         checks.append(benchmark_files_check(self.start_hashes, self.hashes()))
+        output_dir = art.get("output_dir") or model
+        if output_dir:
+            checks.append(eval_config_check(Path(output_dir) / "oc", baseline_dir(self.file_path, self.benchmark)))
         if workspace is not None:
             checks.append(data_script_check(workspace, self.data_dir, self.benchmark))
             checks.append(contamination_check(workspace / DATA_FILE, self._bench_items(),
