@@ -11,9 +11,9 @@ an ``integrity`` event with every verdict, and a flagged candidate cannot become
   (``<workspace>/debug/output``: what LLaMA-Factory wrote for the template the validator checked).
 * ``benchmark_files`` — every file of the prepared benchmark folder (data, ``spec.json``,
   ``prepared.json``) and ftagent's evaluator sources (the scorers and the OpenCompass config renderer:
-  ``ftagent/benchmarks``, ``ftagent/tools/opencompass``) hashed when the session starts (the first loop's
-  propose step, before any generated code ran; a resumed session hashes again when it resumes) and
-  compared before each decision.
+  ``ftagent/benchmarks``, ``ftagent/tools/opencompass``) hashed when the session's workflow is built (after
+  the baseline, before any loop's generated code runs; a resumed session hashes again when it resumes)
+  and compared before each decision.
 * ``eval_config`` — the candidate's rendered OpenCompass config (``<output>/oc/oc_<splits>.py``) has the same
   datasets block (data files, prompts, evaluator, post-processor, answer caps: everything before
   ``models = [``) as the baseline's (``FT_FILE_PATH/baseline/<key>``); only the model may differ. Not

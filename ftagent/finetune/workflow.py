@@ -65,6 +65,8 @@ class FinetuneWorkflow:
         self.sota_rule = sota_rule  # FT_SOTA_RULE, applied by ftagent.core.sota.decide_sota
         self.workspace_root = Path(workspace_root)
         self.integrity = integrity  # the integrity guard (issue 31.5); None: not run (unit tests' fakes)
+        if integrity is not None:  # the benchmark/evaluator hashes, before any loop's generated code runs
+            integrity.record_start()
         self.forgetting = forgetting  # the forgetting guard (issue 31.6); None: FT_GUARD_BENCHMARKS is empty
         # rounds of code → validate in one loop: the first plus at most max_loop - 1 retries
         self.goto_caps = {"code": max(0, coder_max_loop - 1)}
@@ -95,8 +97,6 @@ class FinetuneWorkflow:
     # -- steps -------------------------------------------------------------------------------------
     def propose(self, ctx: StepContext) -> None:
         loop = self._loop(ctx)
-        if self.integrity is not None:  # hashes of the benchmark and evaluator files, before generated code runs
-            self.integrity.record_start()
         hypothesis = self.c.proposer.propose(ctx.state.trace, ctx)
         loop.hypothesis = hypothesis
         ctx.emit(HypothesisEvent(reason=hypothesis.reason, hypothesis=hypothesis.hypothesis,
