@@ -30,7 +30,9 @@ def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
     if not fake.exists():
         fake.write_text(FAKE)
         fake.chmod(0o755)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("FT_", "TMUX"))}
+    # the script makes `ftagent job run`'s task check, which refuses a Hub id it cannot download when
+    # HF_HUB_OFFLINE is set: these plans are checked as on a machine that can download
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("FT_", "TMUX")) and k != "HF_HUB_OFFLINE"}
     env.update(FTAGENT_BIN=str(fake), FTAGENT_PYTHON=sys.executable, TMUX_TMPDIR=str(tmp_path),
                FT_JOB_LOG_BASE=str(tmp_path / "log"), FT_JOB_WORKSPACE_BASE=str(tmp_path / "ws"), **extra)
     return env
