@@ -57,6 +57,7 @@ class LoopView(BaseModel):
     messages: list[dict[str, Any]] = Field(default_factory=list)
     contamination: list[dict[str, Any]] = Field(default_factory=list)  # one scan per data set, passing or not
     integrity: dict[str, Any] | None = None  # the integrity guard's verdict on this candidate (issue 31.5)
+    forgetting: dict[str, Any] | None = None  # the forgetting guard's verdict (issue 31.6; only a would-be SOTA)
     stopped: str | None = None  # the session ended while this loop ran: that end's status (interrupted, env_error ...)
 
     @property
@@ -299,6 +300,8 @@ def _apply_loop(view: SessionView, lp: LoopView, ev: dict[str, Any]) -> None:
         lp.contamination.append(ev)
     elif kind == "integrity":
         lp.integrity = ev
+    elif kind == "forgetting":
+        lp.forgetting = ev
     elif kind == "benchmark_result":
         lp.results[ev["split"]] = ev
         view.core_metric = view.core_metric or ev.get("core_metric")
