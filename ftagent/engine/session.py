@@ -161,12 +161,15 @@ def list_snapshots(session_dir: Path) -> list[Path]:
 
 
 def write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temp file and a rename (fsynced)."""
+    """Write ``text`` to ``path`` through a temp file and a rename (fsynced), secrets masked.
+
+    The writer of snapshots and reports: whatever it writes passes :func:`ftagent.core.redact.mask_text`.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(text)
+            fh.write(mask_text(text))
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
@@ -225,7 +228,7 @@ class Session:
         """
         path = self.dir / SESSION_DIR / str(loop) / snapshot_name(seq, step)
         try:
-            write_atomic(path, mask_text(self.state.model_dump_json(indent=1)))  # no secret on disk
+            write_atomic(path, self.state.model_dump_json(indent=1))  # secrets masked by write_atomic
         except OSError as exc:  # disk full, quota, read-only file system: the previous snapshot is intact
             snaps = list_snapshots(self.dir)
             previous = f"resume with --path {snaps[-1]}" if snaps else "no earlier snapshot exists"

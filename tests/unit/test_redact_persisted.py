@@ -1,7 +1,8 @@
 """Issue 34 item 7: credentials inside OPENAI_API_BASE (URL userinfo, query tokens) never reach the disk.
 
 A session is written the way ``ftagent run`` writes one (settings dumped into the session config and the
-``session_start`` event, an error message that quotes the URL, a snapshot), then every file is grepped.
+``session_start`` event, an error message that quotes the URL, a snapshot, the report), then every file
+is grepped.
 """
 
 from __future__ import annotations
@@ -10,8 +11,9 @@ from pathlib import Path
 
 from ftagent.core.redact import REDACTED, mask_obj, mask_text
 from ftagent.core.settings import load_settings
-from ftagent.engine.events import Message, SessionStart
-from ftagent.engine.session import Session
+from ftagent.engine.events import Message, SessionEnd, SessionStart
+from ftagent.engine.session import Session, write_atomic
+from ftagent.views.report import write_report
 
 PASSWORD = "pa55-w0rd-xyz"
 QUERY_TOKEN = "qt-0123456789abcdef"
@@ -32,11 +34,15 @@ def test_session_files_hold_no_url_credentials(tmp_path, monkeypatch):
     session.events.emit(Message(level="error", text=f"connection refused: {BASE} (key plain-configured-key-1234)"))
     session.state.config["last_error"] = f"POST {BASE}/chat/completions failed"
     session.save(0, 0, "propose")
+    session.events.emit(SessionEnd(status="env_error", message=f"LLM at {BASE} unreachable"))
+    write_report(session.dir)
+    write_atomic(session.dir / "other.txt", f"any file written atomically: {BASE}")
 
     text = _all_text(session.dir)
     assert PASSWORD not in text and QUERY_TOKEN not in text and "alice" not in text
     assert "plain-configured-key-1234" not in text  # a configured SecretStr is masked everywhere
     assert "llm.example.com/v1" in text and REDACTED in text  # the host stays readable
+    assert "llm.example.com/v1" in (session.dir / "report.md").read_text()  # the report's "- ended:" line
     # the files still parse: a resume reads the masked snapshot
     _, snap = Session.load(session.dir)
     assert snap.exists()
