@@ -85,9 +85,9 @@ def benchmark_file(key: str) -> str | None:
     return str(path) if path is not None and key not in BENCHMARKS.builtin_files() else None
 
 
-def check_base_model(name: str | None, file_path: Path | None = None) -> None:
-    """A base model must be given, and be builtin/<name>, a local folder or an HF repo id that can be had
-    (offline: already under ``FT_FILE_PATH/models``)."""
+def check_base_model(name: str | None, file_path: Path | None = None, *, fetchable: bool = True) -> None:
+    """A base model must be given, and be builtin/<name>, a local folder or an HF repo id; with
+    ``fetchable`` one that can be had here (offline: already under ``FT_FILE_PATH/models``)."""
     if not name or not name.strip():
         raise UserInputError(
             "no base model: pass --base-model (e.g. builtin/tiny-qwen2 or Qwen/Qwen2.5-7B-Instruct) "
@@ -96,7 +96,7 @@ def check_base_model(name: str | None, file_path: Path | None = None) -> None:
     from ftagent.models.builtin import check_model_name, offline_unfetchable
 
     check_model_name(name, file_path)
-    why = offline_unfetchable(name, file_path)
+    why = offline_unfetchable(name, file_path) if fetchable else None
     if why:  # found before any dataset is prepared or downloaded, and before a session exists
         raise UserInputError(why)
 
@@ -151,7 +151,8 @@ def register_user_datasets(file_path: Path | None) -> list[str]:
     return register_existing(datasets_root(Path(file_path or ".").absolute()))
 
 
-def resolve_run(settings, *, check_datasets: bool = True, check_data: bool | None = None) -> ResolvedRun:
+def resolve_run(settings, *, check_datasets: bool = True, check_data: bool | None = None,
+                fetchable: bool = True) -> ResolvedRun:
     """Check and resolve the benchmark, base model and dataset choice of ``settings`` (updated in place).
 
     The one registry lookup of the benchmark and the one read of models.yaml of a session: the result
@@ -164,6 +165,8 @@ def resolve_run(settings, *, check_datasets: bool = True, check_data: bool | Non
         check_datasets: check ``--dataset`` (a resumed session keeps the choice it was started with).
         check_data: read and check every row of a benchmark with local data files, writing nothing
             (default: as ``check_datasets``; a resumed session uses its prepared copy).
+        fetchable: an HF id must be obtainable from here (offline: already downloaded). A job's task check
+            passes False: its tasks may run elsewhere (Ray) and each session checks it at its own start.
 
     Raises:
         UserInputError: no or unknown benchmark, bad benchmark file, no or bad base model, unknown dataset
@@ -185,7 +188,7 @@ def resolve_run(settings, *, check_datasets: bool = True, check_data: bool | Non
         # the benchmark's rows before anything is written: a bad row is exit 2, not a failed baseline
         adapter.check_data(benchmark_data_dir(Path(ft.file_path or ".").absolute(), ft.target_benchmark).parent,
                            ft.benchmark_limit)
-    check_base_model(ft.base_model, ft.file_path)
+    check_base_model(ft.base_model, ft.file_path, fetchable=fetchable)
     register_user_datasets(ft.file_path)  # a resumed session may train on a user file's copy
     dataset_file = None
     if check_datasets:
@@ -221,7 +224,7 @@ def resolve_tasks(tasks: list[Any]) -> tuple[list[ResolvedRun], list[str]]:
         settings = load_settings(target_benchmark=task.benchmark, base_model=task.model,
                                  benchmark_description=task.benchmark_description)
         try:
-            runs.append(resolve_run(settings, check_datasets=False, check_data=True))
+            runs.append(resolve_run(settings, check_datasets=False, check_data=True, fetchable=False))
         except UserInputError as exc:
             errors.append(f"task {i}: {exc}")
     return runs, errors
