@@ -70,8 +70,12 @@ def load_yaml_text(text: str, where: str) -> Any:
     """Parse one YAML document with the alias bound; ``where`` names the source in messages.
 
     Raises:
-        UserInputError: bad YAML (line and column), too many values after alias expansion, a recursive alias.
+        UserInputError: bad YAML (line and column), more than :data:`MAX_YAML_BYTES` characters, too many
+            values after alias expansion, a recursive alias.
     """
+    if len(text) > MAX_YAML_BYTES:
+        raise UserInputError(f"{where}: {len(text):,} characters, more than the {MAX_YAML_BYTES:,} limit of a "
+                             "YAML input")
     try:
         return yaml.load(text, Loader=_BoundedLoader)  # noqa: S506 - a SafeLoader subclass
     except _Limit as exc:

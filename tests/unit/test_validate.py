@@ -123,3 +123,18 @@ def test_filter_inject_write_back_and_revalidate(validator: LlamaFactoryValidato
     third = validator.validate(CodeResult(workspace=str(ws)), None)
     assert "bogus2" in third.failure.message
     assert yaml.safe_load((ws / ORIGINAL_CONFIG).read_text())["made_up"] == 2
+
+
+def test_an_alias_bomb_in_train_yaml_is_a_config_error_found_quickly(validator: LlamaFactoryValidator,
+                                                                     tmp_path: Path) -> None:
+    """Issue 34.10: the LLM's train.yaml goes through the bounded loader (ftagent.core.yamlio) too."""
+    import time
+
+    bomb = ['a0: &a0 ["x","x","x","x","x","x","x","x","x"]']
+    bomb += [f"a{i}: &a{i} [{','.join([f'*a{i - 1}'] * 9)}]" for i in range(1, 12)]
+    ws = tmp_path / "ws"
+    _write(ws, [GOOD], "\n".join(bomb))
+    started = time.monotonic()
+    report = validator.validate(CodeResult(workspace=str(ws)), None)
+    assert time.monotonic() - started < 10
+    assert report.failure.error_type is ErrorType.CONFIG and "aliases" in report.failure.message

@@ -28,9 +28,10 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from ftagent.core.errors import ErrorType, StepFailure
+from ftagent.core.errors import ErrorType, StepFailure, UserInputError
 from ftagent.core.paths import llama_factory_info_dir
 from ftagent.core.types import CodeResult, ValidationReport
+from ftagent.core.yamlio import load_yaml_text
 from ftagent.runners.base import Mount, Runner
 from ftagent.tools.llamafactory.alpaca import check_alpaca, describe
 from ftagent.tools.llamafactory.catalogue import LFCatalogue, load_or_build_catalogue
@@ -130,11 +131,11 @@ class LlamaFactoryValidator:
             _fail(report, ErrorType.CONFIG, "train.yaml was not written", suggestion="Write train.yaml.")
             return None
         text = path.read_text(encoding="utf-8", errors="replace")
-        try:
-            config = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            _fail(report, ErrorType.CONFIG, f"train.yaml is not valid YAML: {exc}".splitlines()[0],
-                  log_tail=str(exc)[-2000:], suggestion="Write a flat YAML mapping of LLaMA-Factory keys.")
+        try:  # the bounded loader of every input YAML: an alias bomb or a 1 MB file is a CONFIG error
+            config = load_yaml_text(text, "train.yaml")
+        except UserInputError as exc:
+            _fail(report, ErrorType.CONFIG, str(exc).splitlines()[0], log_tail=str(exc)[-2000:],
+                  suggestion="Write a flat YAML mapping of LLaMA-Factory keys.")
             return None
         if not isinstance(config, dict):
             _fail(report, ErrorType.CONFIG, f"train.yaml must be a mapping, got {type(config).__name__}",
