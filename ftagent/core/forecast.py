@@ -100,6 +100,8 @@ class Forecast(BaseModel):
     planner: str
     loops: list[LoopForecast]
     baseline_eval_s: float | None = None  # None: the baseline is already measured (the session has run it)
+    final_eval_s: float | None = None  # FT_FINAL_EVAL=full: base + best on the items beyond test (None: no run)
+    final_items: int = 0  # the final evaluation's items per model
     plan: TrainPlan
     s_per_epoch: float | None = None  # training seconds for one epoch of the planned rows (start-up excluded)
     memory: str = ""
@@ -112,7 +114,7 @@ class Forecast(BaseModel):
 
     @property
     def total_s(self) -> float:
-        return (self.baseline_eval_s or 0.0) + sum(lp.total_s for lp in self.loops)
+        return (self.baseline_eval_s or 0.0) + sum(lp.total_s for lp in self.loops) + (self.final_eval_s or 0.0)
 
     @property
     def fits_timeout(self) -> bool | None:
@@ -148,8 +150,11 @@ def build_forecast(*, planner: str, loop_n: int, plan: TrainPlan, train: TrainPr
                    data_s: float = 0.0, baseline_needed: bool = True, memory: str = "",
                    llm: LLMForecast | None = None, timeout_s: float | None = None,
                    assumptions: list[str] | None = None, probe_cost_s: float = 0.0,
-                   growth: float = 1.0, max_steps_cap: int | None = None) -> Forecast:
-    """Loop 0 as ``plan``; loop i trains ``growth ** i`` as long (1.0: every loop like loop 0)."""
+                   growth: float = 1.0, max_steps_cap: int | None = None, final_items: int = 0) -> Forecast:
+    """Loop 0 as ``plan``; loop i trains ``growth ** i`` as long (1.0: every loop like loop 0).
+
+    ``final_items``: the final evaluation's items per model (0: it runs nothing): two runs, the base
+    model's and the best model's (evaluation time per item × items, plus each run's fixed cost)."""
     eval_s = eval_seconds(evaluation)
     llm_s = (llm.seconds / max(1, loop_n)) if llm is not None else 0.0  # the calls are spread over the loops
     loops = []
@@ -161,7 +166,9 @@ def build_forecast(*, planner: str, loop_n: int, plan: TrainPlan, train: TrainPr
     return Forecast(planner=planner, loops=loops, baseline_eval_s=round(eval_s, 2) if baseline_needed else None,
                     plan=plan, s_per_epoch=round(plan.steps_per_epoch() * train.s_per_step, 2), memory=memory,
                     llm=llm or LLMForecast(), timeout_s=timeout_s, assumptions=list(assumptions or []),
-                    train_probe=train, eval_probe=evaluation, probe_cost_s=round(probe_cost_s, 2))
+                    train_probe=train, eval_probe=evaluation, probe_cost_s=round(probe_cost_s, 2),
+                    final_eval_s=round(2 * eval_seconds(evaluation, final_items), 2) if final_items else None,
+                    final_items=final_items)
 
 
 def percent_error(forecast_s: float | None, actual_s: float | None) -> float | None:

@@ -115,6 +115,10 @@ class FTSettings(BaseSettings):
                             "from FT_VLLM_ENV (GPU, local/conda runner), else HF; a forced one that cannot work "
                             "fails the evaluation")
     benchmark_limit: int | None = Field(None, gt=0, description="cap validation and test size")
+    final_eval: Literal["full", "split", "none"] = Field(
+        "full", description="at the end of a session, score the best and the base model on every benchmark item "
+                            "outside validation (full), on the test split only (split), or not at all (none); "
+                            "docs/benchmarks.md, Final evaluation")
     benchmark_num_runs: int = Field(1, gt=0, description=(
         "generations per item; > 1: the core score is OpenCompass's `<metric> (n runs average)` (greedy HF "
         "runs agree; see docs/benchmarks.md, Runs and pass@k)"))

@@ -79,7 +79,7 @@ class EvalResult(BaseModel):
     """Scores of one model on one split of the target benchmark."""
 
     benchmark: str
-    split: Literal["validation", "test"]
+    split: Literal["validation", "test", "full"]  # full: the final evaluation (every item outside validation)
     core_metric: str
     direction: Literal["max", "min"] = "max"
     score: float | None

@@ -32,7 +32,7 @@ from typing import Any, Literal, Protocol
 
 from ftagent.core.disk import check_disk_full
 from ftagent.core.errors import BudgetExhausted, EnvironmentFailure, ErrorType, StepError, StepFailure
-from ftagent.engine.events import EventLog, LoopEnd, SessionEnd, StepEnd, StepStart, _Event
+from ftagent.engine.events import EventLog, LoopEnd, Message, SessionEnd, StepEnd, StepStart, _Event
 from ftagent.engine.session import LoopState, Session
 
 SessionStatus = Literal["completed", "timeout", "step_limit", "budget", "env_error", "interrupted", "no_progress"]
@@ -156,8 +156,10 @@ class LoopEngine:
         step_n: int | None = None,
         timeout_s: float | None = None,
         clock: Callable[[], float] = time.time,
+        finish: Callable[[StepContext], None] | None = None,
     ) -> None:
         self.workflow = workflow
+        self.finish = finish  # run once before session_end when the loops completed (a final evaluation)
         self.session = session
         self.events = session.events
         self.loop_n = loop_n
@@ -214,6 +216,15 @@ class LoopEngine:
         stuck = no_progress(self._loop_failures) if status == "completed" else None
         if stuck is not None:
             status, message = "no_progress", stuck
+        if self.finish is not None and status in ("completed", "no_progress"):
+            try:
+                self.finish(ctx)
+            except KeyboardInterrupt as exc:
+                status, message = "interrupted", str(exc) or "interrupted by the user"
+            except Exception as exc:  # noqa: BLE001 - the loops' results stand; the finish step only adds
+                self.events.emit(Message(level="warning", text=f"{type(exc).__name__}: {exc}"[:500]))
+            finally:
+                state.elapsed_s = elapsed_before + (self.clock() - start)
         self.events.emit(SessionEnd(status=status, message=message))
         return RunSummary(status, state.loop_index, steps_run, message, failures)
 

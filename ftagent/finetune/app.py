@@ -308,7 +308,13 @@ def _run(session: Session, settings, run, runner, emit: SessionEmitter, planner:
                                                                inference=run.model.inference if run else None)
                                     if guards else None)
         total = options.loop_n or state.config.get("run", {}).get("loop_n") or 1
-        summary = LoopEngine(workflow, session, loop_n=total, step_n=options.step_n, timeout_s=timeout_s).run()
+        from ftagent.finetune.final import final_evaluation
+
+        def finish(ctx) -> None:  # FT_FINAL_EVAL: the best and the base model on the final item set
+            final_evaluation(session, settings, run, runner, ctx.emit, timeout=ctx.limit(ft.benchmark_timeout_s))
+
+        summary = LoopEngine(workflow, session, loop_n=total, step_n=options.step_n, timeout_s=timeout_s,
+                             finish=finish).run()
     finally:
         if gateway is not None:
             gateway.stop()

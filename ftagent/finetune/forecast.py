@@ -297,6 +297,22 @@ def memory_line(scenario, method: str) -> str:
     return first[0] if first else "no memory plan"
 
 
+def final_items(scenario, settings, assumptions: list[str]) -> int:
+    """Items per model the final evaluation runs (``FT_FINAL_EVAL=full`` with items beyond the test split;
+    0 otherwise: it then reuses the recorded test scores), said in ``assumptions``."""
+    from ftagent.core.paths import benchmark_data_dir
+    from ftagent.finetune.final import extra_items
+
+    if getattr(settings.ft, "final_eval", "full") != "full" or not settings.ft.file_path:
+        return 0
+    full_n, test_n = extra_items(benchmark_data_dir(Path(settings.ft.file_path).absolute(), scenario.benchmark))
+    if full_n <= test_n:
+        return 0
+    assumptions.append(f"the final evaluation scores the base and the best model on {full_n} items (every item "
+                       f"outside validation, {full_n - test_n} beyond the test split)")
+    return full_n
+
+
 def make_forecast(scenario, settings, train: TrainProbe, evaluation: EvalProbe, *, planner: str, loop_n: int,
                   timeout_s: float | None, baseline_needed: bool, probe_cost_s: float = 0.0,
                   recipe: dict[str, Any] | None = None, events: list[Any] | None = None) -> Forecast:
@@ -324,7 +340,7 @@ def make_forecast(scenario, settings, train: TrainProbe, evaluation: EvalProbe, 
                           baseline_needed=baseline_needed, memory=memory_line(scenario, plan.method),
                           llm=llm, timeout_s=timeout_s,
                           assumptions=assumptions, probe_cost_s=probe_cost_s, growth=growth,
-                          max_steps_cap=MAX_STEPS_CAP)
+                          max_steps_cap=MAX_STEPS_CAP, final_items=final_items(scenario, settings, assumptions))
 
 
 def session_forecast(scenario, settings, runner, run, events: list[Any], *, planner: str, loop_n: int,

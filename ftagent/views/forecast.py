@@ -59,6 +59,9 @@ def forecast_table_rows(f: Forecast) -> list[list[str]]:
     for lp in f.loops:
         rows.append([f"loop {lp.loop}", _dur(lp.other_s), _dur(lp.train_s), _dur(lp.eval_s), _dur(lp.llm_s),
                      _dur(lp.total_s)])
+    if f.final_eval_s is not None:  # FT_FINAL_EVAL=full: base + best on every item outside validation
+        rows.append([f"final evaluation ({f.final_items} items x 2 models)", "-", "-", _dur(f.final_eval_s), "-",
+                     _dur(f.final_eval_s)])
     rows.append(["total", "", "", "", "", _dur(f.total_s)])
     return rows
 
