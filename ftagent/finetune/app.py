@@ -303,7 +303,7 @@ def _run(session: Session, settings, run, runner, emit: SessionEmitter, planner:
                                     sota_min_delta=ft.sota_min_delta, workspace_root=_workspace_root(settings),
                                     sota_rule=ft.sota_rule, integrity=IntegrityGuard(
                                         state.scenario, input_columns=list(run.spec.input_columns) if run else None,
-                                        answer_field=run.spec.answer if run else "answer"),
+                                        answer_field=run.spec.output_column if run else "answer"),
                                     forgetting=ForgettingGuard(state.scenario, settings, runner, adapters=guards,
                                                                inference=run.model.inference if run else None)
                                     if guards else None)
