@@ -301,9 +301,8 @@ def _run(session: Session, settings, run, runner, emit: SessionEmitter, planner:
                                       llm_gateway_token=gateway.token if gateway else None, run=run)
         workflow = FinetuneWorkflow(state.scenario, components, coder_max_loop=ft.coder_max_loop,
                                     sota_min_delta=ft.sota_min_delta, workspace_root=_workspace_root(settings),
-                                    sota_rule=ft.sota_rule, integrity=IntegrityGuard(
-                                        state.scenario, input_columns=list(run.spec.input_columns) if run else None,
-                                        answer_field=run.spec.output_column if run else "answer"),
+                                    sota_rule=ft.sota_rule, integrity=IntegrityGuard.for_spec(
+                                        state.scenario, run.spec if run else None),
                                     forgetting=ForgettingGuard(state.scenario, settings, runner, adapters=guards,
                                                                inference=run.model.inference if run else None)
                                     if guards else None)

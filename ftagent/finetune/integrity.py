@@ -36,6 +36,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import ftagent
 from ftagent.benchmarks.baselines import answers_nearly_constant
@@ -200,6 +201,13 @@ class IntegrityGuard:
         self.answer_field = answer_field
         self.start_hashes: dict[str, str] | None = None
         self._items: dict[str, list[str]] | None = None
+
+    @classmethod
+    def for_spec(cls, scenario: ScenarioInfo, spec: Any = None) -> IntegrityGuard:
+        """The session's guard: the benchmark spec's input columns and gold field (None: looked up by key)."""
+        if spec is None:
+            return cls(scenario)
+        return cls(scenario, input_columns=list(spec.input_columns), answer_field=spec.output_column)
 
     def watched(self) -> list[Path]:
         return [self.data_dir, *evaluator_roots()]

@@ -469,3 +469,13 @@ def test_honest_eos_replaced_by_llamafactory_passes(world: World) -> None:
     assert world.guard.check(exp).flagged == []
     (Path(exp.artefacts["model"]) / "special_tokens_map.json").write_text(json.dumps({"eos_token": "118"}))
     assert "tokenizer" in _flags(world, exp)  # edited after the validated run: flagged
+
+
+def test_the_sessions_guard_reads_the_specs_columns(world: World) -> None:
+    """What llm_finetune builds (finetune/app.py): the resolved spec's input columns and gold field."""
+    from ftagent.benchmarks import get_benchmark
+
+    spec = get_benchmark("demo_add").spec
+    guard = IntegrityGuard.for_spec(world.scenario, spec)
+    assert guard.input_columns == list(spec.input_columns) and guard.answer_field == spec.output_column
+    assert IntegrityGuard.for_spec(world.scenario, None).answer_field == "answer"
