@@ -111,3 +111,29 @@ def test_step_events_carry_durations_and_status(tmp_path):
     ends = [e for e in read_events(session.events_path) if e.type == "step_end"]
     assert all(e.duration_s >= 0 and e.loop == 0 for e in ends)
     assert [e.status for e in ends if e.step == "validate"] == ["goto", "failed"]
+
+
+def test_finish_runs_once_before_session_end_of_a_completed_session_only(tmp_path):
+    """Issue 31 item 3: the final evaluation's hook; a crash in it is a warning, the loops' status stands."""
+    from ftagent.engine.events import Message
+
+    seen = []
+
+    def finish(ctx):
+        seen.append(ctx.session.state.loop_index)
+        ctx.emit(Message(text="final"))
+
+    engine, session = _engine(tmp_path, RecordingWorkflow(), loop_n=2, finish=finish)
+    assert engine.run().status == "completed" and seen == [2]
+    types = [(e.type, getattr(e, "text", "")) for e in read_events(session.events_path)]
+    assert types[-2:] == [("message", "final"), ("session_end", "")]
+    engine, _ = _engine(tmp_path / "b", RecordingWorkflow(), loop_n=5, step_n=3, finish=finish)
+    assert engine.run().status == "step_limit" and seen == [2]  # a session to be resumed: not yet
+
+    def crash(ctx):
+        raise RuntimeError("boom")
+
+    engine, session = _engine(tmp_path / "c", RecordingWorkflow(), loop_n=1, finish=crash)
+    assert engine.run().status == "completed"
+    warn = [e for e in read_events(session.events_path) if e.type == "message"]
+    assert warn and warn[-1].level == "warning" and "boom" in warn[-1].text
