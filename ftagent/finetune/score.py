@@ -80,16 +80,18 @@ def _is_session(folder: Path) -> bool:
 def _session_model(folder: Path) -> ModelRef:
     """The session's best model (UserInputError: no best model, or its folder is gone)."""
     from ftagent.finetune.export.bundle import default_target
-    from ftagent.finetune.export.facts import collect_facts
+    from ftagent.finetune.export.facts import collect_facts, load_state
 
     facts = collect_facts(folder, None)
+    # a user benchmark YAML is registered in the session's process only: its file, as --path resumes it
+    bench = (load_state(folder).config.get("run") or {}).get("benchmark_file") or facts.benchmark
     export = default_target(folder, facts.loop, adapter=False)
     if (export / "config.json").is_file():
         return ModelRef(given=str(folder), name=facts.base_model, path=export.absolute(), template=facts.template,
-                        benchmark=facts.benchmark, what=f"session {folder.name}, loop {facts.loop} (export {export})")
+                        benchmark=bench, what=f"session {folder.name}, loop {facts.loop} (export {export})")
     base = Path(facts.base_model_path) if facts.is_lora else None
     return ModelRef(given=str(folder), name=facts.base_model, path=Path(facts.model_path), base_path=base,
-                    template=facts.template, benchmark=facts.benchmark,
+                    template=facts.template, benchmark=bench,
                     what=f"session {folder.name}, loop {facts.loop} ({'LoRA adapter' if base else 'model'})")
 
 
