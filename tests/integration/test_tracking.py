@@ -1,10 +1,13 @@
 """Real LLaMA-Factory on CPU with FT_REPORT_TO=tensorboard: the loop's event files hold the training loss
 (LLaMA-Factory's TensorBoard callback) and ftagent's validation score (written after evaluation), read
-back with TensorBoard's own EventAccumulator in the tool env."""
+back with TensorBoard's own EventAccumulator in the tool env. The same for MLflow (its default local
+file store under the session, read back with MlflowClient) and wandb (offline, its run files under the
+session, read back record by record): issue 32 item 3."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -57,3 +60,67 @@ def test_tensorboard_holds_the_loss_and_the_validation_score(lf, tools_python: P
     assert scalars["ftagent/baseline_validation/accuracy"] == [[20, 12.5]]
     assert not any("test" in tag for tag in scalars)
     assert len(list(logdir.glob("events.out.tfevents.*"))) >= 2  # LLaMA-Factory's file and ftagent's, one run
+
+
+READ_MLFLOW = r"""
+import json, sys
+import mlflow
+client = mlflow.MlflowClient()
+runs = client.search_runs([client.get_experiment_by_name("ftagent").experiment_id],
+                          filter_string=f"tags.mlflow.runName = '{sys.argv[1]}'")
+out = {}
+for run in runs:
+    for key in run.data.metrics:
+        out[key] = [[m.step, m.value] for m in client.get_metric_history(run.info.run_id, key)]
+print(json.dumps({"runs": len(runs), "metrics": out}))
+"""
+READ_WANDB = Path(__file__).with_name("read_wandb_offline.py")
+
+
+@pytest.mark.parametrize("tracker", ["mlflow", "wandb"])
+def test_mlflow_and_wandb_hold_the_loss_and_the_validation_score(tracker: str, lf, tools_python: Path,  # noqa: F811
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """No server, no account: MLflow's file store and wandb's offline files under the session."""
+    root, scenario, runner = lf
+    monkeypatch.setenv("FT_REPORT_TO", tracker)
+    for name in [k for k in os.environ if k.startswith(("WANDB_", "MLFLOW_"))]:
+        monkeypatch.delenv(name)
+    settings = load_settings(file_path=str(root / "file_path"))
+    ws, report = validated_workspace(root, f"tracked_{tracker}", {
+        "template": "chatml", "cutoff_len": 64, "finetuning_type": "lora", "lora_rank": 8, "lora_target": "all",
+        "learning_rate": 2.0e-3, "per_device_train_batch_size": 16, "max_steps": 10, "logging_steps": 5,
+        "save_strategy": "no"}, scenario, settings, runner)
+    session_dir = root / "log" / f"2026-12-03_{tracker}"
+    ctx = EventCtx(session_dir, session_dir.name, 1)
+    trainer = LlamaFactoryTrainer(scenario, settings, runner)
+    result = trainer.train(CodeResult(workspace=str(ws)), report, ctx)
+    val = EvalResult(split="validation", benchmark="demo", core_metric="accuracy", score=37.5)
+    logged = trainer.log_scores(result, val, ctx, baseline=12.5)
+    assert logged is not None and logged.ok, (ws / "logs" / "track_scores.log").read_text()
+    losses = [p["loss"] for p in result.loss_history if p.get("loss")]
+    assert len(losses) == 2
+    if tracker == "mlflow":
+        store = session_dir / "mlruns"
+        env = {"MLFLOW_TRACKING_URI": store.as_uri(), "MLFLOW_ALLOW_FILE_STORE": "true"}
+        out = subprocess.run([str(tools_python), "-c", READ_MLFLOW, f"{session_dir.name}-loop1"], capture_output=True,
+                             text=True, timeout=300, env={**os.environ, **env})
+        assert out.returncode == 0, out.stderr
+        found = json.loads(out.stdout.strip().splitlines()[-1])
+        assert found["runs"] == 1  # the scores went into the training's run, not a second one
+        metrics = found["metrics"]
+        assert [s for s, _ in metrics["loss"]] == [5, 10]
+        assert [v for _, v in metrics["loss"]] == pytest.approx(losses, abs=1e-3)
+        assert metrics["ftagent_validation_accuracy"] == [[10, 37.5]]
+        assert metrics["ftagent_baseline_validation_accuracy"] == [[10, 12.5]]
+    else:
+        out = subprocess.run([str(tools_python), str(READ_WANDB), str(session_dir / "wandb")], capture_output=True,
+                             text=True, timeout=300)
+        assert out.returncode == 0, out.stderr
+        scalars = json.loads(out.stdout.strip().splitlines()[-1])
+        assert [s for s, _ in scalars["train/loss"]] == [5, 10]
+        assert [v for _, v in scalars["train/loss"]] == pytest.approx(losses, abs=1e-3)
+        assert scalars["ftagent/validation/accuracy"] == [[10, 37.5]]
+        assert scalars["ftagent/baseline_validation/accuracy"] == [[10, 12.5]]
+        runs = sorted(p.name for p in (session_dir / "wandb" / "wandb").glob("offline-run-*"))
+        assert len(runs) == 2 and all(f"-{session_dir.name}-loop1" in r for r in runs)  # one id: one run
+    assert not any("test" in key for key in (scalars if tracker == "wandb" else metrics))

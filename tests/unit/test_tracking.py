@@ -40,6 +40,11 @@ class _Recorder:
         return RunResult(exit_code=0, duration_s=0.1, log_file=str(log_file))
 
 
+def _lf(runner: _Recorder) -> dict:
+    """The training call (a tracked run starts with the tracker's check)."""
+    return next(c for c in runner.calls if c["cmd"][0] == "llamafactory-cli")
+
+
 class _Session:
     def __init__(self, d: Path) -> None:
         self.dir = d
@@ -79,14 +84,14 @@ def test_tensorboard_run_is_named_after_session_and_loop(tmp_path: Path, monkeyp
     ws, trainer, runner, report = _setup(tmp_path, monkeypatch, "tensorboard")
     ctx = _Ctx(tmp_path / "log" / "2026-12-03_sess")
     result = trainer.train(CodeResult(workspace=str(ws)), report, ctx)  # type: ignore[arg-type]
-    config = runner.calls[0]["config"]
+    config = _lf(runner)["config"]
     tb_dir = tmp_path / "log" / "2026-12-03_sess" / "tensorboard" / "loop_2"
     assert (config["report_to"], config["run_name"], config["logging_dir"]) == (
         "tensorboard", "2026-12-03_sess-loop2", str(tb_dir))
-    assert tb_dir.is_dir() and any(m.source == tb_dir and not m.read_only for m in runner.calls[0]["mounts"])
+    assert tb_dir.is_dir() and any(m.source == tb_dir and not m.read_only for m in _lf(runner)["mounts"])
     assert yaml.safe_load((ws / "train.yaml").read_text())["report_to"] == "none"  # as validated
     assert "report_to" not in result.config or result.config["report_to"] == "none"
-    assert not any(k.startswith("WANDB") for k in runner.calls[0]["env"])  # only the chosen tracker's vars
+    assert not any(k.startswith("WANDB") for k in _lf(runner)["env"])  # only the chosen tracker's vars
     # after evaluation: the validation score (not the test score) goes to the same run at the last step
     val = EvalResult(split="validation", benchmark="demo", core_metric="accuracy", score=42.5)
     trainer.log_scores(result, val, ctx, baseline=10.0)  # type: ignore[arg-type]
@@ -104,10 +109,10 @@ def test_wandb_secret_reaches_the_training_process_only(tmp_path: Path, monkeypa
     trainer.runner = recording
     ctx = _Ctx(tmp_path / "log" / "s1", session_id="s1", loop=0)
     result = trainer.train(CodeResult(workspace=str(ws)), report, ctx)  # type: ignore[arg-type]
-    env = runner.calls[0]["env"]
+    env = _lf(runner)["env"]
     assert env["WANDB_API_KEY"] == SECRET and env["WANDB_MODE"] == "offline" and env["WANDB_RUN_ID"] == "s1-loop0"
     assert "MLFLOW_TRACKING_URI" not in env
-    assert runner.calls[0]["config"]["report_to"] == "wandb"
+    assert _lf(runner)["config"]["report_to"] == "wandb"
     # never in what is persisted: the run config file, the result (snapshot), the run events
     persisted = (ws / "train.run.yaml").read_text() + result.model_dump_json() + "".join(
         e.model_dump_json() for e in events)
@@ -123,11 +128,11 @@ def test_wandb_secret_reaches_the_training_process_only(tmp_path: Path, monkeypa
 def test_mlflow_gets_its_uri_and_none_tracks_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     ws, trainer, runner, report = _setup(tmp_path, monkeypatch, "mlflow")
     trainer.train(CodeResult(workspace=str(ws)), report, None)
-    assert runner.calls[0]["env"]["MLFLOW_TRACKING_URI"] == f"file:{tmp_path}/mlruns"
-    assert runner.calls[0]["config"]["run_name"] == "loop_2"  # no session context: the workspace's name
+    assert _lf(runner)["env"]["MLFLOW_TRACKING_URI"] == f"file:{tmp_path}/mlruns"
+    assert _lf(runner)["config"]["run_name"] == "loop_2"  # no session context: the workspace's name
     ws2, trainer2, runner2, report2 = _setup(tmp_path / "b", monkeypatch, "none")
     result = trainer2.train(CodeResult(workspace=str(ws2)), report2, None)
-    assert "run_name" not in runner2.calls[0]["config"] and runner2.calls[0]["config"]["report_to"] == "none"
+    assert "run_name" not in _lf(runner2)["config"] and _lf(runner2)["config"]["report_to"] == "none"
     assert trainer2.log_scores(result, EvalResult(split="validation", benchmark="d", core_metric="a", score=1.0),
                                None) is None
     assert len(runner2.calls) == 1
@@ -197,3 +202,67 @@ def test_the_workflow_logs_the_validation_score_only_and_a_tracker_failure_is_a_
         assert trainer.logged == [] and warnings == ["tracker: validation score not logged: tracker down"]
     else:
         assert trainer.logged == [("validation", 50.0, 5.0)] and warnings == []  # never the test split's 40.0
+
+
+class _ToolPython(_Recorder):
+    """Runs the tracker check for real, with this interpreter as the tool env's python (no mlflow, no wandb)."""
+
+    def run(self, cmd, *, tool, workdir, env=None, mounts=None, gpus=None, timeout=None, log_file=None, stop=None):
+        if cmd[0] != "python":
+            return super().run(cmd, tool=tool, workdir=workdir, env=env, mounts=mounts, timeout=timeout,
+                               log_file=log_file)
+        import os
+        import subprocess
+        import sys
+
+        self.calls.append({"cmd": cmd, "env": dict(env or {}), "mounts": mounts or []})
+        Path(log_file).parent.mkdir(parents=True, exist_ok=True)
+        with open(log_file, "w") as out:
+            code = subprocess.run([sys.executable, *cmd[1:]], cwd=workdir, env={**os.environ, **(env or {})},
+                                  stdout=out, stderr=subprocess.STDOUT, timeout=120).returncode
+        return RunResult(exit_code=code, duration_s=0.1, log_file=str(log_file))
+
+
+@pytest.mark.parametrize("tracker", ["mlflow", "wandb"])
+def test_a_tracker_that_cannot_start_is_a_config_error_before_training(tracker: str, tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 32 item 3: the library missing was [train/UNKNOWN] AttributeError '_auto_end_run' from
+    transformers' MLflowCallback; now one CONFIG error naming the cause, and no training starts."""
+    import importlib.util
+
+    from ftagent.core.errors import ErrorType, StepError
+
+    for mod in ("mlflow", "wandb"):
+        if importlib.util.find_spec(mod) is not None:
+            pytest.skip(f"{mod} is importable here: this test needs an interpreter without it")
+    ws, trainer, _, report = _setup(tmp_path, monkeypatch, tracker)
+    runner = trainer.runner = _ToolPython()
+    with pytest.raises(StepError) as err:
+        trainer.train(CodeResult(workspace=str(ws)), report, _Ctx(tmp_path / "log" / "s"))  # type: ignore[arg-type]
+    assert err.value.error_type == ErrorType.CONFIG
+    assert f"FT_REPORT_TO={tracker} cannot start" in str(err.value)
+    assert f"No module named '{tracker}'" in str(err.value)
+    assert "FT_REPORT_TO=none" in (err.value.suggestion or "")
+    assert not any(c["cmd"][0] == "llamafactory-cli" for c in runner.calls)  # nothing trained
+
+
+def test_default_stores_are_local_and_offline_and_checked_once(tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without any MLFLOW_*/WANDB_* setting: MLflow's file store and wandb's offline files in the session."""
+    for tracker in ("mlflow", "wandb"):
+        ws, trainer, runner, report = _setup(tmp_path / tracker, monkeypatch, tracker)
+        for name in ("WANDB_API_KEY", "WANDB_MODE", "MLFLOW_TRACKING_URI"):
+            monkeypatch.delenv(name)
+        session = tmp_path / tracker / "log" / "s"
+        for _ in range(2):  # a second full run of the same trainer is not checked again
+            trainer.train(CodeResult(workspace=str(ws)), report, _Ctx(session))  # type: ignore[arg-type]
+        checks = [c for c in runner.calls if c["cmd"][2] == "check"]
+        assert len(checks) == 1 and checks[0]["cmd"][3] == tracker
+        env = _lf(runner)["env"]
+        if tracker == "mlflow":
+            assert env["MLFLOW_TRACKING_URI"] == (session / "mlruns").as_uri()
+            assert env["MLFLOW_ALLOW_FILE_STORE"] == "true" and env["MLFLOW_EXPERIMENT_NAME"] == "ftagent"
+        else:
+            assert env["WANDB_MODE"] == "offline" and env["WANDB_DIR"] == str(session / "wandb")
+        store = session / ("mlruns" if tracker == "mlflow" else "wandb")
+        assert any(m.source == store and not m.read_only for m in _lf(runner)["mounts"])

@@ -2,7 +2,13 @@
 
 * :func:`tracking_run` names the loop's run ``<session>-loop<n>``; for TensorBoard its event files go to
   ``LOG_PATH/<session>/tensorboard/loop_<n>`` (``tensorboard --logdir LOG_PATH/<session>/tensorboard``
-  shows every loop of a session side by side).
+  shows every loop of a session side by side). Unless the user points them elsewhere, MLflow keeps a
+  local file store in ``LOG_PATH/<session>/mlruns`` (``mlflow ui --backend-store-uri ...``) and wandb
+  runs offline into ``LOG_PATH/<session>/wandb`` (``wandb sync``): a tracker needs no server and no
+  account, and a machine without network still trains (issue 32 item 3).
+* :func:`check_tracker` starts the tracker once before the first full training: a tracker that cannot
+  start (library missing, a store that cannot be opened) is one CONFIG step error naming its cause,
+  not a training run that fails in transformers' callback as UNKNOWN.
 * :func:`config_overrides` is what the trainer adds to the *full* run's config only (``report_to``,
   ``run_name``, ``logging_dir``): the micro-batch run of the validator stays ``report_to: none``, so a
   tracker sees one run per loop, not one per validation round.
@@ -41,6 +47,7 @@ class TrackingRun(BaseModel):
     report_to: ReportTo
     run_name: str
     logging_dir: str  # TensorBoard event files (LLaMA-Factory's and ftagent's scalars)
+    store_dir: str = ""  # the tracker's own files by default: the MLflow file store, wandb's offline runs
 
 
 def run_name_of(session_id: str, loop: int | None) -> str:
@@ -58,10 +65,14 @@ def tracking_run(report_to: str, workspace: Path, ctx: StepContext | None) -> Tr
         loop = ctx.loop.index
         name = run_name_of(ctx.state.session_id, loop)
         logging_dir = Path(ctx.session.dir) / "tensorboard" / f"loop_{loop}"
+        root = Path(ctx.session.dir)
     else:
         name = run_name_of(Path(workspace).name, None)
         logging_dir = Path(workspace) / "tensorboard"
-    return TrackingRun(report_to=report_to, run_name=name, logging_dir=str(Path(logging_dir).absolute()))
+        root = Path(workspace)
+    store = {"mlflow": root / "mlruns", "wandb": root / "wandb"}.get(report_to, logging_dir)
+    return TrackingRun(report_to=report_to, run_name=name, logging_dir=str(Path(logging_dir).absolute()),
+                       store_dir=str(Path(store).absolute()))
 
 
 def config_overrides(run: TrackingRun | None) -> dict[str, str]:
@@ -75,6 +86,10 @@ def tracker_env(run: TrackingRun | None, source: dict[str, str] | None = None) -
     """The tracker's variables from ``source`` (default ``os.environ``) for the training process.
 
     For wandb the run id is the run name (``WANDB_RUN_ID``), so :func:`log_scores` can reopen the run.
+    Defaults where the user set nothing: MLflow's local file store under the session
+    (``MLFLOW_TRACKING_URI=file:...``; MLflow 3 refuses a file store unless ``MLFLOW_ALLOW_FILE_STORE`` is
+    set, mlflow ``store/tracking/file_store.py``; experiment ``ftagent``), wandb offline (``WANDB_MODE=offline`` unless a
+    ``WANDB_API_KEY`` is given) with its files under the session (``WANDB_DIR``).
     """
     if run is None:
         return {}
@@ -82,6 +97,15 @@ def tracker_env(run: TrackingRun | None, source: dict[str, str] | None = None) -
     env = {k: v for k, v in source.items() if k.startswith(_ENV_PREFIXES[run.report_to])}
     if run.report_to == "wandb":
         env.setdefault("WANDB_RUN_ID", run.run_name)
+        env.setdefault("WANDB_DIR", run.store_dir)
+        if not env.get("WANDB_API_KEY"):
+            env.setdefault("WANDB_MODE", "offline")
+    elif run.report_to == "mlflow" and "MLFLOW_TRACKING_URI" not in env:
+        env["MLFLOW_TRACKING_URI"] = Path(run.store_dir).as_uri()
+        env.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
+        # a named experiment: transformers' callback creates it (set_experiment); the store's folder exists
+        # already (a mount), and MLflow's FileStore creates its "Default" experiment only in a new folder
+        env.setdefault("MLFLOW_EXPERIMENT_NAME", "ftagent")
     return env
 
 
@@ -89,8 +113,10 @@ def tracker_mounts(run: TrackingRun | None) -> list[Mount]:
     """The writable folders a tracked run needs besides the workspace (TensorBoard's log dir)."""
     if run is None:
         return []
-    Path(run.logging_dir).mkdir(parents=True, exist_ok=True)
-    return [Mount(source=Path(run.logging_dir), read_only=False)]
+    folders = dict.fromkeys([Path(run.logging_dir), Path(run.store_dir or run.logging_dir)])
+    for folder in folders:
+        folder.mkdir(parents=True, exist_ok=True)
+    return [Mount(source=folder, read_only=False) for folder in folders]
 
 
 SCRIPT = Path(__file__).with_name("tracking_script.py")
@@ -104,6 +130,25 @@ def score_scalars(core_metric: str, score: float | None, baseline: float | None 
     if baseline is not None:
         out[f"ftagent/baseline_validation/{core_metric}"] = float(baseline)
     return out
+
+
+def check_tracker(run: TrackingRun, runner: Runner, *, workdir: Path, log_file: Path,
+                  timeout: float = 300.0) -> str | None:
+    """Start the tracker the way the training will (its library, its store, its mode) and stop it.
+
+    Returns None when it starts, else its cause (the script's last error line), for a CONFIG error.
+    """
+    cmd = ["python", str(SCRIPT), "check", run.report_to, run.run_name, run.logging_dir]
+    result = runner.run(cmd, tool="train", workdir=workdir, env=tracker_env(run),
+                        mounts=[Mount(source=SCRIPT.parent), Mount(source=Path(workdir), read_only=False),
+                                *tracker_mounts(run)],
+                        timeout=timeout, log_file=log_file)
+    if result.ok:
+        return None
+    text = Path(result.log_file).read_text(encoding="utf-8", errors="replace") if result.log_file else ""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    cause = next((ln for ln in reversed(lines) if "Error" in ln or "Exception" in ln), lines[-1] if lines else "")
+    return cause[:500] or f"exit code {result.exit_code}"
 
 
 def log_scores(run: TrackingRun, scalars: dict[str, float], step: int, runner: Runner, *, workdir: Path,

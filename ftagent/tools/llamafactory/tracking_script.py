@@ -2,6 +2,8 @@
 
 ``python tracking_script.py REPORT_TO RUN_NAME LOGGING_DIR STEP JSON_SCALARS``. A script, not an import of
 ftagent: the tracker libraries (and torch, for TensorBoard's writer) live in the tool env only.
+``python tracking_script.py check REPORT_TO RUN_NAME LOGGING_DIR``: import the tracker and open its store
+as the training's callback will (exit 1 with the cause when it cannot), logging nothing.
 
 * tensorboard: a second event file in the run's ``logging_dir`` (the one LLaMA-Factory's
   ``TensorBoardCallback`` writes), so the scores show in the same run as the loss;
@@ -15,8 +17,33 @@ import os
 import sys
 
 
+def check(report_to: str) -> int:
+    """The tracker can start: its library imports and its store opens (nothing is logged)."""
+    if report_to == "tensorboard":
+        from torch.utils.tensorboard import SummaryWriter  # noqa: F401
+    elif report_to == "wandb":
+        import wandb
+
+        wandb.Settings(mode=os.environ.get("WANDB_MODE") or "online")  # a bad WANDB_MODE fails here
+        if getattr(wandb, "run", "missing") == "missing":  # what transformers' is_wandb_available checks
+            raise ImportError("wandb imports but is incomplete (no wandb.run)")
+    elif report_to == "mlflow":
+        import mlflow
+
+        mlflow.MlflowClient().search_experiments(max_results=1)  # opens the store
+        if os.environ.get("MLFLOW_EXPERIMENT_NAME"):
+            mlflow.set_experiment(os.environ["MLFLOW_EXPERIMENT_NAME"])  # as transformers' callback will
+    else:
+        print(f"unknown tracker {report_to!r}", file=sys.stderr)
+        return 2
+    print("tracker", report_to, "can start", flush=True)
+    return 0
+
+
 def main(argv: list[str]) -> int:
     """Write the scalars; exit 2 on a malformed command line."""
+    if len(argv) == 4 and argv[0] == "check":
+        return check(argv[1])
     if len(argv) != 5:
         print(__doc__, file=sys.stderr)
         return 2

@@ -149,6 +149,7 @@ class LlamaFactoryTrainer:
         self.scenario = scenario
         self.settings = settings
         self.runner = runner
+        self._tracker_started = False  # check_tracker passed once: the tracker's library and store work
 
     @staticmethod
     def _apply_ray(config: dict[str, Any], config_path: Path, env: dict[str, str]) -> Path:
@@ -218,6 +219,21 @@ class LlamaFactoryTrainer:
                      "loss_history": _sampled([p.model_dump() for p in points]),  # the planner's loss table
                      "log_file": result.log_file, "trainer_log": str(output_dir / "trainer_log.jsonl")})
 
+    def _start_tracker(self, run: tracking.TrackingRun | None, workspace: Path) -> None:
+        """Before the first full training: a tracker that cannot start is a CONFIG error with its cause
+        (issue 32 item 3: a missing mlflow failed inside transformers' callback as UNKNOWN)."""
+        if run is None or self._tracker_started:
+            return
+        cause = tracking.check_tracker(run, self.runner, workdir=workspace,
+                                       log_file=workspace / "logs" / "tracker_check.log")
+        if cause is not None:
+            raise StepError(f"experiment tracker FT_REPORT_TO={run.report_to} cannot start: {cause}",
+                            error_type=ErrorType.CONFIG, log_tail=cause,
+                            suggestion=f"Install {run.report_to} in the tool env (`ftagent env setup`), fix its "
+                                       "settings, or set FT_REPORT_TO=none; the training config is not the cause.",
+                            details={"report_to": run.report_to})
+        self._tracker_started = True
+
     def log_scores(self, model: TrainResult, validation: EvalResult | None, ctx: StepContext | None,
                    baseline: float | None = None) -> RunResult | None:
         """Add ftagent's validation score to the loop's tracker run (``FT_REPORT_TO``; no-op when off).
@@ -247,6 +263,7 @@ class LlamaFactoryTrainer:
         output_dir = Path(config.get("output_dir") or workspace / "output")
         timeout = ctx.limit(self.settings.ft.full_timeout) if ctx else float(self.settings.ft.full_timeout)
         run = tracking.tracking_run(self.settings.ft.report_to, workspace, ctx)
+        self._start_tracker(run, workspace)
         env = lf_env(workspace, {**system_env(scenario.hardware), **launch_env(scenario.hardware, config),
                                  **tracking.tracker_env(run)})
         watch = DivergenceWatch(EarlyStopRule.from_settings(self.settings.ft))
