@@ -126,8 +126,12 @@ def _print_forecast(options: FinetuneOptions) -> None:
 
     from ftagent.finetune.plan import plan_finetune
     from ftagent.views.forecast import print_forecast
+    from ftagent.views.heartbeat import Heartbeat
 
-    print_forecast(plan_finetune(options), Console(width=140))
+    status = Console(stderr=True, width=140)  # progress on stderr: stdout holds only the forecast
+    with Heartbeat(lambda text: status.print(text, markup=False, highlight=False, soft_wrap=True)) as beat:
+        forecast = plan_finetune(options, progress=beat.stage)
+    print_forecast(forecast, Console(width=140))
 
 
 def _print_launch_plan(base_model: str | None, hardware: str, *, benchmark: str | None, as_json: bool) -> None:

@@ -12,8 +12,11 @@ OpenCompass run gives its fixed cost and the cost per item. Here they are only s
 from __future__ import annotations
 
 import math
+import time
 
 from pydantic import BaseModel, Field
+
+from ftagent.core.durations import format_duration
 
 
 class TrainProbe(BaseModel):
@@ -26,6 +29,7 @@ class TrainProbe(BaseModel):
     revalidate_s: float | None = None  # a later loop's: the validator keeps its template check for the session
     steps: int
     measured_at: float = 0.0
+    load: str = ""  # the machine's CPUs and load band the measurement was made under ("2 cpus, busy")
 
 
 class EvalProbe(BaseModel):
@@ -36,6 +40,7 @@ class EvalProbe(BaseModel):
     s_per_item: float
     items: int
     measured_at: float = 0.0
+    load: str = ""
     source: str = "baseline run"  # or "cached baseline (its recorded wall time, not split by item)"
 
 
@@ -111,6 +116,7 @@ class Forecast(BaseModel):
     train_probe: TrainProbe | None = None
     eval_probe: EvalProbe | None = None
     probe_cost_s: float = 0.0  # wall time this forecast spent measuring (0 when every number was cached)
+    made_at: float = Field(default_factory=time.time)  # a cached probe's age = made_at - its measured_at
 
     @property
     def total_s(self) -> float:
@@ -126,6 +132,25 @@ class Forecast(BaseModel):
         if self.timeout_s is None or not self.loops:
             return None
         return max(0.0, self.timeout_s - (self.baseline_eval_s or 0.0)) / len(self.loops)
+
+
+def what_would_fit(f: Forecast) -> str | None:
+    """When the forecast does not fit ``--timeout``: how many loops would, and what timeout all of them need
+    (whole minutes, rounded up). None when it fits or there is no timeout."""
+    if f.fits_timeout is not False or f.timeout_s is None:
+        return None
+    spent, fitting = (f.baseline_eval_s or 0.0) + (f.final_eval_s or 0.0), 0
+    for lp in f.loops:
+        if spent + lp.total_s > f.timeout_s:
+            break
+        spent, fitting = spent + lp.total_s, fitting + 1
+    need = format_duration(math.ceil(f.total_s / 60.0) * 60.0)
+    loops = len(f.loops)
+    if fitting:
+        return (f"--loop-n {fitting} would fit in {format_duration(f.timeout_s)}, or --timeout {need} for "
+                f"{loops} loop{'s' if loops > 1 else ''}")
+    one = format_duration(math.ceil((spent + (f.loops[0].total_s if f.loops else 0.0)) / 60.0) * 60.0)
+    return f"not even one loop fits in {format_duration(f.timeout_s)}: --timeout {one} for 1 loop, {need} for {loops}"
 
 
 def train_seconds(probe: TrainProbe, plan: TrainPlan) -> float:

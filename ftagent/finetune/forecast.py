@@ -4,17 +4,21 @@
   planner the same default plan, stated as an assumption) goes through the real code → data (debug)
   → validate steps in a scratch workspace under ``FT_FILE_PATH/forecast/``; the validator's
   micro-batch run is lengthened to ``PROBE_STEPS`` so ``train_runtime ÷ steps`` is a steady s/step.
-  The result is cached per (model, method, cutoff, batch, hardware), so a second forecast is instant.
+  The result is cached per (model, method, cutoff, batch, hardware, CPU count and load band), so a
+  second forecast is instant; a cached measurement older than ``PROBE_MAX_AGE_S`` (24 h) or made under
+  another load band is measured again (issue 32 item 5: a probe from a busier machine a minute earlier
+  made a forecast 68 % high).
 * **Evaluation**: the baseline OpenCompass run (both splits) read back from its events: the span of
   its inference progress gives s/item, the rest is its fixed cost (start-up + scoring). ``ftagent plan``
   runs the baseline itself (it is cached by model and benchmark, so the session then reuses it); a
-  session reads its own baseline. Cached per (model, benchmark, hardware).
+  session reads its own baseline. Cached per (model, benchmark, hardware, load), with the same expiry.
 
 Nothing here writes into a session folder except :func:`record_forecast`'s one event.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -26,6 +30,8 @@ from typing import Any
 from ftagent.core.forecast import EvalProbe, Forecast, LLMForecast, TrainPlan, TrainProbe, build_forecast
 
 PROBE_STEPS = 10  # micro-batch steps of the probe (the validator's own check runs 3)
+PROBE_MAX_AGE_S = 24 * 3600.0  # a cached probe older than this is measured again (a day: drivers, thermals, load)
+LOAD_BANDS = ((0.5, "idle"), (1.0, "busy"), (2.0, "loaded"))  # 1-min load average per CPU, upper bounds; above: overloaded
 COMPLETION_TOKENS = 1500  # assumed reply size of one planner call (replies are not known before)
 LLM_CALL_S = 60.0  # assumed wall time of one planner call when none was measured (a long reply at ~30 tokens/s)
 LLM_PROMPTS = {"propose": ["proposal_system.j2", "proposal_user.j2"], "code": ["data_coder.j2", "config_coder.j2"],
@@ -58,13 +64,43 @@ def _store(file_path: str | Path, key: str, value: dict[str, Any]) -> None:
     tmp.replace(path)
 
 
+def _fresh(entry: dict[str, Any] | None, now: float | None = None) -> dict[str, Any] | None:
+    """``entry`` when it was measured less than ``PROBE_MAX_AGE_S`` ago (None: absent, expired, undated)."""
+    if not entry or not entry.get("measured_at"):
+        return None
+    age = (time.time() if now is None else now) - float(entry["measured_at"])
+    return entry if 0 <= age < PROBE_MAX_AGE_S else None
+
+
+def cached_probe(file_path: str | Path, key: str) -> dict[str, Any] | None:
+    """The cached measurement under ``key`` if still fresh."""
+    return _fresh(_load_cache(file_path).get(key))
+
+
+@functools.cache
+def machine_load() -> str:
+    """The CPUs this process may use and their 1-min load average per CPU, as a band ("2 cpus, busy").
+
+    Sampled once per process, at the start-up's first call (``FinetuneScenario.prepare``), so ``plan``
+    and the session after it key the cache by the load they started under, not by their own baseline's.
+    """
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    try:
+        per_cpu = os.getloadavg()[0] / max(1, cpus)
+    except OSError:  # no load average on this platform
+        return f"{cpus} cpus"
+    band = next((name for bound, name in LOAD_BANDS if per_cpu < bound), "overloaded")
+    return f"{cpus} cpus, {band}"
+
+
 def _hardware_key(scenario) -> str:
     gpus = [g.name for g in scenario.hardware.gpus] if scenario.hardware.gpus else []
-    return ",".join(gpus) if gpus else f"cpu, OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', '?')}"
+    where = ",".join(gpus) if gpus else f"cpu, OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', '?')}"
+    return f"{where}; {machine_load()}"
 
 
 def train_key(scenario, recipe: dict[str, Any]) -> str:
-    """The cache key of a training probe: model, method, cutoff, batch, LoRA rank, hardware."""
+    """The cache key of a training probe: model, method, cutoff, batch, LoRA rank, hardware and load."""
     parts = [scenario.base_model, recipe.get("finetuning_type"), recipe.get("cutoff_len"),
              recipe.get("per_device_train_batch_size"), recipe.get("gradient_accumulation_steps"),
              recipe.get("lora_rank"), _hardware_key(scenario)]
@@ -72,7 +108,7 @@ def train_key(scenario, recipe: dict[str, Any]) -> str:
 
 
 def eval_key(scenario) -> str:
-    """The cache key of an evaluation probe: model, benchmark, hardware."""
+    """The cache key of an evaluation probe: model, benchmark, hardware and load."""
     parts = [scenario.base_model, scenario.benchmark, _hardware_key(scenario)]
     return "eval:" + hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:16]
 
@@ -116,7 +152,7 @@ def measure_training(scenario, settings, runner, run=None, *, recipe: dict[str, 
     """
     recipe = recipe or first_recipe(scenario)
     key = train_key(scenario, recipe)
-    cached = _load_cache(settings.ft.file_path).get(key) if use_cache else None
+    cached = cached_probe(settings.ft.file_path, key) if use_cache else None
     if cached:
         return TrainProbe(**cached), 0.0
     from ftagent.core.trace import Trace
@@ -160,7 +196,7 @@ def measure_training(scenario, settings, runner, run=None, *, recipe: dict[str, 
     template_s = max(0.0, checks_s - wall)  # the template check (and config checks): loop 0 only
     probe = TrainProbe(key=key, s_per_step=round(s_per_step, 4), startup_s=round(startup_s, 2),
                        validate_s=round(data_s + template_s + micro_s, 2), revalidate_s=round(data_s + micro_s, 2),
-                       steps=steps, measured_at=time.time())
+                       steps=steps, measured_at=time.time(), load=machine_load())
     _store(settings.ft.file_path, key, probe.model_dump())
     return probe, time.monotonic() - started
 
@@ -188,7 +224,7 @@ def eval_probe_from_events(events: list[Any], key: str = "") -> EvalProbe | None
     span = (max(e["ts"] for e in infer) - min(e["ts"] for e in infer)) if infer else 0.0
     per_item = span / n if n else 0.0
     return EvalProbe(key=key, fixed_s=round(max(0.0, wall - span), 2), s_per_item=round(per_item, 5),
-                     items=n, measured_at=time.time())
+                     items=n, measured_at=time.time(), load=machine_load())
 
 
 def evaluation_cost(settings, scenario, events: list[Any]) -> EvalProbe | None:
@@ -209,7 +245,7 @@ def evaluation_cost(settings, scenario, events: list[Any]) -> EvalProbe | None:
 
 
 def cached_eval(settings, scenario) -> EvalProbe | None:
-    cached = _load_cache(settings.ft.file_path).get(eval_key(scenario))
+    cached = cached_probe(settings.ft.file_path, eval_key(scenario))
     return EvalProbe(**cached) if cached else None
 
 

@@ -10,14 +10,18 @@ the training probe runs (:mod:`ftagent.finetune.forecast`). Both measurements ar
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from ftagent.core.durations import parse_duration
 from ftagent.core.forecast import Forecast
 from ftagent.core.trace import Trace
 
 
-def plan_finetune(options) -> Forecast:
+def plan_finetune(options, progress: Callable[[str], None] | None = None) -> Forecast:
     """The forecast for ``options`` (:class:`~ftagent.finetune.app.FinetuneOptions`).
+
+    ``progress`` is told each stage as it starts (the CLI's heartbeat: the baseline and the probe take
+    minutes on a real model).
 
     Raises:
         UserInputError: bad options (exit 2), as ``llm_finetune``.
@@ -27,13 +31,22 @@ def plan_finetune(options) -> Forecast:
     from ftagent.core.registry import load_object
     from ftagent.core.settings import load_settings
     from ftagent.finetune.app import choose_planner
-    from ftagent.finetune.forecast import evaluation_cost, make_forecast, measure_training
+    from ftagent.finetune.forecast import (
+        PROBE_MAX_AGE_S,
+        cached_probe,
+        evaluation_cost,
+        first_recipe,
+        make_forecast,
+        measure_training,
+        train_key,
+    )
     from ftagent.finetune.startup import construct, resolve_run
     from ftagent.runners.factory import get_runner
     from ftagent.runners.recording import RecordingRunner
 
     if options.path is not None:
         raise UserInputError("ftagent plan forecasts a new session: --path (resume) is not supported")
+    say = progress or (lambda _text: None)
     started = time.monotonic()
     timeout_s = parse_duration(options.timeout) if options.timeout else None
     settings = load_settings(target_benchmark=options.benchmark, base_model=options.base_model,
@@ -45,11 +58,16 @@ def plan_finetune(options) -> Forecast:
     events: list = []
     runner = RecordingRunner(get_runner(settings), on_run=events.append)
     builder = construct(load_object(settings.ft.scen), settings, runner, events.append, optional={"run": run})
+    say("preparing: base model, datasets, benchmark data, catalogues")
     scenario = builder.build(builder.prepare())
+    say("evaluating the base model (the baseline: one OpenCompass run, cached by model and benchmark)")
     builder.baseline(scenario, Trace(), lambda s: s)  # cached by model and benchmark: the session reuses it
     evaluation = evaluation_cost(settings, scenario, events)
     if evaluation is None:
         raise EnvironmentFailure("the baseline evaluation gave no timing to forecast from")
+    if cached_probe(settings.ft.file_path, train_key(scenario, first_recipe(scenario))) is None:
+        say(f"measuring the training speed (a short LLaMA-Factory run of the first recipe; cached for "
+            f"{PROBE_MAX_AGE_S / 3600:.0f} h under this load)")
     try:
         train, _ = measure_training(scenario, settings, runner, run)
     except RuntimeError as exc:

@@ -81,9 +81,11 @@ class FinetuneScenario:
     def prepare(self) -> Prepared:
         """Base model, datasets and benchmark data (UserInputError / EnvironmentFailure on bad input)."""
         from ftagent.datasets.prepare import prepare_datasets
+        from ftagent.finetune.forecast import machine_load
         from ftagent.models.builtin import resolve_base_model
         from ftagent.tools.opencompass.runs import prepare_benchmark
 
+        machine_load()  # sampled before this start-up's own work: the forecast's cache key (plan = session)
         ft = self.settings.ft
         file_path = Path(ft.file_path).absolute()
         file_path.mkdir(parents=True, exist_ok=True)

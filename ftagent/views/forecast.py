@@ -7,7 +7,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from ftagent.core.durations import format_duration
-from ftagent.core.forecast import Forecast, percent_error
+from ftagent.core.forecast import EvalProbe, Forecast, TrainProbe, percent_error, what_would_fit
 from ftagent.views.session import SessionView
 
 
@@ -24,17 +24,27 @@ def _dur(seconds: float | None) -> str:
     return "-" if seconds is None else format_duration(seconds)
 
 
+def measured_when(f: Forecast, probe: TrainProbe | EvalProbe) -> str:
+    """"measured now" or a cached measurement's age, with the load it was made under."""
+    age = f.made_at - probe.measured_at if probe.measured_at else None
+    when = ("measured now" if age is not None and age < 60 + f.probe_cost_s else
+            f"cached, measured {format_duration(age)} ago" if age is not None else "cached, age unknown")
+    return when + (f" under {probe.load}" if probe.load else "")
+
+
 def forecast_lines(f: Forecast) -> list[str]:
     """The forecast as plain lines (the CLI prints them under its table; the brief quotes some)."""
     lines = [f"planner: {f.planner}; memory plan: {f.memory}"]
     if f.train_probe is not None:
-        lines.append(f"training speed (measured, {f.train_probe.steps} steps): {f.train_probe.s_per_step:.3f} s/step, "
+        lines.append(f"training speed ({measured_when(f, f.train_probe)}, {f.train_probe.steps} steps): "
+                     f"{f.train_probe.s_per_step:.3f} s/step, "
                      f"run start-up {f.train_probe.startup_s:.1f} s; {f.plan.steps} steps in loop 0"
                      + (f"; one epoch of {f.plan.rows} rows = {_dur(f.s_per_epoch)}" if f.s_per_epoch else ""))
     if f.eval_probe is not None and not f.eval_probe.items:
         lines.append(f"evaluation: {f.eval_probe.fixed_s:.1f} s per run ({f.eval_probe.source})")
     elif f.eval_probe is not None:
-        lines.append(f"evaluation (measured): {f.eval_probe.items} items x {f.eval_probe.s_per_item * 1000:.1f} ms "
+        lines.append(f"evaluation ({measured_when(f, f.eval_probe)}): {f.eval_probe.items} items x "
+                     f"{f.eval_probe.s_per_item * 1000:.1f} ms "
                      f"+ {f.eval_probe.fixed_s:.1f} s fixed (OpenCompass start-up and scoring)")
     cost = "unknown price" if f.llm.cost_usd is None else f"${f.llm.cost_usd:.4f}"
     lines.append(f"LLM: {f.llm.calls} calls, {f.llm.prompt_tokens + f.llm.completion_tokens:,} tokens "
@@ -45,6 +55,9 @@ def forecast_lines(f: Forecast) -> list[str]:
     fit = f.fits_timeout
     lines.append(f"total: {_dur(f.total_s)}"
                  + ("" if fit is None else f"; --timeout {_dur(f.timeout_s)}: " + ("fits" if fit else "does NOT fit")))
+    advice = what_would_fit(f)
+    if advice:
+        lines.append(f"what would fit: {advice}")
     if f.probe_cost_s:
         lines.append(f"this forecast took {_dur(f.probe_cost_s)} to make (its measurements are cached for the next one)")
     lines += [f"assumption: {a}" for a in f.assumptions]
