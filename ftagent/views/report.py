@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field
 
 from ftagent.core.durations import format_duration
 from ftagent.core.errors import EnvironmentFailure
+from ftagent.core.forgetting import GuardResult
 from ftagent.core.stats import Difference, interval_line
 from ftagent.engine.session import write_atomic
 from ftagent.views.commands import cli_command
@@ -31,6 +32,7 @@ class LoopRow(BaseModel):
     duration_s: float = 0.0
     contamination: list[dict[str, Any]] = Field(default_factory=list)  # each data set's scan: rows, flagged
     integrity: list[dict[str, Any]] | None = None  # the integrity guard's checks: name, passed, detail (None: not run)
+    forgetting: list[GuardResult] | None = None  # the forgetting guard's verdicts (None: not run for this loop)
 
 
 class Report(BaseModel):
@@ -113,7 +115,9 @@ def _row(lp: LoopView) -> LoopRow:
                    duration_s=(lp.end or {}).get("duration_s", 0.0),
                    contamination=[{k: e.get(k) for k in ("dataset", "rows_checked", "items_checked", "flagged_rows",
                                                           "passed")} for e in lp.contamination],
-                   integrity=list(lp.integrity.get("checks") or []) if lp.integrity else None)
+                   integrity=list(lp.integrity.get("checks") or []) if lp.integrity else None,
+                   forgetting=[GuardResult.model_validate(g) for g in lp.forgetting.get("results") or []]
+                   if lp.forgetting else None)
 
 
 def export_command(session_dir: str | Path) -> str:
@@ -147,7 +151,7 @@ def render_markdown(r: Report) -> str:
            "saved"] if r.early_stops else []),
         *([f"- contamination scans: {len(scans)} data set(s), "
            f"{sum(1 for s in scans if not s.get('passed'))} holding benchmark items"] if scans else []),
-        *_integrity(r), "",
+        *_integrity(r), *_forgetting(r), "",
         "| | validation | test |", "|---|---|---|",
         f"| baseline | {_fmt(r.baseline_val)} | {_fmt(r.baseline_test)} |",
         f"| {best_label(r.best_loop)} | {_fmt(r.best_val)}{_vs_baseline(r.best_intervals, 'validation')} | "
@@ -179,6 +183,19 @@ def _integrity(r: Report) -> list[str]:
     lines = [f"- integrity guard: {len(checked)} candidate(s) checked, "
              f"{len({loop for loop, _ in flagged})} flagged (a flagged candidate cannot become SOTA)"]
     lines += [f"  - loop {loop} flagged by {c.get('name')}: {c.get('detail')}" for loop, c in flagged]
+    return lines
+
+
+def _forgetting(r: Report) -> list[str]:
+    """The forgetting guard: every candidate it scored (those that would have become SOTA), each guard
+    benchmark's difference against the base model, and which were kept from SOTA (issue 31.6)."""
+    scored = [row for row in r.loops if row.forgetting is not None]
+    if not scored:
+        return []
+    kept = [row.loop for row in scored if any(g.blocked for g in row.forgetting or [])]
+    lines = [f"- forgetting guard: {len(scored)} candidate(s) scored against the base model, {len(kept)} kept from "
+             "SOTA (a drop beyond FT_GUARD_MAX_DROP, docs/benchmarks.md, Forgetting guard)"]
+    lines += [f"  - loop {row.loop}: {g.text}" for row in scored for g in row.forgetting or []]
     return lines
 
 

@@ -221,3 +221,28 @@ def test_a_bad_guard_benchmark_stops_llm_finetune_before_any_session(tmp_path, g
     assert result.returncode == 2, result.stderr
     assert "FT_GUARD_BENCHMARKS" in result.stderr and fragment in result.stderr and "Traceback" not in result.stderr
     assert not (tmp_path / "log").exists()
+
+
+def test_report_and_card_list_the_guard_differences(tmp_path):
+    """A 'forgetting' event of the exported loop: the report's guard lines and the card's guard table."""
+    from ftagent.engine.events import ForgettingEvent
+    from ftagent.finetune.export import ExportRequest, export_model
+    from ftagent.views.report import build_report, render_markdown
+    from tests.unit.test_export import NoToolRunner, _card
+    from tests.unit.test_export_sessions import exportable_session
+
+    session = exportable_session(tmp_path / "s")
+    kept = compare("mmlu", _result(tmp_path, "c0", BASE), _result(tmp_path, "b0", BASE), max_drop=5.0)
+    forgot = compare("gsm8k", _result(tmp_path, "c1", set()), _result(tmp_path, "b1", BASE), max_drop=5.0)
+    with (session / "events.jsonl").open("a", encoding="utf-8") as fh:
+        fh.write(ForgettingEvent(loop=0, results=[kept], blocked=0).model_dump_json() + "\n")
+        fh.write(ForgettingEvent(loop=2, results=[forgot], blocked=1).model_dump_json() + "\n")
+    md = render_markdown(build_report(session))
+    assert "- forgetting guard: 2 candidate(s) scored against the base model, 1 kept from SOTA" in md
+    assert "  - loop 0: mmlu accuracy vs the base model: +0.0 [+0.0, +0.0] on 50 items: no drop" in md
+    assert "  - loop 2: gsm8k accuracy vs the base model: -80.0 [" in md and "forgot" in md
+    result = export_model(ExportRequest(session_dir=session), lambda: NoToolRunner())
+    _, body = _card(Path(result.folder))
+    assert "| guard benchmark | base model | this model | change | verdict |" in body
+    assert "| mmlu (accuracy) | 80.00 | 80.00 | +0.0 [+0.0, +0.0] on 50 items | no drop beyond the limit |" in body
+    assert "gsm8k" not in body  # the card is the exported loop's (loop 0), not loop 2's

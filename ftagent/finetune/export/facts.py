@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from ftagent.core.errors import UserInputError
+from ftagent.core.forgetting import GuardResult
 from ftagent.core.stats import Difference
 from ftagent.core.trace import Experiment
 from ftagent.core.types import ScenarioInfo
@@ -67,6 +68,7 @@ class ExportFacts(BaseModel):
     train_runtime_s: float | None = None
     scores: list[SplitScores] = Field(default_factory=list)
     constant_baseline: str = ""  # what one constant answer scores on validation (ftagent.benchmarks.baselines)
+    forgetting: list[GuardResult] = Field(default_factory=list)  # the forgetting guard on this loop (issue 31.6)
     chain: list[ChainStep] = Field(default_factory=list)
     loop_duration_s: float = 0.0
     wall_time_s: float = 0.0
@@ -194,6 +196,8 @@ def collect_facts(session_dir: Path, loop: int | None = None) -> ExportFacts:
         loss_history=list(exp.loss_history or training.get("loss_history") or []),
         train_runtime_s=training.get("train_runtime_s"), scores=scores, chain=_chain(state, view, exp),
         constant_baseline=_constant_baseline(scenario),
+        forgetting=next((row.forgetting for row in report.loops if row.loop == exp.loop and row.forgetting), None)
+        or list(exp.forgetting),
         loop_duration_s=(lp.end or {}).get("duration_s", 0.0), wall_time_s=report.wall_time_s,
         training_time_s=report.training_time_s, evaluation_time_s=report.evaluation_time_s,
         llm_calls=report.llm_calls, llm_cost_usd=report.llm_cost_usd, llm_unpriced_calls=report.llm_unpriced_calls,
