@@ -3,7 +3,8 @@
 The cluster is started with ``ray start --head --block`` and ``ray start --address ... --block`` in
 their own process groups, with a dedicated temp dir and free ports, and a custom resource
 ``fake_gpu`` (1 per node) standing in for GPUs. The tasks run the resumable fake ``ftagent`` of
-tests/unit/test_executors.py (a real ``llm_finetune`` takes minutes per task on this machine).
+tests/unit/test_executors.py (a real ``llm_finetune`` takes minutes per task on this machine), except
+one: the real ``ftagent`` on one demo loop (issue 32 item 10).
 Teardown kills only the processes these tests started (by pid / process group); it never runs
 ``ray stop`` (which would stop every Ray cluster on the machine).
 """
@@ -263,3 +264,38 @@ def test_task_resumes_after_its_node_dies(cluster, tmp_path):
     assert ex.read_state(job, other).attempts == 1
     print(f"\nnode killed; task {victim} resumed at step {starts[1]['start']} "
           f"{starts[1]['t'] - t_kill:.1f}s after the kill")
+
+
+def test_the_real_ftagent_runs_one_demo_task_on_the_cluster(cluster, tmp_path, tools_env, tiny_model):
+    """Issue 32 item 10: the real ``ftagent llm_finetune`` (not the fake) as a Ray task: one loop of the demo
+    (tiny-qwen2, demo_add with small splits, heuristic planner), started on a node of the two-node cluster."""
+    files = tmp_path / "files"
+    shutil.copytree(tiny_model, files / "models" / "builtin" / "tiny-qwen2")  # built once per test session
+    path = tmp_path / "tasks.json"
+    path.write_text(json.dumps({"tasks": [{"model": "builtin/tiny-qwen2", "benchmark": "demo_add", "gpus": "0",
+                                           "loop_n": 1, "timeout": "15m"}]}))
+    env = {k: v for k, v in cluster.env.items() if not k.startswith(("FT_", "CHAT_", "OPENAI_", "FTAGENT_BIN"))}
+    env.update(FT_FILE_PATH=str(files), FT_TOOLS_ENV=str(tools_env), FT_ENV_TYPE="local", FT_PLANNER="heuristic",
+               FT_BENCHMARK_LIMIT="8", FT_UPPER_DATA_SIZE_LIMIT="200", FT_JOB_LOG_BASE=str(tmp_path / "log"),
+               FT_JOB_WORKSPACE_BASE=str(tmp_path / "ws"), HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1",
+               TRANSFORMERS_OFFLINE="1", LITELLM_LOCAL_MODEL_COST_MAP="True")
+    argv = [str(FTAGENT), "job", "run", str(path), "--executor", "ray", "--address", cluster.address,
+            "--gpu-resource", "fake_gpu", "--job-id", "real"]
+    t0 = time.perf_counter()
+    res = subprocess.run(argv, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=900)
+    took = time.perf_counter() - t0
+    job = tmp_path / "log" / "real"
+    logs = "".join(p.read_text(errors="replace")[-3000:] for p in job.rglob("*.log")) if job.is_dir() else ""
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:] + logs
+    names = [p.name for p in job.iterdir() if p.is_dir() and not p.name.startswith(".")]
+    assert len(names) == 1, names
+    name = names[0]
+    st = ex.read_state(job, name)
+    assert (st.executor, st.state, st.attempts) == ("ray", "finished", 1) and st.node, st
+    (session,) = _sessions(job, name)
+    report = json.loads((session / "report.json").read_text())
+    assert report["status"] == "completed" and len(report["loops"]) == 1, report
+    assert report["loops"][0]["val_score"] is not None, report["loops"][0]  # trained and evaluated
+    assert report["baseline_val"] is not None and report["planner"] == "heuristic"
+    assert str(session).startswith(str(job / name))  # LOG_PATH from the job, on the node that ran it
+    print(f"\nthe real ftagent: one demo loop as a Ray task on node {st.node} in {took:.0f}s")
