@@ -22,7 +22,6 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from ftagent.core.redact import mask_obj, register_secret
 
-BUILTIN_RUNNERS = ("local", "conda", "docker")
 # a benchmark description (--benchmark-description, a YAML's description:) is copied into every prompt,
 # event and snapshot: at most this many characters (about 2,000 tokens; a built-in one has under 800)
 MAX_DESCRIPTION_CHARS = 8000
@@ -57,8 +56,9 @@ class FTSettings(BaseSettings):
     trainer: str = "ftagent.tools.llamafactory.trainer:LlamaFactoryTrainer"
     evaluator: str = "ftagent.tools.opencompass.evaluator:OpenCompassEvaluator"
     feedback: str = "auto"
-    planner: Literal["auto", "llm", "heuristic"] = Field(
-        "auto", description="auto = llm when CHAT_MODEL and a key are configured, else heuristic"
+    planner: str = Field(  # checked against the planner registry at start-up (planners/registry.py)
+        "auto", description="auto | llm | heuristic | a registered plug-in; auto = llm when CHAT_MODEL and a key "
+        "are configured, else heuristic"
     )
 
     # --- runners -------------------------------------------------------------------------------
@@ -180,18 +180,18 @@ class FTSettings(BaseSettings):
             return json.loads(value) if value.startswith("[") else [v for v in value.split(os.pathsep) if v.strip()]
         return value
 
-    @field_validator("env_type", mode="before")
+    @field_validator("env_type", "planner", mode="before")
     @classmethod
-    def _runner_name(cls, value: Any) -> Any:
-        """A built-in runner name (any case) or a plug-in's dotted path ``package.module:Runner``."""
+    def _component_name(cls, value: Any) -> Any:
+        """A registered name (any case) or a plug-in's dotted path ``package.module:Object`` (kept as is).
+
+        Which names exist is known only to the registries above this layer (runners/factory.py,
+        planners/registry.py): they reject an unknown name at start-up with a did-you-mean (exit 2).
+        """
         if not isinstance(value, str):
             return value
-        if value.lower() in BUILTIN_RUNNERS:
-            return value.lower()
-        module, _, attr = value.partition(":")
-        if module and attr and all(part.isidentifier() for part in module.split(".")) and attr.isidentifier():
-            return value
-        raise ValueError(f"'{value}' is neither one of {', '.join(BUILTIN_RUNNERS)} nor a 'package.module:Runner' path")
+        value = value.strip()
+        return value if ":" in value else value.lower()
 
     @property
     def benchmark_timeout_s(self) -> int:

@@ -57,11 +57,14 @@ class FinetuneOptions(BaseModel):
 
 
 def choose_planner(settings) -> str:
-    """``FT_PLANNER``: ``llm`` or ``heuristic`` (``auto`` = the LLM when one is configured)."""
-    planner = settings.ft.planner
-    if planner == "auto":
-        planner = "llm" if settings.llm.configured else "heuristic"
-    return planner
+    """``FT_PLANNER`` resolved against the planner registry (``auto`` = the LLM when one is configured).
+
+    Raises:
+        UserInputError: an unknown planner (exit 2, with the closest registered name).
+    """
+    from ftagent.planners.registry import resolve_planner
+
+    return resolve_planner(settings.ft.planner, settings.llm.configured)
 
 
 class SessionEmitter:
@@ -143,9 +146,11 @@ def run_finetune(options: FinetuneOptions) -> RunSummary:
 
     guards = guard_adapters(settings.ft.guard_benchmarks, run.benchmark)  # a bad key: exit 2, before any session
     planner = choose_planner(settings)
+    from ftagent.planners.registry import writes_llm_code
     from ftagent.runners.sandbox import require_confinement
 
-    require_confinement(settings, planner)  # LLM-written code never runs unconfined (exit 2, no session)
+    # LLM-written code never runs unconfined (exit 2, no session); an unknown FT_ENV_TYPE exits 2 here too
+    require_confinement(settings, writes_llm_code(planner, settings.ft.coder))
 
     from ftagent.runners.factory import get_runner
     from ftagent.runners.recording import RecordingRunner
@@ -346,7 +351,10 @@ def run_demo(loop_n: int = 3, timeout: str | None = None, quiet: bool = False) -
     from ftagent.core.settings import load_settings
 
     settings = load_settings()
-    if settings.ft.env_type == "local":
+    from ftagent.runners.base import capabilities
+    from ftagent.runners.factory import runner_class
+
+    if capabilities(runner_class(settings.ft.env_type)).uses_tools_env:
         ensure_tools_env(settings)
     options = FinetuneOptions(benchmark="demo_add", base_model="builtin/tiny-qwen2", loop_n=loop_n,
                               timeout=timeout, quiet=quiet)

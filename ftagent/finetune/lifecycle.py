@@ -69,16 +69,13 @@ def _install_sigterm() -> Callable[[], None]:
     return restore
 
 
-def _docker_client(settings):
-    if settings.ft.env_type != "docker":
-        return None
-    from ftagent.core.errors import EnvironmentFailure
-    from ftagent.runners.docker import connect
+def _reaper_client(settings):
+    """The client of a runner that declares it reaps its leftovers (``reaper_client``: Docker), else None."""
+    from ftagent.runners.base import capabilities
+    from ftagent.runners.factory import runner_class
 
-    try:
-        return connect()
-    except EnvironmentFailure:
-        return None  # the runner itself reports the missing engine
+    cls = runner_class(settings.ft.env_type)
+    return cls.reaper_client() if capabilities(cls).reaps_leftovers else None
 
 
 def reap_before_work(settings, emit: Callable[[_Event], None]):
@@ -91,7 +88,7 @@ def reap_before_work(settings, emit: Callable[[_Event], None]):
 
     directory = reaper.registry_dir(settings.ft.file_path)
     reaper.activate(directory)
-    reaped = reaper.reap_leftovers(directory, docker_client=_docker_client(settings))
+    reaped = reaper.reap_leftovers(directory, docker_client=_reaper_client(settings))
     if not reaped.empty:
         log.warning("%s", reaped.summary())
         emit(LeftoversReaped(processes=reaped.processes, containers=reaped.containers, message=reaped.summary()))

@@ -120,7 +120,9 @@ class FinetuneScenario:
         from ftagent.planners.llm.select import select_datasets
 
         ft, llm = self.settings.ft, self.settings.llm
-        use_llm = ft.planner == "llm" or (ft.planner == "auto" and llm.configured)
+        from ftagent.planners.registry import planner_spec, resolve_planner
+
+        use_llm = planner_spec(resolve_planner(ft.planner, llm.configured)).selects_datasets  # a declared capability
         client = None
         if use_llm:
             from ftagent.planners.llm.client import LLMClient

@@ -286,13 +286,10 @@ def build_components(scenario: ScenarioInfo, settings: Any, runner: Any, planner
     from ftagent.tools.llamafactory.data_script import DataProcessor
 
     ft = settings.ft
-    defaults = {
-        "heuristic": ("ftagent.planners.heuristic.planner:HeuristicProposer",
-                      "ftagent.planners.heuristic.planner:HeuristicCoder",
-                      "ftagent.planners.heuristic.planner:HeuristicFeedback"),
-        "llm": ("ftagent.planners.llm.propose:LLMProposer", "ftagent.planners.llm.code:LLMCoder",
-                "ftagent.planners.llm.feedback:LLMFeedback"),
-    }[planner]
+    from ftagent.planners.registry import planner_spec
+
+    spec = planner_spec(planner)  # the planner registry names each planner's three components
+    defaults = (spec.proposer, spec.coder, spec.feedback)
 
     resolved = {} if run is None else {"benchmark": run.adapter, "inference": run.model.inference}
 

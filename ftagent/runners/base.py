@@ -3,14 +3,24 @@
 ``Runner.run(cmd, *, workdir, env, mounts, gpus, timeout, log_file) -> RunResult``. Output streams to
 ``log_file`` as it happens; on timeout the whole process tree (or container) is killed and
 ``timed_out`` is set. Implementations: ``local`` (tool virtualenvs, the embedded default), ``conda``
-and ``docker``; chosen by ``FT_ENV_TYPE``.
+and ``docker``; chosen by ``FT_ENV_TYPE`` through the one registry in :mod:`ftagent.runners.factory`.
+
+What a runner *does* is declared on its class as capability attributes (read with
+:func:`capabilities`), never inferred from its name: ``confines_itself`` (its commands run isolated
+without help, e.g. a container), ``needs_bwrap`` (generated code is confined only with bubblewrap),
+``runs_on_host`` (commands are processes of this host: they can reach a server started here),
+``uses_tools_env`` (its env identity is the tool virtualenv ``FT_TOOLS_ENV``, which the demo creates
+when missing; conda names a conda env, docker an image), and a
+``reaper_client()`` classmethod when it can end its own leftovers after a crash (Docker's containers).
+A plug-in that declares nothing is taken to own its confinement, not to run on the host, and to leave
+nothing the reaper must end.
 """
 
 from __future__ import annotations
 
 import threading
 from pathlib import Path
-from typing import Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel
 
@@ -24,6 +34,33 @@ def tool_uses_gpu(tool: ToolEnv) -> bool:
     data-processing code, which needs no GPU, and a GPU is one more kernel interface that code could reach.
     """
     return tool != "data"
+
+
+class RunnerCapabilities(BaseModel):
+    """What a runner class declares it does (see the module docstring)."""
+
+    confines_itself: bool = False
+    needs_bwrap: bool = False
+    runs_on_host: bool = False
+    uses_tools_env: bool = False
+    reaps_leftovers: bool = False
+
+
+def capabilities(runner: Any) -> RunnerCapabilities:
+    """The declared capabilities of a runner class or instance (wrappers with ``.inner`` are unwrapped)."""
+    for _ in range(8):
+        inner = getattr(runner, "inner", None)
+        if inner is None:
+            break
+        runner = inner
+
+    def flag(attr: str) -> bool:
+        value = getattr(runner, attr, False)
+        return value if isinstance(value, bool) else False
+
+    return RunnerCapabilities(confines_itself=flag("confines_itself"), needs_bwrap=flag("needs_bwrap"),
+                              runs_on_host=flag("runs_on_host"), uses_tools_env=flag("uses_tools_env"),
+                              reaps_leftovers=callable(getattr(runner, "reaper_client", None)))
 
 
 class Mount(BaseModel):

@@ -36,6 +36,8 @@ class CondaRunner:
     """Runs commands inside a conda env created on demand."""
 
     name = "conda"
+    needs_bwrap = True  # capabilities (runners/base.py): confined only by bubblewrap
+    runs_on_host = True
 
     def __init__(self, env_name: str = DEFAULT_ENV_NAME, *, conda: str | None = None, gpu: bool = False,
                  timeout_create: float = 3600, sandbox: str = "auto") -> None:

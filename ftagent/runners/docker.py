@@ -99,6 +99,7 @@ class DockerRunner:
     """Runs each command in a fresh container of the tool image."""
 
     name = "docker"
+    confines_itself = True  # capabilities (runners/base.py): a container, no bubblewrap needed
 
     def __init__(self, *, benchmarks_dir: Path | None = None, use_gpu: bool = True, shm_size: str = "16g",
                  mem_limit: str | None = None, network: str | None = "host", client=None,
@@ -132,6 +133,15 @@ class DockerRunner:
         self._image = image
         self._ready: str | None = None
         self._lock = threading.Lock()
+
+    @classmethod
+    def reaper_client(cls):
+        """The client the reaper ends a dead run's containers with (capability ``reaps_leftovers``);
+        None when no engine answers (the runner itself then reports the missing engine)."""
+        try:
+            return connect()
+        except EnvironmentFailure:
+            return None
 
     @classmethod
     def from_settings(cls, settings) -> DockerRunner:

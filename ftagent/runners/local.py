@@ -35,6 +35,9 @@ class LocalRunner:
     """Runs commands on this machine with the tool env (optionally inside bubblewrap)."""
 
     name = "local"
+    needs_bwrap = True  # capabilities (runners/base.py): confined only by bubblewrap
+    runs_on_host = True
+    uses_tools_env = True  # FT_TOOLS_ENV is its env
 
     def __init__(self, tools_env: Path, *, sandbox: str = "auto", gpu: bool | None = None) -> None:
         """Create the runner.

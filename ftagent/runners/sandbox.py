@@ -26,10 +26,12 @@ bound at its real path and answers at the given path too (``--symlink``).
 :class:`EnvironmentFailure` when it does not work) or ``none``.
 
 Policy (:func:`require_confinement`, checked before a session exists): **code written by an LLM never
-runs unconfined.** With the LLM planner, the ``local`` and ``conda`` runners need a working bubblewrap
-(``docker`` confines by itself); otherwise the run stops with one message naming the package to install
-(exit 2), unless ``FT_ALLOW_UNSANDBOXED=1``. The heuristic planner writes its own scripts, so they may
-run unconfined (with a warning that says so).
+runs unconfined.** When the planner (or a plug-in ``FT_CODER``) declares ``writes_llm_code``, a runner
+that declares ``needs_bwrap`` (``local``, ``conda``) needs a working bubblewrap (``docker`` declares
+``confines_itself``); otherwise the run stops with one message naming the package to install (exit 2),
+unless ``FT_ALLOW_UNSANDBOXED=1``. The heuristic planner writes its own scripts, so they may run
+unconfined (with a warning that says so). Capabilities, not names, decide (runners/base.py,
+planners/registry.py).
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ import subprocess
 from pathlib import Path
 
 from ftagent.core.errors import EnvironmentFailure, UserInputError
-from ftagent.runners.base import Mount
+from ftagent.runners.base import Mount, capabilities
 from ftagent.runners.mounts import with_hf_blobs
 
 log = logging.getLogger(__name__)
@@ -51,7 +53,6 @@ log = logging.getLogger(__name__)
 SYSTEM_RO = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32", "/etc", "/opt")
 NO_SANDBOX_WARNING = "running without a sandbox: generated code can read and write everything this user can"
 INSTALL_HINT = "apt-get install bubblewrap"
-CONFINING_RUNNERS = ("local", "conda")  # runners that rely on bubblewrap; docker confines by itself
 _warned = False
 
 
@@ -100,26 +101,29 @@ def use_sandbox(mode: str) -> bool:
     return False
 
 
-def require_confinement(settings, planner: str) -> str | None:
+def require_confinement(settings, writes_llm_code: bool) -> str | None:
     """Enforce the sandbox policy for a session about to start (call it before the session exists).
 
     Args:
         settings: :class:`ftagent.core.settings.Settings` (``FT_ENV_TYPE``, ``FT_SANDBOX``,
             ``FT_ALLOW_UNSANDBOXED``).
-        planner: ``"llm"`` or ``"heuristic"`` (the resolved planner).
+        writes_llm_code: the session runs code an LLM wrote (the planner's declared capability,
+            :func:`ftagent.planners.registry.writes_llm_code`), whatever the planner is called.
 
     Returns:
-        None when commands will run confined (or the runner is Docker / a plug-in that owns its
-        confinement); else the warning text that was logged (heuristic planner, or
+        None when commands will run confined (or the runner does not declare ``needs_bwrap``: Docker,
+        a plug-in that owns its confinement); else the warning text that was logged (no LLM code, or
         ``FT_ALLOW_UNSANDBOXED=1``).
 
     Raises:
-        UserInputError: the LLM planner with a local or conda runner and no working bubblewrap (or
+        UserInputError: LLM-written code with a runner that needs bubblewrap and none working (or
             ``FT_SANDBOX=none``), without ``FT_ALLOW_UNSANDBOXED=1``: the message names the package.
     """
     global _warned
     ft = settings.ft
-    if ft.env_type not in CONFINING_RUNNERS:
+    from ftagent.runners.factory import runner_class  # the registry imports every runner: only here
+
+    if not capabilities(runner_class(ft.env_type)).needs_bwrap:  # also: an unknown FT_ENV_TYPE exits 2 here
         return None
     if ft.sandbox == "none":
         works, reason = False, "FT_SANDBOX=none"
@@ -127,17 +131,17 @@ def require_confinement(settings, planner: str) -> str | None:
         works, reason = probe_bwrap()
     if works:
         return None
-    if planner == "llm" and not ft.allow_unsandboxed:
+    if writes_llm_code and not ft.allow_unsandboxed:
         fix = (f"install bubblewrap ({INSTALL_HINT})" if ft.sandbox != "none" else "unset FT_SANDBOX=none")
         raise UserInputError(
-            f"code written by the LLM planner never runs unconfined, and the {ft.env_type} runner cannot "
+            f"code written by an LLM never runs unconfined, and the {ft.env_type} runner cannot "
             f"confine it here ({reason}). Fix: {fix}, or use FT_ENV_TYPE=docker, or set "
             f"FT_ALLOW_UNSANDBOXED=1 to run LLM-written code with all of this user's rights")
-    if planner == "llm":
+    if writes_llm_code:
         text = (f"{NO_SANDBOX_WARNING}: FT_ALLOW_UNSANDBOXED=1 lets LLM-written code run unconfined "
                 f"({reason}; {INSTALL_HINT})")
     else:
-        text = (f"{NO_SANDBOX_WARNING}: only the heuristic planner's own scripts run, no LLM-written code "
+        text = (f"{NO_SANDBOX_WARNING}: only the planner's own scripts run, no LLM-written code "
                 f"({reason}; {INSTALL_HINT} to confine them)")
     log.warning("%s", text)
     _warned = True  # the runner's generic warning would only repeat this one

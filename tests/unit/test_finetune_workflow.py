@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from ftagent.core.errors import EnvironmentFailure, ErrorType, StepFailure
+from ftagent.core.errors import EnvironmentFailure, ErrorType, StepFailure, UserInputError
 from ftagent.core.settings import load_settings
 from ftagent.core.trace import Trace
 from ftagent.core.types import (
@@ -209,9 +209,9 @@ def test_plugin_runner_is_reachable_through_ft_env_type(monkeypatch):
     settings = load_settings()
     assert settings.ft.env_type == "tests.unit.test_finetune_workflow:PluginRunner"
     assert isinstance(get_runner(settings), PluginRunner)
-    monkeypatch.setenv("FT_ENV_TYPE", "not a runner")
-    with pytest.raises(ValueError, match="neither one of local, conda, docker"):
-        load_settings()
+    monkeypatch.setenv("FT_ENV_TYPE", "not a runner")  # only the registry knows the names (runners/factory.py)
+    with pytest.raises(UserInputError, match="unknown FT_ENV_TYPE runner 'not a runner'"):
+        get_runner(load_settings())
 
 
 class PluginRunner:

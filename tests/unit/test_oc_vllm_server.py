@@ -55,8 +55,9 @@ def _fresh_cache():
     backend.clear_probe_cache()
 
 
-class LocalRunner:  # named like the real one: a host runner
+class LocalRunner:  # a host runner: it declares so (runners/base.py capabilities), its name decides nothing
     tools_env = "/envs/tools"
+    runs_on_host = True
 
 
 class DockerRunner:

@@ -190,23 +190,51 @@ def test_llm_planner_without_bwrap_is_refused_with_the_package_name(monkeypatch,
     monkeypatch.setattr(sandbox, "probe_bwrap", lambda executable=None: (False, "bwrap is not installed"))
     for env_type in ("local", "conda"):
         with pytest.raises(UserInputError, match=r"apt-get install bubblewrap.*FT_ALLOW_UNSANDBOXED=1"):
-            sandbox.require_confinement(_policy_settings(env_type), "llm")
+            sandbox.require_confinement(_policy_settings(env_type), True)
     with pytest.raises(UserInputError, match="unset FT_SANDBOX=none"):  # bwrap or not, "none" is unconfined
-        sandbox.require_confinement(_policy_settings(sandbox_mode="none"), "llm")
+        sandbox.require_confinement(_policy_settings(sandbox_mode="none"), True)
     monkeypatch.setattr(sandbox, "_warned", False)
     with caplog.at_level(logging.WARNING, logger="ftagent.runners.sandbox"):
-        allowed = sandbox.require_confinement(_policy_settings(allow=True), "llm")
-        heuristic = sandbox.require_confinement(_policy_settings(), "heuristic")
+        allowed = sandbox.require_confinement(_policy_settings(allow=True), True)
+        heuristic = sandbox.require_confinement(_policy_settings(), False)
     assert "FT_ALLOW_UNSANDBOXED=1 lets LLM-written code run unconfined" in allowed
-    assert "only the heuristic planner's own scripts run" in heuristic and "apt-get install bubblewrap" in heuristic
+    assert "only the planner's own scripts run" in heuristic and "apt-get install bubblewrap" in heuristic
     assert sandbox._warned  # the runner does not repeat a generic warning
-    assert sandbox.require_confinement(_policy_settings("docker"), "llm") is None  # docker confines itself
+    assert sandbox.require_confinement(_policy_settings("docker"), True) is None  # docker confines itself
 
 
 def test_llm_planner_with_working_bwrap_passes(monkeypatch) -> None:
     monkeypatch.setattr(sandbox, "probe_bwrap", lambda executable=None: (True, ""))
-    assert sandbox.require_confinement(_policy_settings("conda"), "llm") is None
-    assert sandbox.require_confinement(_policy_settings(), "llm") is None
+    assert sandbox.require_confinement(_policy_settings("conda"), True) is None
+    assert sandbox.require_confinement(_policy_settings(), True) is None
+
+
+class PluginCoder:
+    """A plug-in coder that declares nothing: it is taken to write LLM code."""
+
+
+class QuietCoder:
+    writes_llm_code = False
+
+
+def test_a_plugin_planner_that_writes_llm_code_is_confined_whatever_its_name(monkeypatch) -> None:
+    """The sandbox follows the declared capability (planners/registry.py), not the name ``llm``."""
+    from ftagent.core.errors import UserInputError
+    from ftagent.planners import registry
+
+    spec = registry.PlannerSpec(name="my-coder-planner", proposer="x:P", coder="x:C", feedback="x:F",
+                                writes_llm_code=True)
+    monkeypatch.setitem(registry.PLANNERS._objects, "my-coder-planner", spec)
+    monkeypatch.setattr(sandbox, "probe_bwrap", lambda executable=None: (False, "bwrap is not installed"))
+    assert registry.writes_llm_code("my-coder-planner") and not registry.writes_llm_code("heuristic")
+    with pytest.raises(UserInputError, match="never runs unconfined"):
+        sandbox.require_confinement(_policy_settings(), registry.writes_llm_code("my-coder-planner"))
+    # a plug-in FT_CODER under the heuristic planner: confined unless it declares it writes no LLM code
+    assert registry.writes_llm_code("heuristic", f"{__name__}:PluginCoder")
+    assert not registry.writes_llm_code("llm", f"{__name__}:QuietCoder")
+    with pytest.raises(UserInputError, match="unknown FT_PLANNER planner 'lm'.*Did you mean 'llm'"):
+        registry.resolve_planner("lm", llm_configured=False)
+    assert registry.resolve_planner("auto", llm_configured=False) == "heuristic"
 
 
 RUN_ONLY_CONDA = """#!/bin/sh

@@ -57,9 +57,17 @@ def test_log_trace_path_alias(in_tmp, monkeypatch):
 
 
 def test_invalid_values_are_rejected(in_tmp, monkeypatch):
-    monkeypatch.setenv("FT_ENV_TYPE", "kubernetes")
+    monkeypatch.setenv("FT_SANDBOX", "kubernetes")
     with pytest.raises(ValidationError):
         FTSettings()
+
+
+def test_runner_and_planner_names_are_plain_strings_the_registries_check(in_tmp, monkeypatch):
+    """Settings cannot see the registries (a lower layer): a name only a plug-in registers must load."""
+    monkeypatch.setenv("FT_ENV_TYPE", " Kubernetes ")
+    monkeypatch.setenv("FT_PLANNER", "My-Planner")
+    ft = FTSettings()
+    assert (ft.env_type, ft.planner) == ("kubernetes", "my-planner")
 
 
 def test_list_settings_accept_json_and_csv(in_tmp, monkeypatch):

@@ -22,7 +22,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from ftagent.core.errors import ErrorType, StepError
-from ftagent.runners.base import Runner
+from ftagent.runners.base import Runner, capabilities
 
 log = logging.getLogger(__name__)
 PROBE_TIMEOUT_S = 300.0
@@ -30,7 +30,6 @@ PROBE_CODE = "import vllm; print('vllm', vllm.__version__)"
 _PROBES: dict[str, VllmProbe] = {}
 _WARNED: set[str] = set()
 EvalBackend = Literal["auto", "hf", "vllm", "vllm-server"]
-HOST_RUNNERS = ("LocalRunner", "CondaRunner")  # their commands run as processes of this host
 
 
 class VllmProbe(BaseModel):
@@ -66,14 +65,9 @@ def _unwrap(runner: Any) -> Any:
 
 
 def runs_on_host(runner: Any) -> bool:
-    """True when ``runner`` (unwrapped) starts its commands as processes of this host (local, conda):
-    only those can reach a server started from the host's vLLM env. Docker and unknown plug-ins: False,
-    unless the runner says otherwise with a boolean ``runs_on_host`` attribute."""
-    inner = _unwrap(runner)
-    declared = getattr(inner, "runs_on_host", None)
-    if isinstance(declared, bool):
-        return declared
-    return type(inner).__name__ in HOST_RUNNERS
+    """True when ``runner`` (unwrapped) declares ``runs_on_host`` (local, conda: its commands are
+    processes of this host): only those can reach a server started from the host's vLLM env."""
+    return capabilities(_unwrap(runner)).runs_on_host
 
 
 def env_identity(runner: Any) -> str:
