@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field
 
 from ftagent.core.durations import format_duration
 from ftagent.core.errors import EnvironmentFailure
+from ftagent.core.final import FinalEvaluation, load_final
 from ftagent.core.forgetting import GuardResult
 from ftagent.core.stats import Difference, interval_line
 from ftagent.engine.session import write_atomic
@@ -64,6 +65,7 @@ class Report(BaseModel):
     early_stop_saved_s: float = 0.0  # the training time those stops saved (estimated)
     forecast: list[VersusRow] = Field(default_factory=list)  # forecast vs actual per loop, then the total
     forecast_note: str = ""
+    final: FinalEvaluation | None = None  # FT_FINAL_EVAL: base and best on the final item set (issue 31.3)
 
 
 _KEY_CONFIG = ("finetuning_type", "learning_rate", "max_steps", "num_train_epochs",
@@ -100,6 +102,7 @@ def build_report(session_dir: Path) -> Report:
     report.early_stops = len(stops)
     report.early_stop_saved_s = sum(s.get("saved_s") or 0.0 for s in stops)
     report.forecast, report.forecast_note = versus(view), versus_note(view)
+    report.final = load_final(session_dir)
     return report
 
 
@@ -152,10 +155,7 @@ def render_markdown(r: Report) -> str:
         *([f"- contamination scans: {len(scans)} data set(s), "
            f"{sum(1 for s in scans if not s.get('passed'))} holding benchmark items"] if scans else []),
         *_integrity(r), *_forgetting(r), "",
-        "| | validation | test |", "|---|---|---|",
-        f"| baseline | {_fmt(r.baseline_val)} | {_fmt(r.baseline_test)} |",
-        f"| {best_label(r.best_loop)} | {_fmt(r.best_val)}{_vs_baseline(r.best_intervals, 'validation')} | "
-        f"{_fmt(r.best_test)}{_vs_baseline(r.best_intervals, 'test')} |", "",
+        *_score_table(r), "",
         f"Best model: `{r.best_model_path}`" if r.best_model_path else "No loop beat the baseline.", "",
         *([f"Export it (Hugging Face folder, model card, reproduce/): `{export_command(r.session_dir)}`", ""]
           if r.best_model_path and r.session_dir else []),
@@ -172,6 +172,22 @@ def render_markdown(r: Report) -> str:
     if r.forecast:
         lines += ["", *versus_markdown(r.forecast, r.forecast_note)]
     return "\n".join(lines) + "\n"
+
+
+def _score_table(r: Report) -> list[str]:
+    """Baseline and best on validation and test, and the final evaluation's column with its item count."""
+    fin = r.final
+    extra = (lambda text: f" {text} |") if fin is not None else (lambda _text: "")
+    final_diff = f" ({fin.difference.text()} vs baseline)" if fin and fin.difference and r.best_loop is not None else ""
+    lines = [f"| | validation | test |{extra(f'final: {fin.what()}' if fin else '')}",
+             "|---|---|---|" + ("---|" if fin else ""),
+             f"| baseline | {_fmt(r.baseline_val)} | {_fmt(r.baseline_test)} |{extra(_fmt(fin.base_score) if fin else '')}",
+             f"| {best_label(r.best_loop)} | {_fmt(r.best_val)}{_vs_baseline(r.best_intervals, 'validation')} | "
+             f"{_fmt(r.best_test)}{_vs_baseline(r.best_intervals, 'test')} |"
+             f"{extra((_fmt(fin.best_score) + final_diff) if fin else '')}"]
+    if fin is not None and fin.note:
+        lines += ["", f"Final evaluation (FT_FINAL_EVAL={fin.mode}): {fin.note}."]
+    return lines
 
 
 def _integrity(r: Report) -> list[str]:

@@ -42,6 +42,8 @@ class SplitScores(BaseModel):
     baseline: float | None = None
     finetuned: float | None = None
     vs_baseline: Difference | None = None  # this model − base model, paired 95 % interval (ftagent.core.stats)
+    items: int | None = None  # items each score is over (None: as the interval says)
+    note: str = ""  # the final evaluation's: "every item outside validation", "full equals test here: ..."
 
 
 class ExportFacts(BaseModel):
@@ -184,6 +186,12 @@ def collect_facts(session_dir: Path, loop: int | None = None) -> ExportFacts:
                           vs_baseline=next((d for d in recorded if d.split == split and d.against == "baseline"),
                                            None))
               for split in ("validation", "test")]
+    final = report.final  # FT_FINAL_EVAL (issue 31.3): only when this loop is the session's best
+    if final is not None and final.best_loop == exp.loop:
+        scores.append(SplitScores(split=final.split, baseline=final.base_score, finetuned=final.best_score,
+                                  vs_baseline=final.difference, items=final.items,
+                                  note=final.note or ("every item outside validation" if final.split == "full" else
+                                                      "the final evaluation (FT_FINAL_EVAL=split)")))
     return ExportFacts(
         session=session_dir.name, loop=exp.loop, is_sota=state.trace.sota_loop == exp.loop,
         benchmark=scenario.benchmark, core_metric=view.core_metric or scenario.core_metric,
