@@ -7,6 +7,9 @@ tests/integration/test_production_rehearsal.py.)
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -16,6 +19,7 @@ from ftagent.engine.events import read_events
 from ftagent.finetune.app import FinetuneOptions, run_finetune
 
 pytestmark = pytest.mark.integration
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -71,8 +75,33 @@ def test_heuristic_demo_beats_the_baseline(workdir, monkeypatch):
     assert len(vs_base) == len(feedback) == 3 and all(d.has_interval and d.items == 30 for d in vs_base), vs_base
     assert all(e.rule == "interval" and e.verdict for e in feedback)
     assert "Differences: candidate" in (session / "report.md").read_text(encoding="utf-8")
+    # issue 31 item 5: the integrity guard ran on every candidate and flagged none of these honest loops
+    integrity = [e for e in read_events(session / "events.jsonl") if e.type == "integrity"]
+    assert len(integrity) == len(feedback) and all(e.flags == 0 for e in integrity), [
+        c for e in integrity for c in e.checks if c.passed is False]
+    ran = {c.name for e in integrity for c in e.checks if c.passed}
+    assert ran == {"tokenizer", "chat_template", "architecture", "weights", "benchmark_files", "eval_config",
+                   "data_script", "contamination", "constant_answers"}, ran
     questions = _test_questions(workdir)
     generated = [p.read_text(encoding="utf-8") for p in (workdir / "ws").rglob("*") if p.suffix in {".py", ".yaml"}]
     _assert_no_test_text(generated, questions)
+    # issue 31 item 3: the final evaluation (FT_FINAL_EVAL=full, the default; the one session that checks it): under
+    # FT_BENCHMARK_LIMIT the final set is the test split, so the recorded test results are reused (nothing runs)
+    final = json.loads((session / "final_eval.json").read_text())
+    assert final["mode"] == "full" and final["split"] == "test" and final["items"] == 30 and final["note"], final
+    assert final["best_loop"] == report["best_loop"] and final["best_score"] == report["best_test"]
+    assert final["base_score"] == report["baseline_test"] and final["difference"]["items"] == 30
+    assert "final: test (30 items)" in (session / "report.md").read_text(encoding="utf-8")
+    # issue 31 item 4: `ftagent eval` scores the best model and the base with the numbers the session recorded
+    res = subprocess.run([sys.executable, "-m", "ftagent", "eval", "--model", str(session), "--against",
+                          "builtin/tiny-qwen2", "--split", "validation", "--json", "--out", str(workdir / "eval.json")],
+                         cwd=workdir, env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True,
+                         timeout=900)
+    assert res.returncode == 0, res.stderr[-2000:]
+    scored = json.loads(res.stdout)
+    assert scored["benchmark"] == "demo_add" and scored["model"]["items"] == scored["against"]["items"] == 30
+    assert scored["model"]["score"] == pytest.approx(report["best_val"]), scored
+    assert scored["against"]["score"] == pytest.approx(report["baseline_val"]), scored
+    assert scored["difference"]["items"] == 30 and scored["model"]["low"] <= scored["model"]["score"]
     print(json.dumps({"baseline": report["baseline_val"], "forecast": report["forecast"],
                       "loops": [(r["loop"], r["val_score"], r["test_score"]) for r in report["loops"]]}))
