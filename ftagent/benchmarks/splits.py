@@ -108,11 +108,6 @@ def split_by_key(items: list[dict[str, Any]], key: str | None, limit: int | None
     return split_items(items, limit, groups)
 
 
-def split_subsets(subsets: dict[str, list[Any]], limit: int | None = None) -> dict[str, dict[str, list[Any]]]:
-    """Apply :func:`split_items` to every sub-dataset: ``{subset: {split: items}}``."""
-    return {name: split_items(rows, limit) for name, rows in subsets.items()}
-
-
 def final_indices(n: int, limit: int | None = None, groups: Sequence[Hashable] | None = None, *,
                   rest: bool = True) -> list[int]:
     """Item indices of the **final** evaluation (``FT_FINAL_EVAL=full``): every item outside validation.

@@ -44,8 +44,9 @@ def datasets_prepare(
 ) -> None:
     """Download (or generate) datasets into FT_FILE_PATH/datasets and update the catalogue."""
     from ftagent.core.errors import UserInputError
+    from ftagent.core.paths import datasets_dir
     from ftagent.datasets.catalogue import build_catalogue
-    from ftagent.datasets.prepare import datasets_root, prepare_datasets
+    from ftagent.datasets.prepare import prepare_datasets
     from ftagent.datasets.registry import resolve_dataset_choice
 
     if not name and not benchmark:
@@ -57,8 +58,8 @@ def datasets_prepare(
     for dataset, path in prepare_datasets(names, file_path, force=force).items():
         typer.echo(f"{dataset}: {path}")
     if catalogue:
-        build_catalogue(datasets_root(file_path), names)
-        typer.echo(f"catalogue: {datasets_root(file_path) / 'dataset_info.json'}")
+        build_catalogue(datasets_dir(file_path), names)
+        typer.echo(f"catalogue: {datasets_dir(file_path) / 'dataset_info.json'}")
 
 
 @app.command("show")
@@ -69,15 +70,15 @@ def datasets_show(
     """Show a dataset: spec, our notes, catalogue statistics when prepared."""
     import json
 
+    from ftagent.core.paths import datasets_dir
     from ftagent.datasets.base import converter_source
     from ftagent.datasets.catalogue import CATALOGUE_FILE, DatasetEntry, render_entry
-    from ftagent.datasets.prepare import datasets_root
     from ftagent.datasets.registry import get_source
 
     source = get_source(name)
     typer.echo(json.dumps(source.spec.model_dump(), indent=2, ensure_ascii=False))
     typer.echo(source.readme())
-    cat = datasets_root(_file_path()) / CATALOGUE_FILE
+    cat = datasets_dir(_file_path()) / CATALOGUE_FILE
     if cat.is_file():
         entry = json.loads(cat.read_text(encoding="utf-8")).get(name)
         if entry:

@@ -16,8 +16,6 @@ import typer
 
 from ftagent.cli.common import fail, prepare_env
 
-STEP_NAMES = ("propose", "data", "config", "feedback")
-
 
 def prompts(
     benchmark: str | None = typer.Option(None, "--benchmark", help="benchmark key (e.g. demo_add) or a benchmark YAML file"),
@@ -27,17 +25,18 @@ def prompts(
     dataset: str | None = typer.Option(None, "--dataset", help="raw dataset name, or 'all'"),
 ) -> None:
     """Show the prompts the LLM planner is sent: one step's requests (or all four's), with their token counts."""
-    if step is not None and step not in STEP_NAMES:
-        fail(f"--step must be one of {', '.join(STEP_NAMES)}, not '{step}'")
     prepare_env()
-    from ftagent.planners.llm.preview import as_text, preview
+    from ftagent.planners.llm.preview import STEPS, as_text, preview  # STEPS: the one list of prompt steps
     from ftagent.planners.llm.records import Redactor
+
+    if step is not None and step not in STEPS:
+        fail(f"--step must be one of {', '.join(STEPS)}, not '{step}'")
 
     settings, scenario, trace, hypothesis, workspace = _load(benchmark, base_model, path, dataset)
     secrets = [settings.llm.openai_api_key.get_secret_value() if settings.llm.openai_api_key else None,
                settings.ft.judge_api_key.get_secret_value() if settings.ft.judge_api_key else None]
     redactor = Redactor(secrets)
-    for name in [step] if step else list(STEP_NAMES):
+    for name in [step] if step else list(STEPS):
         text = as_text(preview(name, scenario, settings, trace, hypothesis=hypothesis, workspace=workspace))
         typer.echo(redactor.text(text))
 

@@ -38,14 +38,9 @@ class PreparedMarker(BaseModel):
     prepared_at: float
 
 
-def datasets_root(file_path: Path) -> Path:
-    """``FT_FILE_PATH/datasets`` (:func:`ftagent.core.paths.datasets_dir`)."""
-    return datasets_dir(file_path)
-
-
 def dataset_dir(name: str, file_path: Path) -> Path:
     """``FT_FILE_PATH/datasets/<name>``."""
-    return datasets_root(file_path) / name
+    return datasets_dir(file_path) / name
 
 
 def is_prepared(name: str, file_path: Path) -> bool:
@@ -67,7 +62,7 @@ def prepare_dataset(name: str, file_path: Path, *, token: str | None = None, for
         EnvironmentFailure: the hub cannot be reached, the repo is gated, or the download failed.
     """
     source = get_source(name)
-    root = datasets_root(file_path)
+    root = datasets_dir(file_path)
     root.mkdir(parents=True, exist_ok=True)
     out = root / name
     with FileLock(str(root / f".{name}.lock"), timeout=LOCK_TIMEOUT_S):
@@ -121,15 +116,9 @@ def dataset_candidates(note_chars: int = 600) -> list[DatasetCandidate]:
     return out
 
 
-def rule_selection(dataset: str | None, benchmark_key: str | None, related: list[str] | None = None) -> list[str]:
-    """The selection rule: ``--dataset`` (a name or 'all') wins, else the benchmark's related datasets
-    (``related``: the resolved spec's ``related_datasets``, None = looked up)."""
-    return resolve_dataset_choice(dataset, benchmark_key, related)
-
-
 def selection_is_ambiguous(dataset: str | None, benchmark_key: str | None, related: list[str] | None = None) -> bool:
     """True when the rule cannot decide well: no ``--dataset`` and not exactly one related dataset."""
-    return not dataset and len(rule_selection(None, benchmark_key, related)) != 1
+    return not dataset and len(resolve_dataset_choice(None, benchmark_key, related)) != 1
 
 
 def _fill(source: DatasetSource, out: Path, token: str | None) -> str:
@@ -187,6 +176,6 @@ def _write_notes(source: DatasetSource, out: Path) -> None:
         (out / NOTES_FILE).write_text(text, encoding="utf-8")
 
 
-__all__ = ["prepare_dataset", "prepare_datasets", "prepare_for", "dataset_dir", "datasets_root",
-           "is_prepared", "dataset_names", "MARKER", "DatasetCandidate", "dataset_candidates", "rule_selection",
+__all__ = ["prepare_dataset", "prepare_datasets", "prepare_for", "dataset_dir",
+           "is_prepared", "dataset_names", "MARKER", "DatasetCandidate", "dataset_candidates",
            "selection_is_ambiguous"]

@@ -77,4 +77,3 @@ def resolve_dataset_choice(dataset: str | None, benchmark_key: str | None, relat
     return datasets_for_benchmark(benchmark_key, related) if benchmark_key else []
 
 
-get_dataset = get_source  # alias used by the heuristic planner

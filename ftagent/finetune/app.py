@@ -27,13 +27,7 @@ from ftagent.engine.events import Message, SessionEnd, SessionStart, _Event
 from ftagent.engine.loop import RunSummary
 from ftagent.engine.session import Session
 from ftagent.finetune.lifecycle import begin_run, hold
-from ftagent.finetune.startup import (  # noqa: F401 (re-exported: the start-up checks)
-    benchmark_file,
-    check_base_model,
-    check_benchmark,
-    check_dataset,
-    resolve_run,
-)
+from ftagent.finetune.startup import resolve_run
 from ftagent.finetune.state import FinetuneSessionState
 
 console = Console(stderr=True)

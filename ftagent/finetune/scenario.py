@@ -139,8 +139,8 @@ class FinetuneScenario:
             EnvironmentFailure: a stage cannot run here.
         """
         from ftagent.core.hardware import detect_gpus
+        from ftagent.core.paths import datasets_dir
         from ftagent.datasets.catalogue import build_catalogue
-        from ftagent.datasets.prepare import datasets_root
         from ftagent.models.describe import describe_model
         from ftagent.tools.llamafactory.catalogue import load_or_build_catalogue
         from ftagent.tools.opencompass.inference import eval_decoding, read_model_config
@@ -151,7 +151,7 @@ class FinetuneScenario:
         spec = self.run.spec
         info_dir = llama_factory_info_dir(file_path)
         catalogue = self._stage("llama_factory_catalogue", lambda: load_or_build_catalogue(info_dir, self.runner))
-        self._stage("dataset_catalogue", lambda: build_catalogue(datasets_root(file_path), list(prepared.datasets),
+        self._stage("dataset_catalogue", lambda: build_catalogue(datasets_dir(file_path), list(prepared.datasets),
                                                                  model_dir=model_path))
         model = describe_model(model_path, ft.base_model)
         if model.template is None and _is_chatml(model_path):
@@ -165,7 +165,7 @@ class FinetuneScenario:
             benchmark=ft.target_benchmark, benchmark_description=ft.benchmark_description or "",
             user_target_scenario=ft.user_target_scenario, core_metric=spec.core_metric,
             direction=spec.direction, base_model=ft.base_model, base_model_path=str(model_path),
-            model_info=model, datasets=sorted(prepared.datasets), dataset_root=str(datasets_root(file_path)),
+            model_info=model, datasets=sorted(prepared.datasets), dataset_root=str(datasets_dir(file_path)),
             hardware=hardware, memory=memory.model_dump(mode="json"), memory_report=memory.to_markdown(),
             llama_factory_info_dir=str(info_dir), llama_factory_version=catalogue.version,
             file_path=str(file_path), workspace_root=str(Path(paths.workspace_path).absolute()),

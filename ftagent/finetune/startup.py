@@ -66,17 +66,6 @@ class ResolvedRun(BaseModel):
         return self.data_dir.parent
 
 
-def check_benchmark(key: str) -> str:
-    """The registry key of ``key``: a known key, or a benchmark YAML file (registered under its ``name``).
-
-    Raises:
-        UserInputError: unknown key (listing valid keys, suggesting the closest) or a bad benchmark file.
-    """
-    from ftagent.benchmarks import resolve_benchmark
-
-    return resolve_benchmark(key)
-
-
 def benchmark_file(key: str) -> str | None:
     """The user YAML file behind ``key`` (None for built-in and plug-in benchmarks): kept for ``--path``."""
     from ftagent.benchmarks.registry import BENCHMARKS
@@ -114,9 +103,9 @@ def check_dataset(choice: str | None, benchmark: str, file_path: Path | None = N
     from ftagent.datasets.user_file import looks_like_file, register_user_file
 
     if looks_like_file(choice):
-        from ftagent.datasets.prepare import datasets_root
+        from ftagent.core.paths import datasets_dir
 
-        root = datasets_root(Path(file_path or ".").absolute())
+        root = datasets_dir(Path(file_path or ".").absolute())
         return register_user_file(Path(choice), root, reserved=set(dataset_names())).name
     resolve_dataset_choice(choice, benchmark, related)
     return choice
@@ -132,9 +121,10 @@ def check_training_source(settings, benchmark: str, related: list[str]) -> None:
         UserInputError: no training source and the heuristic planner.
     """
     from ftagent.datasets.registry import resolve_dataset_choice
-    from ftagent.finetune.app import choose_planner
+    from ftagent.planners.registry import resolve_planner
 
-    if resolve_dataset_choice(settings.ft.dataset, benchmark, related) or choose_planner(settings) != "heuristic":
+    planner = resolve_planner(settings.ft.planner, settings.llm.configured)
+    if resolve_dataset_choice(settings.ft.dataset, benchmark, related) or planner != "heuristic":
         return
     raise UserInputError(
         f"benchmark '{benchmark}' has no training data: no --dataset and no related_datasets. Add --dataset "
@@ -145,10 +135,10 @@ def check_training_source(settings, benchmark: str, related: list[str]) -> None:
 
 def register_user_datasets(file_path: Path | None) -> list[str]:
     """Register the copies of users' files under ``FT_FILE_PATH/datasets`` (a resumed session's among them)."""
-    from ftagent.datasets.prepare import datasets_root
+    from ftagent.core.paths import datasets_dir
     from ftagent.datasets.user_file import register_existing
 
-    return register_existing(datasets_root(Path(file_path or ".").absolute()))
+    return register_existing(datasets_dir(Path(file_path or ".").absolute()))
 
 
 def resolve_run(settings, *, check_datasets: bool = True, check_data: bool | None = None,

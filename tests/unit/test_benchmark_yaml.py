@@ -286,9 +286,10 @@ def test_job_accepts_plugin_and_user_benchmarks(tmp_path, monkeypatch):
 
 
 def test_run_config_keeps_the_user_file_for_resume(tmp_path):
-    from ftagent.finetune.app import benchmark_file, check_benchmark
+    from ftagent.benchmarks import resolve_benchmark
+    from ftagent.finetune.startup import benchmark_file
 
     path = _write(tmp_path)
-    key = check_benchmark(str(path))
+    key = resolve_benchmark(str(path))
     assert key == "my_bench" and benchmark_file(key) == str(path.resolve())
-    assert check_benchmark("gsm8k") == "gsm8k" and benchmark_file("gsm8k") is None
+    assert resolve_benchmark("gsm8k") == "gsm8k" and benchmark_file("gsm8k") is None

@@ -7,7 +7,8 @@ import os
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from ftagent.core.settings import LLMSettings  # noqa: E402
-from ftagent.datasets.prepare import dataset_candidates, rule_selection, selection_is_ambiguous  # noqa: E402
+from ftagent.datasets.prepare import dataset_candidates, selection_is_ambiguous  # noqa: E402
+from ftagent.datasets.registry import resolve_dataset_choice  # noqa: E402
 from ftagent.planners.llm.client import LLMClient  # noqa: E402
 from ftagent.planners.llm.select import select_datasets  # noqa: E402
 from tests.fakes.openai_server import FakeOpenAIServer  # noqa: E402
@@ -19,7 +20,7 @@ def _client(server) -> LLMClient:
 
 
 def test_rule_and_candidates():
-    assert rule_selection(None, "aime25") == ["deepscaler"] and rule_selection("chemcot", "aime25") == ["chemcot"]
+    assert resolve_dataset_choice(None, "aime25") == ["deepscaler"] and resolve_dataset_choice("chemcot", "aime25") == ["chemcot"]
     assert not selection_is_ambiguous(None, "aime25") and selection_is_ambiguous(None, "mmlu")
     assert not selection_is_ambiguous("deepscaler", "mmlu")
     names = {c.name for c in dataset_candidates()}

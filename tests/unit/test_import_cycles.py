@@ -16,9 +16,19 @@ def test_no_module_imports_itself_back():
     assert not cycles, f"import cycles: {sorted(cycles)}"
 
 
-# the layers of pyproject.toml's import-linter contract, top (0) to bottom
-LAYER_RANK = {"cli": 0, "ui": 1, "finetune": 2, "planners": 3, "tools": 3, "runners": 4, "benchmarks": 4,
-              "datasets": 4, "models": 4, "jobs": 4, "views": 4, "engine": 5, "core": 6}
+def _layer_rank() -> dict[str, int]:
+    """The layers of pyproject.toml's import-linter contract (their one owner), top (0) to bottom."""
+    import re
+    from pathlib import Path
+
+    import tomllib
+
+    config = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text(encoding="utf-8"))
+    [contract] = [c for c in config["tool"]["importlinter"]["contracts"] if c["type"] == "layers"]
+    return {name.strip(): rank for rank, entry in enumerate(contract["layers"]) for name in re.split(r"[|:]", entry)}
+
+
+LAYER_RANK = _layer_rank()
 # configuration defaults the user may replace (FT_SCEN, FT_VALIDATOR, ...), loaded by the finetune layer
 SETTING_DEFAULTS = {"ftagent/core/settings.py"}
 

@@ -10,7 +10,6 @@ they report ``status="oracle unavailable"`` unless an oracle callable is passed 
 from __future__ import annotations
 
 import functools
-import json
 import os
 import re
 from collections.abc import Callable, Sequence
@@ -296,8 +295,3 @@ def metrics(subtask: str, predictions: Sequence[str], items: Sequence[dict[str, 
         return mol_opt_metrics(subtask, predictions, items, **kwargs)
     refs = [str(i["answer"]) for i in items]
     return (mol_und_metrics if task == "mol_und" else reaction_metrics)(subtask, predictions, refs)
-
-
-def dumps_meta(meta: dict[str, Any]) -> str:
-    """Encode ``meta`` the way the published files do (a JSON string)."""
-    return json.dumps(meta, ensure_ascii=False)

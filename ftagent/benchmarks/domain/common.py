@@ -238,20 +238,6 @@ def unavailable(metrics: dict[str, Any], reason: str, status: str = UNAVAILABLE)
     return out
 
 
-def as_list(value: Any) -> list[Any]:
-    """A JSON-string, tuple, numpy array or list value as a plain list (``None`` → [])."""
-    if value is None:
-        return []
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except ValueError:
-            return [value]
-    if hasattr(value, "tolist"):
-        value = value.tolist()
-    return list(value) if isinstance(value, (list, tuple)) else [value]
-
-
 def as_obj(value: Any) -> Any:
     """Decode a JSON-encoded string column (PANORAMA parquet) and convert numpy values to lists."""
     if isinstance(value, str):

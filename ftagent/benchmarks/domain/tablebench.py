@@ -202,12 +202,6 @@ def numeric_metrics(predictions: Sequence[str], references: Sequence[str]) -> di
     return {"accuracy": score, "EM_with_error_10": score}
 
 
-def rouge_metrics(predictions: Sequence[str], references: Sequence[str]) -> dict[str, Any]:
-    """``ROUGE-L`` = mean per-item ROUGE-L F ×100 (the official ``evaluate`` call bootstraps the mean)."""
-    score = 100 * mean([rouge_score(p, r) for p, r in zip(predictions, references, strict=True)])
-    return {"ROUGE-L": score, "accuracy": score}
-
-
 def data_analysis_metrics(predictions: Sequence[str], items: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Each item scored once, by its qsubtype (``eval_tablebench_script.py``): Correlation/Trend/
     Statistical analysis ``EM_with_error_10``, ImpactAnalysis ``EM``, the rest ``ROUGE-L``.

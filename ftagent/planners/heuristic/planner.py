@@ -251,12 +251,12 @@ def render_process_data(scenario: ScenarioInfo, limit: int, seed: int = 0) -> st
     """A self-contained ``process_data.py`` built from the datasets' default converters; a user file's
     rows are written in the benchmark's format (:func:`benchmark_format`)."""
     from ftagent.datasets.base import converter_source
-    from ftagent.datasets.registry import get_dataset, is_user_dataset
+    from ftagent.datasets.registry import get_source, is_user_dataset
 
     boxed, template = benchmark_format(getattr(scenario, "benchmark", ""))  # a bare namespace: no format
     blocks, calls = [], []
     for i, name in enumerate(scenario.datasets):
-        src = converter_source(get_dataset(name))
+        src = converter_source(get_source(name))
         blocks.append(src.replace("def to_alpaca(", f"def convert_{i}(", 1))
         if is_user_dataset(name):  # the user's raw answers: into the format the benchmark scores
             calls.append(f"    rows += [to_benchmark_format(r) for r in convert_{i}(os.path.join(root, {name!r}), "

@@ -19,7 +19,6 @@ from ftagent.planners.llm.brief import (
     MEMORY,
     MODEL,
     OBJECTIVE,
-    scenario_brief,
 )
 from ftagent.planners.llm.budget import Section
 from ftagent.planners.llm.history import experiment_block, is_internal_error, throughput_line
@@ -33,11 +32,6 @@ if TYPE_CHECKING:
     from ftagent.core.types import ScenarioInfo
     from ftagent.engine.loop import StepContext
     from ftagent.planners.llm.client import LLMClient
-
-
-def scenario_text(scenario: ScenarioInfo) -> str:
-    """The session's scenario brief (rendered now when the scenario carries none)."""
-    return scenario_brief(scenario)
 
 
 def read_artefact(experiment: PlannerExperiment | None, name: str) -> str:

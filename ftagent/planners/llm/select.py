@@ -1,6 +1,6 @@
 """LLM dataset selection: which registered raw datasets to prepare for a benchmark.
 
-The rule (:func:`ftagent.datasets.prepare.rule_selection`) decides whenever it can: ``--dataset``
+The rule (:func:`ftagent.datasets.registry.resolve_dataset_choice`) decides whenever it can: ``--dataset``
 given, or exactly one dataset related to the benchmark. Otherwise (a user benchmark with no related
 dataset, or several candidates) and with an LLM configured, the LLM picks from every registered
 dataset's offline description; an unusable answer (no reply, unknown names, nothing chosen) falls
@@ -16,9 +16,9 @@ from pydantic import BaseModel
 from ftagent.datasets.prepare import (
     DatasetCandidate,
     dataset_candidates,
-    rule_selection,
     selection_is_ambiguous,
 )
+from ftagent.datasets.registry import resolve_dataset_choice
 from ftagent.planners.llm.templates import render
 
 
@@ -55,7 +55,7 @@ def select_datasets(benchmark: str, description: str, *, dataset: str | None = N
         client: an :class:`~ftagent.planners.llm.client.LLMClient`; None = the rule decides.
         related: the resolved benchmark spec's ``related_datasets`` (None = looked up by ``benchmark``).
     """
-    rule = rule_selection(dataset, benchmark, related)
+    rule = resolve_dataset_choice(dataset, benchmark, related)
     if client is None or not selection_is_ambiguous(dataset, benchmark, related):
         return Selection(datasets=rule, source="rule")
     from ftagent.planners.llm.client import LLMCallError

@@ -47,10 +47,3 @@ def render(name: str, **context: Any) -> str:
     if not name.endswith(".j2"):
         name += ".j2"
     return _env().get_template(name).render(**context).strip() + "\n"
-
-
-def sample_loss_history(history: list[Any], head: int = 30, tail: int = 30) -> list[Any]:
-    """The first ``head`` and last ``tail`` points when there are more than ``head + tail``; else all."""
-    if len(history) <= head + tail:
-        return list(history)
-    return list(history[:head]) + list(history[-tail:])
