@@ -65,9 +65,10 @@ test-gpu: dev
 gpu-check:  ## the GPU device check (tests/gpu/run_device_check.sh; GPU_CHECK_ARGS=--dry-run on CPU)
 	bash tests/gpu/run_device_check.sh $(GPU_CHECK_ARGS)
 
-lint: dev  ## ruff + the import-linter layer contracts (pyproject.toml [tool.importlinter])
+lint: dev  ## ruff + the import-linter layer contracts (pyproject.toml [tool.importlinter]) + mypy ([tool.mypy])
 	$(BIN)/ruff check ftagent tests
 	$(BIN)/lint-imports
+	$(BIN)/mypy
 
 ui: dev  ## Streamlit UI over ./log
 	$(BIN)/ftagent ui --log-dir log

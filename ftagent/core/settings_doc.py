@@ -9,11 +9,12 @@ import json
 from pathlib import Path
 
 from pydantic.fields import FieldInfo
+from pydantic_settings import BaseSettings
 
 from ftagent.core.settings import FTSettings, LLMSettings, PathSettings
 
 REPO = Path(__file__).resolve().parents[2]
-GROUPS = [("FT_", FTSettings, "Fine-tuning scenario (FT_*)"), ("", LLMSettings, "Planner LLM"),
+GROUPS: list[tuple[str, type[BaseSettings], str]] = [("FT_", FTSettings, "Fine-tuning scenario (FT_*)"), ("", LLMSettings, "Planner LLM"),
           ("", PathSettings, "Paths")]
 _PATH_DEFAULTS = {"file_path": "./git_ignore_folder/finetune_files", "log_path": "./log",
                   "workspace_path": "./git_ignore_folder/workspace"}

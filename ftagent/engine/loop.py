@@ -95,6 +95,14 @@ class Workflow(Protocol):
 
     def steps(self) -> Sequence[tuple[str, StepFn]]: ...
 
+    def new_loop(self, index: int) -> Any:
+        """The typed state of loop ``index`` (the engine keeps it as ``state.current``)."""
+        ...
+
+    def is_best_loop(self, state: Any, index: int) -> bool:
+        """Whether loop ``index`` is the session's best so far (``LoopEnd.is_sota``)."""
+        ...
+
 
 @dataclass
 class RunSummary:
