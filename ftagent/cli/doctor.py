@@ -96,9 +96,12 @@ def _tools_status(env, check_tools: bool) -> _ToolsStatus:
 
 def collect(check_tools: bool = True) -> DoctorReport:
     """Gather the report (the tool env import check takes ~10-40 s; skip it with ``check_tools=False``)."""
+    from ftagent.core.errors import UserInputError
     from ftagent.core.hardware import detect_gpus
     from ftagent.core.settings import load_settings
     from ftagent.models.builtin import list_models
+    from ftagent.runners.base import RunnerCapabilities, capabilities
+    from ftagent.runners.factory import runner_class
     from ftagent.runners.sandbox import probe_bwrap
     from ftagent.runners.toolenv import tools_env_path
 
@@ -112,10 +115,15 @@ def collect(check_tools: bool = True) -> DoctorReport:
     tools, err = _guard("the tool env", lambda: _tools_status(env, check_tools), _ToolsStatus())
     tools_line, cuda = err or tools.shown, tools.cuda
     runner = settings.ft.env_type
-    if runner == "local" and not tools.ok:
+    try:
+        caps = capabilities(runner_class(runner))  # what the runner declares, not its name
+    except UserInputError as exc:
+        caps = RunnerCapabilities()
+        problems.append(str(exc))
+    if caps.uses_tools_env and not tools.ok:
         why = "`ftagent env setup` creates or repairs it" if tools.cuda_ok else \
             "its torch cannot use this machine's GPUs: see cuda"
-        problems.append(f"the local runner's tool env {env} is not usable ({why})")
+        problems.append(f"the {runner} runner's tool env {env} is not usable ({why})")
     llm = settings.llm
     planner = (f"{llm.chat_model} (key set)" if llm.openai_api_key else f"{llm.chat_model} via {llm.openai_api_base}") \
         if llm.configured else "not configured: the heuristic planner is used"

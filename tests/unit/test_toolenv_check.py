@@ -52,6 +52,21 @@ def test_doctor_gives_a_verdict_and_exits_0_when_ready(fake_env: Path, tmp_path:
     assert "verdict: ready" in result.output and "Traceback" not in result.output
 
 
+def test_doctor_names_an_unknown_runner_and_checks_a_plugin_runner_by_its_capabilities(
+        fake_env: Path, tmp_path: Path, monkeypatch) -> None:
+    """FT_ENV_TYPE is checked against the runner registry (issue 33): a typo is a problem with a hint; a
+    plug-in that does not declare ``uses_tools_env`` is not blamed for a broken tool env."""
+    from ftagent.cli.main import app
+
+    _doctor(monkeypatch, tmp_path, make_fake_tool_env(tmp_path / "tools", broken="llamafactory"))
+    monkeypatch.setenv("FT_ENV_TYPE", "lcoal")
+    result = CliRunner().invoke(app, ["doctor"], catch_exceptions=False)
+    assert result.exit_code == 1 and "Did you mean 'local'" in result.output, result.output
+    monkeypatch.setenv("FT_ENV_TYPE", "ftagent.runners.conda:CondaRunner")  # a dotted path, no tool env
+    result = CliRunner().invoke(app, ["doctor"], catch_exceptions=False)
+    assert "tool env" not in result.output.strip().splitlines()[-1], result.output
+
+
 def test_doctor_exits_1_naming_a_broken_tool_env(tmp_path: Path, monkeypatch) -> None:
     env = make_fake_tool_env(tmp_path / "tools", broken="llamafactory")
     result = _doctor(monkeypatch, tmp_path, env)
