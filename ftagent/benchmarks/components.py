@@ -31,8 +31,9 @@ from ftagent.core.registry import Registry
 #: The version of the scoring rules (evaluators, their kwargs, the golds' preparation): the evaluation
 #: cache key carries it (``ftagent.tools.opencompass.cache``), so a score made under older rules is
 #: never served. 2: issue 31 item 7 (MBPP's type-aware asserts, math-verify timeouts re-verified,
-#: ChemCoTBench retro golds, TableBench chart values).
-SCORING_VERSION = "2"
+#: ChemCoTBench retro golds, TableBench chart values). 3: a boxed gold (``\\boxed{43}``) is read by its
+#: content in the boxed-integer and numeric evaluators.
+SCORING_VERSION = "3"
 
 OC_ACC = "opencompass.openicl.icl_evaluator:AccwithDetailsEvaluator"
 PROVIDED_MARK = "@"

@@ -56,6 +56,10 @@ def _score(oc_ext, metric: str, outputs: list[str], golds: list[str]) -> float:
 @pytest.mark.parametrize("metric,outputs,golds,expected", [
     ("exact_match", ["57", " 57.\n", "'57'", "58", "57 apples"], ["57"] * 5, 60.0),
     ("boxed_integer", ["so \\boxed{57}", "\\boxed{57.0}", "57", "\\boxed{58}"], ["57"] * 4, 50.0),
+    # a gold written in the answer format is read as the reply is (a correct reply scored 0 before)
+    ("boxed_integer", ["\\boxed{43}", "so \\boxed{102}", "\\boxed{44}"], ["\\boxed{43}", "\\boxed{102}", "\\boxed{43}"],
+     200 / 3),
+    ("numeric_tolerance", ["\\boxed{2.5}", "3"], ["\\boxed{2.5}", "\\boxed{4}"], 50.0),
     ("multiple_choice", ["B", "The answer is (B).", "Answer: C", "b"], ["B", "B", "B", "B"], 50.0),
     ("numeric_tolerance", ["about 3.14159", "x = 1,000", "\\boxed{2.5}", "none"], ["3.1416", "1000", "2.6", "1"], 50.0),
     ("contains", ["The capital is Paris.", "paris", "Lyon"], ["Paris", "Paris", "Paris"], 200 / 3),

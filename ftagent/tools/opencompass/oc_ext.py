@@ -48,6 +48,17 @@ def last_boxed(text: str) -> str:
     return text[start:i - 1].strip() if depth == 0 else ""
 
 
+def gold_answer(ref: str) -> str:
+    """A gold written in the answer format (``\\boxed{43}``) read as the extractor reads a reply (``43``).
+
+    A user file's golds often carry the format the model must answer in; the boxed and numeric
+    evaluators compare the reply's extracted answer, so an unextracted gold would fail every item,
+    correct or not (seen when a planner's outputs equalled the golds and scored 0).
+    """
+    ref = str(ref)
+    return last_boxed(ref) if _BOXED.search(ref) else ref
+
+
 def _as_int(value: str) -> int | None:
     cleaned = str(value).strip().replace(",", "").rstrip(".")
     try:
@@ -66,8 +77,9 @@ class BoxedIntAccEvaluator(BaseEvaluator):
             return {"error": "predictions and references have different length"}
         details, correct = [], 0
         for pred, ref in zip(predictions, references, strict=False):
-            p, r = _as_int(pred), _as_int(ref)
-            ok = (p == r) if (p is not None and r is not None) else str(pred).strip() == str(ref).strip()
+            gold = gold_answer(ref)
+            p, r = _as_int(pred), _as_int(gold)
+            ok = (p == r) if (p is not None and r is not None) else str(pred).strip() == gold.strip()
             correct += ok
             details.append({"pred": pred, "answer": ref, "correct": bool(ok)})
         return {"accuracy": 100.0 * correct / max(len(references), 1), "details": details}
@@ -317,7 +329,7 @@ class NumericToleranceEvaluator(BaseEvaluator):
 
     def score(self, predictions, references):
         def same(pred, ref):
-            p, r = _as_float(pred), _as_float(ref)
+            p, r = _as_float(pred), _as_float(gold_answer(ref))
             if p is None or r is None:
                 return False
             return abs(p - r) <= max(self.abs_tol, self.rel_tol * abs(r))
