@@ -30,6 +30,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from ftagent.benchmarks.components import SCORING_VERSION
+from ftagent.engine.events import ConstantAnswer
 
 #: constants every domain sub-dataset also tries (yes/no, small counts, option letters, small molecules:
 #: on ChemCoTBench's solubility items water ("O") "improves" 100 % of the sources, benzene 95 %)
@@ -64,6 +65,13 @@ class ConstantBaseline(BaseModel):
         """The ``n`` sub-datasets where a constant answer scores most."""
         scored = [(k, v) for k, v in self.subsets.items() if v.score is not None]
         return sorted(scored, key=lambda kv: -float(kv[1].score or 0.0))[:n]
+
+    def facts(self) -> ConstantAnswer | None:
+        """The event's record of it (on the base model's ``benchmark_result``; None: not computable)."""
+        if self.score is None:
+            return None
+        return ConstantAnswer(score=self.score, metric=self.metric, method=self.method, line=self.line(),
+                              answers={k: str(v.answer) for k, v in self.top()})
 
     def line(self) -> str:
         """One line for the brief, report and card."""

@@ -145,6 +145,17 @@ class TrainingEvent(_Event):
     early_stop: EarlyStopFacts | None = None  # set when the run diverged (the step then failed)
 
 
+class ConstantAnswer(BaseModel):
+    """What the best constant answer scores on one split (``ftagent.benchmarks.baselines``): a base model's
+    score near it is no sign of skill (issue 31 item 7). Recorded on the base model's results."""
+
+    score: float
+    metric: str
+    method: str = ""  # how the constants were scored (the benchmark's own scorer, or the most frequent gold)
+    answers: dict[str, str] = Field(default_factory=dict)  # sub-dataset -> its best constant (the top three)
+    line: str = ""  # the baseline's one line, as the brief and the card show it
+
+
 class BenchmarkResult(_Event):
     type: Literal["benchmark_result"] = "benchmark_result"
     split: Literal["validation", "test"]
@@ -155,6 +166,7 @@ class BenchmarkResult(_Event):
     error_samples: list[dict[str, Any]] = Field(default_factory=list)
     baseline: bool = False
     cached: bool = False
+    constant_baseline: ConstantAnswer | None = None  # the base model's results only (None: not computable)
 
 
 class FeedbackEvent(_Event):

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from ftagent.core.paths import llama_factory_info_dir
 from ftagent.core.trace import Trace
 from ftagent.core.types import EvalResult, ScenarioInfo, TimeLimits
-from ftagent.engine.events import Message, ScenarioStage
+from ftagent.engine.events import ConstantAnswer, Message, ScenarioStage
 
 if TYPE_CHECKING:
     from ftagent.finetune.startup import ResolvedRun
@@ -214,8 +214,31 @@ class FinetuneScenario:
                                     benchmark=run.adapter if run else None,
                                     inference=run.model.inference if run else None)
         for res in results.values():
-            self.emit(benchmark_event(res, baseline=True))
+            event = benchmark_event(res, baseline=True)
+            event.constant_baseline = constant_answer(info, run.adapter if run else None, res.split)
+            self.emit(event)
         return results
+
+
+def constant_answer(info: ScenarioInfo, bench: Any, split: str) -> ConstantAnswer | None:
+    """What the best constant answer scores on ``split`` (kept in eval_cache/, issue 31 item 7), recorded
+    beside the base model's score for the report; None when it cannot be computed (no prepared split,
+    a plug-in benchmark, a scorer that fails) — a fact for the reader, never a reason to fail the session."""
+    from ftagent.benchmarks.baselines import stored_constant_baseline
+    from ftagent.core.paths import benchmarks_dir, eval_cache_dir
+
+    if not info.file_path:
+        return None
+    try:
+        if bench is None:
+            from ftagent.benchmarks import get_benchmark
+
+            bench = get_benchmark(info.benchmark)
+        base = stored_constant_baseline(bench, benchmarks_dir(info.file_path), eval_cache_dir(info.file_path),
+                                        split)
+    except Exception:  # noqa: BLE001 - see the docstring
+        return None
+    return base.facts() if base is not None else None
 
 
 PARAMETER_CATALOGUE_TOKENS = 6000  # the config prompt's share of FT_PROMPT_TOKEN_BUDGET for the catalogue

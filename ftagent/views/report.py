@@ -12,6 +12,7 @@ from ftagent.core.errors import EnvironmentFailure
 from ftagent.core.final import FinalEvaluation, load_final
 from ftagent.core.forgetting import GuardResult
 from ftagent.core.stats import Difference, interval_line
+from ftagent.engine.events import ConstantAnswer
 from ftagent.engine.session import write_atomic
 from ftagent.views.commands import cli_command
 from ftagent.views.forecast import VersusRow, versus, versus_markdown, versus_note
@@ -47,6 +48,7 @@ class Report(BaseModel):
     end_message: str = ""  # the session_end's message, whole (a full disk's advice: what to free, how to resume)
     baseline_val: float | None = None
     baseline_test: float | None = None
+    constant_baseline: dict[str, ConstantAnswer] = Field(default_factory=dict)  # split -> a constant answer's score
     loops: list[LoopRow] = Field(default_factory=list)
     best_loop: int | None = None
     best_val: float | None = None
@@ -80,6 +82,8 @@ def build_report(session_dir: Path) -> Report:
                     status=view.end["status"] if view.end else "running",
                     end_message=(view.end or {}).get("message") or "",
                     baseline_val=view.baseline.get("validation"), baseline_test=view.baseline.get("test"))
+    report.constant_baseline = {split: ConstantAnswer.model_validate(ev["constant_baseline"])
+                                for split, ev in view.baseline_results.items() if ev.get("constant_baseline")}
     report.loops = [_row(lp) for lp in view.loops]
     if view.sota_loop is not None:
         report.best_loop = view.sota_loop
@@ -182,12 +186,24 @@ def _score_table(r: Report) -> list[str]:
     lines = [f"| | validation | test |{extra(f'final: {fin.what()}' if fin else '')}",
              "|---|---|---|" + ("---|" if fin else ""),
              f"| baseline | {_fmt(r.baseline_val)} | {_fmt(r.baseline_test)} |{extra(_fmt(fin.base_score) if fin else '')}",
+             *_constant_row(r, extra),
              f"| {best_label(r.best_loop)} | {_fmt(r.best_val)}{_vs_baseline(r.best_intervals, 'validation')} | "
              f"{_fmt(r.best_test)}{_vs_baseline(r.best_intervals, 'test')} |"
              f"{extra((_fmt(fin.best_score) + final_diff) if fin else '')}"]
+    val = r.constant_baseline.get("validation")
+    if val is not None and val.line:
+        lines += ["", f"Trivial baseline: {val.line}; a score near it is no sign of skill."]
     if fin is not None and fin.note:
         lines += ["", f"Final evaluation (FT_FINAL_EVAL={fin.mode}): {fin.note}."]
     return lines
+
+
+def _constant_row(r: Report, extra: Any) -> list[str]:
+    """The row of what one constant answer scores on each split (issue 31 item 7); none when not recorded."""
+    if not r.constant_baseline:
+        return []
+    cells = [_fmt(c.score) if (c := r.constant_baseline.get(split)) else "–" for split in ("validation", "test")]
+    return [f"| a constant answer | {cells[0]} | {cells[1]} |{extra('')}"]
 
 
 def _integrity(r: Report) -> list[str]:

@@ -164,3 +164,56 @@ def test_family_answer_forms_are_tried(tmp_path):
     bench.prepare(root)
     noc = constant_answer_baseline(bench, root).subsets["noc4pc"]
     assert noc.score is not None and noc.score > 0 and set(json.loads(noc.answer)) == {"code"}
+
+
+def test_the_scenario_records_the_constant_baseline_beside_the_base_models_scores(tmp_path, monkeypatch):
+    """The base model's benchmark_result events carry what a constant answer scores on their split, for the
+    report (ftagent.views cannot compute it: benchmarks is a sibling layer); unprepared: no field at all."""
+    import ftagent.tools.opencompass.evaluator as ev
+    from ftagent.core.settings import load_settings
+    from ftagent.core.trace import Trace
+    from ftagent.core.types import EvalResult
+    from ftagent.engine.events import BenchmarkResult
+    from ftagent.finetune.scenario import FinetuneScenario
+    from tests.unit.test_finetune_workflow import _scenario
+
+    monkeypatch.setattr(ev, "evaluate_baseline", lambda *a, **k: {
+        s: EvalResult(benchmark="demo_add", split=s, core_metric="accuracy", score=1.0) for s in ("validation", "test")})
+    get_benchmark("demo_add").prepare(tmp_path / "ft" / "benchmarks")
+    emitted: list = []
+    FinetuneScenario(load_settings(), None, emitted.append).baseline(_scenario(tmp_path), Trace(), lambda s: s)
+    results = {e.split: e for e in emitted if isinstance(e, BenchmarkResult)}
+    assert set(results) == {"validation", "test"} and all(e.baseline for e in results.values())
+    for split, event in results.items():
+        kept = stored_constant_baseline(get_benchmark("demo_add"), tmp_path / "ft" / "benchmarks",
+                                        tmp_path / "ft" / "eval_cache", split)
+        assert event.constant_baseline is not None and event.constant_baseline.score == pytest.approx(kept.score)
+        assert event.constant_baseline.method.startswith("most frequent gold") and event.constant_baseline.line
+    emitted.clear()
+    FinetuneScenario(load_settings(), None, emitted.append).baseline(_scenario(tmp_path / "bare"), Trace(),
+                                                                     lambda s: s)
+    assert [e.constant_baseline for e in emitted if isinstance(e, BenchmarkResult)] == [None, None]
+
+
+def test_the_report_shows_the_constant_baseline_beside_the_baseline(tmp_path):
+    from ftagent.engine.events import BenchmarkResult, ConstantAnswer
+    from ftagent.views.report import build_report, render_markdown
+    from tests.unit.test_export_sessions import exportable_session
+
+    session = exportable_session(tmp_path / "s")
+    before = build_report(session)
+    md = render_markdown(before)
+    assert before.constant_baseline == {} and "constant answer" not in md and "None" not in md
+    line = "a constant answer scores 63.3 accuracy on the validation split (best sub-datasets: rs: 'Yes' ...)"
+    with (session / "events.jsonl").open("a", encoding="utf-8") as fh:
+        fh.write(BenchmarkResult(split="validation", benchmark="demo_add", core_metric="accuracy", score=12.0,
+                                 baseline=True, constant_baseline=ConstantAnswer(
+                                     score=63.3, metric="accuracy", method="best constant", line=line,
+                                     answers={"rs": "Yes"})).model_dump_json() + "\n")
+    report = build_report(session)
+    md = render_markdown(report)
+    assert "| a constant answer | 63.30 | – |" in md
+    assert f"Trivial baseline: {line}; a score near it is no sign of skill." in md
+    data = json.loads(report.model_dump_json())
+    assert data["constant_baseline"]["validation"]["score"] == 63.3 and "test" not in data["constant_baseline"]
+    assert data["constant_baseline"]["validation"]["answers"] == {"rs": "Yes"}
