@@ -71,6 +71,7 @@ class ExportFacts(BaseModel):
     scores: list[SplitScores] = Field(default_factory=list)
     constant_baseline: str = ""  # what one constant answer scores on validation (ftagent.benchmarks.baselines)
     forgetting: list[GuardResult] = Field(default_factory=list)  # the forgetting guard on this loop (issue 31.6)
+    integrity: str = ""  # the integrity guard's verdict count on this loop ('' when it did not run; issue 31.5)
     chain: list[ChainStep] = Field(default_factory=list)
     loop_duration_s: float = 0.0
     wall_time_s: float = 0.0
@@ -149,6 +150,17 @@ def _chain(state: FinetuneSessionState, view: SessionView, exp: Experiment) -> l
     return list(reversed(steps))
 
 
+def _integrity_line(checks: list[dict[str, Any]] | None) -> str:
+    """'N checks, M flagged' of the loop's recorded integrity checks ('' when the guard did not run)."""
+    if checks is None:
+        return ""
+    ran = [c for c in checks if c.get("passed") is not None]
+    flagged = [str(c.get("name")) for c in ran if c.get("passed") is False]
+    return (f"{len(ran)} checks, {len(flagged)} flagged"
+            + (f" ({', '.join(flagged)})" if flagged else "")
+            + (f", {len(checks) - len(ran)} not applicable" if len(checks) > len(ran) else ""))
+
+
 def _constant_baseline(scenario: ScenarioInfo) -> str:
     """The constant-answer baseline's line ('' when the benchmark's validation split is not prepared here)."""
     from ftagent.planners.llm.brief import constant_baseline_words
@@ -206,6 +218,7 @@ def collect_facts(session_dir: Path, loop: int | None = None) -> ExportFacts:
         constant_baseline=_constant_baseline(scenario),
         forgetting=next((row.forgetting for row in report.loops if row.loop == exp.loop and row.forgetting), None)
         or list(exp.forgetting),
+        integrity=_integrity_line(next((row.integrity for row in report.loops if row.loop == exp.loop), None)),
         loop_duration_s=(lp.end or {}).get("duration_s", 0.0), wall_time_s=report.wall_time_s,
         training_time_s=report.training_time_s, evaluation_time_s=report.evaluation_time_s,
         llm_calls=report.llm_calls, llm_cost_usd=report.llm_cost_usd, llm_unpriced_calls=report.llm_unpriced_calls,
