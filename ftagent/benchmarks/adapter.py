@@ -227,18 +227,24 @@ class Benchmark:
                                  "each split (docs/benchmarks.md)")
         return parts
 
-    def check_data(self, root: Path, limit: int | None = None) -> None:
+    def check_data(self, root: Path, limit: int | None = None) -> dict[str, list[dict[str, Any]]] | None:
         """Read and check every row of a benchmark whose data are local files, writing nothing.
 
         The start-up calls it before anything is written (issue 34.11): a bad row, a missing column or a
         split left empty is exit 2 then, not a failed baseline after the session exists. A benchmark
-        whose data must be downloaded is checked when it is prepared.
+        whose data must be downloaded is checked when it is prepared (then None is returned).
+
+        Returns:
+            The items :meth:`prepare` would write to ``validation.jsonl`` and ``test.jsonl`` (same order),
+            in memory: a user's ``--dataset`` file is scanned against them before anything is written.
 
         Raises:
             UserInputError: naming the file, row and field.
         """
-        if self.config.data.loader == "local_files":
-            self._split(root, limit)
+        if self.config.data.loader != "local_files":
+            return None
+        parts = self._split(root, limit)
+        return {split: [item for rows in parts.values() for item in rows[split]] for split in ("validation", "test")}
 
     def load_items(self, root: Path, split: Split) -> list[dict[str, Any]]:
         path = self.bench_dir(root) / f"{split}.jsonl"

@@ -358,39 +358,62 @@ def to_alpaca(dataset_dir, limit=None, seed=0, keep_all=False):
 
 # ---------------------------------------------------------------------------------------- registering
 
-def register_user_file(path: Path, datasets_root: Path, reserved: set[str] | frozenset[str] = frozenset()) -> UserDataset:
+def register_user_file(path: Path, datasets_root: Path, reserved: set[str] | frozenset[str] = frozenset(),
+                       items: dict[str, Any] | None = None) -> UserDataset:
     """Check ``path``, copy it into ``datasets_root/<name>/`` (or reuse the copy) and register it.
 
     Args:
         path: the user's file.
         datasets_root: ``FT_FILE_PATH/datasets``.
         reserved: names the copy must not take (the built-in datasets).
+        items: the benchmark's validation and test items, when known before anything is written (a
+            local-file benchmark): the file is scanned against them first (issue 34.12).
 
     Raises:
-        UserInputError: a bad file (see :func:`read_records`, :func:`detect_layout`); nothing is copied.
+        UserInputError: a bad file (see :func:`read_records`, :func:`detect_layout`) or, with ``items``,
+            one holding benchmark items; nothing is copied or locked then.
     """
     path = Path(path).expanduser().absolute()
     records = read_records(path)
     layout = detect_layout(path, records)
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    scan = "" if items is None else scan_before_copy(path, len(records), layout, items)
     root = Path(datasets_root)
     root.mkdir(parents=True, exist_ok=True)
     for name in candidate_names(path, digest, reserved):
         with FileLock(str(root / f".{name}.lock"), timeout=600):
             found = read_info(root / name)
             if found is not None and found.sha256 == digest:
-                found.reused = True
+                found.reused, found.scan = True, scan
                 register_source(found)
                 return found
             if (root / name).exists():
                 continue  # taken by another file (or a folder placed by hand): next name
             info = UserDataset(name=name, source_path=str(path), file_name=_copy_name(path), sha256=digest,
-                               rows=len(records), registered_at=time.time(), **layout.model_dump())
+                               rows=len(records), registered_at=time.time(), scan=scan, **layout.model_dump())
             _write_folder(path, root / name, info, records if layout.format == "alpaca" else None)
             _CREATED.add(name)
             register_source(info)
             return info
     raise UserInputError(f"--dataset {path}: every name for this file is taken under {root}")  # unreachable
+
+
+def scan_before_copy(path: Path, rows: int, layout: Layout, items: dict[str, Any]) -> str:
+    """:func:`check_against_benchmark` on the user's file where it is, before any copy, lock or registration.
+
+    The converter reads a dataset folder (its code is shown to the planner as it is), so it is given a
+    throw-away one in the system's temp folder: the description and a link to the file -- nothing is
+    written under ``FT_FILE_PATH``. Returns the scan's line; raises UserInputError as the scan does.
+    """
+    import tempfile
+
+    info = UserDataset(name=path.stem, source_path=str(path), file_name=_copy_name(path), sha256="", rows=rows,
+                       **layout.model_dump())
+    with tempfile.TemporaryDirectory(prefix="ftagent-scan-") as tmp:
+        (Path(tmp) / INFO_FILE).write_text(info.model_dump_json(), encoding="utf-8")
+        (Path(tmp) / info.file_name).symlink_to(path)
+        check_against_benchmark(info, Path(tmp), items)  # not one of _CREATED: nothing to remove
+    return info.scan
 
 
 def candidate_names(path: Path, digest: str, reserved: set[str] | frozenset[str]) -> list[str]:

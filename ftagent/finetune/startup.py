@@ -91,13 +91,15 @@ def check_base_model(name: str | None, file_path: Path | None = None, *, fetchab
 
 
 def check_dataset(choice: str | None, benchmark: str, file_path: Path | None = None,
-                  related: list[str] | None = None) -> str | None:
+                  related: list[str] | None = None, items: dict[str, Any] | None = None) -> str | None:
     """``--dataset`` must be a registered dataset name, ``all`` or a data file; returns the name to use.
 
     A file (``./my_data.jsonl``, ``.json``, ``.csv``, ``.parquet``) is checked, copied under
     ``FT_FILE_PATH/datasets/`` and registered (:mod:`ftagent.datasets.user_file`): its copy's name is
     returned. Raises UserInputError for an unknown name or a bad file (nothing is copied then).
     ``related``: the benchmark spec's ``related_datasets`` (None = looked up by ``benchmark``).
+    ``items``: the benchmark's validation and test items when they are known before anything is written
+    (a local-file benchmark): a file holding one is refused before it is copied (issue 34.12).
     """
     from ftagent.datasets.registry import dataset_names, resolve_dataset_choice
     from ftagent.datasets.user_file import looks_like_file, register_user_file
@@ -106,7 +108,7 @@ def check_dataset(choice: str | None, benchmark: str, file_path: Path | None = N
         from ftagent.core.paths import datasets_dir
 
         root = datasets_dir(Path(file_path or ".").absolute())
-        return register_user_file(Path(choice), root, reserved=set(dataset_names())).name
+        return register_user_file(Path(choice), root, reserved=set(dataset_names()), items=items).name
     resolve_dataset_choice(choice, benchmark, related)
     return choice
 
@@ -174,15 +176,22 @@ def resolve_run(settings, *, check_datasets: bool = True, check_data: bool | Non
             "to measure progress; --user-target-scenario only adds a free-text goal to the prompts"
         )
     ft.target_benchmark, adapter = open_benchmark(ft.target_benchmark)
+    splits = None
     if (check_datasets if check_data is None else check_data) and hasattr(adapter, "check_data"):
         # the benchmark's rows before anything is written: a bad row is exit 2, not a failed baseline
-        adapter.check_data(benchmark_data_dir(Path(ft.file_path or ".").absolute(), ft.target_benchmark).parent,
-                           ft.benchmark_limit)
+        splits = adapter.check_data(
+            benchmark_data_dir(Path(ft.file_path or ".").absolute(), ft.target_benchmark).parent, ft.benchmark_limit)
     check_base_model(ft.base_model, ft.file_path, fetchable=fetchable)
     register_user_datasets(ft.file_path)  # a resumed session may train on a user file's copy
     dataset_file = None
     if check_datasets:
-        name = check_dataset(ft.dataset, ft.target_benchmark, ft.file_path, related=list(adapter.spec.related_datasets))
+        from ftagent.datasets.user_file import looks_like_file
+
+        items = (_items_in_memory(ft.target_benchmark, splits, list(adapter.spec.input_columns),
+                                  Path(ft.file_path or ".").absolute(), ft.benchmark_limit)
+                 if looks_like_file(ft.dataset) else None)
+        name = check_dataset(ft.dataset, ft.target_benchmark, ft.file_path, related=list(adapter.spec.related_datasets),
+                             items=items)
         if name != ft.dataset:  # a file: the session goes on with its registered copy
             dataset_file, ft.dataset = str(Path(ft.dataset).expanduser().absolute()), name
         check_training_source(settings, ft.target_benchmark, list(adapter.spec.related_datasets))
@@ -195,6 +204,28 @@ def resolve_run(settings, *, check_datasets: bool = True, check_data: bool | Non
                        adapter=adapter, data_dir=benchmark_data_dir(file_path, ft.target_benchmark),
                        base_model=ft.base_model, model=model, dataset=ft.dataset, dataset_file=dataset_file,
                        description=ft.benchmark_description or "")
+
+
+def _items_in_memory(benchmark: str, splits: dict[str, list[dict]] | None, input_columns: list[str],
+                     file_path: Path, limit: int | None) -> dict[str, list[str]] | None:
+    """The contamination scan's items, read without writing (issue 34.12): a contaminated ``--dataset``
+    file is refused before it is copied, the model is built or anything is prepared.
+
+    A local-file benchmark's come from ``splits`` (its rows, read by ``check_data``), keyed as the scan after
+    preparing keys them (the merged ``<key>/<split>.jsonl``); another's from its prepared folder when that
+    is current for ``limit``. None when it is not prepared yet: its items exist only once it is downloaded
+    or generated, and the scenario scans the file then (after the model and data sets are prepared).
+    """
+    from ftagent.core.paths import benchmark_data_dir
+    from ftagent.tools.llamafactory.data_script import benchmark_items_for, keyed_items
+    from ftagent.tools.opencompass.runs import is_prepared
+
+    if isinstance(splits, dict):
+        return {k: v for split, rows in splits.items()
+                for k, v in keyed_items(benchmark, split, rows, input_columns).items()}
+    if is_prepared(benchmark_data_dir(file_path, benchmark).parent, benchmark, limit):
+        return benchmark_items_for(benchmark, file_path, input_columns)
+    return None
 
 
 def resolve_tasks(tasks: list[Any]) -> tuple[list[ResolvedRun], list[str]]:

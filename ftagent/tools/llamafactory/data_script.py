@@ -169,6 +169,13 @@ def benchmark_items_for(benchmark: str, file_path: Path, input_columns: list[str
     items: dict[str, list[str]] = {}
     for split in ("validation", "test"):
         for path in sorted(root.glob(f"**/{split}.jsonl")):
-            for i, row in enumerate(read_jsonl(path)):
-                items[f"{path.parent.name}/{split}:{i}"] = [str(row.get(f, "")) for f in input_columns]
+            items.update(keyed_items(path.parent.name, split, read_jsonl(path), input_columns))
     return items
+
+
+def keyed_items(where: str, split: str, rows: list[dict], input_columns: list[str]) -> dict[str, list[str]]:
+    """The scan's items of one split file's rows: ``<where>/<split>:<index>`` → the input fields.
+
+    ``where``: the folder of the split file (the benchmark's key for its merged ``<split>.jsonl``).
+    """
+    return {f"{where}/{split}:{i}": [str(row.get(f, "")) for f in input_columns] for i, row in enumerate(rows)}

@@ -80,21 +80,34 @@ def benchmark_of(benchmark: str | BenchmarkAdapter) -> tuple[str, BenchmarkAdapt
 
 def prepare_benchmark(benchmark: str | BenchmarkAdapter, root: Path, limit: int | None) -> Path:
     """Prepare ``root/<key>`` once per ``limit``, split rule and scoring rules (a marker records them)."""
+    key, adapter = benchmark_of(benchmark)
+    out = Path(root) / key
+    if is_prepared(root, key, limit):
+        return out
+    adapter.prepare(root, limit=limit)
+    (out / "prepared.json").write_text(json.dumps(_wanted(limit)), encoding="utf-8")
+    return out
+
+
+def _wanted(limit: int | None) -> dict:
     from ftagent.benchmarks.base import PREPARED_SPLITS
     from ftagent.benchmarks.components import SCORING_VERSION
     from ftagent.benchmarks.splits import SPLIT_VERSION
 
-    key, adapter = benchmark_of(benchmark)
-    out = Path(root) / key
-    marker = out / "prepared.json"
-    # a folder split by an older rule, or whose golds older scoring rules wrote, is prepared again
-    # ... and a folder without the final evaluation's "full" split too
-    wanted = {"limit": limit, "split_rule": SPLIT_VERSION, "scoring": SCORING_VERSION, "splits": list(PREPARED_SPLITS)}
-    if marker.exists() and json.loads(marker.read_text()) == wanted:
-        return out
-    adapter.prepare(root, limit=limit)
-    marker.write_text(json.dumps(wanted), encoding="utf-8")
-    return out
+    return {"limit": limit, "split_rule": SPLIT_VERSION, "scoring": SCORING_VERSION, "splits": list(PREPARED_SPLITS)}
+
+
+def is_prepared(root: Path, key: str, limit: int | None) -> bool:
+    """``root/<key>`` holds what :func:`prepare_benchmark` would write now (reading only).
+
+    A folder split by an older rule, or whose golds older scoring rules wrote, is prepared again ... and a
+    folder without the final evaluation's "full" split too.
+    """
+    marker = Path(root) / key / "prepared.json"
+    try:
+        return json.loads(marker.read_text(encoding="utf-8")) == _wanted(limit)
+    except (OSError, ValueError):
+        return False
 
 
 def _data_digest(bench_dir: Path, split: str) -> str:
