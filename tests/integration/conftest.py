@@ -5,6 +5,8 @@
 * ``tools_python`` (session): ``tools_env / "bin" / "python"``.
 * ``tiny_model`` (session): ``builtin/tiny-qwen2`` built once (seed 2) into a temporary folder with the
   tool env's python; a folder with ``config.json``, ``model.safetensors`` and the tokenizer files.
+* ``wheel_venv`` (session): a fresh venv with the built wheel of ftagent (tests/helpers/wheel_venv.py),
+  built once per worker process for the tests that run the installed ``bin/ftagent`` outside the source tree.
 """
 
 from __future__ import annotations
@@ -62,3 +64,11 @@ def tiny_model(tools_python: Path, tmp_path_factory: pytest.TempPathFactory) -> 
 
     out = tmp_path_factory.mktemp("models") / "builtin" / "tiny-qwen2"
     return build_builtin("tiny-qwen2", out, tools_python)
+
+
+@pytest.fixture(scope="session")
+def wheel_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh venv with the built wheel of ftagent (its ``bin/ftagent``), as after ``pip install ftagent``."""
+    from tests.helpers.wheel_venv import build_wheel_venv
+
+    return build_wheel_venv(tmp_path_factory.mktemp("wheel"))

@@ -43,29 +43,18 @@ def test_plain_install_runs_from_another_directory(tmp_path):
     assert show.returncode == 0 and "accuracy" in show.stdout, show.stderr
 
 
-@pytest.fixture(scope="module")
-def wheel_venv(tmp_path_factory) -> Path:
-    """A fresh venv with the built wheel of ftagent (its ``bin/ftagent``), as after ``pip install ftagent``.
+def test_wheel_ships_every_data_file(wheel_venv: Path) -> None:
+    """configs/, docker/ and the prompts / templates / readmes under ftagent/ are all in the wheel (package
+    data): a source file the wheel lacks works from the checkout and fails after ``pip install``."""
+    from tests.helpers.wheel_venv import wheel_site
 
-    The dependencies come from this test's own environment through a ``.pth`` line (a plain path line:
-    its ``__editable__`` finder is not run, so ``import ftagent`` finds the wheel's copy), not from
-    PyPI: an install of ~150 packages would cost minutes for nothing this test checks.
-    """
-    root = tmp_path_factory.mktemp("wheel")
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", str(REPO), "-w", str(root / "dist")],
-                   check=True, capture_output=True, timeout=600)
-    venv = root / "venv"
-    subprocess.run([getattr(sys, "_base_executable", sys.executable), "-m", "venv", "--without-pip", str(venv)],
-                   check=True, timeout=120)
-    subprocess.run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "-q",
-                    "--no-deps", *map(str, (root / "dist").glob("ftagent-*.whl"))],
-                   check=True, capture_output=True, timeout=600)
-    site = subprocess.run([str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                          check=True, capture_output=True, text=True).stdout.strip()
-    import sysconfig
-
-    Path(site, "deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    return venv
+    site = wheel_site(wheel_venv) / "ftagent"
+    shipped = {"configs": site / "_configs", "docker": site / "_docker", "ftagent": site}
+    missing = [str(f.relative_to(REPO)) for src, dst in shipped.items() for f in (REPO / src).rglob("*")
+               if f.is_file() and "__pycache__" not in f.parts and f.suffix != ".pyc"
+               and not (dst / f.relative_to(REPO / src)).is_file()]
+    assert missing == [], "add these to [tool.setuptools.package-data] in pyproject.toml"
+    assert list((site / "planners" / "llm" / "prompts").glob("*.j2")), "no prompt templates shipped"
 
 
 def test_wheel_install_env_check_setup_and_doctor_from_another_folder(wheel_venv: Path, tools_env: Path,
@@ -73,16 +62,14 @@ def test_wheel_install_env_check_setup_and_doctor_from_another_folder(wheel_venv
     """Issue 32 item 2: outside the source tree the tool env's check imported ftagent and failed."""
     from ftagent.runners.toolenv import MARKER, requirements_hash
     from tests.fakes.toolenv import make_fake_tool_env
+    from tests.helpers.wheel_venv import assert_imports_wheel, outside_env
 
     cwd = tmp_path / "elsewhere"
     cwd.mkdir()
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    env.update({"FT_TOOLS_ENV": str(tools_env), "FT_FILE_PATH": str(tmp_path / "ff"), "FT_ENV_TYPE": "local",
-                "FT_SANDBOX": "auto", "HF_HUB_OFFLINE": "1", "COLUMNS": "200"})
+    env = outside_env({"FT_TOOLS_ENV": str(tools_env), "FT_FILE_PATH": str(tmp_path / "ff"),
+                       "FT_ENV_TYPE": "local", "FT_SANDBOX": "auto", "HF_HUB_OFFLINE": "1", "COLUMNS": "200"})
     ftagent = str(wheel_venv / "bin" / "ftagent")
-    where = subprocess.run([str(wheel_venv / "bin" / "python"), "-c", "import ftagent; print(ftagent.__file__)"],
-                           cwd=cwd, env=env, capture_output=True, text=True, check=True).stdout
-    assert where.startswith(str(wheel_venv)), where
+    assert_imports_wheel(wheel_venv, cwd, env)
     check = subprocess.run([ftagent, "env", "check"], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
     assert check.returncode == 0 and f"tool env {tools_env}: ok" in check.stdout, check.stdout + check.stderr
     doctor = subprocess.run([ftagent, "doctor"], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from ftagent.benchmarks.demo import demo_add_items
+from tests.helpers.wheel_venv import assert_imports_wheel, outside_env
 
 pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
@@ -40,14 +41,18 @@ def _write_benchmark(folder: Path) -> None:
             fh.write(json.dumps(row) + "\n")
 
 
-def test_user_benchmark_yaml_runs_one_loop(tmp_path, tools_env):
+def test_user_benchmark_yaml_runs_one_loop(tmp_path, tools_env, wheel_venv):
+    """Run by the wheel's ``bin/ftagent`` in a fresh venv from a folder outside the source tree (issue 32):
+    the configs and the OpenCompass extension handed to the tool env come from the installed wheel."""
     _write_benchmark(tmp_path)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("FT_", "CHAT_", "OPENAI_"))}
-    env.update({"PYTHONPATH": str(REPO), "FT_FILE_PATH": str(tmp_path / "files"), "LOG_PATH": str(tmp_path / "log"),
-                "WORKSPACE_PATH": str(tmp_path / "ws"), "FT_TOOLS_ENV": str(tools_env), "FT_ENV_TYPE": "local",
-                "FT_BENCHMARK_LIMIT": "10", "FT_UPPER_DATA_SIZE_LIMIT": "5000", "FT_PLANNER": "heuristic"})
+    env = outside_env({"FT_FILE_PATH": str(tmp_path / "files"), "LOG_PATH": str(tmp_path / "log"),
+                       "WORKSPACE_PATH": str(tmp_path / "ws"), "FT_TOOLS_ENV": str(tools_env), "FT_ENV_TYPE": "local",
+                       "FT_BENCHMARK_LIMIT": "10", "FT_UPPER_DATA_SIZE_LIMIT": "5000", "FT_PLANNER": "heuristic"},
+                      drop=("FT_", "CHAT_", "OPENAI_"))
+    assert not tmp_path.is_relative_to(REPO)
+    assert_imports_wheel(wheel_venv, tmp_path, env)
     proc = subprocess.run(
-        [sys.executable, "-m", "ftagent", "llm_finetune", "--benchmark", "./my_bench.yaml",
+        [str(wheel_venv / "bin" / "ftagent"), "llm_finetune", "--benchmark", "./my_bench.yaml",
          "--base-model", "builtin/tiny-qwen2", "--loop-n", "1"],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=1800)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
