@@ -26,9 +26,22 @@ FREE_TEXT_SHARE = 0.5  # more distinct templates than this share of the rows: gr
 PREFIX_WORDS = 4
 
 
+PLACEHOLDERS = "NMKPQRST"  # the 1st, 2nd, ... varying number of a text: "Adding 11 to N gives M." (not "N … N")
+
+
+def _placeholder(i: int) -> str:
+    return PLACEHOLDERS[i] if i < len(PLACEHOLDERS) else "N"
+
+
+def _number_placeholders(text: str) -> str:
+    count = iter(range(10_000))
+    return _NUMBER.sub(lambda _m: _placeholder(next(count)), text)
+
+
 def template_of(text: str, words: int | None = None) -> str:
-    """``text`` with numbers as ``N``, whitespace collapsed (and cut to ``words`` words when given)."""
-    out = _SPACE.sub(" ", _NUMBER.sub("N", text)).strip()
+    """``text`` with its numbers as ``N``, ``M``, ``K``… in order, whitespace collapsed (and cut to
+    ``words`` words when given)."""
+    out = _SPACE.sub(" ", _number_placeholders(text)).strip()
     if words is not None:
         parts = out.split(" ")
         out = " ".join(parts[:words]) + (" …" if len(parts) > words else "")
@@ -64,7 +77,7 @@ class Makeup(BaseModel):
     def to_markdown(self) -> str:
         """The planner's view: groups with counts, one sample per group, the anomaly counts."""
         lines = [f"Make-up of the file ({self.rows:,} rows, {self.usable:,} with a text instruction and answer; "
-                 f"{self.distinct_templates:,} distinct instruction {self.grouped_by}s, numbers that vary shown as N):"]
+                 f"{self.distinct_templates:,} distinct instruction {self.grouped_by}s, numbers that vary shown as N, M, K… in order):"]
         shown = 0
         for g in self.groups:
             shown += g.rows
@@ -168,7 +181,9 @@ def _template_keys(texts: list[str]) -> list[str]:
             keys.append(t)
             continue
         parts = _NUMBER.split(text)  # text, number, text, ... (the pattern has no capturing group)
-        kept = parts[0] + "".join((found[i] if i in constant else "N") + rest for i, rest in enumerate(parts[1:]))
+        varying = iter(range(len(found)))
+        kept = parts[0] + "".join((found[i] if i in constant else _placeholder(next(varying))) + rest
+                                  for i, rest in enumerate(parts[1:]))
         keys.append(_SPACE.sub(" ", kept).strip()[:120])
     return keys
 

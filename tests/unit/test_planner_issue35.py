@@ -92,7 +92,7 @@ def test_a_mixed_raw_file_is_accepted_and_its_view_names_every_kind_of_row(tmp_p
     view = render_entry(info.name, read_catalogue(root)[info.name], "full")
     for template in ("Compute N multiplied by 3.", "What is N plus 7?", "What is N times 5?"):
         assert json.dumps(template) in view, template
-    assert "Multiplying N by 3 gives N." in view  # the prose answers; the constant numbers stay literal
+    assert "Multiplying N by 3 gives M." in view  # prose answers; constants stay literal, N ≠ M (relay critique)
     assert "990 rows (33%)" in view and "960 rows (32%)" in view
     assert "60 with an empty or missing instruction" in view  # 30 + 30 (both empty)
     assert "30 with an empty or missing answer" in view and "30 whose instruction or answer is not text" in view

@@ -28,6 +28,10 @@ def estimate_line(forecast: Forecast | None) -> str:
     # No time share here: the Budgets section gives the one per-loop figure (time left ÷ loops left,
     # prompting.time_left). A second one from --timeout / --loop-n went stale as the session ran and
     # contradicted it in the same prompt (issue 35).
-    text += (" Size this loop's training (rows x epochs, or max_steps) to the per-loop time under Budgets "
-             "minus the evaluation and validation time.")
+    if forecast.timeout_s:
+        text += (" Size this loop's training (rows x epochs, or max_steps) to the per-loop time under Budgets "
+                 "minus the evaluation and validation time.")
+    else:  # no --timeout: Budgets has no per-loop figure to point at (a played planner looked for one)
+        text += (" No --timeout is set, so there is no per-loop time limit: size the training by what the "
+                 "loss needs, and leave time for the remaining loops.")
     return text
