@@ -221,7 +221,7 @@ def test_docker_loop_beats_the_baseline(engine, tool_image, tmp_path: Path) -> N
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
     (session,) = (tmp_path / "log").iterdir()
     report = json.loads((session / "report.json").read_text())
-    assert report["baseline_val"] is not None and report["best_val"] is not None
+    assert report["baseline_val"] is not None  # best_val stays None when the gain is not significant
     # the loop's own score: whether a +2 items gain on 30 is significant is the SOTA rule's business (issue 31)
     (loop0,) = report["loops"]
     assert loop0["val_score"] > report["baseline_val"], report
