@@ -44,32 +44,26 @@ def _tidy(params: list) -> None:
             param.metavar = _value_name(param)
 
 
-class Command(TyperCommand):
+class _TidyHelp:
+    """Help that names values (TEXT, INTEGER, PATH) and shows nothing beside flags (commands and groups)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        _tidy(self.params)  # type: ignore[attr-defined]
+
+    def get_help_option(self, ctx):
+        option = super().get_help_option(ctx)  # type: ignore[misc]
+        if option is not None:
+            _tidy([option])
+        return option
+
+
+class Command(_TidyHelp, TyperCommand):
     """A command whose help names values (TEXT, INTEGER, PATH) and shows nothing beside flags."""
 
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        _tidy(self.params)
 
-    def get_help_option(self, ctx):
-        option = super().get_help_option(ctx)
-        if option is not None:
-            _tidy([option])
-        return option
-
-
-class Group(TyperGroup):
+class Group(_TidyHelp, TyperGroup):
     """A command group with the same help as :class:`Command`."""
-
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        _tidy(self.params)
-
-    def get_help_option(self, ctx):
-        option = super().get_help_option(ctx)
-        if option is not None:
-            _tidy([option])
-        return option
 
 
 def tidy_help(app: typer.Typer) -> None:
