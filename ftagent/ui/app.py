@@ -19,7 +19,7 @@ from ftagent.ui import frames as F
 from ftagent.ui.llm_calls import show_llm_calls
 from ftagent.views import session as D
 from ftagent.views.console import short_duration
-from ftagent.views.report import export_command
+from ftagent.views.report import export_command, llm_cost_text
 
 CSS = {"green": "background-color: #c8f7c5", "red": "background-color: #f9c6c6",
        "blue": "background-color: #cfe3ff", "": ""}
@@ -245,8 +245,9 @@ def single_task(job: D.JobView) -> None:
         c[0].metric("LLM calls", len(calls))
         c[1].metric("Tokens", int(calls["prompt_tokens"].fillna(0).sum() + calls["completion_tokens"].fillna(0).sum()))
         unpriced = int(calls["cost_usd"].isna().sum())
-        c[2].metric("Cost (USD)", f"{calls['cost_usd'].fillna(0).sum():.4f}",
-                    help=f"{unpriced} call(s) of unknown price not included" if unpriced else None)
+        cost = llm_cost_text(float(calls["cost_usd"].fillna(0).sum()), unpriced, len(calls))  # the report's words
+        c[2].metric("Cost (USD)", "unknown" if unpriced == len(calls) else f"{calls['cost_usd'].fillna(0).sum():.4f}",
+                    help=cost if unpriced else None)
         st.dataframe(calls, width="stretch", hide_index=True)
 
 

@@ -137,6 +137,15 @@ def best_label(loop: int | None) -> str:
     return "best (none beat the baseline)" if loop is None else f"best (loop {loop})"
 
 
+def llm_cost_text(cost_usd: float, unpriced: int, calls: int) -> str:
+    """The LLM spend in words, the one owner of this text (report, model card, UI): ``$0.0375``;
+    ``$0.0375 (+ 2 calls of unknown price)``; or, when no call had a known price (a local
+    OpenAI-compatible server), ``cost unknown (4 calls; ...)`` — never ``$0.0000`` for calls nobody priced."""
+    if unpriced and unpriced >= calls:
+        return f"cost unknown ({unpriced} calls; the model has no price in LiteLLM's table)"
+    return f"${cost_usd:.4f}" + (f" (+ {unpriced} calls of unknown price)" if unpriced else "")
+
+
 def _fmt(value: float | None) -> str:
     return "–" if value is None else f"{value:.2f}"
 
@@ -152,8 +161,8 @@ def render_markdown(r: Report) -> str:
         f"(training {format_duration(r.training_time_s)}, evaluation {format_duration(r.evaluation_time_s)}, "
         f"all subprocesses {format_duration(r.subprocess_time_s)})",
         *([f"- ended: {r.end_message}"] if r.end_message and r.status != "completed" else []),
-        f"- LLM: {r.llm_calls} calls, {r.llm_tokens} tokens, ${r.llm_cost_usd:.4f}"
-        + (f" (+ {r.llm_unpriced_calls} calls of unknown price)" if r.llm_unpriced_calls else ""),
+        f"- LLM: {r.llm_calls} calls, {r.llm_tokens} tokens, "
+        f"{llm_cost_text(r.llm_cost_usd, r.llm_unpriced_calls, r.llm_calls)}",
         *([f"- early stop: {r.early_stops} diverging run(s) stopped, ~{format_duration(r.early_stop_saved_s)} of training "
            "saved"] if r.early_stops else []),
         *([f"- contamination scans: {len(scans)} data set(s), "

@@ -50,6 +50,7 @@ class SessionPlan:
     base_model: str = "builtin/tiny-qwen2"
     core_metric: str = "accuracy"
     baseline: tuple[float, float] = (0.1, 0.05)
+    llm_cost_usd: float | None = 0.0125  # each planner call's price (None: a model LiteLLM has no price for)
     loops: list[LoopPlan] = field(default_factory=lambda: [
         LoopPlan(val=0.4, test=0.35, goto_once=True),
         LoopPlan(fail_step="train"),
@@ -83,7 +84,7 @@ class ScriptedWorkflow:
     def propose(self, ctx: StepContext):
         i = ctx.loop.index
         ctx.emit(LLMCall(stage="propose", model="fake/gpt", prompt_tokens=1000 + i, completion_tokens=200,
-                         cost_usd=0.0125, latency_s=1.5))
+                         cost_usd=self.plan.llm_cost_usd, latency_s=1.5))
         hyp = {"hypothesis": f"LoRA rank {8 * (i + 1)} with lr 2e-4", "reason": f"loop {i} idea",
                "task": f"Train on demo_add data, loop {i}", "parent": ctx.state.trace.sota_loop}
         ctx.emit(HypothesisEvent(**hyp, planner="scripted"))

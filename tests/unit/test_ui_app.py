@@ -139,6 +139,15 @@ def test_no_export_command_before_a_loop_beats_the_baseline(tmp_path, monkeypatc
     assert "Take the best model home" not in " ".join(m.value for m in at.markdown)
 
 
+def test_unpriced_llm_calls_show_cost_unknown_not_zero(tmp_path, monkeypatch):
+    """A model LiteLLM has no price for: the metric says unknown, its help the report's words (llm_cost_text)."""
+    sdir = make_session(tmp_path / "log", SessionPlan(llm_cost_usd=None, loops=[LoopPlan(val=0.4, test=0.3)]))
+    at = _run(sdir, monkeypatch, page="Single Task")
+    cost = next(m for m in at.metric if m.label == "Cost (USD)")
+    assert cost.value == "unknown"
+    assert "cost unknown (1 calls; the model has no price in LiteLLM's table)" in cost.proto.help
+
+
 def test_recipe_task_is_a_table():
     text = 'Train with {"learning_rate": 0.0002, "lora_rank": 8, "template": "qwen"}'
     rest, rows = F.split_task_text(text)

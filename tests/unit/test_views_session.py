@@ -133,3 +133,30 @@ def test_report_counts_unknown_prices_apart(tmp_path):
     report = build_report(sdir)
     assert report.llm_calls == 4 and report.llm_unpriced_calls == 1 and report.llm_cost_usd == 3 * 0.0125
     assert "(+ 1 calls of unknown price)" in render_markdown(report)
+
+
+def test_report_never_prices_unpriced_calls_at_zero(tmp_path):
+    """A model without a LiteLLM price (a local OpenAI-compatible server): 'cost unknown', never '$0.0000'."""
+    from ftagent.views.report import build_report, llm_cost_text, render_markdown
+
+    sdir = make_session(tmp_path / "log", SessionPlan(llm_cost_usd=None))
+    report = build_report(sdir)
+    assert report.llm_calls == report.llm_unpriced_calls == 3
+    md = render_markdown(report)
+    assert "cost unknown (3 calls; the model has no price in LiteLLM's table)" in md
+    assert "$0.0000" not in md and "unknown price" not in md
+    assert llm_cost_text(0.0375, 0, 3) == "$0.0375"
+    assert llm_cost_text(0.0375, 2, 5) == "$0.0375 (+ 2 calls of unknown price)"
+    assert llm_cost_text(0.0, 0, 0) == "$0.0000"  # no call at all: nothing was spent
+
+
+def test_model_card_says_cost_unknown_for_unpriced_calls(tmp_path):
+    from ftagent.finetune.export import ExportRequest, export_model
+    from tests.unit.test_export import NoToolRunner
+    from tests.unit.test_export_sessions import exportable_session
+
+    session = exportable_session(tmp_path, plan=SessionPlan(llm_cost_usd=None))
+    folder = export_model(ExportRequest(session_dir=session), lambda: NoToolRunner()).folder
+    body = (Path(folder) / "README.md").read_text(encoding="utf-8")
+    assert "LLM: 3 calls, cost unknown (3 calls; the model has no price in LiteLLM's table)" in body
+    assert "$0.0000" not in body

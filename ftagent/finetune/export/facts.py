@@ -20,7 +20,7 @@ from ftagent.core.trace import Experiment
 from ftagent.core.types import ScenarioInfo
 from ftagent.engine.session import list_snapshots
 from ftagent.finetune.state import FinetuneSessionState
-from ftagent.views.report import build_report
+from ftagent.views.report import build_report, llm_cost_text
 from ftagent.views.session import LoopView, SessionView, is_session_dir, load_session
 
 
@@ -80,6 +80,11 @@ class ExportFacts(BaseModel):
     llm_calls: int = 0
     llm_cost_usd: float = 0.0
     llm_unpriced_calls: int = 0
+
+    @property
+    def llm_cost(self) -> str:
+        """The LLM spend in the report's words (:func:`ftagent.views.report.llm_cost_text`)."""
+        return llm_cost_text(self.llm_cost_usd, self.llm_unpriced_calls, self.llm_calls)
 
     @property
     def is_lora(self) -> bool:
