@@ -72,9 +72,7 @@ def main() -> None:
         print_error(str(exc))
         sys.exit(2)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or exc.title
-        print_error(f"invalid setting {where}: {first['msg']}")
+        print_error(str(UserInputError.from_validation(exc, "invalid setting")))
         sys.exit(2)
     except SettingsError as exc:
         cause = f": {exc.__cause__}" if exc.__cause__ else ""

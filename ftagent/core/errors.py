@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from enum import Enum
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 
 class ErrorType(str, Enum):
@@ -54,6 +54,14 @@ class FTAgentError(Exception):
 
 class UserInputError(FTAgentError):
     """Invalid user input; the CLI prints the message and exits with code 2."""
+
+    @classmethod
+    def from_validation(cls, exc: ValidationError, where: str) -> UserInputError:
+        """One line for a pydantic error in user input: ``<where>: 'field.path': message`` (its first problem;
+        a user fixes one thing at a time, and the next run names the next)."""
+        first = exc.errors()[0]
+        field = ".".join(str(p) for p in first["loc"])
+        return cls(f"{where}: '{field}': {first['msg']}" if field else f"{where}: {first['msg']}")
 
 
 class EnvironmentFailure(FTAgentError):

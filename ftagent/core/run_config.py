@@ -11,13 +11,13 @@ run file works from any folder (the rule tasks.json applies to its own relative 
 
 from __future__ import annotations
 
-from difflib import get_close_matches
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ftagent.core.errors import UserInputError
+from ftagent.core.registry import did_you_mean
 from ftagent.core.yamlio import load_yaml_file
 
 _FILE_KEYS = ("benchmark", "dataset", "path")  # values that may name a file next to the run file
@@ -68,15 +68,11 @@ def load_run_config(path: Path | str) -> dict[str, Any]:
     known = list(RunConfig.model_fields)
     for key in data:
         if key not in RunConfig.model_fields:
-            close = get_close_matches(key, known, n=1)
-            hint = f"; did you mean '{close[0]}'?" if close else ""
-            raise UserInputError(f"{where}: unknown key '{key}'{hint} (keys: {', '.join(known)})")
+            raise UserInputError(f"{where}: unknown key '{key}'.{did_you_mean(key, known)} Keys: {', '.join(known)}")
     try:
         config = RunConfig.model_validate(data)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        field = ".".join(str(p) for p in err["loc"])
-        raise UserInputError(f"{where}: '{field}': {err['msg']}") from None
+        raise UserInputError.from_validation(exc, where) from None
     values = config.model_dump(exclude_unset=True)
     for key in _FILE_KEYS:
         value = values.get(key)

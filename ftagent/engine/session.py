@@ -319,9 +319,7 @@ def _read_snapshot(snapshot: Path, state_cls: type[SessionState]) -> SessionStat
     try:
         state = state_cls.model_validate(raw)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise UserInputError(f"snapshot {snapshot} is incompatible: {where}: {first['msg']}") from exc
+        raise UserInputError.from_validation(exc, f"snapshot {snapshot} is incompatible") from exc
     return state
 
 

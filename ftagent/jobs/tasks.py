@@ -129,15 +129,13 @@ def _check_benchmark(i: int, item: dict[str, Any], base_dir: Path | None) -> lis
     if is_benchmark_file(benchmark) and base_dir is not None and not Path(benchmark).expanduser().is_absolute():
         benchmark = item["benchmark"] = str((base_dir / benchmark).resolve())
     if not is_benchmark_file(benchmark):
-        from difflib import get_close_matches
-
         from ftagent.benchmarks import benchmark_keys
+        from ftagent.core.registry import did_you_mean
 
         keys = benchmark_keys()
         if benchmark not in keys:
-            close = get_close_matches(benchmark, keys, n=1)
-            hint = f"; did you mean '{close[0]}'?" if close else ""
-            return [f"task {i} unknown benchmark '{benchmark}'{hint} (see `ftagent benchmarks list`)"]
+            return [f"task {i} unknown benchmark '{benchmark}'.{did_you_mean(benchmark, keys)} "
+                    "See `ftagent benchmarks list`."]
     try:
         resolve_benchmark(benchmark)
     except UserInputError as exc:

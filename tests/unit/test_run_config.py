@@ -76,8 +76,8 @@ def test_relative_files_are_taken_beside_the_run_file(tmp_path, captured):
 
 
 @pytest.mark.parametrize("text, message", [
-    ("lop_n: 3\n", "unknown key 'lop_n'; did you mean 'loop_n'?"),
-    ("base_modle: x\n", "did you mean 'base_model'?"),
+    ("lop_n: 3\n", "unknown key 'lop_n'. Did you mean 'loop_n'?"),
+    ("base_modle: x\n", "Did you mean 'base_model'?"),
     ("loop_n: 0\n", "'loop_n'"),
     ("- a list\n", "expected a mapping"),
     ("a: [\n", "not valid YAML"),
@@ -96,7 +96,7 @@ def test_bad_run_file_exits_2_from_the_console_script(tmp_path):
     (tmp_path / "run.yaml").write_text("lop_n: 3\n")
     done = subprocess.run([str(Path(sys.executable).parent / "ftagent"), "llm_finetune", "--config", "run.yaml"],
                           cwd=tmp_path, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 2 and "did you mean 'loop_n'" in done.stderr, done.stderr
+    assert done.returncode == 2 and "Did you mean 'loop_n'" in done.stderr, done.stderr
 
 
 def test_missing_run_file(tmp_path):
@@ -130,3 +130,36 @@ def test_a_task_with_a_bad_run_file(tmp_path):
     tasks, errors = read_tasks_file(tmp_path / "tasks.json")
     assert tasks is None and len(errors) == 1 and errors[0].startswith("task 0 config: ")
     assert "unknown key 'loops'" in errors[0]
+
+
+def test_one_owner_of_the_did_you_mean_and_the_validation_message():
+    """core.registry.did_you_mean is the one did-you-mean, UserInputError.from_validation the one shaping of a
+    pydantic error for a user (run file, snapshot, setting): no module writes its own."""
+    from pydantic import BaseModel, ValidationError
+
+    root = Path(__file__).resolve().parents[2] / "ftagent"
+    for source in root.rglob("*.py"):
+        text = source.read_text(encoding="utf-8")
+        if source.name != "registry.py" or source.parent.name != "core":
+            assert "get_close_matches" not in text, source
+
+    class Inner(BaseModel):
+        n: int
+
+    class Outer(BaseModel):
+        inner: Inner
+
+    with pytest.raises(ValidationError) as info:
+        Outer.model_validate({"inner": {"n": "x"}})
+    assert str(UserInputError.from_validation(info.value, "run file r.yaml")).startswith(
+        "run file r.yaml: 'inner.n': Input should be a valid integer")
+    with pytest.raises(ValidationError) as info:
+        Inner.model_validate([1])
+    assert str(UserInputError.from_validation(info.value, "x")).startswith("x: Input should be")
+
+
+def test_a_bad_value_names_its_key(tmp_path):
+    (tmp_path / "run.yaml").write_text("loop_n: 0\n")
+    with pytest.raises(UserInputError) as info:
+        load_run_config(tmp_path / "run.yaml")
+    assert str(info.value) == f"run file {tmp_path / 'run.yaml'}: 'loop_n': Input should be greater than or equal to 1"
