@@ -24,21 +24,34 @@ def option_key(param) -> str:
 
 
 def _read_run_file(ctx: typer.Context, _param, value: Path | None) -> Path | None:
-    """``--config run.yaml``: the file's values become the defaults of this command, so flags override them."""
+    """``--config run.yaml``: the file's values become the defaults of this command, so flags override them.
+
+    ``plan`` reads the same file as ``llm_finetune`` (a user plans, then runs, one run.yaml): the keys that say
+    how a run is carried out (step_n, checkout, quiet, plan) have nothing to forecast and are skipped there;
+    ``path`` (a resume) is refused, as ``llm_finetune --plan --path`` is.
+    """
     if value is None or ctx.resilient_parsing:
         return value
+    from ftagent.core.errors import UserInputError
     from ftagent.core.run_config import load_run_config
 
     by_key = {option_key(p): p.name for p in ctx.command.params if p.name != "config"}
-    ctx.default_map = {**(ctx.default_map or {}),
-                       **{by_key[key]: v for key, v in load_run_config(value).items() if v is not None}}
+    values = {key: v for key, v in load_run_config(value).items() if v is not None}
+    if "path" in values and "path" not in by_key:
+        raise UserInputError(f"run file {value}: 'path' resumes a session; `ftagent {ctx.info_name}` forecasts a "
+                             "new one (a resumed session's forecast is in `ftagent report`)")
+    ctx.default_map = {**(ctx.default_map or {}), **{by_key[key]: v for key, v in values.items() if key in by_key}}
     return value
 
 
+def config_option():
+    """``--config run.yaml`` (core/run_config.py owns the file's format)."""
+    return typer.Option(None, "--config", is_eager=True, callback=_read_run_file,
+                        help="a YAML file of these options (base_model: ..., loop_n: 3); flags given here override it")
+
+
 def llm_finetune(
-    config: Path | None = typer.Option(
-        None, "--config", is_eager=True, callback=_read_run_file,
-        help="a YAML file of these options (base_model: ..., loop_n: 3); flags given here override it"),
+    config: Path | None = config_option(),
     benchmark: str | None = typer.Option(None, "--benchmark", help="benchmark key (e.g. aime25) or a benchmark YAML file (./my_bench.yaml)"),
     benchmark_description: str | None = typer.Option(
         None, "--benchmark-description", help="free text; default: the benchmark's description"),
@@ -89,6 +102,7 @@ def llm_finetune(
 
 
 def plan(
+    config: Path | None = config_option(),
     benchmark: str | None = typer.Option(None, "--benchmark", help="benchmark key or a benchmark YAML file"),
     benchmark_description: str | None = typer.Option(
         None, "--benchmark-description", help="free text; default: the benchmark's description"),

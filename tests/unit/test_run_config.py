@@ -163,3 +163,37 @@ def test_a_bad_value_names_its_key(tmp_path):
     with pytest.raises(UserInputError) as info:
         load_run_config(tmp_path / "run.yaml")
     assert str(info.value) == f"run file {tmp_path / 'run.yaml'}: 'loop_n': Input should be greater than or equal to 1"
+
+
+@pytest.fixture
+def planned(tmp_path, monkeypatch):
+    """plan's options as they reach the forecast (nothing is measured)."""
+    import ftagent.cli.run as cli_run
+
+    monkeypatch.chdir(tmp_path)
+    seen = []
+    monkeypatch.setattr(cli_run, "_print_forecast", seen.append)
+    return seen
+
+
+def test_plan_takes_the_run_file_llm_finetune_runs(tmp_path, planned):
+    """A user plans, then runs, one run.yaml: plan's options are read from it (flags override), the keys that
+    only say how a run is carried out (quiet, step_n, checkout) are skipped, not refused."""
+    command = get_command(app).commands["plan"]
+    assert {option_key(p) for p in command.params} - {"config", "hardware", "json"} <= set(RunConfig.model_fields)
+    (tmp_path / "run.yaml").write_text(RUN + "step_n: 4\ncheckout: false\n")
+    res = CliRunner().invoke(app, ["plan", "--config", "run.yaml", "--loop-n", "5"])
+    assert res.exit_code == 0, res.output
+    o = planned[0]
+    assert (o.benchmark, o.base_model, o.loop_n, o.timeout, o.upper_data_size_limit, o.user_target_scenario) == (
+        "demo_add", "builtin/tiny-qwen2", 5, "90m", 300, "learn to add")
+
+
+def test_plan_refuses_a_run_file_that_resumes(tmp_path, planned):
+    (tmp_path / "run.yaml").write_text("path: log/s1\n")
+    res = CliRunner().invoke(app, ["plan", "--config", "run.yaml"])
+    assert isinstance(res.exception, UserInputError) and "'path' resumes a session" in str(res.exception)
+    assert not planned
+    (tmp_path / "run.yaml").write_text("loops: 3\n")
+    res = CliRunner().invoke(app, ["plan", "--config", "run.yaml"])
+    assert isinstance(res.exception, UserInputError) and "Did you mean 'loop_n'" in str(res.exception)
