@@ -18,7 +18,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-_NUMBER = re.compile(r"[-+]?\d+(?:[.,]\d+)*")
+NUMBER_PATTERN = r"[-+]?\d+(?:[.,]\d+)*"  # a number as rows write it; the heuristic planner's data step uses it too
+_NUMBER = re.compile(NUMBER_PATTERN)
 _SPACE = re.compile(r"\s+")
 TOP_TEMPLATES = 8
 MIN_SAMPLES = 5  # one sample per group; more per group when there are fewer groups than this
@@ -161,6 +162,11 @@ def profile_rows(rows: list[dict[str, Any]]) -> Makeup:
     makeup.groups = [Group(template=t, rows=templates[t], answer_templates=dict(answers[t].most_common(2)),
                            samples=samples[t]) for t in top]
     return makeup
+
+
+def template_keys(texts: list[str]) -> list[str]:
+    """Each text's template, constants kept literal (see :func:`_template_keys`)."""
+    return _template_keys(texts)
 
 
 def _template_keys(texts: list[str]) -> list[str]:

@@ -16,10 +16,17 @@ and it announces itself as such. The policy, documented in docs/architecture.md:
    moderate loss (or no better score): train twice as long; a low loss and a new best: 1.5× the steps.
    Data processing is reused (``skip_data_processing``) whenever the data recipe is unchanged.
 
-A user's own file (``--dataset FILE``) is converted into the benchmark's format: when the benchmark
-scores the last ``\\boxed{}`` (its spec's answer rule), an answer without one becomes ``\\boxed{<its last
-number>}`` (a short non-numeric answer is boxed whole), and the instruction is wrapped in the
-benchmark's prompt template when it has one ``{column}`` and the row does not already carry it.
+A user's own file (``--dataset FILE``) is first filtered to the rows that fit the benchmark
+(:mod:`.data_fit`, issue 35: a raw file mixing the task with distractors and junk): the rule of the
+benchmark's validation items (a numeric relation such as "answer = N + 11", learnt from question and gold;
+never the test split) is checked on each instruction template of the file; templates whose answers follow
+it are kept, the others, empty, non-text and duplicate rows dropped; kept rows get the gold's answer form
+and, where their numbers lie outside the digit counts the benchmark uses, its question wording. The
+hypothesis and the feedback say what was kept and dropped (rows per template). A benchmark without such a
+rule keeps every usable row. Then, as before, when the benchmark scores the last ``\\boxed{}`` (its
+spec's answer rule), an answer without one becomes ``\\boxed{<its last number>}`` (a short non-numeric
+answer is boxed whole), and the instruction is wrapped in the benchmark's prompt template when it has one
+``{column}`` and the row does not already carry it.
 """
 
 from __future__ import annotations
@@ -208,10 +215,34 @@ class HeuristicProposer:
         recipe, reason, hypothesis = next_recipe(parent, sota, last, scenario)
         reuse = (parent is not None and bool(parent.artefacts.get("workspace"))
                  and hypothesis != FORMAT_HYPOTHESIS)  # a format problem: process the data again
+        plan: dict[str, Any] = {"recipe": recipe}
+        note = "" if reuse else data_note(scenario)
+        if note:  # what the data step keeps and drops of the user's file (rows per template)
+            hypothesis, plan["data_note"] = f"{hypothesis} {note}", note
         return Hypothesis(reason=reason, hypothesis=hypothesis,
                           task=f"Train with {json.dumps(recipe, sort_keys=True)}",
                           skip_data_processing=reuse, parent=parent.loop if parent else None,
-                          planner=PLANNER, plan={"recipe": recipe})
+                          planner=PLANNER, plan=plan)
+
+
+def data_selections(scenario: ScenarioInfo) -> dict[str, Any]:
+    """The data step's decision (:class:`.data_fit.Selection`) per user file of the scenario."""
+    from ftagent.core.paths import datasets_dir
+    from ftagent.datasets.registry import is_user_dataset
+    from ftagent.planners.heuristic.data_fit import select_for
+
+    benchmark, file_path = getattr(scenario, "benchmark", ""), getattr(scenario, "file_path", "")
+    if not benchmark or not file_path:
+        return {}
+    root = Path(getattr(scenario, "dataset_root", None) or datasets_dir(file_path))
+    found = {name: select_for(str(root / name), str(file_path), benchmark)
+             for name in scenario.datasets if is_user_dataset(name)}
+    return {name: sel for name, sel in found.items() if sel is not None}
+
+
+def data_note(scenario: ScenarioInfo) -> str:
+    """The data step's summary for the hypothesis and the feedback ("" without a user file)."""
+    return " ".join(sel.summary() for sel in data_selections(scenario).values())
 
 
 def benchmark_format(benchmark: str) -> tuple[bool, str]:
@@ -251,14 +282,22 @@ def render_process_data(scenario: ScenarioInfo, limit: int, seed: int = 0) -> st
     """A self-contained ``process_data.py`` built from the datasets' default converters; a user file's
     rows are written in the benchmark's format (:func:`benchmark_format`)."""
     from ftagent.datasets.base import converter_source
+    from ftagent.datasets.makeup import NUMBER_PATTERN
     from ftagent.datasets.registry import get_source, is_user_dataset
+    from ftagent.planners.heuristic.fit_rules import script_source
 
     boxed, template = benchmark_format(getattr(scenario, "benchmark", ""))  # a bare namespace: no format
+    selections = data_selections(scenario)
     blocks, calls = [], []
     for i, name in enumerate(scenario.datasets):
         src = converter_source(get_source(name))
         blocks.append(src.replace("def to_alpaca(", f"def convert_{i}(", 1))
-        if is_user_dataset(name):  # the user's raw answers: into the format the benchmark scores
+        spec = selections[name].script_spec() if name in selections else None
+        if spec is not None:  # the rows that fit the benchmark (data_fit), then its answer format
+            blocks.append(f"SELECT_{i} = {spec!r}  # decided by the planner from the validation items")
+            calls.append(f"    rows += [to_benchmark_format(r) for r in select_rows(convert_{i}(os.path.join(root, "
+                         f"{name!r}), None, {seed}), SELECT_{i})][:per_dataset]")
+        elif is_user_dataset(name):  # the user's raw answers: into the format the benchmark scores
             calls.append(f"    rows += [to_benchmark_format(r) for r in convert_{i}(os.path.join(root, {name!r}), "
                          f"per_dataset, {seed})]")
         else:
@@ -273,7 +312,10 @@ import re
 
 BOXED = {boxed!r}  # the benchmark scores the last \\boxed{{}} of an answer
 TEMPLATE = {template!r}  # the benchmark's prompt ({{column}} = the question)
+NUMBER_PATTERN = {NUMBER_PATTERN!r}  # a number as rows write it
 {_FORMAT_CODE}
+
+{script_source()}
 
 {body}
 
@@ -330,8 +372,10 @@ class HeuristicCoder:
         for name, text in files.items():
             (workspace / name).write_text(text, encoding="utf-8")
         (workspace / "recipe.json").write_text(json.dumps(recipe, indent=1), encoding="utf-8")
+        plan = {"recipe": recipe, **({"data_note": hypothesis.plan["data_note"]}
+                                     if hypothesis.plan.get("data_note") else {})}
         return CodeResult(workspace=str(workspace), files={n: str(workspace / n) for n in files},
-                          notes="heuristic planner", plan={"recipe": recipe})
+                          notes="heuristic planner", plan=plan)
 
 
 def _conservative(recipe: dict[str, Any], failure: StepFailure) -> dict[str, Any]:
@@ -363,6 +407,8 @@ class HeuristicFeedback:
         better = verdict.decision
         trend = loss_trend(experiment.loss_history)
         reason = f"{verdict.text} {'New best.' if better else 'Not better.'}"
+        if experiment.plan.get("data_note"):  # what the data step kept and dropped of the user's file
+            reason += f" {experiment.plan['data_note']}"
         advice = {"falling": "loss still falling: train longer", "plateau_high": "loss flat and high: lower lr",
                   "converged": "loss converged", "unknown": "too few loss points to judge"}[trend]
         if format_problem(experiment):  # not under-training: the benchmark found no answer it could score
