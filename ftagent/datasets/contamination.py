@@ -107,6 +107,10 @@ class ContaminationReport(BaseModel):
 _PRIMARY = "\x00primary:"
 TEMPLATE_SHARE = 0.05
 MIN_CORE_TOKENS = 4  # a shorter core is too generic to flag a row by (see the module doc)
+N_GRAM = 8  # the n of the n-gram test; shorter items must match whole
+MIN_COVERAGE = 0.5  # the share of an item's n-grams a row must hold
+ANSWER_MIN_TOKENS = 8  # shorter gold answers ("118", "Yes") are common words, not a copied item
+ANSWER_COVERAGE = 0.8  # the share of a long gold answer's n-grams an output must hold to copy it
 
 
 def _row_text(row: Mapping) -> str:
@@ -180,8 +184,8 @@ def _sentences(item: Item) -> list[str]:
     return out
 
 
-def scan_rows(rows: list[Mapping], items: Mapping[str, Item], *, n: int = 8,
-              min_coverage: float = 0.5) -> ContaminationReport:
+def scan_rows(rows: list[Mapping], items: Mapping[str, Item], *, n: int = N_GRAM,
+              min_coverage: float = MIN_COVERAGE) -> ContaminationReport:
     """Compare Alpaca ``rows`` against benchmark ``items`` (item id → text, or its field texts)."""
     index, sizes, exact = _index(items, n)
     report = ContaminationReport(rows_checked=len(rows), items_checked=len(items), n=n)
@@ -232,8 +236,8 @@ def _ngram_hit(text: str, index: Mapping, sizes: Mapping[str, int], n: int,
     return None
 
 
-def check_contamination(rows: list[Mapping], items: Mapping[str, Item], *, n: int = 8,
-                        min_coverage: float = 0.5, max_flagged: int = 0,
+def check_contamination(rows: list[Mapping], items: Mapping[str, Item], *, n: int = N_GRAM,
+                        min_coverage: float = MIN_COVERAGE, max_flagged: int = 0,
                         examples: int = 3) -> ContaminationReport:
     """Scan and raise when more than ``max_flagged`` rows overlap benchmark items.
 
@@ -256,6 +260,31 @@ def check_contamination(rows: list[Mapping], items: Mapping[str, Item], *, n: in
                      "examples": [o.model_dump(exclude={"row_excerpt"}) for o in report.flagged[:examples]]},
         )
     return report
+
+
+def rule_words() -> str:
+    """The scan's rule as the planner reads it (the brief's Training data rules; issue 35: "never copy or
+    paraphrase benchmark items" did not say what is compared, so a planner could not avoid it). Rendered from
+    this module's constants: change a threshold here and the prompt follows."""
+    pct = f"{TEMPLATE_SHARE:.0%}"
+    return (
+        "Contamination check, exactly: every row of data.json (debug and full run) is compared with the question "
+        "fields of every validation and test item (your script cannot read them; the check runs outside it). "
+        "Both sides are normalised first: Unicode NFKC, lower case, punctuation and spacing ignored, option "
+        "labels (`A.`, `(B)`) and list numbers dropped, thousands separators removed; then they are compared as "
+        "whole word tokens (`What is 128 times 3?` does not hold `28 times 3?`; `What is 28 times 3? Explain.` "
+        f"does). A row holds an item when (1) an item of fewer than {N_GRAM} tokens appears as a contiguous run "
+        "of tokens inside its instruction, input or output; (2) an item's core (its sentences without the prompt "
+        f"template, i.e. sentences found in {pct} of the items or more) of {MIN_CORE_TOKENS}-{N_GRAM - 1} tokens "
+        f"appears contiguously inside one of those fields; or (3) the row holds at least {MIN_COVERAGE:.0%} of a "
+        f"longer item's {N_GRAM}-token runs (runs shared by {pct} of the items or more do not count). One such "
+        "row fails the data step (a DATA error naming row numbers and item ids, never the text): no row is "
+        "dropped for you, so filter in process_data.py. After training the integrity guard also checks "
+        f"paraphrases (a row whose instruction + input has a content-word overlap, Jaccard, of {FUZZY_JACCARD:.0%} "
+        f"or more with an item's question, for items of {FUZZY_MIN_TOKENS}+ content words) and outputs that copy "
+        f"{ANSWER_COVERAGE:.0%} of a gold answer of {ANSWER_MIN_TOKENS}+ words: such a result is not eligible "
+        "as best. So never enumerate the benchmark's own question form over its own value range: vary the "
+        "wording, the numbers or the form.")
 
 
 def items_from_records(records: Iterable[Mapping], fields: Iterable[str], prefix: str = "") -> dict[str, str]:

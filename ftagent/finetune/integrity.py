@@ -26,7 +26,8 @@ an ``integrity`` event with every verdict, and a flagged candidate cannot become
 * ``contamination`` — the loop's ``data.json`` against the validation and test items: the exact/n-gram
   scan (:func:`ftagent.datasets.contamination.scan_rows`), the paraphrase scan
   (:func:`~ftagent.datasets.contamination.fuzzy_scan`) and the gold answers of
-  ``contamination.ANSWER_MIN_TOKENS`` words or more copied verbatim into a row's output.
+  ``contamination.ANSWER_MIN_TOKENS`` words or more copied into a row's output (``ANSWER_COVERAGE`` of their
+  n-grams). The planner is told this rule by :func:`ftagent.datasets.contamination.rule_words`.
 * ``constant_answers`` — the candidate's validation answers are not (nearly) all the same
   (:func:`ftagent.benchmarks.baselines.answers_nearly_constant`).
 """
@@ -53,7 +54,6 @@ from ftagent.models.integrity import (
 
 DATA_SCRIPT = "process_data.py"
 DATA_FILE = "data.json"
-ANSWER_MIN_TOKENS = 8  # shorter gold answers ("118", "Yes") are common words, not a copied item
 _DENIED = re.compile(r"No such file or directory|Permission denied|Read-only file system")
 #: ftagent's own scorers and evaluation-config renderer (package-relative), hashed with the benchmark data
 EVALUATOR_SOURCES = ("benchmarks", "tools/opencompass")
@@ -149,7 +149,13 @@ def benchmark_answers(data_dir: Path, answer_field: str = "answer") -> dict[str,
 
 def contamination_check(data_file: Path, items: dict[str, list[str]], answers: dict[str, str]) -> IntegrityCheck:
     """The loop's training rows hold no validation/test item: copied, paraphrased, or its answer copied."""
-    from ftagent.datasets.contamination import fuzzy_scan, normalise, scan_rows
+    from ftagent.datasets.contamination import (
+        ANSWER_COVERAGE,
+        ANSWER_MIN_TOKENS,
+        fuzzy_scan,
+        normalise,
+        scan_rows,
+    )
 
     rows = _read_rows(Path(data_file))
     if rows is None:
@@ -159,7 +165,8 @@ def contamination_check(data_file: Path, items: dict[str, list[str]], answers: d
     exact = scan_rows(rows, items)
     fuzzy = fuzzy_scan(rows, items)
     long_answers = {k: v for k, v in answers.items() if len(normalise(v)) >= ANSWER_MIN_TOKENS}
-    copied = scan_rows([{"output": r.get("output")} for r in rows], long_answers, min_coverage=0.8) \
+    copied = scan_rows([{"output": r.get("output")} for r in rows], long_answers,
+                       min_coverage=ANSWER_COVERAGE) \
         if long_answers else None
     parts = [(exact, "hold items"), (fuzzy, "paraphrase items"), (copied, "copy gold answers")]
     found = [f"{rep.flagged_rows} rows {what} (e.g. row {rep.flagged[0].row_index} ~ {rep.flagged[0].item_id})"

@@ -149,9 +149,16 @@ def space_warning(file_path: str | None, benchmark: str, input_column: str) -> s
     top = found[0]
     return (f"The benchmark's own items (validation and test) fill about {top.share:.0%} of the questions of the "
             f"form `{top.template}` ({top.items} of about {top.space} possible, N = a number that varies): "
-            "generated training questions of that form would mostly be benchmark items, which the "
-            "contamination scan removes or refuses. Train the skill on other forms, ranges or wordings "
+            "generated training questions of that form would mostly be benchmark items, and one such row "
+            "fails the data step (the contamination check below). Train the skill on other forms, ranges or wordings "
             "instead of enumerating this template.")
+
+
+def contamination_rule_words() -> str:
+    """The contamination scan's rule, from its owner (:func:`ftagent.datasets.contamination.rule_words`)."""
+    from ftagent.datasets.contamination import rule_words
+
+    return rule_words()
 
 
 def _clip_lines(text: str, limit: int) -> str:
@@ -247,6 +254,7 @@ class BriefFacts(BaseModel):
     prompt_example: str = ""  # one validation item's prompt, as the model sees it
     answer_example: str = ""
     space_warning: str = ""  # the benchmark's items fill most of their templated input space
+    contamination_rule: str = ""  # what the contamination scan compares (ftagent.datasets.contamination)
     answer_rule: str = ""
     max_out_len: int | None = None
     decoding: str = ""  # how evaluation generates, in words
@@ -374,6 +382,7 @@ def brief_facts(scenario: ScenarioInfo, *, benchmark: Any = None, catalogue: dic
         prompt_example=example[0], answer_example=example[1], answer_rule=(spec.answer_rule if spec else ""),
         space_warning=space_warning(scenario.file_path, scenario.benchmark,
                                     spec.input_columns[0] if spec and spec.input_columns else "prompt"),
+        contamination_rule=contamination_rule_words(),
         max_out_len=_max_out_len(scenario, spec), decoding=decoding_words(scenario.eval_decoding),
         core_metric=scenario.core_metric,
         direction="higher is better" if scenario.direction == "max" else "lower is better",
