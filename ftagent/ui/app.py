@@ -16,10 +16,11 @@ import pandas as pd
 import streamlit as st
 
 from ftagent.ui import frames as F
+from ftagent.ui.decisions import decision_mark, show_baselines, show_decisions, show_loop_decision
 from ftagent.ui.llm_calls import show_llm_calls
 from ftagent.views import session as D
 from ftagent.views.console import short_duration
-from ftagent.views.report import export_command, llm_cost_text
+from ftagent.views.report import LoopRow, build_report, export_command, llm_cost_text
 
 CSS = {"green": "background-color: #c8f7c5", "red": "background-color: #f9c6c6",
        "blue": "background-color: #cfe3ff", "": ""}
@@ -169,12 +170,13 @@ def show_result(title: str, result: dict | None) -> None:
         st.dataframe(pd.DataFrame(result["error_samples"]).astype(str), width="stretch", hide_index=True)
 
 
-def loop_title(lp: D.LoopView) -> str:
-    mark = {True: "· new SOTA", False: "· not accepted", None: "· pending"}[lp.decision]
+def loop_title(lp: D.LoopView, row: LoopRow | None = None) -> str:
+    mark = decision_mark(row) if row is not None else {True: "· new best", False: "· not best",
+                                                       None: "· pending"}[lp.decision]
     return f"Loop {lp.index} · {lp.status} · val {F.fmt_score(lp.val_score)} · test {F.fmt_score(lp.test_score)} {mark}"
 
 
-def show_loop(lp: D.LoopView, session_dir: Path | None = None) -> None:
+def show_loop(lp: D.LoopView, session_dir: Path | None = None, row: LoopRow | None = None) -> None:
     steps = F.steps_frame(lp)
     if not steps.empty:
         st.dataframe(steps, width="stretch", hide_index=True)
@@ -208,6 +210,8 @@ def show_loop(lp: D.LoopView, session_dir: Path | None = None) -> None:
         lines = F.interval_lines(lp)
         if lines:  # paired bootstrap, 95 % (docs/benchmarks.md, Intervals)
             st.markdown("**Differences** (95 % paired bootstrap interval): " + "  \n".join(lines))
+    if row is not None:
+        show_loop_decision(row)  # the SOTA rule's verdict and the integrity guard's checks (the report's rows)
     if lp.llm_calls:
         show_llm_calls(lp.llm_calls, session_dir)  # each prompt and reply, tokens, cost, latency
 
@@ -221,7 +225,9 @@ def single_task(job: D.JobView) -> None:
     task = tasks[names.index(st.sidebar.selectbox("Task", names))] if len(tasks) > 1 else tasks[0]
     ids = [s.session_id for s in task.sessions]
     s = task.sessions[ids.index(st.sidebar.selectbox("Session", ids, index=len(ids) - 1))]
+    report = build_report(Path(s.dir), s)  # the report's view-model: this page and report.md read one source
     session_header(s, task.spec)
+    show_baselines(report)
     if s.n_events == 0:
         st.info("This session has not written any events yet.")
         return
@@ -230,14 +236,16 @@ def single_task(job: D.JobView) -> None:
         st.markdown("**Core score by loop**")
         long = scores.reset_index().melt(id_vars="loop", var_name="series", value_name="score").dropna()
         st.vega_lite_chart(long, F.line_spec("loop", "score", color="series"), width="stretch")
+    show_decisions(report)
     show_step_times(s)
     timeline = F.timeline_frame(s)
     if not timeline.empty:
         with st.expander("Step timeline", expanded=False):
             st.dataframe(timeline, width="stretch", hide_index=True)
+    rows = {row.loop: row for row in report.loops}
     for lp in s.loops:
-        with st.expander(loop_title(lp), expanded=lp is s.loops[-1]):
-            show_loop(lp, Path(s.dir))
+        with st.expander(loop_title(lp, rows.get(lp.index)), expanded=lp is s.loops[-1]):
+            show_loop(lp, Path(s.dir), rows.get(lp.index))
     if s.llm_calls:
         calls = F.llm_frame(s.llm_calls)
         st.markdown("**LLM calls**")

@@ -16,6 +16,7 @@ def preload() -> None:
     import pandas  # noqa: F401
     import streamlit  # noqa: F401
 
+    import ftagent.ui.decisions  # noqa: F401
     import ftagent.ui.frames  # noqa: F401
     import ftagent.ui.llm_calls  # noqa: F401
     import ftagent.views.report  # noqa: F401

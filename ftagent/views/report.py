@@ -16,7 +16,7 @@ from ftagent.engine.events import ConstantAnswer
 from ftagent.engine.session import write_atomic
 from ftagent.views.commands import cli_command
 from ftagent.views.forecast import VersusRow, versus, versus_markdown, versus_note
-from ftagent.views.session import LoopView, load_session
+from ftagent.views.session import LoopView, SessionView, load_session
 
 
 class LoopRow(BaseModel):
@@ -28,6 +28,7 @@ class LoopRow(BaseModel):
     test_score: float | None = None
     decision: bool | None = None
     verdict: str = ""  # the SOTA rule's line (ftagent.core.sota)
+    rule: str | None = None  # what decided: interval | delta | failed | integrity | forgetting (None: older sessions)
     intervals: list[Difference] = Field(default_factory=list)  # paired 95 % intervals vs baseline / SOTA
     status: str = "running"
     failure: str | None = None
@@ -74,9 +75,10 @@ _KEY_CONFIG = ("finetuning_type", "learning_rate", "max_steps", "num_train_epoch
                "per_device_train_batch_size", "lora_rank", "cutoff_len")
 
 
-def build_report(session_dir: Path) -> Report:
-    """Collect the report of a session directory (through the one projection, :func:`load_session`)."""
-    view = load_session(Path(session_dir))
+def build_report(session_dir: Path, view: SessionView | None = None) -> Report:
+    """Collect the report of a session directory (through the one projection, :func:`load_session`;
+    ``view``: that projection already loaded, e.g. the UI's cached one)."""
+    view = view if view is not None else load_session(Path(session_dir))
     report = Report(session=Path(session_dir).name, session_dir=str(session_dir), benchmark=view.benchmark,
                     base_model=view.base_model, core_metric=view.core_metric or "score", planner=view.planner,
                     status=view.end["status"] if view.end else "running",
@@ -117,7 +119,8 @@ def _row(lp: LoopView) -> LoopRow:
                    planner=(lp.hypothesis or {}).get("planner", ""),
                    config={k: config[k] for k in _KEY_CONFIG if k in config},
                    val_score=lp.val_score, test_score=lp.test_score, decision=lp.decision,
-                   verdict=(lp.feedback or {}).get("verdict") or "", intervals=lp.intervals,
+                   verdict=(lp.feedback or {}).get("verdict") or "", rule=(lp.feedback or {}).get("rule"),
+                   intervals=lp.intervals,
                    status=lp.status, failure=failed.failure if failed else None,
                    duration_s=(lp.end or {}).get("duration_s", 0.0),
                    contamination=[{k: e.get(k) for k in ("dataset", "rows_checked", "items_checked", "flagged_rows",
@@ -178,6 +181,8 @@ def render_markdown(r: Report) -> str:
     for row in r.loops:
         cfg = ", ".join(f"{k}={v}" for k, v in row.config.items())
         decision = {True: "new SOTA", False: "no", None: "–"}[row.decision]
+        why = sota_row(row).why
+        decision += f" ({why})" if row.decision is not None and why else ""
         status = row.status if not row.failure else f"{row.status}: {row.failure[:80]}"
         lines.append(f"| {row.loop} | {row.hypothesis[:90]} | {cfg} | {_fmt(row.val_score)} | "
                      f"{_fmt(row.test_score)} | {decision} | {status} | {format_duration(row.duration_s)} |")
@@ -209,10 +214,76 @@ def _score_table(r: Report) -> list[str]:
 
 def _constant_row(r: Report, extra: Any) -> list[str]:
     """The row of what one constant answer scores on each split (issue 31 item 7); none when not recorded."""
-    if not r.constant_baseline:
-        return []
-    cells = [_fmt(c.score) if (c := r.constant_baseline.get(split)) else "–" for split in ("validation", "test")]
-    return [f"| a constant answer | {cells[0]} | {cells[1]} |{extra('')}"]
+    return [f"| {row['']} | {row['validation']} | {row['test']} |{extra('')}" for row in baseline_rows(r)[1:]]
+
+
+def baseline_rows(r: Report) -> list[dict[str, str]]:
+    """The base model's scores and, when recorded, a constant answer's, per split (report and UI):
+    a base score near the constant one is no sign of skill (issue 31 item 7)."""
+    rows = [{"": "base model", "validation": _fmt(r.baseline_val), "test": _fmt(r.baseline_test)}]
+    if r.constant_baseline:
+        rows.append({"": "a constant answer", **{split: _fmt(c.score) if (c := r.constant_baseline.get(split)) else "–"
+                                                 for split in ("validation", "test")}})
+    return rows
+
+
+class SotaRow(BaseModel):
+    """One loop's SOTA decision as the report and the UI show it: its validation score, its difference
+    with the 95 % paired interval against the best it was judged against, whether it became the best
+    and why (or why not): the rule's verdict (:func:`ftagent.core.sota.decide_sota`), an integrity flag
+    or a forgetting-guard block. Read from the recorded events, never recomputed."""
+
+    loop: int
+    score: float | None = None  # validation core score
+    versus: str = ""  # the incumbent it was judged against: "loop 0", "the baseline"
+    difference: Difference | None = None  # validation, candidate − that incumbent
+    became_best: bool | None = None  # None: not judged (yet)
+    why: str = ""  # short: "significant gain", "not significant", "integrity flag: benchmark_files" ...
+    verdict: str = ""  # the rule's whole line
+    flags: list[str] = Field(default_factory=list)  # the integrity guard's flagged checks, "name: detail"
+
+    def cells(self) -> dict[str, str]:
+        """The row as table cells (the UI's decision table)."""
+        best = {True: "yes", False: "no", None: "–"}[self.became_best]
+        return {"loop": str(self.loop), "validation": _fmt(self.score),
+                "vs best (95 % interval)": f"{self.difference.text()} vs {self.versus}" if self.difference else "–",
+                "became best": best, "why": self.why}
+
+
+def sota_row(row: LoopRow) -> SotaRow:
+    """The decision view of one loop (see :class:`SotaRow`)."""
+    vals = [d for d in row.intervals if d.split == "validation"]
+    diff = next((d for d in vals if d.against == "SOTA"), None) or next((d for d in vals if d.against == "baseline"),
+                                                                       None)
+    flags = [f"{c.get('name')}: {c.get('detail')}" for c in row.integrity or [] if c.get("passed") is False]
+    return SotaRow(loop=row.loop, score=row.val_score, versus=diff.reference if diff else "",
+                   difference=diff, became_best=row.decision, why=_why(row, flags), verdict=row.verdict,
+                   flags=flags)
+
+
+def _why(row: LoopRow, flags: list[str]) -> str:
+    if row.decision is None:
+        return "not judged yet" if row.status == "running" else row.status
+    if row.rule == "integrity" or (flags and not row.decision):
+        return "integrity flag: " + ", ".join(f.split(":", 1)[0] for f in flags) if flags else "integrity flag"
+    blocked = [g.benchmark for g in row.forgetting or [] if g.blocked]
+    if row.rule == "forgetting" or (blocked and not row.decision):
+        return "forgetting guard: " + ", ".join(blocked)
+    if row.rule == "failed" or row.status == "failed":
+        return "failed"
+    if row.rule == "interval":
+        return "significant gain" if row.decision else "not significant"
+    fallback = " (no interval)" if "No interval" in row.verdict else ""
+    if row.rule == "delta" and "nothing to beat" in row.verdict:
+        return "nothing to beat yet"
+    if row.rule == "delta":
+        return ("gain above FT_SOTA_MIN_DELTA" if row.decision else "gain not above FT_SOTA_MIN_DELTA") + fallback
+    return "beats the best" if row.decision else "does not beat the best"  # a session from before the rules
+
+
+def sota_rows(r: Report) -> list[SotaRow]:
+    """Every loop's decision view, in loop order."""
+    return [sota_row(row) for row in r.loops]
 
 
 def _integrity(r: Report) -> list[str]:

@@ -120,11 +120,11 @@ class SessionView(BaseModel):
         return self.end is None
 
     def best(self, split: str) -> float | None:
-        """Best score over loops for a split (direction-aware)."""
-        scores = [s for s in (lp.results.get(split, {}).get("score") for lp in self.loops) if s is not None]
-        if not scores:
-            return None
-        return max(scores) if self.direction == "max" else min(scores)
+        """The best loop's score on a split: the SOTA's, as the rule decided (None while no loop beat the
+        baseline). Not the highest score: a gain within the noise or a candidate the integrity guard
+        flagged is not the best, however high (issue 31 follow-up)."""
+        lp = next((x for x in self.loops if x.index == self.sota_loop), None)
+        return None if lp is None else (lp.results.get(split) or {}).get("score")
 
     def sota_scores(self) -> tuple[float | None, float | None]:
         """(val, test) of the SOTA loop, else of the baseline."""

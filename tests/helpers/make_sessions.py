@@ -12,14 +12,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ftagent.core.errors import ErrorType, StepError
+from ftagent.core.integrity import IntegrityCheck
+from ftagent.core.sota import decide_sota
 from ftagent.core.stats import Difference
 from ftagent.core.trace import Experiment
 from ftagent.core.types import CodeResult, EvalResult, Hypothesis, ModelInfo, ScenarioInfo
 from ftagent.engine.events import (
     BenchmarkResult,
     CodeRound,
+    ConstantAnswer,
     FeedbackEvent,
     HypothesisEvent,
+    IntegrityEvent,
     LLMCall,
     RunEvent,
     ScenarioStage,
@@ -42,6 +46,8 @@ class LoopPlan:
     fail_step: str | None = None  # "train" raises an OOM StepError there
     goto_once: bool = False  # validate sends the loop back to code once
     intervals: list[Difference] = field(default_factory=list)  # recorded by the feedback (issue 31)
+    sota_rule: str | None = None  # set: the real decide_sota decides under this rule, on ``intervals``
+    integrity: list[IntegrityCheck] | None = None  # the integrity guard's checks (a flag vetoes SOTA)
 
 
 @dataclass
@@ -51,6 +57,7 @@ class SessionPlan:
     core_metric: str = "accuracy"
     baseline: tuple[float, float] = (0.1, 0.05)
     llm_cost_usd: float | None = 0.0125  # each planner call's price (None: a model LiteLLM has no price for)
+    constant_baseline: tuple[float, float] | None = None  # what one constant answer scores (validation, test)
     loops: list[LoopPlan] = field(default_factory=lambda: [
         LoopPlan(val=0.4, test=0.35, goto_once=True),
         LoopPlan(fail_step="train"),
@@ -137,16 +144,23 @@ class ScriptedWorkflow:
         scores = ctx.loop.scores
         val = None if failure or scores.validation is None else scores.validation.score
         test = None if failure or scores.test is None else scores.test.score
-        decision = failure is None and trace.is_new_sota(val, 0.0)
+        lp = self._lp(ctx)
+        experiment = Experiment(loop=ctx.loop.index, parent=trace.sota_loop, hypothesis=ctx.loop.hypothesis,
+                                val_score=val, test_score=test, reason="numbers", failure=failure,
+                                intervals=lp.intervals)
+        if lp.integrity is not None and failure is None:  # as the workflow's guard: before anything decides
+            ctx.emit(IntegrityEvent(checks=lp.integrity, flags=sum(c.flagged for c in lp.integrity)))
+            experiment.integrity_flags = [f"{c.name}: {c.detail}" for c in lp.integrity if c.flagged]
+        verdict = decide_sota(experiment, trace, rule=lp.sota_rule) if lp.sota_rule else None
+        decision = failure is None and (verdict.decision if verdict else trace.is_new_sota(val, 0.0))
+        experiment.decision = decision
         sota_before = trace.incumbent_score()
-        trace.record(Experiment(loop=ctx.loop.index, parent=trace.sota_loop,
-                                hypothesis=ctx.loop.hypothesis, val_score=val,
-                                test_score=test, decision=decision,
-                                reason="numbers", failure=failure, intervals=self._lp(ctx).intervals))
+        trace.record(experiment)
         ctx.emit(FeedbackEvent(decision=decision, reason="beats SOTA" if decision else "no gain",
                                error_type=failure.error_type.value if failure else None,
                                next_step="try a higher rank", score=val, sota_score=sota_before,
-                               intervals=self._lp(ctx).intervals))
+                               intervals=lp.intervals, rule=verdict.rule if verdict else None,
+                               verdict=verdict.text if verdict else ""))
 
 
 def make_session(log_path: Path, plan: SessionPlan | None = None, *, running_after_steps: int | None = None,
@@ -165,9 +179,12 @@ def make_session(log_path: Path, plan: SessionPlan | None = None, *, running_aft
     log.emit(ScenarioStage(stage="datasets", status="done"))
     trace = session.state.trace
     trace.core_metric, (trace.baseline_val, trace.baseline_test) = plan.core_metric, plan.baseline
-    for split, score in zip(("validation", "test"), plan.baseline, strict=True):
+    for i, (split, score) in enumerate(zip(("validation", "test"), plan.baseline, strict=True)):
+        constant = None if plan.constant_baseline is None else ConstantAnswer(
+            score=plan.constant_baseline[i], metric=plan.core_metric, method="the most frequent gold",
+            answers={plan.benchmark: "42"}, line=f"always answering '42' scores {plan.constant_baseline[i]}")
         log.emit(BenchmarkResult(split=split, benchmark=plan.benchmark, core_metric=plan.core_metric,
-                                 score=score, baseline=True))
+                                 score=score, baseline=True, constant_baseline=constant))
     session.state.scenario = ScenarioInfo(
         benchmark=plan.benchmark, base_model=plan.base_model, base_model_path="/models/scripted",
         model_info=ModelInfo(name=plan.base_model, path="/models/scripted"), file_path="/ft",
@@ -198,3 +215,28 @@ def make_job(log_base: Path, job_id: str, tasks: list[tuple[TaskSpec, SessionPla
             continue
         make_session(Path(task_plan.log_path), session_plan, running_after_steps=running)
     return job_dir
+
+
+def _diff(against: str, reference: str, diff: float, low: float, high: float) -> Difference:
+    return Difference(against=against, split="validation", reference=reference, diff=diff, low=low, high=high,
+                      items=30, resamples=1000)
+
+
+CLEAN = [IntegrityCheck(name="tokenizer", passed=True, detail="unchanged"),
+         IntegrityCheck(name="benchmark_files", passed=True, detail="unchanged")]
+
+
+def decisions_plan() -> SessionPlan:
+    """Three loops judged by the real SOTA rule (FT_SOTA_RULE=interval) and integrity verdicts, and a
+    constant-answer baseline: loop 0 a significant gain (new best), loop 1 a higher score within the
+    noise (not significant), loop 2 the highest score but flagged by the integrity guard (benchmark_files)."""
+    return SessionPlan(constant_baseline=(0.25, 0.2), loops=[
+        LoopPlan(val=0.4, test=0.35, sota_rule="interval", integrity=CLEAN,
+                 intervals=[_diff("baseline", "the baseline", 0.3, 0.2, 0.4)]),
+        LoopPlan(val=0.45, test=0.4, sota_rule="interval", integrity=CLEAN,
+                 intervals=[_diff("baseline", "the baseline", 0.35, 0.25, 0.45), _diff("SOTA", "loop 0", 0.05, -0.1, 0.2)]),
+        LoopPlan(val=0.9, test=0.9, sota_rule="interval", intervals=[
+            _diff("baseline", "the baseline", 0.8, 0.7, 0.9), _diff("SOTA", "loop 0", 0.5, 0.4, 0.6)], integrity=[
+            *CLEAN[:1], IntegrityCheck(name="benchmark_files", passed=False,
+                                       detail="the evaluator's files changed: ftagent/benchmarks/demo_add.py")]),
+    ])

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from ftagent.jobs.tasks import TaskSpec
-from tests.helpers.make_sessions import LoopPlan, SessionPlan, make_job
+from tests.helpers.make_sessions import LoopPlan, SessionPlan, decisions_plan, make_job
 
 REPO = Path(__file__).resolve().parents[2]
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
@@ -61,6 +61,12 @@ def _screenshot(url: str, out: Path) -> None:
 
 # the session page's real content: header metrics, the export command, the step times (near the end)
 CONTENT = ("SOTA loop", "ftagent export ", "Wall time per step", "LLM calls")
+# why each loop became the best or not, an integrity flag with its reason, the constant-answer baseline
+# (issue 31 follow-up): in the page's text (HTML tables, not canvas grids), from the report's view-model
+DECISIONS = ("Best-model decisions", "+0.05 [-0.1, +0.2] on 30 items vs loop 0", "not significant",
+             "integrity flag: benchmark_files", "Loop 2 flagged by the integrity guard, not eligible as best: "
+             "benchmark_files: the evaluator's files changed", "a constant answer", "0.25",
+             "not best (not significant)", "FLAGGED")
 FIRST_RENDER_BOUND_S = 15.0  # generous for a loaded CI machine; measured 3-8 s on a busy 2-core box
 
 
@@ -126,7 +132,7 @@ def _assert_not_blank(png: Path) -> float:
 
 def test_ui_screenshots(tmp_path):
     job_dir = make_job(tmp_path / "log", "2026-01-01_12-00-00", [
-        (TaskSpec(model="builtin/tiny-qwen2", benchmark="demo_add"), SessionPlan(), None),
+        (TaskSpec(model="builtin/tiny-qwen2", benchmark="demo_add"), decisions_plan(), None),
         (TaskSpec(model="Qwen/Qwen2.5-7B-Instruct", benchmark="aime25"),
          SessionPlan(benchmark="aime25", baseline=(0.13, 0.07),
                      loops=[LoopPlan(val=0.2, test=0.13), LoopPlan(val=0.27, test=0.2), LoopPlan(val=0.2)]), 15),
@@ -144,6 +150,8 @@ def test_ui_screenshots(tmp_path):
         print(f"\nsingle-task page of a finished session: real content after {seconds:.2f} s (wall clock)")
         assert seconds < FIRST_RENDER_BOUND_S, f"first render took {seconds:.1f} s"
         assert "Deploy" not in text  # client.toolbarMode=viewer
+        missing = [n for n in DECISIONS if n not in text]
+        assert not missing, f"not on the single-task page: {missing}"
         again, _ = _time_to_text(f"{url}/?page=single", CONTENT)
         print(f"same page, second browser session: {again:.2f} s")
         artifacts = REPO / "test-artifacts"

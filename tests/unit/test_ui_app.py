@@ -13,7 +13,7 @@ from ftagent.ui.launch import streamlit_command
 from ftagent.views import session as D
 from ftagent.views.console import short_duration
 from ftagent.views.report import export_command
-from tests.helpers.make_sessions import LoopPlan, SessionPlan, make_job, make_session
+from tests.helpers.make_sessions import LoopPlan, SessionPlan, decisions_plan, make_job, make_session
 
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
@@ -146,6 +146,31 @@ def test_unpriced_llm_calls_show_cost_unknown_not_zero(tmp_path, monkeypatch):
     cost = next(m for m in at.metric if m.label == "Cost (USD)")
     assert cost.value == "unknown"
     assert "cost unknown (1 calls; the model has no price in LiteLLM's table)" in cost.proto.help
+
+
+def test_single_task_shows_decisions_integrity_flags_and_constant_baseline(tmp_path, monkeypatch):
+    """Each loop's score and interval vs the best, whether it became best and why, an integrity flag with
+    its reason, and the constant answer beside the base model: the report's rows, drawn (issue 31)."""
+    from ftagent.views.report import build_report, sota_rows
+
+    sdir = make_session(tmp_path / "log", decisions_plan())
+    at = _run(sdir, monkeypatch, page="Single Task")
+    tables = [t.value for t in at.table]
+    decisions = next(t for t in tables if "became best" in t.columns)
+    assert decisions.reset_index().to_dict("records") == [r.cells() for r in sota_rows(build_report(sdir))]
+    assert decisions["why"].tolist() == ["significant gain", "not significant", "integrity flag: benchmark_files"]
+    baselines = next(t for t in tables if "a constant answer" in t.index)
+    assert baselines.loc["a constant answer"].tolist() == ["0.25", "0.20"]
+    assert baselines.loc["base model"].tolist() == ["0.10", "0.05"]
+    assert any("always answering '42'" in c.value for c in at.caption)
+    (flag,) = [w.value for w in at.warning if "integrity guard" in w.value]
+    assert flag == ("Loop 2 flagged by the integrity guard, not eligible as best: benchmark_files: the "
+                    "evaluator's files changed: ftagent/benchmarks/demo_add.py")
+    titles = [e.label for e in at.expander if e.label.startswith("Loop ")]
+    assert titles[1].endswith("· not best (not significant)") and titles[0].endswith("· new best (significant gain)")
+    md = " ".join(m.value for m in at.markdown)
+    assert "**Integrity guard**: 2 check(s), 1 flagged: not eligible as best" in md
+    assert "not a significant gain" in md  # the rule's whole verdict line in the loop
 
 
 def test_recipe_task_is_a_table():

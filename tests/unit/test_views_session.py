@@ -7,7 +7,7 @@ from pathlib import Path
 from ftagent.jobs.tasks import TaskSpec
 from ftagent.ui import frames as F
 from ftagent.views import session as D
-from tests.helpers.make_sessions import LoopPlan, SessionPlan, make_job, make_session
+from tests.helpers.make_sessions import LoopPlan, SessionPlan, decisions_plan, make_job, make_session
 
 
 def test_load_finished_session(tmp_path):
@@ -160,3 +160,64 @@ def test_model_card_says_cost_unknown_for_unpriced_calls(tmp_path):
     body = (Path(folder) / "README.md").read_text(encoding="utf-8")
     assert "LLM: 3 calls, cost unknown (3 calls; the model has no price in LiteLLM's table)" in body
     assert "$0.0000" not in body
+
+
+def test_sota_rows_say_why_each_loop_became_best_or_not(tmp_path):
+    """The decision view-model the report and the UI share: score, interval vs the best, became best, why."""
+    from ftagent.views.report import baseline_rows, build_report, render_markdown, sota_rows
+
+    sdir = make_session(tmp_path / "log", decisions_plan())
+    report = build_report(sdir)
+    rows = sota_rows(report)
+    assert [(r.loop, r.became_best, r.why) for r in rows] == [
+        (0, True, "significant gain"), (1, False, "not significant"), (2, False, "integrity flag: benchmark_files")]
+    assert report.best_loop == 0
+    assert rows[0].cells()["vs best (95 % interval)"] == "+0.3 [+0.2, +0.4] on 30 items vs the baseline"
+    assert rows[1].cells() == {"loop": "1", "validation": "0.45", "vs best (95 % interval)":
+                               "+0.05 [-0.1, +0.2] on 30 items vs loop 0", "became best": "no", "why": "not significant"}
+    assert rows[2].flags == ["benchmark_files: the evaluator's files changed: ftagent/benchmarks/demo_add.py"]
+    assert "not a significant gain" in rows[1].verdict and "integrity guard" in rows[2].verdict
+    assert baseline_rows(report) == [{"": "base model", "validation": "0.10", "test": "0.05"},
+                                     {"": "a constant answer", "validation": "0.25", "test": "0.20"}]
+    md = render_markdown(report)
+    assert "| new SOTA (significant gain) |" in md and "| no (not significant) |" in md
+    assert "| no (integrity flag: benchmark_files) |" in md and "| a constant answer | 0.25 | 0.20 |" in md
+
+
+def test_sota_rows_of_failed_pending_and_older_sessions(tmp_path):
+    """A failed loop, a loop still running, and a session recorded before the feedback named its rule."""
+    from ftagent.views.report import build_report, sota_rows
+
+    rows = sota_rows(build_report(make_session(tmp_path / "a")))  # the default plan: no rule recorded
+    assert [(r.became_best, r.why, r.difference) for r in rows] == [
+        (True, "beats the best", None), (False, "failed", None), (False, "does not beat the best", None)]
+    assert rows[0].cells()["vs best (95 % interval)"] == "–"
+    live = make_session(tmp_path / "b", decisions_plan(), running_after_steps=3)
+    assert [(r.became_best, r.why) for r in sota_rows(build_report(live))] == [(None, "not judged yet")]
+
+
+def test_best_is_the_sota_not_the_highest_score(tmp_path):
+    """A flagged loop scoring 0.9 is not the best: the header and the grid show the SOTA's 0.4 / 0.35."""
+    sdir = make_session(tmp_path / "log", decisions_plan())
+    s = D.load_session(sdir)
+    assert max(lp.val_score for lp in s.loops) == 0.9
+    assert (s.sota_loop, s.best("validation"), s.best("test")) == (0, 0.4, 0.35)
+    job = D.load_job(sdir)
+    assert F.summary_rows(job)[0][0]["Best"] == "0.4 / 0.35"
+    none = D.load_session(make_session(tmp_path / "b", SessionPlan(baseline=(0.5, 0.5),
+                                                                   loops=[LoopPlan(val=0.2, test=0.2)])))
+    assert none.sota_loop is None and none.best("validation") is None
+
+
+def test_sota_row_names_the_forgetting_guard_and_the_delta_rule():
+    from ftagent.core.forgetting import GuardResult
+    from ftagent.views.report import LoopRow, sota_row
+
+    kept = LoopRow(loop=3, val_score=0.6, decision=False, status="succeeded", rule="forgetting",
+                   verdict="Kept from SOTA by the forgetting guard: gsm8k ...",
+                   forgetting=[GuardResult(benchmark="gsm8k", blocked=True), GuardResult(benchmark="mmlu")])
+    assert sota_row(kept).why == "forgetting guard: gsm8k"
+    delta = LoopRow(loop=4, val_score=0.6, decision=True, status="succeeded", rule="delta",
+                    verdict="Validation accuracy 0.6 beats loop 0 (0.4) by more than FT_SOTA_MIN_DELTA = 0 "
+                            "(+0.2). No interval (no per-item scores), so the delta rule decides.")
+    assert sota_row(delta).why == "gain above FT_SOTA_MIN_DELTA (no interval)"
