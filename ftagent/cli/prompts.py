@@ -26,8 +26,8 @@ def prompts(
 ) -> None:
     """Show the prompts the LLM planner is sent: one step's requests (or all four's), with their token counts."""
     prepare_env()
+    from ftagent.core.redact import Redactor
     from ftagent.planners.llm.preview import STEPS, as_text, preview  # STEPS: the one list of prompt steps
-    from ftagent.planners.llm.records import Redactor
 
     if step is not None and step not in STEPS:
         fail(f"--step must be one of {', '.join(STEPS)}, not '{step}'")

@@ -262,7 +262,7 @@ def _route_judge(settings, session: Session, emit: SessionEmitter) -> None:
     """Start the session's judge gateway when ``FT_JUDGE_*`` is set: OpenCompass's judge then gets its
     URL and a per-session token (never the real key), and every judge call is recorded (stage ``judge``)
     and counted against ``FT_LLM_BUDGET_USD`` with the planner's and the data script's."""
-    from ftagent.planners.llm.gateway import LLMGateway
+    from ftagent.llm.gateway import LLMGateway
 
     gateway = LLMGateway.for_judge(settings.llm, settings.ft, session.dir, emit=emit)
     settings.judge_route = gateway.start() if gateway is not None else None
@@ -290,7 +290,7 @@ def _run(session: Session, settings, run, runner, emit: SessionEmitter, planner:
     assert state.scenario is not None
     console.print(f"[bold]ftagent[/bold] session {session.dir} — planner: {_planner_note(planner, settings)}; "
                   f"runner: {ft.env_type}", soft_wrap=True)
-    from ftagent.planners.llm.gateway import LLMGateway
+    from ftagent.llm.gateway import LLMGateway
 
     # generated code reaches the LLM only through the session's loopback gateway (URL + token, no key)
     gateway = LLMGateway(settings.llm, ft, session.dir, emit=emit).start() if settings.llm.configured else None

@@ -282,7 +282,7 @@ def llm_forecast(settings, scenario, planner: str, loop_n: int, events: list[Any
     """
     if planner != "llm":
         return LLMForecast(model=None, calls=0, prompt_tokens=0, completion_tokens=0, cost_usd=0.0)
-    from ftagent.planners.llm.budget import count_tokens
+    from ftagent.llm.budget import count_tokens
     from ftagent.planners.llm.templates import PROMPTS_DIR
 
     model = settings.llm.chat_model

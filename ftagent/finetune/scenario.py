@@ -125,7 +125,7 @@ class FinetuneScenario:
         use_llm = planner_spec(resolve_planner(ft.planner, llm.configured)).selects_datasets  # a declared capability
         client = None
         if use_llm:
-            from ftagent.planners.llm.client import LLMClient
+            from ftagent.llm.client import LLMClient
 
             # no session yet: the records wait in memory until attach_session() writes them
             client = self.selection_client = LLMClient(llm, ft, emit=self.emit)
@@ -246,7 +246,7 @@ PARAMETER_CATALOGUE_TOKENS = 6000  # the config prompt's share of FT_PROMPT_TOKE
 
 def parameter_catalogue_text(catalogue, gpu: bool) -> str:
     """LLaMA-Factory's arguments as the config prompt shows them (essential ones first, token-bounded)."""
-    from ftagent.planners.llm.budget import count_tokens
+    from ftagent.llm.budget import count_tokens
 
     return catalogue.format_for_prompt(gpu=gpu, max_tokens=PARAMETER_CATALOGUE_TOKENS, count=count_tokens)
 

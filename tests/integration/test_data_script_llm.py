@@ -17,7 +17,7 @@ from types import SimpleNamespace
 import pytest
 
 from ftagent.core.settings import FTSettings, LLMSettings
-from ftagent.planners.llm.gateway import LLMGateway
+from ftagent.llm.gateway import LLMGateway
 from ftagent.planners.llm.templates import render
 from ftagent.tools.llamafactory.data_script import DataProcessor
 from tests.fakes.openai_server import FakeOpenAIServer, Reply

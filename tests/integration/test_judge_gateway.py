@@ -17,7 +17,7 @@ import pytest
 
 from ftagent.core.settings import load_settings
 from ftagent.engine.events import EventLog, read_events
-from ftagent.planners.llm.gateway import LLMGateway
+from ftagent.llm.gateway import LLMGateway
 from ftagent.runners.local import LocalRunner
 from ftagent.tools.opencompass.runs import evaluate_splits_of_path
 from tests.fakes.openai_server import FakeOpenAIServer, Reply

@@ -9,7 +9,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 from ftagent.core.settings import LLMSettings  # noqa: E402
 from ftagent.datasets.prepare import dataset_candidates, selection_is_ambiguous  # noqa: E402
 from ftagent.datasets.registry import resolve_dataset_choice  # noqa: E402
-from ftagent.planners.llm.client import LLMClient  # noqa: E402
+from ftagent.llm.client import LLMClient  # noqa: E402
 from ftagent.planners.llm.select import select_datasets  # noqa: E402
 from tests.fakes.openai_server import FakeOpenAIServer  # noqa: E402
 
@@ -61,7 +61,7 @@ def test_the_selection_call_before_the_session_is_recorded_and_counted_once_it_e
     import json
 
     from ftagent.core.settings import FTSettings
-    from ftagent.planners.llm.records import RecordWriter
+    from ftagent.llm.records import RecordWriter
 
     reply = '{"datasets": ["deepscaler"], "reason": "maths"}'
     with FakeOpenAIServer([reply]) as server:

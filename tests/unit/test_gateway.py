@@ -17,8 +17,8 @@ from openai import APIStatusError, OpenAI  # noqa: E402
 from ftagent.core.errors import BudgetExhausted  # noqa: E402
 from ftagent.core.settings import FTSettings, LLMSettings  # noqa: E402
 from ftagent.engine.events import EventLog, read_events  # noqa: E402
-from ftagent.planners.llm.client import LLMClient  # noqa: E402
-from ftagent.planners.llm.gateway import LLMGateway  # noqa: E402
+from ftagent.llm.client import LLMClient  # noqa: E402
+from ftagent.llm.gateway import LLMGateway  # noqa: E402
 from tests.fakes.openai_server import FakeOpenAIServer, Reply  # noqa: E402
 
 KEY = "sk-FAKE-SECRET-123456"
@@ -168,7 +168,7 @@ def test_upstream_timeout_is_504_and_embeddings_use_embedding_model(upstream, tm
 
     def forward(kind, kwargs):
         if kind == "chat":
-            from ftagent.planners.llm.gateway import _litellm_forward
+            from ftagent.llm.gateway import _litellm_forward
 
             return _litellm_forward(kind, kwargs)
         seen.append(kwargs)

@@ -22,7 +22,7 @@ from ftagent.engine.events import EventLog, read_events  # noqa: E402
 from ftagent.engine.loop import StepContext  # noqa: E402
 from ftagent.engine.session import Session  # noqa: E402
 from ftagent.finetune.protocols import Coder, Feedback, Proposer  # noqa: E402
-from ftagent.planners.llm.client import LLMClient  # noqa: E402
+from ftagent.llm.client import LLMClient  # noqa: E402
 from ftagent.planners.llm.code import LLMCoder  # noqa: E402
 from ftagent.planners.llm.feedback import LLMFeedback, decide_numeric  # noqa: E402
 from ftagent.planners.llm.propose import LLMProposer  # noqa: E402

@@ -7,8 +7,8 @@ import time
 import pytest
 
 from ftagent.core.errors import ErrorType
-from ftagent.planners.llm import client as client_mod
-from ftagent.planners.llm.client import DeadlineReached, retry_after_s
+from ftagent.llm import client as client_mod
+from ftagent.llm.client import DeadlineReached, retry_after_s
 from tests.fakes.openai_server import FakeOpenAIServer, Reply
 from tests.unit.test_llm_client import make_client
 

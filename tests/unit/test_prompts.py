@@ -24,8 +24,8 @@ from ftagent.core.trace import Experiment, Trace
 from ftagent.core.types import AnswerProfile, EvalResult, Hypothesis, ModelInfo, ScenarioInfo, TimeLimits
 from ftagent.datasets.catalogue import build_catalogue
 from ftagent.datasets.prepare import prepare_dataset
+from ftagent.llm.budget import Section, count_tokens, fit_sections
 from ftagent.planners.llm import brief
-from ftagent.planners.llm.budget import Section, count_tokens, fit_sections
 from ftagent.planners.llm.preview import STEPS, as_text, preview
 from ftagent.planners.llm.propose import build_proposal_messages
 from ftagent.planners.llm.templates import PROMPTS_DIR, render

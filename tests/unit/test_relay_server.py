@@ -10,7 +10,7 @@ import time
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from ftagent.core.settings import LLMSettings  # noqa: E402
-from ftagent.planners.llm.client import LLMClient  # noqa: E402
+from ftagent.llm.client import LLMClient  # noqa: E402
 from tests.fakes.relay_server import RelayServer  # noqa: E402
 
 

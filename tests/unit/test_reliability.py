@@ -191,7 +191,7 @@ def test_disk_full_while_writing_a_snapshot(tmp_path, monkeypatch):
 # -- an LLM that refuses -------------------------------------------------------------------------------
 def test_llm_refusal_is_reasked_then_one_llm_error(tmp_path):
     from ftagent.core.settings import LLMSettings
-    from ftagent.planners.llm.client import LLMCallError, LLMClient
+    from ftagent.llm.client import LLMCallError, LLMClient
     from tests.fakes.openai_server import FakeOpenAIServer
 
     refusal = "I'm sorry, but I can't help with that request."

@@ -12,7 +12,7 @@ import pytest
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from ftagent.core.settings import FTSettings, LLMSettings  # noqa: E402
-from ftagent.planners.llm.client import LLMClient  # noqa: E402
+from ftagent.llm.client import LLMClient  # noqa: E402
 from ftagent.ui.llm_calls import call_views, summary_rows  # noqa: E402
 from tests.fakes.openai_server import FakeOpenAIServer  # noqa: E402
 

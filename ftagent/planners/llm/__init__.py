@@ -1,5 +1,6 @@
-"""The planner's LLM: client (LiteLLM), call records, prompt templates.
+"""The LLM planner: propose, code and feedback prompts (``prompts/*.j2``), their sections and history.
 
-Kept light on purpose: nothing here imports litellm. Import :mod:`ftagent.planners.llm.client` where an LLM
-call is actually made (litellm is imported lazily inside the client on first use).
+The plumbing it calls (client, gateway, records, token budget) lives in :mod:`ftagent.llm`, below this
+layer, because the judge, the data scripts and the forecast use it too. Kept light on purpose: nothing
+here imports litellm at import time.
 """

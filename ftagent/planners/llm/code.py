@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 from ftagent.core.errors import ErrorType, StepFailure
 from ftagent.core.types import CodeResult, Hypothesis
+from ftagent.llm.budget import Section
 from ftagent.planners.llm.brief import DATA_RULES, HARDWARE, MEMORY, MODEL, OBJECTIVE
-from ftagent.planners.llm.budget import Section
 from ftagent.planners.llm.history import clip_text, is_internal_error, planner_config
 from ftagent.planners.llm.prompting import brief_part, budgets_part, debug_data_stats, fit, text_part
 from ftagent.planners.llm.propose import llm_pools_configured, read_artefact
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from ftagent.core.trace import Trace
     from ftagent.core.types import ScenarioInfo
     from ftagent.engine.loop import StepContext
-    from ftagent.planners.llm.client import LLMClient
+    from ftagent.llm.client import LLMClient
 
 DATA_SCRIPT = "process_data.py"
 TRAIN_YAML = "train.yaml"
@@ -173,7 +173,7 @@ class LLMCoder:
              feedback: StepFailure | None, ctx: StepContext) -> CodeResult:
         """Write ``process_data.py`` and ``train.yaml`` into ``workspace`` (see the module docstring)."""
         scenario = self.scenario
-        from ftagent.planners.llm.client import LLMClient
+        from ftagent.llm.client import LLMClient
 
         client = self.client or LLMClient.for_context(self.settings, ctx)
         workspace = Path(workspace)

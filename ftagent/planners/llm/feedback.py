@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from ftagent.core.trace import Experiment, Trace
     from ftagent.core.types import ScenarioInfo
     from ftagent.engine.loop import StepContext
-    from ftagent.planners.llm.client import LLMClient
+    from ftagent.llm.client import LLMClient
 
 MAX_ERROR_SAMPLES = 10
 # every failure type a step can report (ErrorType is the one source); UNKNOWN is the internal-error variant
@@ -66,7 +66,7 @@ class LLMFeedback:
     def feedback(self, experiment: Experiment, trace: Trace, ctx: StepContext) -> FeedbackResult:
         """FeedbackResult with the numeric decision and the LLM's explanation and advice."""
         scenario = self.scenario
-        from ftagent.planners.llm.client import LLMCallError, LLMClient
+        from ftagent.llm.client import LLMCallError, LLMClient
 
         ft = self.settings.ft
         decision, why = decide_numeric(experiment, trace, ft.sota_min_delta, ft.sota_rule)

@@ -15,7 +15,7 @@ from pydantic import BaseModel
 
 from ftagent.core.trace import Experiment, Trace
 from ftagent.core.types import Hypothesis
-from ftagent.planners.llm.budget import message_tokens
+from ftagent.llm.budget import message_tokens
 from ftagent.planners.llm.code import config_messages, data_messages
 from ftagent.planners.llm.feedback import decide_numeric, feedback_messages
 from ftagent.planners.llm.propose import build_proposal_messages, read_artefact

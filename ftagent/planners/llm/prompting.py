@@ -1,6 +1,6 @@
 """Shared prompt parts: brief sections, time left, data statistics, and fitting to the budget.
 
-Every planner prompt is a list of :class:`~ftagent.planners.llm.budget.Section` objects, each with a
+Every planner prompt is a list of :class:`~ftagent.llm.budget.Section` objects, each with a
 priority; :func:`fit` drops the least useful optional ones when the prompt is over
 ``FT_PROMPT_TOKEN_BUDGET``. The scenario sections come from the session's brief
 (:mod:`ftagent.planners.llm.brief`), so every prompt describes the scenario with the same words.
@@ -12,8 +12,8 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ftagent.llm.budget import DEFAULT_BUDGET, Fitted, Section, fit_sections, message_tokens
 from ftagent.planners.llm.brief import BUDGETS, brief_sections, format_duration, scenario_brief
-from ftagent.planners.llm.budget import DEFAULT_BUDGET, Fitted, Section, fit_sections, message_tokens
 
 if TYPE_CHECKING:
     from ftagent.core.types import ScenarioInfo

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel
 
 from ftagent.core.types import Hypothesis
+from ftagent.llm.budget import Section
 from ftagent.planners.llm.brief import (
     DATA_RULES,
     DATASETS,
@@ -20,7 +21,6 @@ from ftagent.planners.llm.brief import (
     MODEL,
     OBJECTIVE,
 )
-from ftagent.planners.llm.budget import Section
 from ftagent.planners.llm.history import experiment_block, is_internal_error, throughput_line
 from ftagent.planners.llm.prompting import brief_part, budgets_part, fit, text_part
 from ftagent.planners.llm.templates import render
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from ftagent.core.trace import Trace
     from ftagent.core.types import ScenarioInfo
     from ftagent.engine.loop import StepContext
-    from ftagent.planners.llm.client import LLMClient
+    from ftagent.llm.client import LLMClient
 
 
 def read_artefact(experiment: PlannerExperiment | None, name: str) -> str:
@@ -202,7 +202,7 @@ class LLMProposer:
     def propose(self, trace: Trace, ctx: StepContext) -> Hypothesis:
         """Ask the LLM for reason, hypothesis, task and skip_data_processing."""
         scenario = self.scenario
-        from ftagent.planners.llm.client import LLMClient
+        from ftagent.llm.client import LLMClient
 
         client = self.client or LLMClient.for_context(self.settings, ctx)
         view = planner_view(trace)

@@ -52,13 +52,13 @@ def select_datasets(benchmark: str, description: str, *, dataset: str | None = N
         benchmark: the benchmark key.
         description: its description (what the model must learn).
         dataset: ``--dataset`` (a name or 'all'); when given, the rule decides.
-        client: an :class:`~ftagent.planners.llm.client.LLMClient`; None = the rule decides.
+        client: an :class:`~ftagent.llm.client.LLMClient`; None = the rule decides.
         related: the resolved benchmark spec's ``related_datasets`` (None = looked up by ``benchmark``).
     """
     rule = resolve_dataset_choice(dataset, benchmark, related)
     if client is None or not selection_is_ambiguous(dataset, benchmark, related):
         return Selection(datasets=rule, source="rule")
-    from ftagent.planners.llm.client import LLMCallError
+    from ftagent.llm.client import LLMCallError
 
     candidates = dataset_candidates()
     known = {c.name for c in candidates}

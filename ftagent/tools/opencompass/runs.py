@@ -130,7 +130,7 @@ def _log_lines(run: Path | None, limit: int = 60) -> str:
 def _judge(settings: Settings, *, routed: bool = False) -> dict[str, str] | None:
     """The LLM judge's settings: the real model/base/retries (the cache key's part; never the key),
     or with ``routed`` the block OpenCompass gets: the session's judge gateway (``settings.judge_route``,
-    URL + token, see :meth:`ftagent.planners.llm.gateway.LLMGateway.for_judge`) in place of the real base."""
+    URL + token, see :meth:`ftagent.llm.gateway.LLMGateway.for_judge`) in place of the real base."""
     ft = settings.ft
     if ft.judge_api_key is None or not ft.judge_model:
         return None

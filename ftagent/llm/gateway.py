@@ -41,8 +41,9 @@ from typing import Any
 
 from pydantic import SecretStr
 
+from ftagent.core.redact import Redactor
 from ftagent.core.settings import FTSettings, LLMSettings
-from ftagent.planners.llm.records import LLMRecord, RecordWriter, Redactor
+from ftagent.llm.records import LLMRecord, RecordWriter
 
 STAGE = "data_script"
 _JUDGE_HINT = ("the judge re-checks no more rule misses: items keep their rule-based score; raise "

@@ -28,9 +28,10 @@ from typing import Any, Literal, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from ftagent.core.errors import BudgetExhausted, EnvironmentFailure, ErrorType, StepError
+from ftagent.core.redact import Redactor
 from ftagent.core.settings import FTSettings, LLMSettings
-from ftagent.planners.llm.budget import counter_name, message_tokens
-from ftagent.planners.llm.records import LLMRecord, RecordWriter, Redactor
+from ftagent.llm.budget import counter_name, message_tokens
+from ftagent.llm.records import LLMRecord, RecordWriter
 
 T = TypeVar("T", bound=BaseModel)
 Message = dict[str, Any]

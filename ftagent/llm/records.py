@@ -18,8 +18,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-# one owner for secret masking (URL credentials included): ftagent.core.redact; re-exported here
-from ftagent.core.redact import REDACTED, Redactor  # noqa: F401
+# one owner for secret masking (URL credentials included): ftagent.core.redact
+from ftagent.core.redact import Redactor
 
 
 class LLMRecord(BaseModel):
@@ -33,7 +33,7 @@ class LLMRecord(BaseModel):
     finish_reason: str | None = None
     prompt_tokens: int = 0  # as the server counted them
     completion_tokens: int = 0
-    prompt_tokens_measured: int = 0  # counted by ftagent before sending (ftagent.planners.llm.budget)
+    prompt_tokens_measured: int = 0  # counted by ftagent before sending (ftagent.llm.budget)
     prompt_budget: int | None = None  # FT_PROMPT_TOKEN_BUDGET at the time of the call
     token_counter: str = ""
     cost_usd: float | None = 0.0  # None: the model's price is unknown (not counted, never shown as $0)
