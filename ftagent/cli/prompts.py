@@ -42,8 +42,13 @@ def prompts(
 
 
 def _load(benchmark, base_model, path, dataset):
-    """(settings, scenario, trace, hypothesis, workspace) from a session or a fresh scenario."""
-    from ftagent.core.settings import load_settings
+    """(settings, scenario, trace, hypothesis, workspace) from a session or a fresh scenario.
+
+    Both go through the one start-up (:func:`ftagent.finetune.start.start`) with the heuristic planner
+    (offline: the datasets are chosen by the rule, no LLM is asked); a fresh scenario is built by
+    ``FT_SCEN``, as ``llm_finetune`` builds it.
+    """
+    from ftagent.finetune.start import start
 
     if path is not None:
         from ftagent.engine.session import Session
@@ -56,24 +61,21 @@ def _load(benchmark, base_model, path, dataset):
         if state.scenario is None:
             fail(f"--path {path}: the session has no scenario yet (it stopped before loop 0)")
         run = state.config.get("run", {})
-        settings = load_settings(target_benchmark=run.get("benchmark"), base_model=run.get("base_model"))
+        # as a resumed session: its benchmark FILE (a user YAML is registered again), its base model
+        startup = start(benchmark=run.get("benchmark_file") or run.get("benchmark"), base_model=run.get("base_model"),
+                        planner="heuristic", check_datasets=False)
         loop = state.current
         hypothesis = loop.hypothesis if loop is not None else None
         workspace = Path(loop.code.workspace) if loop is not None and loop.code is not None else None
-        return settings, state.scenario, state.trace, hypothesis, workspace
+        return startup.settings, state.scenario, state.trace, hypothesis, workspace
     if not benchmark or not base_model:
         fail("pass --benchmark and --base-model (or --path SESSION)")
-    settings = load_settings(target_benchmark=benchmark, base_model=base_model, dataset=dataset)
-    return settings, _scenario(settings), None, None, None
+    startup = start(benchmark=benchmark, base_model=base_model, dataset=dataset, planner="heuristic")
+    return startup.settings, _scenario(startup), None, None, None
 
 
-def _scenario(settings):
-    """The scenario as ``llm_finetune`` builds it (the same start-up), without the baseline evaluation."""
-    from ftagent.finetune.scenario import FinetuneScenario
-    from ftagent.finetune.startup import resolve_run
-    from ftagent.runners.factory import get_runner
-
-    run = resolve_run(settings)
-    settings.ft.planner = "heuristic"  # offline: the datasets are chosen by the rule, no LLM is asked
-    builder = FinetuneScenario(settings, get_runner(settings), lambda event: None, run=run)
-    return builder.build(builder.prepare())
+def _scenario(startup):
+    """The scenario as ``llm_finetune`` builds it (the same start-up and ``FT_SCEN``), without the baseline."""
+    startup.open_runner()  # nothing records its runs: no session
+    prepared = startup.prepare(lambda event: None)
+    return startup.builder.build(prepared)

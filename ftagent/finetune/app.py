@@ -2,7 +2,8 @@
 
 Order (nothing is written under ``LOG_PATH`` before the first three succeed):
 
-1. validate the options: benchmark, base model name, dataset choice, settings (UserInputError → exit 2);
+1. validate the options: benchmark, base model name, dataset choice, planner, settings (UserInputError →
+   exit 2): the one start-up sequence, :func:`ftagent.finetune.start.start`;
 2. resume: load the snapshot (checkout in place, or fork with its own workspace);
 3. new session: prepare datasets, base model and benchmark data (bad input → exit 2 / 1, no session);
 4. create the session, then build the rest of the scenario and the baseline inside the time budget
@@ -16,6 +17,7 @@ import json
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
 from rich.console import Console
@@ -27,8 +29,10 @@ from ftagent.engine.events import Message, SessionEnd, SessionStart, _Event
 from ftagent.engine.loop import RunSummary
 from ftagent.engine.session import Session
 from ftagent.finetune.lifecycle import begin_run, hold
-from ftagent.finetune.startup import resolve_run
 from ftagent.finetune.state import FinetuneSessionState
+
+if TYPE_CHECKING:
+    from ftagent.finetune.start import Startup
 
 console = Console(stderr=True)
 
@@ -48,17 +52,6 @@ class FinetuneOptions(BaseModel):
     checkout: bool = True
     user_target_scenario: str | None = None
     quiet: bool = False  # no live progress (the report is still printed)
-
-
-def choose_planner(settings) -> str:
-    """``FT_PLANNER`` resolved against the planner registry (``auto`` = the LLM when one is configured).
-
-    Raises:
-        UserInputError: an unknown planner (exit 2, with the closest registered name).
-    """
-    from ftagent.planners.registry import resolve_planner
-
-    return resolve_planner(settings.ft.planner, settings.llm.configured)
 
 
 class SessionEmitter:
@@ -120,7 +113,7 @@ def run_finetune(options: FinetuneOptions) -> RunSummary:
         UserInputError: bad options (the CLI exits 2; nothing has been written under LOG_PATH).
         EnvironmentFailure: the environment cannot run a session (exit 1).
     """
-    from ftagent.core.settings import load_settings
+    from ftagent.finetune.start import start
 
     started = time.time()
     timeout_s = parse_duration(options.timeout) if options.timeout else None
@@ -128,26 +121,23 @@ def run_finetune(options: FinetuneOptions) -> RunSummary:
     if resumed is not None and resumed[0].state.scenario is None:  # before any lock, checkout, fork or registry
         raise UserInputError(f"--path {resumed[1]}: the snapshot has no scenario (it was taken before loop 0)")
     run_cfg = resumed[0].state.config.get("run", {}) if resumed else {}
-    settings = load_settings(
-        target_benchmark=options.benchmark or run_cfg.get("benchmark_file") or run_cfg.get("benchmark"),
+    startup = start(  # the one lookup of benchmark and model; the planner from the registry
+        benchmark=options.benchmark or run_cfg.get("benchmark_file") or run_cfg.get("benchmark"),
         base_model=options.base_model or run_cfg.get("base_model"),
         dataset=options.dataset, upper_data_size_limit=options.upper_data_size_limit,
         user_target_scenario=options.user_target_scenario,
-        benchmark_description=options.benchmark_description,
+        benchmark_description=options.benchmark_description, check_datasets=resumed is None,
     )
-    run = resolve_run(settings, check_datasets=resumed is None)  # the one lookup of benchmark and model
+    settings, run, planner = startup.settings, startup.run, startup.planner
     from ftagent.finetune.forgetting import guard_adapters
 
     guards = guard_adapters(settings.ft.guard_benchmarks, run.benchmark)  # a bad key: exit 2, before any session
-    planner = choose_planner(settings)
     from ftagent.planners.registry import writes_llm_code
     from ftagent.runners.sandbox import require_confinement
 
     # LLM-written code never runs unconfined (exit 2, no session); an unknown FT_ENV_TYPE exits 2 here too
     require_confinement(settings, writes_llm_code(planner, settings.ft.coder))
 
-    from ftagent.runners.factory import get_runner
-    from ftagent.runners.recording import RecordingRunner
     from ftagent.views.console import ConsoleProgress
 
     loop_n = options.loop_n or run_cfg.get("loop_n")
@@ -156,11 +146,11 @@ def run_finetune(options: FinetuneOptions) -> RunSummary:
     display.start(resumed[0].state.elapsed_s if resumed else 0.0)
     end_run = begin_run(settings, emit)  # SIGTERM = Ctrl-C; ends what a killed predecessor left running
     try:
-        runner = RecordingRunner(get_runner(settings), on_run=emit)
+        runner = startup.open_runner(on_run=emit)
         if resumed is not None:
-            session = _resume(resumed, options.checkout, settings, emit)
+            session = _resume(resumed, options.checkout, settings, run, emit)
         else:
-            session = _start(settings, run, runner, emit, planner, options.loop_n, timeout_s, started)
+            session = _start(startup, emit, options.loop_n, timeout_s, started)
         summary = _run(session, settings, run, runner, emit, planner, options, timeout_s, guards=guards)
     except Exception as exc:
         emit.end_if_open(exc)
@@ -186,29 +176,25 @@ def run_finetune(options: FinetuneOptions) -> RunSummary:
     return summary
 
 
-def _session_start(session: Session, settings, planner: str, resumed_from: str | None) -> SessionStart:
-    ft = settings.ft
-    return SessionStart(session_id=session.state.session_id, benchmark=ft.target_benchmark,
-                        base_model=ft.base_model, planner=planner, runner=ft.env_type,
+def _session_start(session: Session, settings, run, resumed_from: str | None) -> SessionStart:
+    return SessionStart(session_id=session.state.session_id, benchmark=run.benchmark,
+                        base_model=run.base_model, planner=run.planner, runner=settings.ft.env_type,
                         resumed_from=resumed_from, settings=settings.redacted())
 
 
-def _start(settings, run, runner, emit: SessionEmitter, planner: str, loop_n: int | None,
-           timeout_s: float | None, started: float) -> Session:
+def _start(startup: Startup, emit: SessionEmitter, loop_n: int | None, timeout_s: float | None,
+           started: float) -> Session:
     """Prepare (no session yet), create the session, then build the scenario and the baseline."""
-    from ftagent.core.registry import load_object
-    from ftagent.finetune.startup import construct
-
-    ft = settings.ft
-    builder = construct(load_object(ft.scen), settings, runner, emit, optional={"run": run})
-    prepared = builder.prepare()  # bad dataset / model / benchmark data: raises before any session exists
-    run_cfg = {"benchmark": ft.target_benchmark, "benchmark_file": run.benchmark_file,
-               "base_model": ft.base_model, "loop_n": loop_n,
-               "dataset": ft.dataset}  # a user file's copy by name: --path resumes on that copy without --dataset
+    settings, run, planner = startup.settings, startup.run, startup.planner
+    prepared = startup.prepare(emit)  # bad dataset / model / benchmark data: raises before any session exists
+    builder, runner = startup.builder, startup.runner
+    run_cfg = {"benchmark": run.benchmark, "benchmark_file": run.benchmark_file,
+               "base_model": run.base_model, "loop_n": loop_n, "dataset_file": run.dataset_file,
+               "dataset": run.dataset}  # a user file's copy by name: --path resumes on that copy without --dataset
     session = Session.create(Path(settings.paths.log_path), config={"run": run_cfg, "settings": settings.redacted()},
                              state_cls=FinetuneSessionState)
     hold(session)
-    session.events.emit(_session_start(session, settings, planner, None))
+    session.events.emit(_session_start(session, settings, run, None))
     getattr(builder, "attach_session", lambda _dir: None)(session.dir)  # the dataset selection's LLM calls join the records and the budget
     emit.attach(session)
     _route_judge(settings, session, emit)  # before the baseline: its judge calls are the session's too
@@ -241,7 +227,7 @@ def _start(settings, run, runner, emit: SessionEmitter, planner: str, loop_n: in
     return session
 
 
-def _resume(resumed: tuple[Session, Path], checkout: bool, settings, emit: SessionEmitter) -> Session:
+def _resume(resumed: tuple[Session, Path], checkout: bool, settings, run, emit: SessionEmitter) -> Session:
     from ftagent.finetune.workflow import fork_workspace
 
     session, snapshot = resumed
@@ -253,7 +239,7 @@ def _resume(resumed: tuple[Session, Path], checkout: bool, settings, emit: Sessi
         session = hold(session.fork(Path(settings.paths.log_path)))
         fork_workspace(session.state, _workspace_root(settings), old_id)  # type: ignore[arg-type]
     emit.attach(session)  # (a snapshot without a scenario was refused by run_finetune before anything was written)
-    session.events.emit(_session_start(session, settings, choose_planner(settings), str(snapshot)))
+    session.events.emit(_session_start(session, settings, run, str(snapshot)))
     _route_judge(settings, session, emit)
     return session
 
@@ -273,8 +259,10 @@ def _workspace_root(settings) -> Path:
 
 
 def _planner_note(planner: str, settings) -> str:
-    if planner == "heuristic":
-        return "offline heuristic planner (no LLM: set CHAT_MODEL and OPENAI_API_KEY to use one)"
+    from ftagent.planners.registry import planner_spec
+
+    if not planner_spec(planner).asks_llm:  # what the planner declares, not its name
+        return f"offline {planner} planner (no LLM: set CHAT_MODEL and OPENAI_API_KEY to use one)"
     return f"LLM planner ({settings.llm.chat_model})"
 
 
@@ -301,9 +289,9 @@ def _run(session: Session, settings, run, runner, emit: SessionEmitter, planner:
         workflow = FinetuneWorkflow(state.scenario, components, coder_max_loop=ft.coder_max_loop,
                                     sota_min_delta=ft.sota_min_delta, workspace_root=_workspace_root(settings),
                                     sota_rule=ft.sota_rule, integrity=IntegrityGuard.for_spec(
-                                        state.scenario, run.spec if run else None),
+                                        state.scenario, run.spec),
                                     forgetting=ForgettingGuard(state.scenario, settings, runner, adapters=guards,
-                                                               inference=run.model.inference if run else None)
+                                                               inference=run.model.inference)
                                     if guards else None)
         total = options.loop_n or state.config.get("run", {}).get("loop_n") or 1
         from ftagent.finetune.final import final_evaluation

@@ -280,7 +280,9 @@ def llm_forecast(settings, scenario, planner: str, loop_n: int, events: list[Any
     parameter catalogue for the config coder); completion tokens: ``COMPLETION_TOKENS`` per call; seconds
     per call: :func:`llm_latency`.
     """
-    if planner != "llm":
+    from ftagent.planners.registry import planner_spec
+
+    if not planner_spec(planner).asks_llm:  # a declared capability, not the name
         return LLMForecast(model=None, calls=0, prompt_tokens=0, completion_tokens=0, cost_usd=0.0)
     from ftagent.llm.budget import count_tokens
     from ftagent.planners.llm.templates import PROMPTS_DIR
@@ -354,19 +356,22 @@ def make_forecast(scenario, settings, train: TrainProbe, evaluation: EvalProbe, 
                   recipe: dict[str, Any] | None = None, events: list[Any] | None = None) -> Forecast:
     """Scale the probes to the session: loop 0 as the first recipe, later loops as the planner grows it."""
     from ftagent.planners.heuristic.planner import MAX_STEPS_CAP
+    from ftagent.planners.registry import planner_spec
 
     recipe = recipe or first_recipe(scenario)
     plan = train_plan(scenario, recipe)
-    growth = 2.0 if planner == "heuristic" else 1.0
+    spec = planner_spec(planner)  # what the planner declares, never its name
+    growth = spec.loop_growth
     what = f"max_steps {plan.max_steps}" if plan.max_steps else f"{plan.rows} rows x {plan.epochs or 1} epoch(s)"
     assumptions = [f"loop 0 trains {plan.method}, {what}, effective batch {plan.effective_batch}"]
     if growth > 1:
-        assumptions.append("each later loop trains twice as long as the one before (the heuristic planner's "
-                           f"usual step after a success while the loss still falls; max_steps capped at {MAX_STEPS_CAP})")
+        assumptions.append(f"each later loop trains {'twice' if growth == 2 else f'{growth:g} times'} as long as the "
+                           "one before (the planner's usual step after a success while the loss still falls; "
+                           f"max_steps capped at {MAX_STEPS_CAP})")
     else:
         assumptions.append("every loop trains like loop 0 (the planner resizes later loops after feedback)")
     llm = llm_forecast(settings, scenario, planner, loop_n, events)
-    if planner == "llm":
+    if spec.asks_llm:
         assumptions.append(f"the LLM planner is assumed to plan the heuristic planner's first recipe ({plan.method}, "
                            f"{what}) in every loop; its own plan may differ")
         assumptions.append(f"{COMPLETION_TOKENS} completion tokens per LLM call (replies are not known before)")

@@ -1,6 +1,7 @@
 """``ftagent plan``: the forecast of a session without running it (no session folder is written).
 
-The start-up is ``llm_finetune``'s (the same options, bad input → :class:`UserInputError`, exit 2):
+The start-up is ``llm_finetune``'s (:func:`ftagent.finetune.start.start`: the same options, bad input →
+:class:`UserInputError`, exit 2):
 datasets, base model and benchmark data are prepared and the scenario built, then the baseline is
 evaluated (a real OpenCompass run; it is cached by model and benchmark, so the session reuses it) and
 the training probe runs (:mod:`ftagent.finetune.forecast`). Both measurements are cached under
@@ -28,9 +29,6 @@ def plan_finetune(options, progress: Callable[[str], None] | None = None) -> For
         EnvironmentFailure: the baseline or the probe cannot run (exit 1).
     """
     from ftagent.core.errors import EnvironmentFailure, UserInputError  # noqa: F401 (raised by the start-up)
-    from ftagent.core.registry import load_object
-    from ftagent.core.settings import load_settings
-    from ftagent.finetune.app import choose_planner
     from ftagent.finetune.forecast import (
         PROBE_MAX_AGE_S,
         cached_probe,
@@ -40,26 +38,24 @@ def plan_finetune(options, progress: Callable[[str], None] | None = None) -> For
         measure_training,
         train_key,
     )
-    from ftagent.finetune.startup import construct, resolve_run
-    from ftagent.runners.factory import get_runner
-    from ftagent.runners.recording import RecordingRunner
+    from ftagent.finetune.start import start
 
     if options.path is not None:
         raise UserInputError("ftagent plan forecasts a new session: --path (resume) is not supported")
     say = progress or (lambda _text: None)
     started = time.monotonic()
     timeout_s = parse_duration(options.timeout) if options.timeout else None
-    settings = load_settings(target_benchmark=options.benchmark, base_model=options.base_model,
-                             dataset=options.dataset, upper_data_size_limit=options.upper_data_size_limit,
-                             user_target_scenario=options.user_target_scenario,
-                             benchmark_description=options.benchmark_description)
-    run = resolve_run(settings, check_datasets=True)
-    planner = choose_planner(settings)
+    startup = start(benchmark=options.benchmark, base_model=options.base_model, dataset=options.dataset,
+                    upper_data_size_limit=options.upper_data_size_limit,
+                    user_target_scenario=options.user_target_scenario,
+                    benchmark_description=options.benchmark_description)
+    settings, run, planner = startup.settings, startup.run, startup.planner
     events: list = []
-    runner = RecordingRunner(get_runner(settings), on_run=events.append)
-    builder = construct(load_object(settings.ft.scen), settings, runner, events.append, optional={"run": run})
+    runner = startup.open_runner(on_run=events.append)
     say("preparing: base model, datasets, benchmark data, catalogues")
-    scenario = builder.build(builder.prepare())
+    prepared = startup.prepare(events.append)
+    builder = startup.builder
+    scenario = builder.build(prepared)
     say("evaluating the base model (the baseline: one OpenCompass run, cached by model and benchmark)")
     builder.baseline(scenario, Trace(), lambda s: s)  # cached by model and benchmark: the session reuses it
     evaluation = evaluation_cost(settings, scenario, events)

@@ -27,6 +27,7 @@ from ftagent.core.types import EvalResult, ScenarioInfo, TimeLimits
 from ftagent.engine.events import ConstantAnswer, Message, ScenarioStage
 
 if TYPE_CHECKING:
+    from ftagent.benchmarks.base import BenchmarkAdapter
     from ftagent.finetune.startup import ResolvedRun
 
 Emit = Callable[[Any], None]
@@ -43,25 +44,18 @@ class Prepared:
 class FinetuneScenario:
     """Builds :class:`ScenarioInfo` in the order of DESIGN §4 (``FT_SCEN`` may name another class).
 
-    ``run`` is the start-up's :class:`~ftagent.finetune.startup.ResolvedRun` (benchmark, model and its
-    inference settings); without one the builder resolves ``settings`` itself when it first needs it.
+    ``run`` is the start-up's :class:`~ftagent.finetune.startup.ResolvedRun`: the benchmark, the base
+    model (name, folder, inference settings), the dataset choice, the description and the planner are
+    read from it alone (``settings`` gives the limits, paths and timeouts). A plug-in ``FT_SCEN`` is
+    built the same way: ``Cls(settings, runner, emit, run=run)``.
     """
 
-    def __init__(self, settings, runner, emit: Emit, *, run: ResolvedRun | None = None) -> None:
+    def __init__(self, settings, runner, emit: Emit, *, run: ResolvedRun) -> None:
         self.settings = settings
         self.runner = runner
         self.emit = emit
-        self._run = run
+        self.run = run
         self.selection_client = None  # the LLM client of the pre-session dataset selection, if any
-
-    @property
-    def run(self) -> ResolvedRun:
-        """The resolved benchmark and model (given, or resolved from the settings once)."""
-        if self._run is None:
-            from ftagent.finetune.startup import resolve_run
-
-            self._run = resolve_run(self.settings)
-        return self._run
 
     def attach_session(self, session_dir: Path) -> None:
         """Write the pre-session LLM calls (dataset selection) into the session's records and budget."""
@@ -82,7 +76,7 @@ class FinetuneScenario:
         """Base model, datasets and benchmark data (UserInputError / EnvironmentFailure on bad input)."""
         from ftagent.datasets.prepare import prepare_datasets
         from ftagent.finetune.forecast import machine_load
-        from ftagent.models.builtin import resolve_base_model
+        from ftagent.models.builtin import fetch_base_model
         from ftagent.tools.opencompass.runs import prepare_benchmark
 
         machine_load()  # sampled before this start-up's own work: the forecast's cache key (plan = session)
@@ -92,14 +86,15 @@ class FinetuneScenario:
         token = _hf_token()
         # the base model first: a model that cannot be built or fetched stops the start before any
         # (possibly large) dataset download (issue 32.6)
-        model_path = self._stage("model", lambda: resolve_base_model(ft.base_model, file_path, self.runner),
-                                 base_model=ft.base_model)
+        model = self.run.model  # its folder computed once, by start-up
+        model_path = self._stage("model", lambda: fetch_base_model(model.name, model.path, self.runner, file_path),
+                                 base_model=model.name)
         selection = self._select_datasets()
         prepared = self._stage("datasets", lambda: prepare_datasets(selection.datasets, file_path, token=token),
-                               dataset=ft.dataset, selected=selection.datasets, selected_by=selection.source,
+                               dataset=self.run.dataset, selected=selection.datasets, selected_by=selection.source,
                                reason=selection.reason)
         self._stage("benchmark_data", lambda: prepare_benchmark(self.run.adapter, self.run.benchmarks_root,
-                                                                ft.benchmark_limit), benchmark=ft.target_benchmark)
+                                                                ft.benchmark_limit), benchmark=self.run.benchmark)
         self._check_user_datasets(list(prepared), file_path)
         return Prepared(prepared, Path(model_path))
 
@@ -118,19 +113,18 @@ class FinetuneScenario:
     def _select_datasets(self):
         """The rule, or the LLM planner where the rule cannot decide (:mod:`ftagent.planners.llm.select`)."""
         from ftagent.planners.llm.select import select_datasets
+        from ftagent.planners.registry import planner_spec
 
-        ft, llm = self.settings.ft, self.settings.llm
-        from ftagent.planners.registry import planner_spec, resolve_planner
-
-        use_llm = planner_spec(resolve_planner(ft.planner, llm.configured)).selects_datasets  # a declared capability
+        ft, llm, run = self.settings.ft, self.settings.llm, self.run
+        use_llm = planner_spec(run.planner).selects_datasets  # a declared capability
         client = None
         if use_llm:
             from ftagent.llm.client import LLMClient
 
             # no session yet: the records wait in memory until attach_session() writes them
             client = self.selection_client = LLMClient(llm, ft, emit=self.emit)
-        return select_datasets(ft.target_benchmark, ft.benchmark_description or "", dataset=ft.dataset,
-                               client=client, related=list(self.run.spec.related_datasets))
+        return select_datasets(run.benchmark, run.description, dataset=run.dataset, client=client,
+                               related=list(run.spec.related_datasets))
 
     def build(self, prepared: Prepared) -> ScenarioInfo:
         """The catalogues, GPU facts and memory estimate on top of :meth:`prepare`'s result.
@@ -153,18 +147,19 @@ class FinetuneScenario:
         catalogue = self._stage("llama_factory_catalogue", lambda: load_or_build_catalogue(info_dir, self.runner))
         self._stage("dataset_catalogue", lambda: build_catalogue(datasets_dir(file_path), list(prepared.datasets),
                                                                  model_dir=model_path))
-        model = describe_model(model_path, ft.base_model)
+        base_model = self.run.model.name
+        model = describe_model(model_path, base_model)
         if model.template is None and _is_chatml(model_path):
             model.template = "chatml"
         hardware = self._stage("hardware", detect_gpus)
         memory = self._stage("memory", lambda: _memory(model_path, hardware))
         if hardware.gpu_count:  # upstream's refusals before any GPU work (UserInputError: exit 2)
-            self._stage("preflight", lambda: launch_preflight(model_path, hardware, ft.base_model,
+            self._stage("preflight", lambda: launch_preflight(model_path, hardware, base_model,
                                                               self.run.model.inference))
         info = ScenarioInfo(
-            benchmark=ft.target_benchmark, benchmark_description=ft.benchmark_description or "",
+            benchmark=self.run.benchmark, benchmark_description=self.run.description,
             user_target_scenario=ft.user_target_scenario, core_metric=spec.core_metric,
-            direction=spec.direction, base_model=ft.base_model, base_model_path=str(model_path),
+            direction=spec.direction, base_model=base_model, base_model_path=str(model_path),
             model_info=model, datasets=sorted(prepared.datasets), dataset_root=str(datasets_dir(file_path)),
             hardware=hardware, memory=memory.model_dump(mode="json"), memory_report=memory.to_markdown(),
             llama_factory_info_dir=str(info_dir), llama_factory_version=catalogue.version,
@@ -174,7 +169,7 @@ class FinetuneScenario:
                                    benchmark_timeout=ft.benchmark_timeout_s),
             parameter_catalogue=parameter_catalogue_text(catalogue, hardware.gpu_count > 0),
             force_think_token=ft.force_think_token,
-            eval_decoding=eval_decoding(ft.base_model, hardware.gpu_count, spec.max_out_len,
+            eval_decoding=eval_decoding(base_model, hardware.gpu_count, spec.max_out_len,
                                         inference=self.run.model.inference,
                                         model_config=read_model_config(model_path)),
         )
@@ -200,27 +195,26 @@ class FinetuneScenario:
         trace.baseline_test = results["test"].score
         trace.baseline_val_items = results["validation"].items_file  # paired intervals (ftagent.core.sota)
         trace.baseline_test_items = results["test"].items_file
-        info.description_text = render_brief(info, self._run)
+        info.description_text = render_brief(info, self.run)
 
     def _baseline(self, info: ScenarioInfo, timeout: float) -> dict[str, EvalResult]:
         """Both splits of the base model (one OpenCompass run); a failure is one clear EnvironmentFailure."""
         from ftagent.finetune.workflow import benchmark_event, progress_events
         from ftagent.tools.opencompass.evaluator import evaluate_baseline
 
-        run = self._run  # None: a caller with a scenario only (the evaluation looks the benchmark up)
+        run = self.run
         results = evaluate_baseline(info, self.settings, self.runner, timeout=timeout,
                                     on_progress=progress_events(self.emit),
                                     on_warning=lambda text: self.emit(Message(level="warning", text=text)),
-                                    benchmark=run.adapter if run else None,
-                                    inference=run.model.inference if run else None)
+                                    benchmark=run.adapter, inference=run.model.inference)
         for res in results.values():
             event = benchmark_event(res, baseline=True)
-            event.constant_baseline = constant_answer(info, run.adapter if run else None, res.split)
+            event.constant_baseline = constant_answer(info, run.adapter, res.split)
             self.emit(event)
         return results
 
 
-def constant_answer(info: ScenarioInfo, bench: Any, split: str) -> ConstantAnswer | None:
+def constant_answer(info: ScenarioInfo, bench: BenchmarkAdapter, split: str) -> ConstantAnswer | None:
     """What the best constant answer scores on ``split`` (kept in eval_cache/, issue 31 item 7), recorded
     beside the base model's score for the report; None when it cannot be computed (no prepared split,
     a plug-in benchmark, a scorer that fails) — a fact for the reader, never a reason to fail the session."""
@@ -230,10 +224,6 @@ def constant_answer(info: ScenarioInfo, bench: Any, split: str) -> ConstantAnswe
     if not info.file_path:
         return None
     try:
-        if bench is None:
-            from ftagent.benchmarks import get_benchmark
-
-            bench = get_benchmark(info.benchmark)
         base = stored_constant_baseline(bench, benchmarks_dir(info.file_path), eval_cache_dir(info.file_path),
                                         split)
     except Exception:  # noqa: BLE001 - see the docstring
@@ -251,11 +241,11 @@ def parameter_catalogue_text(catalogue, gpu: bool) -> str:
     return catalogue.format_for_prompt(gpu=gpu, max_tokens=PARAMETER_CATALOGUE_TOKENS, count=count_tokens)
 
 
-def render_brief(info: ScenarioInfo, run: ResolvedRun | None = None) -> str:
+def render_brief(info: ScenarioInfo, run: ResolvedRun) -> str:
     """The scenario brief every LLM prompt quotes (:mod:`ftagent.planners.llm.brief`)."""
     from ftagent.planners.llm.brief import render_brief as render
 
-    return render(info, benchmark=run.adapter if run is not None else None)
+    return render(info, benchmark=run.adapter)
 
 
 def _hf_token() -> str | None:

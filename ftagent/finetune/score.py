@@ -5,7 +5,7 @@ base), a base-model name (``builtin/<name>`` is built, an HF id downloaded: exac
 or a session directory: its best loop's model, the exported folder when ``ftagent export`` wrote one,
 else the trained output as the loop evaluated it (a LoRA adapter on its base; the evaluator merges it
 for vLLM, as in the session). The benchmark, the base model's inference settings (models.yaml) and the
-checks are the session's start-up (:func:`ftagent.finetune.startup.resolve_run`); the evaluation is the
+checks are the session's start-up (:func:`ftagent.finetune.start.start`); the evaluation is the
 session's (:func:`ftagent.tools.opencompass.runs.evaluate_splits_of_path`, same evaluation cache), so a
 model the session scored gets the numbers the session recorded.
 
@@ -185,8 +185,8 @@ def run_eval(model: str, benchmark: str | None, split: str = "test", against: st
         UserInputError: a bad model, benchmark or split (exit 2), before anything runs.
         EnvironmentFailure / StepError: the tool env, a build or download, or the evaluation failed.
     """
-    from ftagent.core.settings import load_settings
-    from ftagent.finetune.startup import check_base_model, resolve_run
+    from ftagent.finetune.start import start
+    from ftagent.finetune.startup import check_base_model
     from ftagent.tools.opencompass.inference import inference_settings
 
     if split not in EVAL_SPLITS:
@@ -196,8 +196,8 @@ def run_eval(model: str, benchmark: str | None, split: str = "test", against: st
     bench = benchmark or ref.benchmark or (other.benchmark if other else None)
     if not bench:
         raise UserInputError("no benchmark: pass --benchmark KEY|FILE (a session directory as --model names its own)")
-    settings = load_settings(target_benchmark=bench, base_model=ref.name)
-    run = resolve_run(settings, check_datasets=False, check_data=True)  # the session's checks and look-ups
+    startup = start(benchmark=bench, base_model=ref.name, check_datasets=False, check_data=True)
+    settings, run = startup.settings, startup.run  # the session's checks and look-ups
     if other is not None:
         check_base_model(other.name, settings.ft.file_path)
     if make_runner is None:

@@ -36,11 +36,12 @@ class ResolvedModel(BaseModel):
 
 
 class ResolvedRun(BaseModel):
-    """What the options resolved to; the settings' ``ft`` block is updated to match.
+    """What the options resolved to: the only holder of these facts (``settings.ft`` keeps what the user
+    gave; nothing downstream of start-up reads its benchmark, base model, dataset or description).
 
     ``benchmark`` stays the registry key (a string, what events, reports and the snapshot record);
     ``adapter`` is the benchmark itself (``.spec``, ``prepare``, ``dataset_blocks``) and ``model`` the base
-    model with its inference settings. Components get these values, never the key to look up again.
+    model with its folder and inference settings. Components get these values, never the key to look up again.
     """
 
     model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
@@ -49,11 +50,16 @@ class ResolvedRun(BaseModel):
     benchmark_file: str | None = Field(None, description="the user YAML file behind the key, kept for --path")
     adapter: BenchmarkAdapter = Field(exclude=True, description="the benchmark: spec, data preparation, blocks")
     data_dir: Path = Field(description="its prepared data: FT_FILE_PATH/benchmarks/<key>")
-    base_model: str
     model: ResolvedModel
     dataset: str | None = Field(None, description="a registered name or 'all' (a user file: its copy's name)")
     dataset_file: str | None = Field(None, description="the user's own file behind `dataset`, kept for the record")
-    description: str = ""
+    description: str = Field("", description="--benchmark-description, else the benchmark's own description")
+    planner: str = Field(description="the planner's registry name (FT_PLANNER resolved: `auto` never stays)")
+
+    @property
+    def base_model(self) -> str:
+        """``--base-model`` as given (``model.name``)."""
+        return self.model.name
 
     @property
     def spec(self) -> BenchmarkSpec:
@@ -113,20 +119,21 @@ def check_dataset(choice: str | None, benchmark: str, file_path: Path | None = N
     return choice
 
 
-def check_training_source(settings, benchmark: str, related: list[str]) -> None:
+def check_training_source(planner: str, dataset: str | None, benchmark: str, related: list[str]) -> None:
     """A session needs something to train on (issue 34.9): a ``--dataset`` or the benchmark's related
-    datasets; without both only the LLM planner can go on (its dataset selection looks through every
-    registered dataset, and its data script may generate the rows). The heuristic planner's data script
-    only converts the selected datasets: it would write 0 rows in every code round.
+    datasets; without both only a planner that declares ``selects_datasets`` or ``generates_data`` (the
+    LLM planner: its dataset selection looks through every registered dataset, and its data script may
+    generate the rows) can go on. The heuristic planner's data script only converts the selected
+    datasets: it would write 0 rows in every code round.
 
     Raises:
-        UserInputError: no training source and the heuristic planner.
+        UserInputError: no training source and a planner that can find none itself.
     """
     from ftagent.datasets.registry import resolve_dataset_choice
-    from ftagent.planners.registry import resolve_planner
+    from ftagent.planners.registry import planner_spec
 
-    planner = resolve_planner(settings.ft.planner, settings.llm.configured)
-    if resolve_dataset_choice(settings.ft.dataset, benchmark, related) or planner != "heuristic":
+    spec = planner_spec(planner)
+    if resolve_dataset_choice(dataset, benchmark, related) or spec.selects_datasets or spec.generates_data:
         return
     raise UserInputError(
         f"benchmark '{benchmark}' has no training data: no --dataset and no related_datasets. Add --dataset "
@@ -143,17 +150,21 @@ def register_user_datasets(file_path: Path | None) -> list[str]:
     return register_existing(datasets_dir(Path(file_path or ".").absolute()))
 
 
-def resolve_run(settings, *, check_datasets: bool = True, check_data: bool | None = None,
-                fetchable: bool = True) -> ResolvedRun:
-    """Check and resolve the benchmark, base model and dataset choice of ``settings`` (updated in place).
+def resolve_run(settings, *, planner: str | None = None, check_datasets: bool = True,
+                check_data: bool | None = None, fetchable: bool = True) -> ResolvedRun:
+    """Check and resolve the benchmark, base model, dataset choice and planner of ``settings``.
 
     The one registry lookup of the benchmark and the one read of models.yaml of a session: the result
     goes to the scenario and the components (:func:`ftagent.finetune.workflow.build_components`).
-    A resumed session calls it again with its snapshot's benchmark (file) and base model.
+    ``settings`` is only read: the resolved values live in the returned :class:`ResolvedRun` alone
+    (``tests/unit/test_startup_single_source.py``). A resumed session calls it again with its snapshot's
+    benchmark (file) and base model.
 
     Args:
-        settings: the loaded settings; ``settings.ft.target_benchmark`` becomes the registry key and an
-            empty ``benchmark_description`` the benchmark's own description.
+        settings: the loaded settings (``ft.target_benchmark``: a key or a YAML file; ``ft.dataset``,
+            ``ft.base_model``, ``ft.benchmark_description``, ``ft.planner`` as the user gave them).
+        planner: a planner name that replaces ``FT_PLANNER`` (``ftagent prompts``: ``heuristic``, so
+            that nothing is asked of an LLM); resolved against the planner registry either way.
         check_datasets: check ``--dataset`` (a resumed session keeps the choice it was started with).
         check_data: read and check every row of a benchmark with local data files, writing nothing
             (default: as ``check_datasets``; a resumed session uses its prepared copy).
@@ -162,11 +173,12 @@ def resolve_run(settings, *, check_datasets: bool = True, check_data: bool | Non
 
     Raises:
         UserInputError: no or unknown benchmark, bad benchmark file, no or bad base model, unknown dataset
-            or a bad dataset file.
+            or a bad dataset file, unknown planner.
     """
     from ftagent.benchmarks import open_benchmark
     from ftagent.core.paths import benchmark_data_dir
     from ftagent.models.builtin import base_model_dir
+    from ftagent.planners.registry import resolve_planner
     from ftagent.tools.opencompass.inference import inference_settings
 
     ft = settings.ft
@@ -175,35 +187,32 @@ def resolve_run(settings, *, check_datasets: bool = True, check_data: bool | Non
             "no benchmark: pass --benchmark KEY (see `ftagent benchmarks list`). ftagent needs a benchmark "
             "to measure progress; --user-target-scenario only adds a free-text goal to the prompts"
         )
-    ft.target_benchmark, adapter = open_benchmark(ft.target_benchmark)
+    key, adapter = open_benchmark(ft.target_benchmark)
+    file_path = Path(ft.file_path or ".").absolute()
+    chosen_planner = resolve_planner(planner or ft.planner, settings.llm.configured)
     splits = None
     if (check_datasets if check_data is None else check_data) and hasattr(adapter, "check_data"):
         # the benchmark's rows before anything is written: a bad row is exit 2, not a failed baseline
-        splits = adapter.check_data(
-            benchmark_data_dir(Path(ft.file_path or ".").absolute(), ft.target_benchmark).parent, ft.benchmark_limit)
+        splits = adapter.check_data(benchmark_data_dir(file_path, key).parent, ft.benchmark_limit)
     check_base_model(ft.base_model, ft.file_path, fetchable=fetchable)
     register_user_datasets(ft.file_path)  # a resumed session may train on a user file's copy
-    dataset_file = None
+    dataset, dataset_file = ft.dataset, None
+    related = list(adapter.spec.related_datasets)
     if check_datasets:
         from ftagent.datasets.user_file import looks_like_file
 
-        items = (_items_in_memory(ft.target_benchmark, splits, list(adapter.spec.input_columns),
-                                  Path(ft.file_path or ".").absolute(), ft.benchmark_limit)
-                 if looks_like_file(ft.dataset) else None)
-        name = check_dataset(ft.dataset, ft.target_benchmark, ft.file_path, related=list(adapter.spec.related_datasets),
-                             items=items)
-        if name != ft.dataset:  # a file: the session goes on with its registered copy
-            dataset_file, ft.dataset = str(Path(ft.dataset).expanduser().absolute()), name
-        check_training_source(settings, ft.target_benchmark, list(adapter.spec.related_datasets))
-    if not ft.benchmark_description:
-        ft.benchmark_description = adapter.spec.description
-    file_path = Path(ft.file_path or ".").absolute()
+        items = (_items_in_memory(key, splits, list(adapter.spec.input_columns), file_path, ft.benchmark_limit)
+                 if looks_like_file(dataset) else None)
+        name = check_dataset(dataset, key, ft.file_path, related=related, items=items)
+        if name != dataset:  # a file: the session goes on with its registered copy
+            dataset_file, dataset = str(Path(dataset).expanduser().absolute()), name
+        check_training_source(chosen_planner, dataset, key, related)
     model = ResolvedModel(name=ft.base_model, path=base_model_dir(ft.base_model, file_path),
                           inference=inference_settings(ft.base_model))
-    return ResolvedRun(benchmark=ft.target_benchmark, benchmark_file=benchmark_file(ft.target_benchmark),
-                       adapter=adapter, data_dir=benchmark_data_dir(file_path, ft.target_benchmark),
-                       base_model=ft.base_model, model=model, dataset=ft.dataset, dataset_file=dataset_file,
-                       description=ft.benchmark_description or "")
+    return ResolvedRun(benchmark=key, benchmark_file=benchmark_file(key), adapter=adapter,
+                       data_dir=benchmark_data_dir(file_path, key), model=model, dataset=dataset,
+                       dataset_file=dataset_file, description=ft.benchmark_description or adapter.spec.description,
+                       planner=chosen_planner)
 
 
 def _items_in_memory(benchmark: str, splits: dict[str, list[dict]] | None, input_columns: list[str],
@@ -238,14 +247,14 @@ def resolve_tasks(tasks: list[Any]) -> tuple[list[ResolvedRun], list[str]]:
         One :class:`ResolvedRun` per task (in order) and one line per task that does not resolve
         (``task <i>: <why>``; then the job must not start).
     """
-    from ftagent.core.settings import load_settings
+    from ftagent.finetune.start import start  # the one start-up sequence, as each task's session will run it
 
     runs, errors = [], []
     for i, task in enumerate(tasks):
-        settings = load_settings(target_benchmark=task.benchmark, base_model=task.model,
-                                 benchmark_description=task.benchmark_description)
         try:
-            runs.append(resolve_run(settings, check_datasets=False, check_data=True, fetchable=False))
+            runs.append(start(benchmark=task.benchmark, base_model=task.model,
+                              benchmark_description=task.benchmark_description, check_datasets=False,
+                              check_data=True, fetchable=False).run)
         except UserInputError as exc:
             errors.append(f"task {i}: {exc}")
     return runs, errors

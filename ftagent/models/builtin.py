@@ -357,7 +357,9 @@ def base_model_dir(name: str, file_path: Path) -> Path:
 
 
 def resolve_base_model(name: str, file_path: Path, python_or_runner: Path | str | Runner) -> Path:
-    """Turn a ``--base-model`` value into a local model folder (building or downloading when needed).
+    """Turn a ``--base-model`` value into a local model folder (building or downloading when needed):
+    :func:`fetch_base_model` into :func:`base_model_dir`'s folder (a session's start-up computed that folder
+    already and calls :func:`fetch_base_model` itself).
 
     Args:
         name: ``builtin/<name>``, a local folder, a folder name under ``FT_FILE_PATH/models``, or an
@@ -369,18 +371,24 @@ def resolve_base_model(name: str, file_path: Path, python_or_runner: Path | str 
         UserInputError: for an unknown built-in name or a value that is neither a folder nor an HF id.
         EnvironmentFailure: when a build or a download fails (offline Hub included).
     """
+    return fetch_base_model(name, base_model_dir(name, file_path), python_or_runner, file_path)
+
+
+def fetch_base_model(name: str, folder: Path, python_or_runner: Path | str | Runner,
+                     file_path: Path | None = None) -> Path:
+    """Make ``folder`` (:func:`base_model_dir` of ``name``) hold the model: build a built-in one, use a
+    local folder as it is, download an HF id once; returns the folder.
+
+    Raises:
+        UserInputError / EnvironmentFailure: as :func:`resolve_base_model`.
+    """
     name = name.strip()
     if name.startswith(BUILTIN_PREFIX):
-        key = name[len(BUILTIN_PREFIX):]
-        return build_builtin(key, builtin_dir(file_path, key), python_or_runner)
-    local = Path(name).expanduser()
-    if local.is_dir():
-        return local.absolute()
-    under_models = models_dir(file_path) / name
-    if _has_model_files(under_models):
-        return under_models.absolute()
+        return build_builtin(name[len(BUILTIN_PREFIX):], folder, python_or_runner)
+    if Path(name).expanduser().is_dir() or _has_model_files(folder):
+        return folder
     check_model_name(name, file_path)  # raises for anything that is not an HF id
-    return _download_once(name, under_models.absolute())
+    return _download_once(name, folder)
 
 
 def _download_once(repo_id: str, target: Path) -> Path:

@@ -3,7 +3,9 @@
 A planner is chosen by name; what it does is read from its :class:`PlannerSpec`, never from its name:
 ``writes_llm_code`` (its coder runs code an LLM wrote: the sandbox policy in
 :func:`ftagent.runners.sandbox.require_confinement` then refuses to run unconfined) and
-``selects_datasets`` (it may pick the training datasets where the rule cannot decide). Third parties add
+``selects_datasets`` (it may pick the training datasets where the rule cannot decide), ``generates_data``
+(its data step may write training rows itself, so a benchmark without related datasets can still train)
+and ``asks_llm`` (it sends prompts to ``CHAT_MODEL``: the forecast counts its calls). Third parties add
 planners with the entry-point group ``ftagent.planners`` (value: ``"module:SPEC"``, a PlannerSpec) or
 :func:`register_planner`: a new planner is one module plus one registration.
 """
@@ -28,6 +30,9 @@ class PlannerSpec(BaseModel):
     feedback: str
     writes_llm_code: bool = True  # the safe default for a plug-in: its code is confined
     selects_datasets: bool = False
+    generates_data: bool = False  # False: without a --dataset or related datasets start-up refuses (exit 2)
+    asks_llm: bool = False  # its proposer/coder/feedback call the chat model (counted by the forecast)
+    loop_growth: float = 1.0  # the forecast's assumption: each later loop trains this many times as long
 
 
 PLANNERS: Registry[PlannerSpec] = Registry("FT_PLANNER planner", entry_point_group="ftagent.planners")
@@ -40,11 +45,12 @@ def register_planner(spec: PlannerSpec) -> None:
 
 register_planner(PlannerSpec(name="heuristic", proposer=f"{_HEURISTIC}:HeuristicProposer",
                              coder=f"{_HEURISTIC}:HeuristicCoder", feedback=f"{_HEURISTIC}:HeuristicFeedback",
-                             writes_llm_code=False, selects_datasets=False))
+                             writes_llm_code=False, selects_datasets=False, generates_data=False,
+                             asks_llm=False, loop_growth=2.0))  # doubles after a success (planner.py)
 register_planner(PlannerSpec(name="llm", proposer="ftagent.planners.llm.propose:LLMProposer",
                              coder="ftagent.planners.llm.code:LLMCoder",
                              feedback="ftagent.planners.llm.feedback:LLMFeedback",
-                             writes_llm_code=True, selects_datasets=True))
+                             writes_llm_code=True, selects_datasets=True, generates_data=True, asks_llm=True))
 
 
 def resolve_planner(name: str, llm_configured: bool) -> str:

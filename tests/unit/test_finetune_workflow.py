@@ -33,6 +33,7 @@ from ftagent.finetune.scenario import FinetuneScenario
 from ftagent.finetune.state import FinetuneLoop, FinetuneSessionState
 from ftagent.finetune.workflow import Components, FinetuneWorkflow, experiment_of, fork_workspace
 from ftagent.planners.heuristic.planner import HeuristicCoder, HeuristicProposer, base_recipe
+from tests.helpers.resolved_run import resolved_run
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -188,7 +189,7 @@ def test_baseline_runs_inside_the_budget_and_fails_clearly(tmp_path, monkeypatch
                 for s in ("validation", "test")}
 
     monkeypatch.setattr(ev, "evaluate_baseline", fake_baseline)
-    builder = FinetuneScenario(load_settings(benchmark_timeout=3600), None, lambda e: None)
+    builder = FinetuneScenario(load_settings(benchmark_timeout=3600), None, lambda e: None, run=resolved_run())
     info, trace = _scenario(tmp_path), Trace()
     builder.baseline(info, trace, lambda seconds: min(seconds, 42.0))
     assert seen["timeout"] == 42.0 and trace.baseline_val == 1.0 and info.baseline.split == "validation"

@@ -71,7 +71,7 @@ def test_prepare_resolves_the_model_before_the_datasets(tmp_path: Path, monkeypa
         calls.append("datasets")
         return {}
 
-    monkeypatch.setattr(builtin, "resolve_base_model", no_model)
+    monkeypatch.setattr(builtin, "fetch_base_model", no_model)
     monkeypatch.setattr(prep, "prepare_datasets", datasets)
     settings = load_settings(target_benchmark="demo_add", base_model="org/m")
     run = resolve_run(settings)

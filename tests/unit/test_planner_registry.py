@@ -31,11 +31,12 @@ def echo(monkeypatch):
 
 
 def test_a_registered_planner_is_chosen_built_and_confined(echo, tmp_path: Path, monkeypatch) -> None:
-    from ftagent.finetune.app import choose_planner
+    from ftagent.finetune.startup import resolve_run
     from ftagent.finetune.workflow import build_components
 
-    settings = load_settings(planner="Echo", env_type="local", file_path=tmp_path / "ff")
-    planner = choose_planner(settings)
+    settings = load_settings(planner="Echo", env_type="local", file_path=tmp_path / "ff", target_benchmark="demo_add",
+                             base_model="builtin/tiny-qwen2", dataset="demo_add")
+    planner = resolve_run(settings).planner  # start-up resolves FT_PLANNER against the registry
     assert planner == "echo"
     info = ScenarioInfo(benchmark="demo_add", base_model="builtin/tiny-qwen2", base_model_path=str(tmp_path),
                         file_path=str(tmp_path / "ff"), workspace_root=str(tmp_path / "ws"))
@@ -48,13 +49,27 @@ def test_a_registered_planner_is_chosen_built_and_confined(echo, tmp_path: Path,
 
 
 def test_an_unknown_planner_is_one_did_you_mean(tmp_path: Path) -> None:
-    from ftagent.finetune.app import choose_planner
+    from ftagent.finetune.startup import resolve_run
 
     with pytest.raises(UserInputError, match="unknown FT_PLANNER planner 'heuristik'.*Did you mean 'heuristic'"):
-        choose_planner(load_settings(planner="heuristik", file_path=tmp_path / "ff"))
+        resolve_run(load_settings(planner="heuristik", file_path=tmp_path / "ff", target_benchmark="demo_add",
+                                  base_model="builtin/tiny-qwen2"))
 
 
 def test_the_builtin_planners_declare_what_they_do() -> None:
     llm, heuristic = registry.planner_spec("llm"), registry.planner_spec("heuristic")
     assert llm.writes_llm_code and llm.selects_datasets
     assert not heuristic.writes_llm_code and not heuristic.selects_datasets
+    assert llm.generates_data and llm.asks_llm and not heuristic.generates_data and not heuristic.asks_llm
+    assert heuristic.loop_growth == 2.0 and llm.loop_growth == 1.0
+
+
+def test_the_training_source_check_reads_the_declared_capability(echo, tmp_path: Path, monkeypatch) -> None:
+    """A plug-in planner that generates its own rows trains without --dataset, whatever its name."""
+    from ftagent.finetune.startup import check_training_source
+
+    monkeypatch.setenv("FT_FILE_PATH", str(tmp_path / "ft"))
+    with pytest.raises(UserInputError, match="has no training data"):
+        check_training_source("echo", None, "times_three", [])
+    monkeypatch.setitem(registry.PLANNERS._objects, "echo", SPEC.model_copy(update={"generates_data": True}))
+    check_training_source("echo", None, "times_three", [])

@@ -453,13 +453,11 @@ def test_a_benchmark_without_a_training_source_is_refused_at_start(tmp_path):
 ])
 def test_the_training_source_check(tmp_path, monkeypatch, dataset, planner, refused):
     from ftagent.core.errors import UserInputError
-    from ftagent.core.settings import load_settings
     from ftagent.finetune.startup import check_training_source
 
     monkeypatch.setenv("FT_FILE_PATH", str(tmp_path / "ft"))
-    settings = load_settings(dataset=dataset, planner=planner)
     if refused:
         with pytest.raises(UserInputError, match="has no training data"):
-            check_training_source(settings, "times_three", [])
+            check_training_source(planner, dataset, "times_three", [])
     else:
-        check_training_source(settings, "times_three", [])
+        check_training_source(planner, dataset, "times_three", [])

@@ -18,6 +18,7 @@ from ftagent.benchmarks.baselines import (
 )
 from ftagent.benchmarks.domain import chem
 from ftagent.benchmarks.domain_adapters import raw_dir
+from tests.helpers.resolved_run import resolved_run
 
 FG_QUERY = ("Count the number of benzene_ring in the molecule. Molecule SMILES: {smi}. Your response must be "
             "directly parsable JSON format: {{\"count\": \"Your Answer Number\"}}")
@@ -181,7 +182,8 @@ def test_the_scenario_records_the_constant_baseline_beside_the_base_models_score
         s: EvalResult(benchmark="demo_add", split=s, core_metric="accuracy", score=1.0) for s in ("validation", "test")})
     get_benchmark("demo_add").prepare(tmp_path / "ft" / "benchmarks")
     emitted: list = []
-    FinetuneScenario(load_settings(), None, emitted.append).baseline(_scenario(tmp_path), Trace(), lambda s: s)
+    FinetuneScenario(load_settings(), None, emitted.append, run=resolved_run()).baseline(_scenario(tmp_path), Trace(),
+                                                                                      lambda s: s)
     results = {e.split: e for e in emitted if isinstance(e, BenchmarkResult)}
     assert set(results) == {"validation", "test"} and all(e.baseline for e in results.values())
     for split, event in results.items():
@@ -190,7 +192,7 @@ def test_the_scenario_records_the_constant_baseline_beside_the_base_models_score
         assert event.constant_baseline is not None and event.constant_baseline.score == pytest.approx(kept.score)
         assert event.constant_baseline.method.startswith("most frequent gold") and event.constant_baseline.line
     emitted.clear()
-    FinetuneScenario(load_settings(), None, emitted.append).baseline(_scenario(tmp_path / "bare"), Trace(),
+    FinetuneScenario(load_settings(), None, emitted.append, run=resolved_run()).baseline(_scenario(tmp_path / "bare"), Trace(),
                                                                      lambda s: s)
     assert [e.constant_baseline for e in emitted if isinstance(e, BenchmarkResult)] == [None, None]
 

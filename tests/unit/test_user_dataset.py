@@ -194,7 +194,7 @@ def test_resolve_run_swaps_the_file_for_its_copy(tmp_path, monkeypatch):
     monkeypatch.setenv("FT_FILE_PATH", str(tmp_path / "files"))
     settings = load_settings(target_benchmark="demo_add", base_model="builtin/tiny-qwen2", dataset=str(path))
     resolved = resolve_run(settings)
-    assert resolved.dataset == settings.ft.dataset == "run_data"
+    assert resolved.dataset == "run_data" and settings.ft.dataset == str(path)  # the settings stay as given
     assert resolved.dataset_file == str(path)
 
 
