@@ -18,6 +18,17 @@ from pydantic import BaseModel, Field
 
 from ftagent.core.durations import format_duration
 
+#: The 1-min load average per CPU of each load band (lower, upper bound): ``ftagent.finetune.forecast``
+#: keys its probe cache by these bands and records the band in :attr:`TrainProbe.load`.
+LOAD_BANDS: dict[str, tuple[float, float]] = {"idle": (0.0, 0.5), "busy": (0.5, 1.0), "loaded": (1.0, 2.0),
+                                               "overloaded": (2.0, 3.0)}  # above 3 per CPU: read as 3
+
+
+def band_of(load: str) -> str | None:
+    """The band of a recorded load (``"2 cpus, busy"`` → ``"busy"``; None when none was recorded)."""
+    band = load.rsplit(",", 1)[-1].strip() if "," in load else ""
+    return band if band in LOAD_BANDS else None
+
 
 class TrainProbe(BaseModel):
     """A measured training speed for one (model, method, cutoff, batch, hardware)."""
@@ -30,6 +41,16 @@ class TrainProbe(BaseModel):
     steps: int
     measured_at: float = 0.0
     load: str = ""  # the machine's CPUs and load band the measurement was made under ("2 cpus, busy")
+
+    def s_per_step_range(self) -> tuple[float, float]:
+        """The step time to expect while the load stays in the band it was measured in (issue 35: one
+        falsely precise number). The probe runs once, on a machine whose other processes share the CPUs: a
+        single-threaded step under a per-CPU load L takes about (1 + L) times its unshared time, and L was
+        somewhere in the band [lo, hi), so the same band allows ``s × (1 + lo) / (1 + hi)`` to
+        ``s × (1 + hi) / (1 + lo)``. Without a recorded band, the widest band's spread."""
+        band = band_of(self.load)
+        lo, hi = LOAD_BANDS[band] if band else (0.0, max(b for _, b in LOAD_BANDS.values()))
+        return self.s_per_step * (1 + lo) / (1 + hi), self.s_per_step * (1 + hi) / (1 + lo)
 
 
 class EvalProbe(BaseModel):

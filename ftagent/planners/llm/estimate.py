@@ -8,7 +8,13 @@ its share of the time (the Budgets section's per-loop figure) (an LLM once plann
 from __future__ import annotations
 
 from ftagent.core.durations import format_duration
-from ftagent.core.forecast import Forecast
+from ftagent.core.forecast import LOAD_BANDS, Forecast, band_of
+
+
+def _span(low_s: float, high_s: float) -> str:
+    """``40 s-1 min 30 s``: a duration range (one figure when both round alike)."""
+    low, high = (format_duration(x) if x >= 60 else f"{x:.2g} s" for x in (low_s, high_s))
+    return low if low == high else f"{low}-{high}"
 
 
 def estimate_line(forecast: Forecast | None) -> str:
@@ -17,11 +23,18 @@ def estimate_line(forecast: Forecast | None) -> str:
         return ""
     p, plan = forecast.train_probe, forecast.plan
     loop = forecast.loops[0] if forecast.loops else None
-    text = (f"- Training speed on this hardware (measured before the first run by a {p.steps}-step probe with "
-            f"finetuning_type {plan.method}, cutoff_len {plan.cutoff_len}, effective batch {plan.effective_batch}): "
-            f"{p.s_per_step:.3g} s per optimizer step, plus about {format_duration(p.startup_s)} to start each "
-            f"training run. One epoch of {plan.rows} rows is {plan.steps_per_epoch()} steps, about "
-            f"{format_duration(forecast.s_per_epoch)}; a larger batch or cutoff_len makes each step slower.")
+    low, high = p.s_per_step_range()
+    band = band_of(p.load)
+    where = (f"on {p.load.split(',')[0]} while the machine was {band} (1-min load {LOAD_BANDS[band][0]:g}-"
+             f"{LOAD_BANDS[band][1]:g} per CPU)" if band else "on a machine whose load was not recorded")
+    steps = plan.steps_per_epoch()
+    text = (f"- Training speed on this hardware, measured once before the first run by a {p.steps}-step probe "
+            f"(its train_runtime ÷ optimizer steps; finetuning_type {plan.method}, cutoff_len {plan.cutoff_len}, "
+            f"effective batch {plan.effective_batch}) {where}: {p.s_per_step:.2g} s per optimizer step measured; "
+            f"expect {low:.2g}-{high:.2g} s per step while the load stays in that band (other processes share the "
+            f"CPUs; a busier machine is slower), plus about {format_duration(p.startup_s)} to start each training "
+            f"run. One epoch of {plan.rows} rows is {steps} steps, about {_span(steps * low, steps * high)}; a "
+            "larger batch or cutoff_len makes each step slower.")
     if loop is not None:
         text += (f" Each loop also spends about {format_duration(loop.eval_s)} on evaluation and "
                  f"{format_duration(loop.other_s)} on validation.")
