@@ -196,18 +196,24 @@ def build_forecast(*, planner: str, loop_n: int, plan: TrainPlan, train: TrainPr
                    data_s: float = 0.0, baseline_needed: bool = True, memory: str = "",
                    llm: LLMForecast | None = None, timeout_s: float | None = None,
                    assumptions: list[str] | None = None, probe_cost_s: float = 0.0,
-                   growth: float = 1.0, max_steps_cap: int | None = None, final_items: int = 0) -> Forecast:
+                   growth: float = 1.0, max_steps_cap: int | None = None, final_items: int = 0,
+                   guard_items: list[int] | None = None) -> Forecast:
     """Loop 0 as ``plan``; loop i trains ``growth ** i`` as long (1.0: every loop like loop 0).
 
     ``final_items``: the final evaluation's items per model (0: it runs nothing): two runs, the base
-    model's and the best model's (evaluation time per item × items, plus each run's fixed cost)."""
+    model's and the best model's (evaluation time per item × items, plus each run's fixed cost).
+    ``guard_items``: the forgetting guard's items per guard benchmark (``FT_GUARD_BENCHMARKS``): one run
+    each per loop for the candidate, and in loop 0 one more each for the base model — an upper bound,
+    since only a candidate that would become SOTA is scored and the base's scores may be cached."""
+    guard_s = sum(eval_seconds(evaluation, n) for n in guard_items or [])
     eval_s = eval_seconds(evaluation)
     llm_s = (llm.seconds / max(1, loop_n)) if llm is not None else 0.0  # the calls are spread over the loops
     loops = []
     for i in range(max(1, loop_n)):
         train_s = train_seconds(train, grown(plan, growth ** i, max_steps_cap) if i else plan)
         validate_s = train.validate_s if i == 0 or train.revalidate_s is None else train.revalidate_s
-        loops.append(LoopForecast(loop=i, train_s=round(train_s, 2), eval_s=round(eval_s, 2),
+        loop_eval_s = eval_s + guard_s * (2 if i == 0 else 1)
+        loops.append(LoopForecast(loop=i, train_s=round(train_s, 2), eval_s=round(loop_eval_s, 2),
                                   other_s=round(validate_s + data_s, 2), llm_s=round(llm_s, 2)))
     return Forecast(planner=planner, loops=loops, baseline_eval_s=round(eval_s, 2) if baseline_needed else None,
                     plan=plan, s_per_epoch=round(plan.steps_per_epoch() * train.s_per_step, 2), memory=memory,

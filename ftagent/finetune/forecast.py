@@ -355,6 +355,7 @@ def make_forecast(scenario, settings, train: TrainProbe, evaluation: EvalProbe, 
                   timeout_s: float | None, baseline_needed: bool, probe_cost_s: float = 0.0,
                   recipe: dict[str, Any] | None = None, events: list[Any] | None = None) -> Forecast:
     """Scale the probes to the session: loop 0 as the first recipe, later loops as the planner grows it."""
+    from ftagent.finetune.forgetting import guard_items
     from ftagent.planners.heuristic.planner import MAX_STEPS_CAP
     from ftagent.planners.registry import planner_spec
 
@@ -381,7 +382,8 @@ def make_forecast(scenario, settings, train: TrainProbe, evaluation: EvalProbe, 
                           baseline_needed=baseline_needed, memory=memory_line(scenario, plan.method),
                           llm=llm, timeout_s=timeout_s,
                           assumptions=assumptions, probe_cost_s=probe_cost_s, growth=growth,
-                          max_steps_cap=MAX_STEPS_CAP, final_items=final_items(scenario, settings, assumptions))
+                          max_steps_cap=MAX_STEPS_CAP, final_items=final_items(scenario, settings, assumptions),
+                          guard_items=guard_items(settings, scenario.benchmark, assumptions))
 
 
 def session_forecast(scenario, settings, runner, run, events: list[Any], *, planner: str, loop_n: int,

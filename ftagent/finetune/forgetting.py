@@ -48,6 +48,23 @@ def guard_adapters(keys: list[str], target: str) -> list[BenchmarkAdapter]:
     return out
 
 
+def guard_items(settings: Any, target: str, assumptions: list[str] | None = None) -> list[int]:
+    """Items one guard evaluation scores per guard benchmark (``FT_GUARD_SAMPLE`` × its sub-datasets, at
+    most), for the forecast (:func:`ftagent.core.forecast.build_forecast`); said in ``assumptions``."""
+    keys = list(getattr(settings.ft, "guard_benchmarks", None) or [])
+    if not keys:
+        return []
+    sample = int(settings.ft.guard_sample)
+    items = {a.spec.key: sample * max(1, len(a.spec.subsets)) for a in guard_adapters(keys, target)}
+    if assumptions is not None:
+        assumptions.append(
+            "the forgetting guard (FT_GUARD_BENCHMARKS) adds one evaluation per guard benchmark to each loop's "
+            f"evaluate time ({', '.join(f'{k}: {n} items' for k, n in items.items())}; at the target's measured "
+            "speed) and one more each in loop 0 for the base model: an upper bound, as only a candidate that "
+            "would become SOTA is scored (in the feedback step) and the base's scores may be cached")
+    return list(items.values())
+
+
 class ForgettingGuard:
     """Scores the guard benchmarks for the base model (once) and for a candidate, and judges the drop."""
 
