@@ -18,14 +18,75 @@ from pydantic import BaseModel, Field
 class IntegrityCheck(BaseModel):
     """One check's verdict on one candidate."""
 
-    name: str  # tokenizer | chat_template | architecture | weights | benchmark_files | data_script |
-    # contamination | constant_answers
+    name: str  # a key of CHECK_KINDS: tokenizer | chat_template | architecture | weights | benchmark_files |
+    # eval_config | data_script | contamination | constant_answers
     passed: bool | None = None  # None: not applicable / nothing to check
     detail: str = ""
 
     @property
     def flagged(self) -> bool:
         return self.passed is False
+
+
+class CheckKind(BaseModel):
+    """What a flag of one check means, for the planner's prompts (issue 35: a ``benchmark_files`` flag read
+    like experiment feedback, and the planner could not tell whether its own code had caused it)."""
+
+    meaning: str  # what the flag says happened
+    by_experiment: bool  # the experiment (its data script, data, config or trained model) can cause it
+    advice: str  # what to do about it: a fix for the experiment's cause, else why nothing needs to change
+
+
+#: Every check the guard runs (``ftagent.finetune.integrity`` and ``ftagent.models.integrity`` name them;
+#: tests/unit/test_prompts_issue35_critique.py checks that each produced name is here).
+CHECK_KINDS: dict[str, CheckKind] = {
+    "tokenizer": CheckKind(
+        meaning="the trained model's tokenizer (vocabulary or special tokens) differs from the base model's and "
+                "from the validated debug run's", by_experiment=True,
+        advice="leave the vocabulary alone: no keys that add tokens or resize it (new_special_tokens, resize_vocab)"),
+    "chat_template": CheckKind(
+        meaning="the trained model's chat template differs from the base model's and from the one the validated "
+                "debug run wrote, so evaluation would not use the chat format that was checked", by_experiment=True,
+        advice="keep `template` and the keys that change the chat format as they were validated"),
+    "architecture": CheckKind(
+        meaning="the trained model's architecture (model type, layer shapes, vocabulary size) differs from the "
+                "base model's, or a LoRA adapter names another base", by_experiment=True,
+        advice="train the given base model; no keys that resize the vocabulary or change the model"),
+    "weights": CheckKind(
+        meaning="the trained weights do not descend from the base model (sampled tensors are uncorrelated "
+                "with the base's): another checkpoint, or weights the training destroyed", by_experiment=True,
+        advice="train the base model as given; a learning rate far too high can wreck the weights"),
+    "benchmark_files": CheckKind(
+        meaning="the benchmark's data files or ftagent's evaluator sources changed after the session started "
+                "(they are outside your workspace)", by_experiment=False,
+        advice="not caused by your code: your scripts run in a sandbox that does not mount these files, so the "
+               "change came from outside the experiment (another process, or ftagent edited during the "
+               "session); nothing in your plan needs to change because of it"),
+    "eval_config": CheckKind(
+        meaning="the evaluation config rendered for this model (datasets, prompts, scorer) differs from the one "
+                "the baseline was scored with", by_experiment=False,
+        advice="not caused by your code: ftagent renders that part from the benchmark, and nothing in your "
+               "train.yaml or data reaches it; nothing in your plan needs to change because of it"),
+    "data_script": CheckKind(
+        meaning="process_data.py names the benchmark's folder or tried to read it", by_experiment=True,
+        advice="never refer to the benchmark's files: build the training data from the raw datasets and "
+               "generated samples only"),
+    "contamination": CheckKind(
+        meaning="the training data (data.json) holds validation or test items: copied, paraphrased, or their "
+                "gold answers copied into outputs", by_experiment=True,
+        advice="drop such rows in process_data.py (the contamination rule is under Training data rules)"),
+    "constant_answers": CheckKind(
+        meaning="the model gave (nearly) the same answer to every validation item: the score measures one "
+                "guess, not a skill", by_experiment=True,
+        advice="vary the training targets (data that teaches one answer collapses the model), or lower the "
+               "learning rate if the model collapsed"),
+}
+
+
+def flag_parts(flag: str) -> tuple[str, str]:
+    """``("benchmark_files", "changed since …")`` of a recorded flag (``"<check>: <detail>"``)."""
+    name, _, detail = flag.partition(":")
+    return name.strip(), detail.strip()
 
 
 class IntegrityVerdict(BaseModel):

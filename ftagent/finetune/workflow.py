@@ -14,6 +14,7 @@ from typing import Any
 
 from ftagent.core.disk import check_disk_full, is_disk_full
 from ftagent.core.errors import ErrorType, StepError, StepFailure
+from ftagent.core.gold_match import gold_matches
 from ftagent.core.sota import decide_sota, differences
 from ftagent.core.trace import Experiment
 from ftagent.core.types import EvalResult, ScenarioInfo, ValidationReport
@@ -193,6 +194,11 @@ class FinetuneWorkflow:
             guard = self.integrity.check(experiment)
             experiment.integrity_flags = [f"{c.name}: {c.detail}" for c in guard.flagged]
             ctx.emit(IntegrityEvent(checks=guard.checks, flags=len(guard.flagged)))
+        suspect = gold_matches(experiment.error_samples) if experiment.succeeded else None
+        if suspect is not None:  # issue 35: right answers scored wrong are the evaluation's problem, not the model's
+            ctx.emit(Message(level="warning", text=f"loop {experiment.loop} validation: {suspect.text()}: a "
+                                                   "probable evaluation error (the scorer or the answer format), "
+                                                   "not a model failure"))
         self._forgetting(ctx, loop, experiment, trace)
         result = self.c.feedback.feedback(experiment, trace, ctx)
         # numbers decide; the component's text explains (it cannot turn a loss into a win)

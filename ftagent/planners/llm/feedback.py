@@ -15,10 +15,11 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel
 
 from ftagent.core.errors import BudgetExhausted, EnvironmentFailure, ErrorType
+from ftagent.core.gold_match import GoldMatch, gold_matches
 from ftagent.core.sota import decide_sota
 from ftagent.core.types import FeedbackResult
 from ftagent.planners.llm.brief import HARDWARE, MODEL, OBJECTIVE
-from ftagent.planners.llm.history import INTERNAL_NOTE, experiment_block, is_internal_error
+from ftagent.planners.llm.history import INTERNAL_NOTE, experiment_block, is_internal_error, short_paths
 from ftagent.planners.llm.prompting import brief_part, budgets_part, fit, text_part
 from ftagent.planners.llm.propose import read_artefact, sota_rule_of
 from ftagent.planners.llm.templates import clip, render
@@ -128,7 +129,7 @@ def feedback_messages(scenario: ScenarioInfo, settings: Any, experiment: Experim
         lines = [f"- This experiment: {format_score(exp.val_score, metric)}",
                  f"- {who}: {format_score(incumbent_score, metric)}",
                  f"- Decision by the numbers (final, not yours to change): {'new best' if decision else 'not better'}",
-                 f"- Why: {_verdict(experiment, trace, settings)}",
+                 f"- Why: {short_paths(_verdict(experiment, trace, settings))}",
                  f"- Rule: {sota_rule_of(view, settings)}",
                  f"- Metrics: {json.dumps(exp.val_metrics, ensure_ascii=False, default=str)[:1500]}"]
         sections.append(text_part("result", f"Result on the validation split ({view.core_metric}, {better} is better)",
@@ -136,6 +137,10 @@ def feedback_messages(scenario: ScenarioInfo, settings: Any, experiment: Experim
         profile = answer_profile(exp)
         if profile:
             sections.append(text_part("answers", "The model's answers on the validation split", profile, 70, level=2))
+        suspect = gold_matches(exp.error_samples)
+        if suspect is not None:  # issue 35: right answers scored wrong read as "under-trained"
+            sections.append(text_part("evaluation_suspect", "⚠️ Probable EVALUATION error, not a model failure",
+                                      evaluation_suspect_words(suspect), required=True, level=2))
         samples = exp.error_samples[:MAX_ERROR_SAMPLES]
         if samples:
             body = "\n".join("- " + clip(json.dumps(x, ensure_ascii=False, default=str), 600) for x in samples)
@@ -148,10 +153,26 @@ def feedback_messages(scenario: ScenarioInfo, settings: Any, experiment: Experim
 
     top = metric_maximum(view.core_metric, view.direction)
     saturated = top is not None and exp.val_score is not None and exp.val_score >= top - 1e-9
+    from ftagent.core.integrity import CHECK_KINDS, flag_parts
+
+    kinds = [CHECK_KINDS.get(flag_parts(f)[0]) for f in exp.integrity_flags]
     answer = render("feedback_error" if failed else "feedback_success", force_think_token=think,
-                    internal=internal, saturated=saturated, error_types=", ".join(REPORTED_TYPES))
+                    internal=internal, saturated=saturated, error_types=", ".join(REPORTED_TYPES),
+                    integrity=bool(kinds), integrity_yours=any(k is None or k.by_experiment for k in kinds),
+                    evaluation_suspect=not failed and gold_matches(exp.error_samples) is not None)
     sections.append(text_part("answer", "Answer", answer, required=True))
     return [{"role": "user", "content": fit(sections, settings).text}]
+
+
+def evaluation_suspect_words(found: GoldMatch) -> str:
+    """Why outputs equal to their golds point at the evaluation, and what the planner can do about it."""
+    shown = ", ".join(f"`{g}`" for g in found.examples)
+    return (f"{found.text()}, e.g. {shown}. The model produced the right answers and the scorer marked them "
+            "wrong: this score measures the scorer or the answer format, not the skill, so do not read it as "
+            "under-training. Compare these outputs with \"How answers are scored\" above: if they lack the "
+            "required format (e.g. the answer inside \\boxed{}), make the training outputs end in that "
+            "format; if they already have it, the scorer does not read them, and no training change fixes that "
+            "(say so).")
 
 
 def _verdict(experiment: Experiment, trace: Trace, settings: Any) -> str:

@@ -31,6 +31,35 @@ _FRAME = re.compile(r'File "([^"]+)"')
 INTERNAL_NOTE = ("an internal error of the system (not caused by the plan); retrying the same plan is reasonable")
 
 
+_ABS_PATH = re.compile(r"(?<![\w.])/(?:[^/\s,'\"]+/)+([^/\s,'\"]+/[^/\s,'\"]+)")
+
+
+def short_paths(text: str) -> str:
+    """Absolute host paths cut to their last two parts (``…/demo_add/validation.jsonl``): no host paths in
+    prompts (issue 35)."""
+    return _ABS_PATH.sub(r"…/\1", text)
+
+
+def integrity_lines(flags: list[str]) -> list[str]:
+    """The integrity guard's flags in words: what each means, and whether the experiment caused it
+    (:data:`ftagent.core.integrity.CHECK_KINDS`); empty without flags."""
+    from ftagent.core.integrity import CHECK_KINDS, flag_parts
+
+    if not flags:
+        return []
+    lines = ["- Integrity guard: this result is NOT eligible as best, whatever its score (a check flagged it):"]
+    for flag in flags:
+        name, detail = flag_parts(flag)
+        kind = CHECK_KINDS.get(name)
+        if kind is None:  # a check this ftagent does not describe: show what was recorded
+            lines.append(f"  - `{name}`: {detail}")
+            continue
+        cause = ("caused by this experiment" if kind.by_experiment else "NOT caused by this experiment")
+        lines.append(f"  - `{name}` ({cause}): {kind.meaning}. Recorded: {clip_text(short_paths(detail), 300)}. "
+                     f"{kind.advice[0].upper()}{kind.advice[1:]}.")
+    return lines
+
+
 def is_internal_error(failure: Any) -> bool:
     """True for an UNKNOWN failure whose traceback ends inside ftagent itself (a system bug, not the plan's)."""
     if failure is None or getattr(failure.error_type, "value", failure.error_type) != "UNKNOWN":
@@ -270,10 +299,13 @@ def experiment_block(exp: PlannerExperiment, *, baseline: float | None, core_met
     """
     hyp = exp.hypothesis
     internal = is_internal_error(exp.failure)
+    flags = list(getattr(exp, "integrity_flags", None) or [])
     status = "✅ became the best" if exp.decision else (
-        "⚠️ failed by an internal error of the system" if internal else "❌ failed" if exp.failure else "➖ not better")
+        "⚠️ failed by an internal error of the system" if internal else "❌ failed" if exp.failure else
+        "🚫 not eligible (integrity guard)" if flags else "➖ not better")
     lines = [f"### Loop {exp.loop}{' (current best)' if best else ''}: {status}; "
              f"{score_line(exp.val_score, baseline, core_metric, direction)}"]
+    lines += integrity_lines(flags)
     if hyp is not None:
         lines.append(f"- Hypothesis: {hyp.hypothesis.strip()}")
         if detail == "full" and hyp.task:
@@ -303,7 +335,7 @@ def experiment_block(exp: PlannerExperiment, *, baseline: float | None, core_met
         if log:
             lines += ["- Decisive log lines:", "```", log, "```"]
     if exp.reason:
-        lines.append(f"- Feedback: {clip_text(exp.reason, 2000 if detail == 'full' else 700)}")
+        lines.append(f"- Feedback: {clip_text(short_paths(exp.reason), 2000 if detail == 'full' else 700)}")
     next_step = getattr(exp, "next_step", "")
     if next_step:
         lines.append(f"- Suggested next step: {clip_text(next_step, 2000 if detail == 'full' else 700)}")

@@ -32,6 +32,7 @@ class PlannerExperiment(BaseModel):
     reason: str = ""
     next_step: str = ""
     failure: StepFailure | None = None
+    integrity_flags: list[str] = []  # the integrity guard's flags ("<check>: <detail>"): not eligible as best
 
 
 class PlannerView(BaseModel):
