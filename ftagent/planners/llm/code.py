@@ -133,6 +133,26 @@ def applicable_catalogue(text: str, scenario: ScenarioInfo, hypothesis: Hypothes
     return "\n".join(line for line in text.splitlines() if not any(rx.match(line) for rx in drop))
 
 
+_MANAGED = re.compile(r"^## Set by the system[^\n]*\n(?P<body>[^\n]*)\n?", re.MULTILINE)
+_MANAGED_KEY = re.compile(r"`(\w+)")
+
+
+def split_managed(text: str) -> tuple[str, str]:
+    """(the system-managed keys line, the catalogue without it and without the entries of those keys).
+
+    The scenario's catalogue carries the keys the system sets in every run
+    (:func:`ftagent.tools.llamafactory.config.managed_keys`, rendered by the scenario builder); the config
+    prompt shows them up front (issue 35). An older snapshot's catalogue has none: ("", text)."""
+    found = _MANAGED.search(text)
+    if found is None:
+        return "", text
+    body = found.group("body").strip()
+    keys = set(_MANAGED_KEY.findall(body))
+    rest = text[:found.start()] + text[found.end():]
+    kept = [line for line in rest.splitlines() if not (line.startswith("- ") and line[2:].split(" ", 1)[0] in keys)]
+    return body, "\n".join(kept)
+
+
 def split_catalogue(text: str) -> tuple[str, str]:
     """(the arguments the planner tunes, the other SFT-relevant arguments) of a rendered catalogue.
 
@@ -348,7 +368,8 @@ def config_messages(scenario: ScenarioInfo, settings: Any, hypothesis: Hypothesi
     (only the entries that can apply to this run: :func:`applicable_catalogue`). ``extra``: a "data"
     section replaces the not-produced-yet note; others (the latest failure) go before the catalogue."""
     think = getattr(settings.ft, "force_think_token", False) or scenario.force_think_token
-    essential, others = split_catalogue(applicable_catalogue(parameter_catalogue(scenario), scenario, hypothesis))
+    managed, catalogue = split_managed(parameter_catalogue(scenario))
+    essential, others = split_catalogue(applicable_catalogue(catalogue, scenario, hypothesis))
     extra = list(extra or [])
     data_part = next((x for x in extra if x.key == "data"), None)
     sections = [
@@ -360,7 +381,7 @@ def config_messages(scenario: ScenarioInfo, settings: Any, hypothesis: Hypothesi
         budgets_part(scenario, ctx, 55),
         _experiment_part(hypothesis),
         text_part("fixed", "Fixed values and rules", render(
-            "config_coder", template=scenario.model_info.template,
+            "config_coder", template=scenario.model_info.template, managed=managed,
             max_position_embeddings=scenario.model_info.max_position_embeddings or "unknown",
             force_think_token=think), required=True),
     ]

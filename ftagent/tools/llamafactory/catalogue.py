@@ -94,7 +94,11 @@ class LFCatalogue(BaseModel):
         def chosen(param: LFParam) -> bool:
             return categories is None or param.section in wanted or param.group in wanted
 
-        lines = [f"LLaMA-Factory {self.version}; finetuning_type is one of: {', '.join(self.methods)}"]
+        from ftagent.tools.llamafactory.config import managed_keys
+
+        lines = [f"LLaMA-Factory {self.version}; finetuning_type is one of: {', '.join(self.methods)}",
+                 # the config prompt shows this up front (issue 35: keys the planner set were replaced unseen)
+                 f"{MANAGED_HEADING}\n" + "; ".join(map(str, managed_keys(gpu=gpu)))]
         essential: set[str] = set()
         groups = [(title, names) for title, names in ESSENTIAL if gpu or title not in GPU_ONLY]
         if groups:
@@ -133,6 +137,10 @@ class LFCatalogue(BaseModel):
             out += f"\n({sum(left_out.values())} more valid arguments not listed for space: {what}.)"
         return out
 
+
+#: the heading of the system-managed keys in :meth:`LFCatalogue.format_for_prompt` (the config prompt moves
+#: that section up front)
+MANAGED_HEADING = "## Set by the system in every run (leave these out: a value you write is replaced or removed)"
 
 # The arguments the planner tunes, by topic: always listed (see LFCatalogue.format_for_prompt).
 ESSENTIAL: list[tuple[str, list[str]]] = [

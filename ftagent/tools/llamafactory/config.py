@@ -23,6 +23,11 @@ from ftagent.tools.llamafactory.defaults import LFDefaults, load_lf_defaults
 
 DATASET_INFO = "dataset_info.json"
 DATA_FILE = "data.json"
+#: keys removed from the planner's config: the system manages data and model paths
+REMOVED_KEYS = ("eval_dataset", "tokenized_path", "adapter_name_or_path")
+#: the path keys :func:`manage_config` computes for each run, and what they point at (for the prompt)
+PATH_KEYS = {"model_name_or_path": "the base model", "output_dir": "the loop's output folder",
+             "dataset_dir": "the loop's workspace", "dataset": "this experiment's data.json"}
 
 
 class DroppedKey(BaseModel):
@@ -169,10 +174,10 @@ def manage_config(
     else:  # mixed precision by compute capability: bf16 from 8.0, else fp16 (issue 30: fp32 before)
         forced.update(precision_config(profile_of(hardware).precision))
     notes: list[str] = []
-    for key in ("eval_dataset", "tokenized_path", "adapter_name_or_path"):
+    for key in REMOVED_KEYS:
         if key in config:
             notes.append(f"removed {key}: the system manages data and model paths")
-    final = {k: v for k, v in config.items() if k not in ("eval_dataset", "tokenized_path", "adapter_name_or_path")}
+    final = {k: v for k, v in config.items() if k not in REMOVED_KEYS}
     injected = sorted(k for k, v in forced.items() if final.get(k, object()) != v)
     final.update(forced)
     if "warmup_ratio" in final and not keep_warmup_ratio:
@@ -182,6 +187,44 @@ def manage_config(
                      f"(of ~{total} steps)")
         injected.append("warmup_steps")
     return ManagedConfig(config=final, injected=injected, env=env, notes=notes)
+
+
+class ManagedKey(BaseModel):
+    """A key the system sets (or removes) in every run, whatever the planner's train.yaml says."""
+
+    key: str
+    value: str  # what it becomes: a YAML value, or the words for a path or a rule
+
+    def __str__(self) -> str:
+        return f"`{self.key}: {self.value}`" if self.value[:1] not in "(<" else f"`{self.key}` {self.value}"
+
+
+def _yaml_value(value: Any) -> str:
+    return yaml.safe_dump(value, default_flow_style=True).strip().removesuffix("...").strip()
+
+
+def managed_keys(*, gpu: bool, defaults: LFDefaults | None = None) -> list[ManagedKey]:
+    """Every key :func:`manage_config` (and the launch, the tracker) sets or removes, for the config prompt
+    (issue 35: the planner was not told which keys are wasted); rendered from the same defaults and
+    constants the manager uses, never a copy."""
+    from typing import get_args
+
+    from ftagent.tools.launch.profiles import Precision
+    from ftagent.tools.llamafactory.tracking import CONFIG_KEYS
+
+    defaults = defaults or load_lf_defaults()
+    out = [ManagedKey(key=k, value=f"({what})") for k, what in PATH_KEYS.items()]
+    out += [ManagedKey(key=k, value=_yaml_value(v)) for k, v in defaults.system_managed.items()]
+    if gpu:
+        for key in sorted({k for p in get_args(Precision) for k in precision_config(p)}):
+            out.append(ManagedKey(key=key, value="(by the GPU: bf16 from compute capability 8.0, else fp16)"))
+        out.append(ManagedKey(key="deepspeed", value="(from the memory plan of the method: Memory estimate, Launch)"))
+    else:
+        out += [ManagedKey(key=k, value=_yaml_value(v)) for k, v in defaults.cpu.get("config", {}).items()]
+        out.append(ManagedKey(key="deepspeed", value="(removed: no GPU)"))
+    out += [ManagedKey(key=k, value="(the session's tracker, FT_REPORT_TO)") for k in CONFIG_KEYS if k != "report_to"]
+    out += [ManagedKey(key=k, value="(removed)") for k in REMOVED_KEYS]
+    return out
 
 
 def micro_batch_config(config: dict[str, Any], debug_dir: Path, defaults: LFDefaults | None = None) -> dict[str, Any]:

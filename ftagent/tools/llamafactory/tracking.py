@@ -75,11 +75,14 @@ def tracking_run(report_to: str, workspace: Path, ctx: StepContext | None) -> Tr
                        store_dir=str(Path(store).absolute()))
 
 
+CONFIG_KEYS = ("report_to", "run_name", "logging_dir")  # what a tracked full run sets (the config prompt lists them)
+
+
 def config_overrides(run: TrackingRun | None) -> dict[str, str]:
-    """LLaMA-Factory keys of a tracked full run."""
+    """LLaMA-Factory keys of a tracked full run (:data:`CONFIG_KEYS`)."""
     if run is None:
         return {}
-    return {"report_to": run.report_to, "run_name": run.run_name, "logging_dir": run.logging_dir}
+    return {key: getattr(run, key) for key in CONFIG_KEYS}
 
 
 def tracker_env(run: TrackingRun | None, source: dict[str, str] | None = None) -> dict[str, str]:
