@@ -20,8 +20,10 @@ planner used to train on all of it and scored 0. What a practitioner does withou
    final answer in \\boxed{}.") when the benchmark's questions share one wording and the row's operands
    have a digit count that no validation item uses at that place -- the benchmark's own input space is
    left alone, so no rendered row can be a validation or test item (the test split is hidden: its
-   questions are taken to use the validation's digit counts); other kept rows keep their own words, with
-   the benchmark's constant closing sentence ("Put the final answer in \\boxed{}.") appended.
+   questions are taken to use the validation's digit counts). Every kept row is also kept in its own
+   words, with the benchmark's constant closing sentence ("Put the final answer in \\boxed{}.")
+   appended: a row in both wordings shows the model they ask the same (measured on the played file:
+   the benchmark's wording alone taught "What is N plus 11?" three-digit answers, the only ones it saw).
 
 A benchmark without numeric golds, or whose validation items follow none of these relations, keeps every
 usable row (the converter's earlier behaviour), and the summary says so.
@@ -143,10 +145,9 @@ class Selection(BaseModel):
         w = self.wording
         if w is not None:
             digits = ", ".join(f"{d}" for v in w.digits.values() for d in v)
-            how = (f"Kept rows are asked in the benchmark's wording when their numbers have a digit count its items "
-                   f"do not use ({digits}), else in their own words"
-                   + (f" + {json.dumps(w.tail, ensure_ascii=False)}" if w.tail else "")
-                   if w.renders else "Kept rows keep their own words")
+            own = "in their own words" + (f" + {json.dumps(w.tail, ensure_ascii=False)}" if w.tail else "")
+            how = (f"Kept rows are written {own}, and also in the benchmark's wording when their numbers have a "
+                   f"digit count its items do not use ({digits})" if w.renders else f"Kept rows are written {own}")
             lines.append(f"{how}; answers in the gold's form {json.dumps(_answer_form(w), ensure_ascii=False)}.")
         return " ".join(lines)
 
