@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ftagent.core.trace import Experiment
+from ftagent.core.trace import Experiment, Trace
 from ftagent.core.types import Hypothesis
 from ftagent.planners.llm import brief
 from ftagent.planners.llm.preview import preview
@@ -50,3 +50,35 @@ def test_every_key_the_system_sets_is_listed_and_shown_before_the_catalogue(tmp_
     assert "`bf16: false`" in up_front and "`output_dir` (the loop's output folder)" in up_front
     catalogue = text.split("# Parameter catalogue", 1)[1]
     assert "Set by the system" not in catalogue and "- disable_gradient_checkpointing (" not in catalogue
+
+
+# --- 3. the training data's size, or why it is not known ---------------------------------------------------
+
+def test_the_first_config_prompt_says_why_the_rows_are_unknown_and_what_is_known(tmp_path):
+    text = _text(preview("config", _demo_scenario(tmp_path), _settings()))
+    data = text.split("# Training data", 1)[1].split("# Parameter catalogue", 1)[0]
+    assert "Rows: not known yet" in data and "runs only after it" in data
+    assert "at most 2,000 rows are kept" in data and "`demo_add` 6,000 rows" in data  # the cap, the raw file
+    assert "steps per epoch = ceil(rows × (1 − val_size) ÷ (per_device_train_batch_size × " in data
+
+
+def test_a_config_prompt_with_data_gives_rows_tokens_and_the_steps_rule(tmp_path):
+    import json
+
+    scenario = _demo_scenario(tmp_path)
+    ws = tmp_path / "ws" / "loop_0"
+    ws.mkdir(parents=True)
+    rows = [{"instruction": f"What is {a} + 1?", "input": "", "output": f"\\boxed{{{a + 1}}}"} for a in range(37)]
+    (ws / "data.json").write_text(json.dumps(rows), encoding="utf-8")
+    text = _text(preview("config", scenario, _settings(), workspace=ws))
+    data = text.split("# Training data", 1)[1].split("# Parameter catalogue", 1)[0]
+    assert "- 37 rows written by the data script's debug run" in data and "tokens per row" in data
+    assert "steps per epoch = ceil(" in data and "not known yet" not in data
+    # a later loop, before its own data exists: the data of the loop it builds on, with the same rule
+    trace = Trace(core_metric="accuracy", baseline_val=0.0)
+    trace.record(_scored(0, 50.0, artefacts={"workspace": str(ws)}))
+    later = _text(preview("config", scenario, _settings(), trace,
+                          hypothesis=Hypothesis(hypothesis="h", task="t", parent=0)))
+    data = later.split("# Training data", 1)[1].split("# Parameter catalogue", 1)[0]
+    assert "the data of loop 0, the experiment built on" in data and "37 rows" in data
+    assert "steps per epoch = ceil(" in data

@@ -20,7 +20,14 @@ from ftagent.core.types import CodeResult, Hypothesis
 from ftagent.llm.budget import Section
 from ftagent.planners.llm.brief import DATA_RULES, HARDWARE, MEMORY, MODEL, OBJECTIVE
 from ftagent.planners.llm.history import clip_text, is_internal_error, planner_config
-from ftagent.planners.llm.prompting import brief_part, budgets_part, debug_data_stats, fit, text_part
+from ftagent.planners.llm.prompting import (
+    brief_part,
+    budgets_part,
+    debug_data_stats,
+    fit,
+    steps_rule,
+    text_part,
+)
 from ftagent.planners.llm.propose import llm_pools_configured, read_artefact
 from ftagent.planners.llm.templates import clip, render
 from ftagent.planners.llm.view import planner_view
@@ -224,9 +231,7 @@ class LLMCoder:
             yaml_path.write_text(self._config(client, hypothesis, scenario, workspace, previous,
                                               "" if data_failed else fix, ctx, changes,
                                               _latest_part(latest, TRAIN_YAML, "yaml"),
-                                              extra=[*_parent_data_part(workspace, parent, scenario, hypothesis),
-                                                     *_last_failure_part(view.experiments[-1] if view.experiments
-                                                                         else None)]),
+                                              extra=config_extra(workspace, view, scenario, hypothesis)),
                                  encoding="utf-8")
             notes.append("config written")
         return CodeResult(workspace=str(workspace), round=_round(ctx), notes="; ".join(notes),
@@ -245,10 +250,34 @@ class LLMCoder:
         return client.chat_code(messages, "yaml", stage="config_coder")
 
 
-def _parent_data_part(workspace: Path, parent: Any, scenario: ScenarioInfo, hypothesis: Hypothesis) -> list[Section]:
+def config_extra(workspace: Path | None, view: Any, scenario: ScenarioInfo, hypothesis: Hypothesis) -> list[Section]:
+    """The config prompt's sections from the trace: the data built on (before this loop's exists) and the
+    latest experiment's failure (the coder and ``ftagent prompts`` show the same)."""
+    parent = view.get(hypothesis.parent)
+    data = _parent_data_part(workspace, parent, scenario, hypothesis) if workspace is not None or parent else []
+    return [*data, *_last_failure_part(view.experiments[-1] if view.experiments else None)]
+
+
+def _unknown_data_words(scenario: ScenarioInfo) -> str:
+    """Why the data's size is not known when the first config is written, and what is known (issue 35: the
+    planner could not compute steps per epoch)."""
+    from ftagent.datasets.catalogue import read_catalogue
+
+    catalogue = read_catalogue(Path(scenario.dataset_root)) if scenario.dataset_root else {}
+    raw = [f"`{n}` {catalogue[n].total_samples:,} rows" for n in scenario.datasets if n in catalogue]
+    return ("- Rows: not known yet. The data script is written with this config and runs only after it, in the "
+            "validation step (its debug run, then the full run), so no row count exists when this config is "
+            f"written. Known: at most {scenario.upper_data_size_limit:,} rows are kept (larger outputs are sampled "
+            "down)" + (f"; the raw data holds {', '.join(raw)}" if raw else "; no raw dataset (generated data only)")
+            + ". Size the run so it is right for the rows the experiment plans (or set max_steps); a later round "
+            "of this config, if any, shows the debug run's rows and token lengths.")
+
+
+def _parent_data_part(workspace: Path | None, parent: Any, scenario: ScenarioInfo,
+                      hypothesis: Hypothesis) -> list[Section]:
     """Before this loop's data exists, the statistics of the data built on (issue 35: loop 1's config
     prompt said "not produced yet" while loop 0's data was known)."""
-    if parent is None or (Path(workspace) / "data.json").is_file():
+    if parent is None or (workspace is not None and (Path(workspace) / "data.json").is_file()):
         return []
     source = parent.artefacts.get("workspace")
     stats = debug_data_stats(Path(source), scenario.base_model_path, written_by=f"loop {parent.loop}'s data "
@@ -386,9 +415,13 @@ def config_messages(scenario: ScenarioInfo, settings: Any, hypothesis: Hypothesi
             force_think_token=think), required=True),
     ]
     stats = debug_data_stats(workspace, scenario.base_model_path) if workspace is not None else ""
-    sections.append(text_part("data", "Training data", stats) if stats else data_part or text_part(
-        "data", "Training data", f"Not produced yet (the data script runs after this config is written); at most "
-                                 f"{scenario.upper_data_size_limit} rows.", 80))
+    rule = f"- {steps_rule(scenario.hardware.gpu_count)}"
+    if stats:
+        sections.append(text_part("data", "Training data", f"{stats}\n{rule}"))
+    elif data_part is not None:
+        sections.append(data_part.model_copy(update={"body": f"{data_part.body}\n{rule}"}))
+    else:
+        sections.append(text_part("data", "Training data", _unknown_data_words(scenario) + f"\n{rule}", 80))
     sections += [x for x in extra if x.key != "data"]
     sections.append(text_part("catalogue", "Parameter catalogue", essential or "(not available)", required=True))
     if others:

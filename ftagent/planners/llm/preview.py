@@ -16,7 +16,7 @@ from pydantic import BaseModel
 from ftagent.core.trace import Experiment, Trace
 from ftagent.core.types import Hypothesis
 from ftagent.llm.budget import message_tokens
-from ftagent.planners.llm.code import config_messages, data_messages
+from ftagent.planners.llm.code import config_extra, config_messages, data_messages
 from ftagent.planners.llm.feedback import decide_numeric, feedback_messages
 from ftagent.planners.llm.propose import build_proposal_messages, read_artefact
 from ftagent.planners.llm.view import planner_view
@@ -74,10 +74,11 @@ def preview(step: Step, scenario: ScenarioInfo, settings: Any, trace: Trace | No
         parent = planner_view(trace).get(hypothesis.parent)
         messages = data_messages(scenario, settings, hypothesis, read_artefact(parent, "process_data.py"), "", ctx)
     elif step == "config":
-        parent = planner_view(trace).get(hypothesis.parent)
+        view = planner_view(trace)
+        parent = view.get(hypothesis.parent)
         changes = parent.system_changes if parent is not None else []
         messages = config_messages(scenario, settings, hypothesis, workspace, read_artefact(parent, "train.yaml"),
-                                   "", ctx, changes)
+                                   "", ctx, changes, extra=config_extra(workspace, view, scenario, hypothesis))
     elif step == "feedback":
         if latest is None:
             latest = Experiment(loop=0, hypothesis=hypothesis)

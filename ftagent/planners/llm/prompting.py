@@ -85,8 +85,19 @@ def fit(sections: list[Section], settings: Any, system: str = "") -> Fitted:
     return fit_sections(sections, budget_of(settings), extra_tokens=extra + 4)
 
 
+DEBUG_WRITER = ("the data script's debug run (`--debug`: about 100 samples in any LLM stage; a script without an "
+                "LLM stage does the same work in both modes, so the full run writes these rows again)")
+STEPS_RULE = ("steps per epoch = ceil(rows × (1 − val_size) ÷ (per_device_train_batch_size × "
+              "gradient_accumulation_steps{gpus})); total steps = that × num_train_epochs, unless max_steps is set")
+
+
+def steps_rule(gpus: int) -> str:
+    """How the trainer turns rows into optimizer steps (transformers' Trainer: one step per effective batch)."""
+    return STEPS_RULE.format(gpus=f" × {gpus} GPUs" if gpus > 1 else "")
+
+
 def debug_data_stats(workspace: Path, model_path: str | None, limit_rows: int = 5000,
-                     written_by: str = "the debug run (the full run writes more)") -> str:
+                     written_by: str = DEBUG_WRITER) -> str:
     """Rows, token lengths (base model's tokenizer) and one row of the workspace's ``data.json``.
 
     Written after the data script's debug run, so in a first round there is nothing to show.
