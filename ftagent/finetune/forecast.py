@@ -27,11 +27,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ftagent.core.forecast import LOAD_BANDS as BAND_BOUNDS
 from ftagent.core.forecast import EvalProbe, Forecast, LLMForecast, TrainPlan, TrainProbe, build_forecast
 
 PROBE_STEPS = 10  # micro-batch steps of the probe (the validator's own check runs 3)
 PROBE_MAX_AGE_S = 24 * 3600.0  # a cached probe older than this is measured again (a day: drivers, thermals, load)
-LOAD_BANDS = ((0.5, "idle"), (1.0, "busy"), (2.0, "loaded"))  # 1-min load average per CPU, upper bounds; above: overloaded
+# 1-min load average per CPU, upper bounds (core.forecast.LOAD_BANDS owns them: the planner's speed range reads
+# the same bands); above the last: overloaded
+LOAD_BANDS = tuple((hi, name) for name, (_lo, hi) in BAND_BOUNDS.items() if name != "overloaded")
 COMPLETION_TOKENS = 1500  # assumed reply size of one planner call (replies are not known before)
 LLM_CALL_S = 60.0  # assumed wall time of one planner call when none was measured (a long reply at ~30 tokens/s)
 LLM_PROMPTS = {"propose": ["proposal_system.j2", "proposal_user.j2"], "code": ["data_coder.j2", "config_coder.j2"],
