@@ -26,7 +26,7 @@ def datasets_list(
     from ftagent.datasets.registry import dataset_names, datasets_for_benchmark, get_source
 
     file_path = _file_path()
-    names = datasets_for_benchmark(benchmark) if benchmark else dataset_names()
+    names = datasets_for_benchmark(benchmark, _related(benchmark)) if benchmark else dataset_names()
     typer.echo(_LIST_LINE.format("NAME", "SOURCE", "STATE", "BENCHMARKS"))
     for name in names:
         spec = get_source(name).spec
@@ -52,7 +52,7 @@ def datasets_prepare(
     if not name and not benchmark:
         raise UserInputError("name a dataset (or 'all'), or pass --benchmark KEY")
     file_path = _file_path()
-    names = resolve_dataset_choice(name, benchmark)
+    names = resolve_dataset_choice(name, benchmark, _related(benchmark) if benchmark else [])
     if not names:
         raise UserInputError(f"no dataset is related to benchmark '{benchmark}'; pass a name or 'all'")
     for dataset, path in prepare_datasets(names, file_path, force=force).items():
@@ -85,3 +85,10 @@ def datasets_show(
             typer.echo(render_entry(name, DatasetEntry.model_validate(entry)))
     if code:
         typer.echo(converter_source(source))
+
+
+def _related(benchmark: str) -> list[str]:
+    """The benchmark's ``related_datasets`` (a key or a YAML file; an unknown one: exit 2, did-you-mean)."""
+    from ftagent.benchmarks import open_benchmark
+
+    return list(open_benchmark(benchmark)[1].spec.related_datasets)

@@ -86,12 +86,6 @@ def prepare_datasets(names: list[str], file_path: Path, *, token: str | None = N
     return {n: prepare_dataset(n, file_path, token=token, force=force) for n in names}
 
 
-def prepare_for(dataset: str | None, benchmark_key: str | None, file_path: Path, *,
-                token: str | None = None) -> dict[str, Path]:
-    """Prepare what ``--dataset`` selects (a name, 'all', or None = the benchmark's related datasets)."""
-    return prepare_datasets(resolve_dataset_choice(dataset, benchmark_key), file_path, token=token)
-
-
 class DatasetCandidate(BaseModel):
     """A registered dataset as the dataset selection sees it (offline facts only)."""
 
@@ -116,7 +110,7 @@ def dataset_candidates(note_chars: int = 600) -> list[DatasetCandidate]:
     return out
 
 
-def selection_is_ambiguous(dataset: str | None, benchmark_key: str | None, related: list[str] | None = None) -> bool:
+def selection_is_ambiguous(dataset: str | None, benchmark_key: str | None, related: list[str]) -> bool:
     """True when the rule cannot decide well: no ``--dataset`` and not exactly one related dataset."""
     return not dataset and len(resolve_dataset_choice(None, benchmark_key, related)) != 1
 
@@ -176,6 +170,6 @@ def _write_notes(source: DatasetSource, out: Path) -> None:
         (out / NOTES_FILE).write_text(text, encoding="utf-8")
 
 
-__all__ = ["prepare_dataset", "prepare_datasets", "prepare_for", "dataset_dir",
+__all__ = ["prepare_dataset", "prepare_datasets", "dataset_dir",
            "is_prepared", "dataset_names", "MARKER", "DatasetCandidate", "dataset_candidates",
            "selection_is_ambiguous"]

@@ -42,27 +42,18 @@ def is_user_dataset(name: str) -> bool:
     return name in _USER
 
 
-def datasets_for_benchmark(benchmark_key: str, related: list[str] | None = None) -> list[str]:
+def datasets_for_benchmark(benchmark_key: str, related: list[str]) -> list[str]:
     """Names of the datasets whose ``related_benchmarks`` match ``benchmark_key``, then the registered
     ones the benchmark's YAML lists in ``related_datasets`` (how a user benchmark names its training data).
 
-    ``related``: the resolved spec's ``related_datasets`` (a session's start-up has it); None = look the
-    benchmark up (``ftagent datasets list --benchmark``, which has only the key).
+    ``related``: the resolved spec's ``related_datasets`` (a session's start-up has it; the CLI looks the
+    benchmark up itself).
     """
     names = [n for n in dataset_names() if get_source(n).spec.relates_to(benchmark_key)]
-    if related is None:
-        from ftagent.benchmarks import get_benchmark
-        from ftagent.core.errors import UserInputError
-
-        try:
-            related = list(get_benchmark(benchmark_key).spec.related_datasets)
-        except UserInputError:
-            related = []
     return names + [n for n in related if n in dataset_names() and n not in names]
 
 
-def resolve_dataset_choice(dataset: str | None, benchmark_key: str | None, related: list[str] | None = None
-                           ) -> list[str]:
+def resolve_dataset_choice(dataset: str | None, benchmark_key: str | None, related: list[str]) -> list[str]:
     """Turn ``--dataset`` (a name, 'all', or None) and the benchmark into dataset names.
 
     None → the datasets related to the benchmark; 'all' → every registered dataset; a name → itself

@@ -198,8 +198,7 @@ def constant_answers_check(profile: AnswerProfile | None) -> IntegrityCheck:
 class IntegrityGuard:
     """Runs every check on one candidate; holds the benchmark/evaluator hashes taken at the session start."""
 
-    def __init__(self, scenario: ScenarioInfo, *, input_columns: list[str] | None = None,
-                 answer_field: str = "answer") -> None:
+    def __init__(self, scenario: ScenarioInfo, *, input_columns: list[str], answer_field: str = "answer") -> None:
         self.base = Path(scenario.base_model_path)
         self.benchmark = scenario.benchmark
         self.file_path = Path(scenario.file_path or ".").absolute()
@@ -210,10 +209,8 @@ class IntegrityGuard:
         self._items: dict[str, list[str]] | None = None
 
     @classmethod
-    def for_spec(cls, scenario: ScenarioInfo, spec: Any = None) -> IntegrityGuard:
-        """The session's guard: the benchmark spec's input columns and gold field (None: looked up by key)."""
-        if spec is None:
-            return cls(scenario)
+    def for_spec(cls, scenario: ScenarioInfo, spec: Any) -> IntegrityGuard:
+        """The session's guard: the resolved benchmark spec's input columns and gold field."""
         return cls(scenario, input_columns=list(spec.input_columns), answer_field=spec.output_column)
 
     def watched(self) -> list[Path]:

@@ -96,14 +96,14 @@ def check_base_model(name: str | None, file_path: Path | None = None, *, fetchab
         raise UserInputError(why)
 
 
-def check_dataset(choice: str | None, benchmark: str, file_path: Path | None = None,
-                  related: list[str] | None = None, items: dict[str, Any] | None = None) -> str | None:
+def check_dataset(choice: str | None, benchmark: str, file_path: Path | None, related: list[str],
+                  items: dict[str, Any] | None = None) -> str | None:
     """``--dataset`` must be a registered dataset name, ``all`` or a data file; returns the name to use.
 
     A file (``./my_data.jsonl``, ``.json``, ``.csv``, ``.parquet``) is checked, copied under
     ``FT_FILE_PATH/datasets/`` and registered (:mod:`ftagent.datasets.user_file`): its copy's name is
     returned. Raises UserInputError for an unknown name or a bad file (nothing is copied then).
-    ``related``: the benchmark spec's ``related_datasets`` (None = looked up by ``benchmark``).
+    ``related``: the benchmark spec's ``related_datasets``.
     ``items``: the benchmark's validation and test items when they are known before anything is written
     (a local-file benchmark): a file holding one is refused before it is copied (issue 34.12).
     """
@@ -275,13 +275,12 @@ def construct(cls: Any, *args: Any, optional: dict[str, Any] | None = None, **kw
     return cls(*args, **kwargs, **extra)
 
 
-def check_user_datasets(names: list[str], benchmark: str, file_path: Path,
-                        input_columns: list[str] | None = None) -> list[str]:
+def check_user_datasets(names: list[str], benchmark: str, file_path: Path, input_columns: list[str]) -> list[str]:
     """Scan the user files among ``names`` against the benchmark's validation and test items.
 
     Runs once the benchmark data is prepared, still before the session exists. Returns one line per
     user file (the detected format, rows, where the copy is) for the session's events.
-    ``input_columns``: the resolved spec's (None = looked up by ``benchmark``).
+    ``input_columns``: the resolved spec's.
 
     Raises:
         UserInputError: a file holds benchmark items (how many, the first row index and item id).

@@ -312,7 +312,7 @@ def build_components(scenario: ScenarioInfo, settings: Any, runner: Any, planner
         feedback=make(ft.feedback, defaults[2]),
         data=DataProcessor(scenario, settings, runner, llm_gateway_url=llm_gateway_url,
                            llm_gateway_token=llm_gateway_token,
-                           input_columns=list(run.spec.input_columns) if run is not None else None),
+                           input_columns=list(run.spec.input_columns)),
     )
 
 

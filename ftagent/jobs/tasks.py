@@ -153,7 +153,7 @@ def _check_dataset(i: int, item: dict[str, Any], base_dir: Path | None) -> list[
         return []
     try:
         if not looks_like_file(dataset):
-            resolve_dataset_choice(dataset, None)
+            resolve_dataset_choice(dataset, None, [])  # a name: checked against the registry alone
             return []
         path = Path(dataset).expanduser()
         if not path.is_absolute() and base_dir is not None:

@@ -41,7 +41,10 @@ def _bench(tmp_path: Path, key: str, splits: dict[str, list[dict]], subset: str 
         path = tmp_path / "benchmarks" / key / subset / f"{split}.jsonl"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
-    return benchmark_items(ScenarioInfo.model_construct(benchmark=key, file_path=str(tmp_path)))
+    from ftagent.benchmarks import get_benchmark
+
+    return benchmark_items(ScenarioInfo.model_construct(benchmark=key, file_path=str(tmp_path)),
+                           list(get_benchmark(key).spec.input_columns))
 
 
 def _flagged(rows: list[dict], items: dict) -> dict[int, str]:

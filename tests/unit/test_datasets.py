@@ -44,13 +44,15 @@ def test_registry_lists_all_and_suggests_on_typo():
     ("demo_add", ["demo_add"]), ("mmlu", []),
 ])
 def test_datasets_for_benchmark(key, expected):
-    assert datasets_for_benchmark(key) == expected
+    from ftagent.benchmarks import get_benchmark
+
+    assert datasets_for_benchmark(key, list(get_benchmark(key).spec.related_datasets)) == expected
 
 
 def test_resolve_dataset_choice():
-    assert resolve_dataset_choice("all", None) == dataset_names()
-    assert resolve_dataset_choice(None, "aime24") == ["deepscaler"]
-    assert resolve_dataset_choice("panorama", "aime24") == ["panorama"]
+    assert resolve_dataset_choice("all", None, []) == dataset_names()
+    assert resolve_dataset_choice(None, "aime24", []) == ["deepscaler"]
+    assert resolve_dataset_choice("panorama", "aime24", []) == ["panorama"]
 
 
 def test_chemcot_hook_fixes_rcr_schema(tmp_path):

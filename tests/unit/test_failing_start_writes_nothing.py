@@ -89,7 +89,7 @@ def test_a_contaminated_file_is_refused_before_the_copy_when_a_builtin_benchmark
     assert not is_prepared(ft / "benchmarks", "demo_add", 6)
     prepare_benchmark("demo_add", ft / "benchmarks", 6)
     assert is_prepared(ft / "benchmarks", "demo_add", 6) and not is_prepared(ft / "benchmarks", "demo_add", 5)
-    items = benchmark_items_for("demo_add", ft)
+    items = benchmark_items_for("demo_add", ft, ["question"])  # demo_add's input column
     rows = [{"instruction": fields[0], "input": "", "output": "1"} for fields in items.values()]
     (tmp_path / "mine.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     before = _tree(ft)

@@ -478,4 +478,3 @@ def test_the_sessions_guard_reads_the_specs_columns(world: World) -> None:
     spec = get_benchmark("demo_add").spec
     guard = IntegrityGuard.for_spec(world.scenario, spec)
     assert guard.input_columns == list(spec.input_columns) and guard.answer_field == spec.output_column
-    assert IntegrityGuard.for_spec(world.scenario, None).answer_field == "answer"

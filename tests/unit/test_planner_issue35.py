@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from ftagent.benchmarks import get_benchmark
 from ftagent.core.errors import ErrorType, StepError, StepFailure
 from ftagent.core.trace import Experiment, Trace
 from ftagent.core.types import Hypothesis
@@ -174,7 +175,7 @@ def test_a_planted_copy_of_the_validation_item_the_brief_shows_is_caught(tmp_pat
         (bench / f"{split}.jsonl").write_text("".join(json.dumps({"question": f"What is {a} + {b}?",
                                                                   "answer": str(a + b)}) + "\n"
                                                       for a, b in pairs), encoding="utf-8")
-    shown = brief.render_brief(scenario)
+    shown = brief.render_brief(scenario, benchmark=get_benchmark(scenario.benchmark))
     assert "What is 31 + 58?" in shown and "`89`" in shown  # the item and its gold reach every prompt
     rows = [{"instruction": f"What is {a} + {b}? Answer in \\boxed{{}}.", "input": "", "output": f"\\boxed{{{a + b}}}"}
             for a, b in ((11, 22), (45, 46))]
@@ -199,13 +200,13 @@ def test_the_brief_warns_when_the_benchmark_fills_its_input_space(tmp_path):
     for split, part in (("validation", numbers[:40]), ("test", numbers[40:])):
         (bench / f"{split}.jsonl").write_text("".join(json.dumps({"question": f"What is {n} times 3?",
                                                                   "answer": str(3 * n)}) + "\n" for n in part))
-    text = brief.render_brief(scenario)
+    text = brief.render_brief(scenario, benchmark=get_benchmark(scenario.benchmark))
     assert "fill about 100% of the questions of the form `What is N times 3?` (80 of about 80 possible" in text
     # a sparse sample of a large space: no warning
     for split in ("validation", "test"):
         (bench / f"{split}.jsonl").write_text("".join(json.dumps({"question": f"What is {a} + {a * 7 % 89 + 10}?",
                                                                   "answer": "0"}) + "\n" for a in range(10, 50)))
-    assert "possible, N = a number" not in brief.render_brief(scenario)
+    assert "possible, N = a number" not in brief.render_brief(scenario, benchmark=get_benchmark(scenario.benchmark))
 
 
 def test_every_scan_is_an_event_and_a_report_field_passing_or_not(tmp_path):
@@ -215,7 +216,7 @@ def test_every_scan_is_an_event_and_a_report_field_passing_or_not(tmp_path):
 
     scenario = _demo_scenario(tmp_path)
     items = _times3_items("")
-    processor = DataProcessor(scenario, _settings(), runner=None)  # type: ignore[arg-type]
+    processor = DataProcessor(scenario, _settings(), runner=None, input_columns=["question"])  # type: ignore[arg-type]
     processor._bench_items = {k: [v] for k, v in items.items()}
     session = tmp_path / "sess"
     log = EventLog(session / "events.jsonl")

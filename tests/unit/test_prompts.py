@@ -77,7 +77,7 @@ def _demo_scenario(root: Path) -> ScenarioInfo:
         baseline=EvalResult(benchmark="demo_add", split="validation", core_metric="accuracy", score=62.0),
         parameter_catalogue=_catalogue_text(False),
         eval_decoding=eval_decoding("builtin/tiny-qwen2", 0, get_benchmark("demo_add").spec.max_out_len))
-    info.description_text = brief.render_brief(info)
+    info.description_text = brief.render_brief(info, benchmark=get_benchmark(info.benchmark))
     return info
 
 
@@ -106,7 +106,7 @@ def _chem_scenario(root: Path) -> ScenarioInfo:
         baseline=EvalResult(benchmark="chemcotbench", split="validation", core_metric="mean_core", score=31.25),
         parameter_catalogue=_catalogue_text(True),
         eval_decoding=eval_decoding("Qwen/Qwen3-8B", 1, get_benchmark("chemcotbench").spec.max_out_len))
-    info.description_text = brief.render_brief(info)
+    info.description_text = brief.render_brief(info, benchmark=get_benchmark(info.benchmark))
     return info
 
 
@@ -426,7 +426,8 @@ def test_saturated_metric_and_validation_size(tmp_path):
     bench.mkdir(parents=True)
     (bench / "validation.jsonl").write_text("{}\n" * 100, encoding="utf-8")
     (bench / "test.jsonl").write_text("{}\n" * 77, encoding="utf-8")
-    assert "validation split of 100 items" in brief.render_brief(scenario) and "77" not in brief.render_brief(scenario)
+    text = brief.render_brief(scenario, benchmark=get_benchmark(scenario.benchmark))
+    assert "validation split of 100 items" in text and "77" not in text
     trace = Trace(core_metric="accuracy", baseline_val=0.0)
     exp = Experiment(loop=0, hypothesis=Hypothesis(hypothesis="h", task="t"), val_score=100.0, decision=True)
     trace.record(exp)

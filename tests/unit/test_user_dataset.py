@@ -117,9 +117,9 @@ def test_a_builtin_name_is_never_taken(tmp_path, root):
 
 def test_user_files_are_not_in_all_nor_benchmark_defaults(tmp_path, root):
     register_user_file(_jsonl(tmp_path / "extra.jsonl", ALPACA), root)
-    assert "extra" not in registry.resolve_dataset_choice("all", "demo_add")
-    assert registry.resolve_dataset_choice(None, "demo_add") == ["demo_add"]
-    assert registry.resolve_dataset_choice("extra", "demo_add") == ["extra"]
+    assert "extra" not in registry.resolve_dataset_choice("all", "demo_add", [])
+    assert registry.resolve_dataset_choice(None, "demo_add", []) == ["demo_add"]
+    assert registry.resolve_dataset_choice("extra", "demo_add", []) == ["extra"]
 
 
 def test_catalogue_entry_has_the_builtins_stats_and_not_the_registration(tmp_path, root):

@@ -308,16 +308,6 @@ def _memory_rows(memory: dict[str, Any], context: int | None) -> list[MemoryRow]
     return rows
 
 
-def _benchmark(key: str) -> Any:
-    """The registry's benchmark for a caller that has only the key (an older snapshot's stored brief)."""
-    try:
-        from ftagent.benchmarks import get_benchmark
-
-        return get_benchmark(key)
-    except Exception:  # noqa: BLE001 - a plug-in benchmark without a spec: the brief says less
-        return None
-
-
 def constant_baseline_words(file_path: str | None, bench: Any) -> str:
     """One line: what the best constant answer scores on the prepared validation split ('' when it
     cannot be computed: no prepared split, a plug-in benchmark, a scorer that fails)."""
@@ -348,11 +338,11 @@ def _dataset_texts(scenario: ScenarioInfo, catalogue: dict[str, Any] | None) -> 
     return [render_entry(name, catalogue[name], "full", level=3) for name in scenario.datasets if name in catalogue]
 
 
-def brief_facts(scenario: ScenarioInfo, *, benchmark: Any = None, catalogue: dict[str, Any] | None = None,
+def brief_facts(scenario: ScenarioInfo, *, benchmark: Any, catalogue: dict[str, Any] | None = None,
                 force_think_token: bool | None = None) -> BriefFacts:
     """The formatted facts of the brief (see :func:`render_brief`)."""
     model = scenario.model_info
-    bench = benchmark if benchmark is not None else _benchmark(scenario.benchmark)
+    bench = benchmark
     spec = getattr(bench, "spec", None)
     context = model.max_position_embeddings
     baseline = scenario.baseline
@@ -426,14 +416,14 @@ def decoding_words(decoding: EvalDecoding | None) -> str:
             "tokenizer files (written at training time), so evaluation uses the training chat format.")
 
 
-def render_brief(scenario: ScenarioInfo, *, benchmark: Any = None, catalogue: dict[str, Any] | None = None,
+def render_brief(scenario: ScenarioInfo, *, benchmark: Any, catalogue: dict[str, Any] | None = None,
                  force_think_token: bool | None = None) -> str:
     """The scenario brief as Markdown (``prompts/scenario_brief.j2``).
 
     Args:
         scenario: the session's scenario (validation facts only).
         benchmark: the resolved benchmark (:attr:`ftagent.finetune.startup.ResolvedRun.adapter`: its
-            spec, YAML config); default: looked up by ``scenario.benchmark`` (callers with only a key).
+            spec, YAML config); None: a benchmark without a spec (the brief then says less).
         catalogue: dataset catalogue entries (default: read ``dataset_info.json`` under
             ``scenario.dataset_root``).
         force_think_token: training outputs must be ``<think>…</think>answer``; default
@@ -457,5 +447,6 @@ def brief_sections(text: str) -> dict[str, str]:
 
 
 def scenario_brief(scenario: ScenarioInfo) -> str:
-    """The stored brief, or one rendered now (older snapshots, tests, tools)."""
-    return scenario.description_text or render_brief(scenario)
+    """The stored brief (the scenario builder renders it with the resolved benchmark); a scenario without
+    one (made by hand) gets the brief of its facts alone."""
+    return scenario.description_text or render_brief(scenario, benchmark=None)

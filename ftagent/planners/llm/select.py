@@ -44,8 +44,8 @@ def selection_messages(benchmark: str, description: str, candidates: list[Datase
                                                candidates=candidates, rule=rule)}]
 
 
-def select_datasets(benchmark: str, description: str, *, dataset: str | None = None, client: Any = None,
-                    related: list[str] | None = None) -> Selection:
+def select_datasets(benchmark: str, description: str, *, related: list[str], dataset: str | None = None,
+                    client: Any = None) -> Selection:
     """The datasets to prepare for ``benchmark``.
 
     Args:
@@ -53,7 +53,7 @@ def select_datasets(benchmark: str, description: str, *, dataset: str | None = N
         description: its description (what the model must learn).
         dataset: ``--dataset`` (a name or 'all'); when given, the rule decides.
         client: an :class:`~ftagent.llm.client.LLMClient`; None = the rule decides.
-        related: the resolved benchmark spec's ``related_datasets`` (None = looked up by ``benchmark``).
+        related: the resolved benchmark spec's ``related_datasets``.
     """
     rule = resolve_dataset_choice(dataset, benchmark, related)
     if client is None or not selection_is_ambiguous(dataset, benchmark, related):

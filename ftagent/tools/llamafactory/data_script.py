@@ -23,8 +23,8 @@ class DataProcessor:
     """Runs ``process_data.py`` for the debug round (validate) and the full run (train)."""
 
     def __init__(self, scenario: ScenarioInfo, settings: Any, runner: Runner, *,
-                 llm_gateway_url: str | None = None, llm_gateway_token: str | None = None,
-                 input_columns: list[str] | None = None) -> None:
+                 input_columns: list[str], llm_gateway_url: str | None = None,
+                 llm_gateway_token: str | None = None) -> None:
         """Create the data step.
 
         Args:
@@ -35,7 +35,7 @@ class DataProcessor:
                 the script gets no LLM at all. The real key and base URL never reach the script.
             llm_gateway_token: the per-session token the gateway accepts.
             input_columns: the benchmark's input columns (the resolved spec's), which the contamination
-                scan compares; None = looked up by ``scenario.benchmark``.
+                scan compares.
         """
         self.scenario = scenario
         self.settings = settings
@@ -146,25 +146,20 @@ class DataProcessor:
                 ctx.emit(event)
 
 
-def benchmark_items(scenario: ScenarioInfo, input_columns: list[str] | None = None) -> dict[str, list[str]]:
+def benchmark_items(scenario: ScenarioInfo, input_columns: list[str]) -> dict[str, list[str]]:
     """The input fields (question first) of the benchmark's validation and test items, keyed by
     ``subset/split:index``."""
     return benchmark_items_for(scenario.benchmark, Path(scenario.file_path), input_columns)
 
 
-def benchmark_items_for(benchmark: str, file_path: Path, input_columns: list[str] | None = None
-                        ) -> dict[str, list[str]]:
+def benchmark_items_for(benchmark: str, file_path: Path, input_columns: list[str]) -> dict[str, list[str]]:
     """:func:`benchmark_items` before a scenario exists (a user's training file is scanned at start-up).
 
-    ``input_columns``: the resolved benchmark spec's (None = looked up by ``benchmark``, for callers with a key).
+    ``input_columns``: the resolved benchmark spec's.
     """
     from ftagent.benchmarks.base import read_jsonl
     from ftagent.core.paths import benchmark_data_dir
 
-    if input_columns is None:
-        from ftagent.benchmarks import get_benchmark
-
-        input_columns = list(get_benchmark(benchmark).spec.input_columns)
     root = benchmark_data_dir(file_path, benchmark)
     items: dict[str, list[str]] = {}
     for split in ("validation", "test"):
