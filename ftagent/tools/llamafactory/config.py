@@ -216,8 +216,9 @@ def managed_keys(*, gpu: bool, defaults: LFDefaults | None = None) -> list[Manag
     out = [ManagedKey(key=k, value=f"({what})") for k, what in PATH_KEYS.items()]
     out += [ManagedKey(key=k, value=_yaml_value(v)) for k, v in defaults.system_managed.items()]
     if gpu:
-        for key in sorted({k for p in get_args(Precision) for k in precision_config(p)}):
-            out.append(ManagedKey(key=key, value="(by the GPU: bf16 from compute capability 8.0, else fp16)"))
+        first, *rest = sorted({k for p in get_args(Precision) for k in precision_config(p)})
+        out.append(ManagedKey(key=first, value="(by the GPU: bf16 from compute capability 8.0, else fp16)"))
+        out += [ManagedKey(key=key, value=f"(with {first})") for key in rest]
         out.append(ManagedKey(key="deepspeed", value="(from the memory plan of the method: Memory estimate, Launch)"))
     else:
         out += [ManagedKey(key=k, value=_yaml_value(v)) for k, v in defaults.cpu.get("config", {}).items()]
