@@ -43,18 +43,20 @@ class GoldMatch(BaseModel):
 
     matched: int
     compared: int  # wrong items with both a gold and an output
+    boxed: int = 0  # of the matched: outputs that hold the answer inside \\boxed{} (the others are bare)
     examples: list[str] = []  # a few matching golds, as normalised
 
     def text(self) -> str:
         return (f"{self.matched} of the {self.compared} wrong-scored validation items shown have a model output "
                 "equal to the gold answer after normalisation (case, spaces, surrounding punctuation, the "
-                "content of \\boxed{})")
+                f"content of \\boxed{{}}); {self.boxed} of them hold it inside \\boxed{{}}, "
+                f"{self.matched - self.boxed} are the bare answer")
 
 
 def gold_matches(samples: Iterable[Mapping[str, Any]]) -> GoldMatch | None:
     """A :class:`GoldMatch` when a clear majority (more than half, at least :data:`MIN_MATCHES`) of the
     wrong-scored ``samples`` have an output equal to their gold; else None."""
-    compared, matched, examples = 0, 0, []
+    compared, matched, boxed, examples = 0, 0, 0, []
     for sample in samples:
         gold, output = normalise_answer(sample.get("gold")), normalise_answer(sample.get("model_output"))
         if not gold or not output:
@@ -62,8 +64,9 @@ def gold_matches(samples: Iterable[Mapping[str, Any]]) -> GoldMatch | None:
         compared += 1
         if gold == output:
             matched += 1
+            boxed += bool(_BOXED.search(str(sample.get("model_output") or "")))
             if len(examples) < 3:
                 examples.append(gold[:60])
     if matched >= MIN_MATCHES and 2 * matched > compared:
-        return GoldMatch(matched=matched, compared=compared, examples=examples)
+        return GoldMatch(matched=matched, compared=compared, boxed=boxed, examples=examples)
     return None

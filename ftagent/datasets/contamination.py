@@ -283,8 +283,9 @@ def rule_words() -> str:
         f"paraphrases (a row whose instruction + input has a content-word overlap, Jaccard, of {FUZZY_JACCARD:.0%} "
         f"or more with an item's question, for items of {FUZZY_MIN_TOKENS}+ content words) and outputs that copy "
         f"{ANSWER_COVERAGE:.0%} of a gold answer of {ANSWER_MIN_TOKENS}+ words: such a result is not eligible "
-        "as best. So never enumerate the benchmark's own question form over its own value range: vary the "
-        "wording, the numbers or the form.")
+        "as best. So a script that generates questions in the benchmark's own form over its own value range "
+        "will hit items it cannot see: vary the wording, the numbers or the form (raw rows that already leave "
+        "the benchmark's items out, as a dataset's notes may say, are fine).")
 
 
 def items_from_records(records: Iterable[Mapping], fields: Iterable[str], prefix: str = "") -> dict[str, str]:

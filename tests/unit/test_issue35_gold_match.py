@@ -37,7 +37,8 @@ def test_gold_matches_needs_a_clear_majority_of_equal_outputs():
     from ftagent.core.gold_match import gold_matches, normalise_answer
 
     assert normalise_answer("\\boxed{1,234}") == normalise_answer(" 1234. ") == "1234"
-    assert gold_matches(RIGHT_BUT_WRONG).matched == 6
+    found = gold_matches(RIGHT_BUT_WRONG)
+    assert found.matched == 6 and "3 of them hold it inside \\boxed{}, 3 are the bare answer" in found.text()
     chatty = [{"gold": "42", "model_output": "The answer is 42."}] * 5  # the model's own format problem
     assert gold_matches(chatty) is None
     assert gold_matches(RIGHT_BUT_WRONG[:2] + [{"gold": "1", "model_output": "2"}] * 2) is None  # no majority
