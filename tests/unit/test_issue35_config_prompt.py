@@ -50,6 +50,8 @@ def test_every_key_the_system_sets_is_listed_and_shown_before_the_catalogue(tmp_
     assert "`bf16: false`" in up_front and "`output_dir` (the loop's output folder)" in up_front
     catalogue = text.split("# Parameter catalogue", 1)[1]
     assert "Set by the system" not in catalogue and "- disable_gradient_checkpointing (" not in catalogue
+    assert "### Precision and memory" not in catalogue  # its only CPU entry is managed: no empty heading
+    assert "make the integrity guard flag the trained model" in up_front  # add_tokens & co. are not free
 
 
 # --- 3. the training data's size, or why it is not known ---------------------------------------------------

@@ -137,7 +137,7 @@ def applicable_catalogue(text: str, scenario: ScenarioInfo, hypothesis: Hypothes
         drop += [rx for method, rx in _METHOD_ARGS.items() if method not in named]
     if not drop:
         return text
-    return "\n".join(line for line in text.splitlines() if not any(rx.match(line) for rx in drop))
+    return _without_empty_topics([line for line in text.splitlines() if not any(rx.match(line) for rx in drop)])
 
 
 _MANAGED = re.compile(r"^## Set by the system[^\n]*\n(?P<body>[^\n]*)\n?", re.MULTILINE)
@@ -157,7 +157,14 @@ def split_managed(text: str) -> tuple[str, str]:
     keys = set(_MANAGED_KEY.findall(body))
     rest = text[:found.start()] + text[found.end():]
     kept = [line for line in rest.splitlines() if not (line.startswith("- ") and line[2:].split(" ", 1)[0] in keys)]
-    return body, "\n".join(kept)
+    return body, _without_empty_topics(kept)
+
+
+def _without_empty_topics(lines: list[str]) -> str:
+    """The lines without a topic heading (``### ``) whose every entry was left out (CPU: "Precision and
+    memory": its entries are GPU-only or managed)."""
+    return "\n".join(line for i, line in enumerate(lines)
+                     if not (line.startswith("### ") and (i + 1 == len(lines) or lines[i + 1].startswith("#"))))
 
 
 def split_catalogue(text: str) -> tuple[str, str]:
@@ -191,7 +198,10 @@ def _round(ctx: Any) -> int:
 class LLMCoder:
     """Generates the experiment's data script and training config with the LLM."""
 
-    def __init__(self, scenario: ScenarioInfo, settings: Settings, client: LLMClient | None = None) -> None:
+    def __init__(self, scenario: ScenarioInfo, settings: Settings, client: LLMClient | None = None, *,
+                 run: Any = None) -> None:
+        """``run``: the start-up's resolved run, given to every component (unused here: the brief in
+        ``scenario`` carries what the prompts need)."""
         self.scenario = scenario
         self.settings = settings
         self.client = client
