@@ -217,7 +217,7 @@ def test_every_prompt_carries_its_facts(demo):
     assert "learning_rate: 0.0002" in prop and "dropped this_key_does_not_exist" in prop
     assert "2,000 rows produced" in prop and "47 points, first 2.325" in prop and "| step | loss | lr |" in prop
     assert "torch.OutOfMemoryError: CUDA out of memory" in prop and "Suggested next step: Keep LoRA" in prop
-    assert "- 50 rows written by the debug run" in p["config"]  # the data the config is for
+    assert "- 50 rows written by the data script's debug run" in p["config"]  # the data the config is for
     assert "What the system changed in the parent's train.yaml" in p["config"]
     for step in ("propose", "data", "config"):  # how evaluation generates: the model's cap, greedy on CPU
         assert "at most 16 new tokens per answer" in p[step], step  # the benchmark caps below the model
@@ -324,7 +324,9 @@ def test_data_prompt_keeps_a_dataset_summary_when_the_full_entry_does_not_fit(tm
 
     scenario = _demo_scenario(tmp_path)
     hyp = Hypothesis(hypothesis="h", task="t")
-    budget = 1150
+    from ftagent.datasets.contamination import rule_words
+
+    budget = 1150 + count_tokens(rule_words())  # the brief's data rules (required) carry the contamination rule
     tight = SimpleNamespace(ft=SimpleNamespace(prompt_token_budget=budget, force_think_token=False))
     text = data_messages(scenario, tight, hyp)[0]["content"]
     full = data_messages(scenario, _settings(), hyp)[0]["content"]
