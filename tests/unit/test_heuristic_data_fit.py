@@ -94,18 +94,16 @@ def test_the_offline_planner_trains_only_on_rows_that_fit_in_the_benchmarks_form
     subprocess.run([sys.executable, "process_data.py"], cwd=ws, check=True, capture_output=True,
                    env={"FT_DATASETS_DIR": str(root), "PATH": "/usr/bin:/bin"})
     data = json.loads((ws / "data.json").read_text(encoding="utf-8"))
-    own = [r for r in data if r["instruction"].startswith("Add 11 to ")]
-    assert 200 < len(own) <= 300
+    assert 200 < len(data) <= 300
     for row in data:
         n = int(re.findall(r"\d+", row["instruction"])[0 if row["instruction"].startswith("What") else 1])
         assert row["output"] == f"\\boxed{{{n + 11}}}", row
-        if row in own:  # its own words and the benchmark's closing sentence
+        if n >= 100:
+            assert row["instruction"] == f"What is {n} plus 11? Put the final answer in \\boxed{{}}."
+        else:  # the benchmark's own input space: never asked in its wording (the test split is hidden)
             assert row["instruction"] == f"Add 11 to {n}. Put the final answer in \\boxed{{}}."
-        else:  # also in the benchmark's wording, outside its own input space (the test split is hidden)
-            assert row["instruction"] == f"What is {n} plus 11? Put the final answer in \\boxed{{}}." and n >= 100
-    assert len(data) - len(own) == sum(1 for r in own if int(re.findall(r"\d+", r["instruction"])[1]) >= 100)
     assert not any("minus" in r["instruction"] or "plus 12" in r["instruction"] for r in data)
-    check_contamination(data, benchmark_items_for(key, tmp_path / "ft", ["question"]))  # validation and test: no hit
+    check_contamination(data, benchmark_items_for(key, tmp_path / "ft", ["question"]))  # validation, test: no hit
     fb = HeuristicFeedback(sc).feedback(exp(0, {}, [], 10.0).model_copy(update={"plan": result.plan}),
                                         Trace(baseline_val=0.0, core_metric="accuracy"), None)
     assert "Kept" in fb.reason and '"What is N plus 12?" ×' in fb.reason

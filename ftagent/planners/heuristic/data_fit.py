@@ -20,13 +20,17 @@ planner used to train on all of it and scored 0. What a practitioner does withou
    final answer in \\boxed{}.") when the benchmark's questions share one wording and the row's operands
    have a digit count that no validation item uses at that place -- the benchmark's own input space is
    left alone, so no rendered row can be a validation or test item (the test split is hidden: its
-   questions are taken to use the validation's digit counts). Every kept row is also kept in its own
-   words, with the benchmark's constant closing sentence ("Put the final answer in \\boxed{}.")
-   appended: a row in both wordings shows the model they ask the same (measured on the played file:
-   the benchmark's wording alone taught "What is N plus 11?" three-digit answers, the only ones it saw).
+   questions are taken to use the validation's digit counts); other kept rows keep their own words, with
+   the benchmark's constant closing sentence ("Put the final answer in \\boxed{}.") appended.
 
 A benchmark without numeric golds, or whose validation items follow none of these relations, keeps every
 usable row (the converter's earlier behaviour), and the summary says so.
+
+Measured (2026-12-05, the played files of ``tests/helpers/mixed_raw.py``, ``builtin/tiny-qwen2``, 2 loops):
+validation 6.67 / test 3.33 after the 300-step probe (before: 0 / 0), 0 / 0 after 600 steps. The model
+gets the sum's last two digits right and adds a hundreds digit (``\\boxed{782}`` for 71 + 11): it saw the
+benchmark's wording only with three-digit numbers, the price of leaving the benchmark's input space alone.
+Writing each rendered row in its own words as well measured 0 / 0 in both loops and was not kept.
 """
 
 from __future__ import annotations
@@ -145,9 +149,10 @@ class Selection(BaseModel):
         w = self.wording
         if w is not None:
             digits = ", ".join(f"{d}" for v in w.digits.values() for d in v)
-            own = "in their own words" + (f" + {json.dumps(w.tail, ensure_ascii=False)}" if w.tail else "")
-            how = (f"Kept rows are written {own}, and also in the benchmark's wording when their numbers have a "
-                   f"digit count its items do not use ({digits})" if w.renders else f"Kept rows are written {own}")
+            how = (f"Kept rows are asked in the benchmark's wording when their numbers have a digit count its items "
+                   f"do not use ({digits}), else in their own words"
+                   + (f" + {json.dumps(w.tail, ensure_ascii=False)}" if w.tail else "")
+                   if w.renders else "Kept rows keep their own words")
             lines.append(f"{how}; answers in the gold's form {json.dumps(_answer_form(w), ensure_ascii=False)}.")
         return " ".join(lines)
 

@@ -70,9 +70,8 @@ def select_rows(rows, spec):
     """The rows that fit the benchmark, in its format (``spec``: :meth:`.data_fit.Selection.script_spec`).
 
     Duplicates are dropped; a row is kept when its shape is a kept template's and the rule gives its
-    answer; its answer is written in the gold's form, its question in its own words plus the benchmark's
-    closing sentence; when every operand has a digit count the benchmark's items do not use there, the row
-    is also asked in the benchmark's wording (the pair shows the model that both wordings ask the same).
+    answer; its answer is written in the gold's form; its question in the benchmark's wording when every
+    operand has a digit count the benchmark's items do not use there, else its own plus the closing sentence.
     """
     seen, out = set(), []
     wording = spec.get("wording")
@@ -93,9 +92,9 @@ def select_rows(rows, spec):
                                  {len(wording["answer_numbers"]) - 1: answer})
             values = {slot: numbers[o] for slot, o in zip(wording["slots"], operands, strict=True)}
             outside = all(len(re.sub(r"\D", "", v)) not in wording["digits"][slot] for slot, v in values.items())
-            if wording["renders"] and outside:  # also in the benchmark's wording: both ask the same
-                out.append(dict(row, instruction=fill(wording["parts"], wording["numbers"], values), input=""))
-            if wording["tail"] and wording["tail"] not in question:
+            if wording["renders"] and outside:
+                row.update(instruction=fill(wording["parts"], wording["numbers"], values), input="")
+            elif wording["tail"] and wording["tail"] not in question:
                 row["instruction"] = str(row.get("instruction") or "").rstrip() + " " + wording["tail"]
         out.append(row)
     return out
