@@ -115,3 +115,18 @@ def test_the_helper_writes_the_played_files(tmp_path):
     main(str(tmp_path))
     assert len(json.loads((tmp_path / "mixed_raw.json").read_text())) == 3333
     assert Path(tmp_path / "plus11.yaml").read_text().startswith("name: plus11")
+
+
+def test_rows_already_in_the_benchmarks_format_pass_unchanged():
+    """A clean file in the benchmark's own form (tests/integration/test_user_dataset.py's demo_add rows,
+    answers already boxed): every row kept, word for word -- the step filters, it does not rewrite."""
+    from ftagent.benchmarks.demo import demo_add_items
+    from ftagent.datasets.demo_add import benchmark_pairs, generate_rows
+    from ftagent.planners.heuristic.fit_rules import select_rows
+
+    rows = generate_rows(n=300, seed=99, exclude=benchmark_pairs())
+    items = demo_add_items(n=30)
+    sel = select(rows, [r["question"] for r in items], [r["answer"] for r in items])
+    assert sel.relation is not None and sel.relation.kind == "x+y"
+    kept = select_rows(rows, sel.script_spec())
+    assert kept == [r for i, r in enumerate(rows) if r not in rows[:i]]

@@ -70,7 +70,7 @@ def select_rows(rows, spec):
     """The rows that fit the benchmark, in its format (``spec``: :meth:`.data_fit.Selection.script_spec`).
 
     Duplicates are dropped; a row is kept when its shape is a kept template's and the rule gives its
-    answer; its answer is written in the gold's form; its question in the benchmark's wording when every
+    answer; its answer is written in the gold's form (unless already boxed); its question in the benchmark's wording when every
     operand has a digit count the benchmark's items do not use there, else its own plus the closing sentence.
     """
     seen, out = set(), []
@@ -88,8 +88,9 @@ def select_rows(rows, spec):
         row = dict(row)
         if wording:
             numbers, answer = numbers_of(question), numbers_of(key[1])[-1]
-            row["output"] = fill(wording["answer_parts"], wording["answer_numbers"],
-                                 {len(wording["answer_numbers"]) - 1: answer})
+            if "\\boxed{" not in key[1]:  # an answer already boxed (worked steps too) is what scorers read
+                row["output"] = fill(wording["answer_parts"], wording["answer_numbers"],
+                                     {len(wording["answer_numbers"]) - 1: answer})
             values = {slot: numbers[o] for slot, o in zip(wording["slots"], operands, strict=True)}
             outside = all(len(re.sub(r"\D", "", v)) not in wording["digits"][slot] for slot, v in values.items())
             if wording["renders"] and outside:
