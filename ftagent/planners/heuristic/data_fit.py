@@ -61,6 +61,7 @@ from ftagent.planners.heuristic.fit_rules import (
 HOLD = 0.9  # a relation must give the answer on this share of the validation items / a cluster's rows
 MIN_ITEMS = 3  # fewer numeric validation items: no rule is learnt
 SAMPLE = 300  # rows per cluster checked (a 100k-row cluster is judged on a sample)
+MAX_OPERANDS = 8  # only a question's first numbers are tried as operands (a number-heavy text: no blow-up)
 _SYMBOL = {"x+c": "{x} + {c}", "x*c": "{x} × {c}", "c-x": "{c} − {x}", "x+y": "{x} + {y}", "x-y": "{x} − {y}",
            "x*y": "{x} × {y}"}
 _ORDINAL = ("1st", "2nd", "3rd", "4th", "5th", "6th", "7th", "8th")
@@ -175,7 +176,7 @@ def learn_relation(questions: list[str], golds: list[str]) -> Relation | None:
         return None
     count = Counter(len(q) for q, _ in items).most_common(1)[0][0]
     same = [([as_value(v) for v in q], as_value(g[-1])) for q, g in items if len(q) == count]
-    varying = [p for p in range(count) if len({q[p] for q, _ in same}) > 1]
+    varying = [p for p in range(min(count, MAX_OPERANDS)) if len({q[p] for q, _ in same}) > 1]
     best: Relation | None = None
     for kind in KINDS:
         arity = 1 if kind in UNARY else 2
@@ -268,7 +269,7 @@ def _judge(template: str, pairs: list[tuple[str, str]], relation: Relation | Non
         return Cluster(template=template, shape=shape, rows=len(pairs), kept=False,
                        reason="no numbers to check in its questions or answers")
     best, share = None, -1.0
-    for operands in permutations(range(count), len(relation.slots)):
+    for operands in permutations(range(min(count, MAX_OPERANDS)), len(relation.slots)):
         held = sum(1 for q, a in sample if fits(relation.kind, relation.c, list(operands), q, a)) / len(sample)
         if held > share:
             best, share = list(operands), held
