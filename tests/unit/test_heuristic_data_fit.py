@@ -91,6 +91,7 @@ def test_the_offline_planner_trains_only_on_rows_that_fit_in_the_benchmarks_form
     hypothesis = HeuristicProposer(sc).propose(Trace(), None)
     assert '"Add 11 to N." ×' in hypothesis.hypothesis and '"What is N minus 11?" ×' in hypothesis.hypothesis
     result = HeuristicCoder(sc).code(hypothesis, Trace(), ws, None, None)
+    assert result.plan["data_in_gold_form"] is True
     subprocess.run([sys.executable, "process_data.py"], cwd=ws, check=True, capture_output=True,
                    env={"FT_DATASETS_DIR": str(root), "PATH": "/usr/bin:/bin"})
     data = json.loads((ws / "data.json").read_text(encoding="utf-8"))
@@ -130,3 +131,25 @@ def test_rows_already_in_the_benchmarks_format_pass_unchanged():
     assert sel.relation is not None and sel.relation.kind == "x+y"
     kept = select_rows(rows, sel.script_spec())
     assert kept == [r for i, r in enumerate(rows) if r not in rows[:i]]
+
+
+def test_a_zero_score_is_no_format_problem_when_the_data_step_wrote_the_gold_form():
+    """Run 1 of the played file: loop 1 (loss 0.004, score 0) was told to "write the training answers in
+    the benchmark's answer format" -- which its data step had done; processing it again changes nothing."""
+    from ftagent.planners.heuristic.planner import (
+        FORMAT_HYPOTHESIS,
+        HeuristicFeedback,
+        HeuristicProposer,
+        base_recipe,
+    )
+    from tests.unit.test_heuristic import curve, exp
+    from tests.unit.test_heuristic import scenario as heuristic_scenario
+
+    sc = heuristic_scenario()
+    low = curve([3, 1, 0.5, 0.2, 0.1, 0.05, 0.02, 0.01, 0.005, 0.004])
+    done = exp(0, base_recipe(sc), low, 0.0)
+    done.plan["data_in_gold_form"] = True
+    trace = Trace(baseline_val=0.0, core_metric="accuracy")
+    trace.record(done)
+    assert HeuristicProposer(sc).propose(trace, None).hypothesis != FORMAT_HYPOTHESIS
+    assert "format problem" not in HeuristicFeedback(sc).feedback(done, trace, None).next_step

@@ -10,7 +10,8 @@ and it announces itself as such. The policy, documented in docs/architecture.md:
    cutoff; TIMEOUT: halve the steps; anything else: back to the SOTA recipe with half the lr.
 3. **After a success** with a low training loss and a zero score: the answers are not in the format the
    benchmark scores (issue 35: loss 0.046, every answer unboxed, diagnosed "under-trained"); the data
-   is written again in the benchmark's format. Otherwise, reading the parent's loss curve — still falling at the end: train twice as
+   is written again in the benchmark's format (not when the data step already wrote the gold's form:
+   the loss curve decides then). Otherwise, reading the parent's loss curve — still falling at the end: train twice as
    long (under-trained); flat and high: halve the lr (a too-high lr stalls small models silently);
    near-zero loss but not better than the SOTA (memorisation): switch full ↔ LoRA; a plateau at a
    moderate loss (or no better score): train twice as long; a low loss and a new best: 1.5× the steps.
@@ -196,9 +197,12 @@ def next_recipe(parent: Experiment | None, sota: Experiment | None, last: Experi
 
 def format_problem(exp: Experiment | None) -> bool:
     """A low training loss (below PLATEAU_LOSS) and a zero validation score: the data was learnt, its
-    answers are not what the benchmark extracts (missing ``\\boxed{}``, prose around the answer ...)."""
+    answers are not what the benchmark extracts (missing ``\\boxed{}``, prose around the answer ...).
+    Not when the data step already wrote every answer in the gold's form (``data_in_gold_form``): writing
+    the same data again would change nothing, so the loss curve decides."""
     return (exp is not None and exp.failure is None and exp.val_score is not None and abs(exp.val_score) < 1e-9
-            and bool(exp.loss_history) and final_loss(exp.loss_history) < PLATEAU_LOSS)
+            and bool(exp.loss_history) and final_loss(exp.loss_history) < PLATEAU_LOSS
+            and not exp.plan.get("data_in_gold_form"))
 
 
 class HeuristicProposer:
@@ -372,8 +376,11 @@ class HeuristicCoder:
         for name, text in files.items():
             (workspace / name).write_text(text, encoding="utf-8")
         (workspace / "recipe.json").write_text(json.dumps(recipe, indent=1), encoding="utf-8")
-        plan = {"recipe": recipe, **({"data_note": hypothesis.plan["data_note"]}
-                                     if hypothesis.plan.get("data_note") else {})}
+        plan: dict[str, Any] = {"recipe": recipe, **({"data_note": hypothesis.plan["data_note"]}
+                                                     if hypothesis.plan.get("data_note") else {})}
+        selections = data_selections(scenario)
+        if selections and all(sel.wording is not None for sel in selections.values()):
+            plan["data_in_gold_form"] = True  # every user row's answer in the gold's form (data_fit)
         return CodeResult(workspace=str(workspace), files={n: str(workspace / n) for n in files},
                           notes="heuristic planner", plan=plan)
 
