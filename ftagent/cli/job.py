@@ -115,7 +115,7 @@ def run(
         for err in errors:
             typer.secho(f"error: {tasks_file}: {err}", fg=typer.colors.RED, err=True)
         raise typer.Exit(2)
-    from ftagent.finetune.startup import resolve_tasks
+    from ftagent.finetune.start import resolve_tasks
 
     runs, errors = resolve_tasks(tasks.tasks)  # the start-up of llm_finetune, for every task, before any starts
     if errors:

@@ -146,7 +146,7 @@ class _ProbeContext:
         return seconds
 
 
-def measure_training(scenario, settings, runner, run=None, *, recipe: dict[str, Any] | None = None,
+def measure_training(scenario, settings, runner, run, *, recipe: dict[str, Any] | None = None,
                      use_cache: bool = True) -> tuple[TrainProbe, float]:
     """The measured training speed of ``recipe`` (default: the first recipe); returns (probe, seconds spent).
 

@@ -5,7 +5,7 @@ model, dataset choice, planner from the registry) → runner (recorded where eve
 Every command that names a benchmark and a base model comes here: ``ftagent llm_finetune`` and ``demo``
 (:mod:`ftagent.finetune.app`, a resumed session too), ``plan`` (:mod:`ftagent.finetune.plan`), ``prompts``
 (:mod:`ftagent.cli.prompts`), ``eval`` (:mod:`ftagent.finetune.score`) and ``job``'s task check
-(:func:`ftagent.finetune.startup.resolve_tasks`), so none of them can drift from the others again
+(:func:`resolve_tasks`), so none of them can drift from the others again
 (``prompts`` once ignored ``FT_SCEN`` and a session's benchmark file). ``tests/unit/test_one_startup.py``
 checks that each command calls :func:`start`.
 """
@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from ftagent.core.errors import UserInputError
 from ftagent.core.settings import Settings
 from ftagent.finetune.startup import ResolvedRun
 
@@ -78,3 +79,24 @@ def start(*, benchmark: str | None, base_model: str | None, dataset: str | None 
     run = resolve_run(settings, planner=planner, check_datasets=check_datasets, check_data=check_data,
                       fetchable=fetchable)
     return Startup(settings, run)
+
+
+def resolve_tasks(tasks: list[Any]) -> tuple[list[ResolvedRun], list[str]]:
+    """``ftagent job``: every task of a validated tasks.json through :func:`start`, before any starts.
+
+    Each task gets its own settings (its benchmark, base model and description); its dataset was checked
+    by :func:`ftagent.jobs.tasks.validate_tasks` (a user file is copied by the task's own session).
+
+    Returns:
+        One :class:`ResolvedRun` per task (in order) and one line per task that does not resolve
+        (``task <i>: <why>``; then the job must not start).
+    """
+    runs, errors = [], []
+    for i, task in enumerate(tasks):
+        try:
+            runs.append(start(benchmark=task.benchmark, base_model=task.model,
+                              benchmark_description=task.benchmark_description, check_datasets=False,
+                              check_data=True, fetchable=False).run)
+        except UserInputError as exc:
+            errors.append(f"task {i}: {exc}")
+    return runs, errors

@@ -1,20 +1,21 @@
-"""One start-up for every command that names a benchmark and a base model.
+"""The resolved facts of a run: :func:`resolve_run` checks a command's options, :class:`ResolvedRun` holds
+what they resolved to.
 
-``ftagent llm_finetune``, ``ftagent demo``, ``ftagent prompts`` and ``ftagent job`` (its task check)
-resolve their options here, in one order, so they cannot drift apart (``prompts --benchmark
-./my_bench.yaml`` once looked the file path up as if it were a key): the benchmark (key or YAML file →
-registry key and the benchmark itself), the base model (name, folder, its models.yaml inference
-settings), the dataset choice and the benchmark description. Bad input raises :class:`UserInputError`
-(exit 2) before anything is written.
+The benchmark (key or YAML file → registry key and the benchmark itself), the base model (name, folder,
+its models.yaml inference settings), the dataset choice, the benchmark description and the planner
+(``FT_PLANNER`` against the planner registry) are resolved here, in one order, and nowhere else: bad input
+raises :class:`UserInputError` (exit 2) before anything is written, and ``settings.ft`` is only read (it
+keeps what the user gave). Every command reaches this through the one start-up sequence,
+:func:`ftagent.finetune.start.start` (``llm_finetune``, ``demo``, ``plan``, ``prompts``, ``eval``, and
+``job``'s task check, :func:`ftagent.finetune.start.resolve_tasks`).
 
-:func:`resolve_run` returns one frozen :class:`ResolvedRun`; the scenario, the evaluator, the data step
-and the brief take what they need from it as parameters, so a session looks its benchmark up once in
-the registry and reads models.yaml once (``tests/unit/test_startup_lookups.py`` keeps both).
+The scenario, the evaluator, the data step, the integrity guard and the brief take what they need from the
+:class:`ResolvedRun` as required parameters, so a session looks its benchmark up once in the registry and
+reads models.yaml once (``tests/unit/test_startup_lookups.py`` keeps both).
 """
 
 from __future__ import annotations
 
-import inspect
 from pathlib import Path
 from typing import Any
 
@@ -235,44 +236,6 @@ def _items_in_memory(benchmark: str, splits: dict[str, list[dict]] | None, input
     if is_prepared(benchmark_data_dir(file_path, benchmark).parent, benchmark, limit):
         return benchmark_items_for(benchmark, file_path, input_columns)
     return None
-
-
-def resolve_tasks(tasks: list[Any]) -> tuple[list[ResolvedRun], list[str]]:
-    """``ftagent job``: every task of a validated tasks.json through :func:`resolve_run`, before any starts.
-
-    Each task gets its own settings (its benchmark, base model and description); its dataset was checked
-    by :func:`ftagent.jobs.tasks.validate_tasks` (a user file is copied by the task's own session).
-
-    Returns:
-        One :class:`ResolvedRun` per task (in order) and one line per task that does not resolve
-        (``task <i>: <why>``; then the job must not start).
-    """
-    from ftagent.finetune.start import start  # the one start-up sequence, as each task's session will run it
-
-    runs, errors = [], []
-    for i, task in enumerate(tasks):
-        try:
-            runs.append(start(benchmark=task.benchmark, base_model=task.model,
-                              benchmark_description=task.benchmark_description, check_datasets=False,
-                              check_data=True, fetchable=False).run)
-        except UserInputError as exc:
-            errors.append(f"task {i}: {exc}")
-    return runs, errors
-
-
-def construct(cls: Any, *args: Any, optional: dict[str, Any] | None = None, **kwargs: Any) -> Any:
-    """``cls(*args, **kwargs)`` plus those ``optional`` keywords its signature names.
-
-    A plug-in component (``FT_EVALUATOR``, ``FT_SCEN`` ...) written before the resolved values were
-    passed keeps working; the built-in ones take them (and so look nothing up again).
-    """
-    try:
-        params = inspect.signature(cls).parameters
-    except (TypeError, ValueError):  # a builtin or C callable: nothing to inspect
-        params = {}
-    takes_all = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
-    extra = {k: v for k, v in (optional or {}).items() if takes_all or k in params}
-    return cls(*args, **kwargs, **extra)
 
 
 def check_user_datasets(names: list[str], benchmark: str, file_path: Path, input_columns: list[str]) -> list[str]:

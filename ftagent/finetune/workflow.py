@@ -10,7 +10,7 @@ from __future__ import annotations
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ftagent.core.disk import check_disk_full, is_disk_full
 from ftagent.core.errors import ErrorType, StepError, StepFailure
@@ -35,6 +35,9 @@ from ftagent.finetune.forgetting import ForgettingGuard
 from ftagent.finetune.integrity import IntegrityGuard
 from ftagent.finetune.protocols import Coder, DataStep, Evaluator, Feedback, Proposer, Trainer, Validator
 from ftagent.finetune.state import FinetuneLoop, FinetuneSessionState
+
+if TYPE_CHECKING:
+    from ftagent.finetune.startup import ResolvedRun
 
 STEP_NAMES = ("propose", "code", "validate", "train", "evaluate", "feedback")
 
@@ -276,19 +279,19 @@ def benchmark_event(res: EvalResult, baseline: bool = False) -> BenchmarkResult:
 
 
 def build_components(scenario: ScenarioInfo, settings: Any, runner: Any, planner: str, *,
-                     llm_gateway_url: str | None = None, llm_gateway_token: str | None = None,
-                     run: Any = None) -> Components:
+                     run: ResolvedRun, llm_gateway_url: str | None = None,
+                     llm_gateway_token: str | None = None) -> Components:
     """Instantiate the six components (and the data step) from their dotted-path settings.
 
-    Every component is built as ``Component(scenario, settings, **extra)``: the scenario is given
-    once, here; the runner goes to the components that run commands. ``run`` (the start-up's
-    :class:`~ftagent.finetune.startup.ResolvedRun`) gives each component the resolved values its
-    constructor names (``benchmark``: the benchmark adapter, ``inference``: the model's models.yaml
-    settings), so no evaluation looks them up again. The data step gets the session's LLM gateway
-    (URL and token), never the real key, and the benchmark's input columns for its contamination scan.
+    Every component is built the same way, ``Component(scenario, settings, [runner=runner,] run=run)``
+    (no signature is inspected): the scenario is given once, here; the runner goes to the components
+    that run commands (validator, trainer, evaluator); ``run`` (the start-up's
+    :class:`~ftagent.finetune.startup.ResolvedRun`) to all, so the evaluator takes the resolved benchmark
+    and the model's models.yaml settings from it and looks nothing up again. A plug-in component
+    (``FT_PROPOSER`` ... ``FT_EVALUATOR``) must accept ``run=`` too. The data step gets the session's LLM
+    gateway (URL and token), never the real key, and the benchmark's input columns for its contamination scan.
     """
     from ftagent.core.registry import load_object
-    from ftagent.finetune.startup import construct
     from ftagent.tools.llamafactory.data_script import DataProcessor
 
     ft = settings.ft
@@ -297,11 +300,8 @@ def build_components(scenario: ScenarioInfo, settings: Any, runner: Any, planner
     spec = planner_spec(planner)  # the planner registry names each planner's three components
     defaults = (spec.proposer, spec.coder, spec.feedback)
 
-    resolved = {} if run is None else {"benchmark": run.adapter, "inference": run.model.inference}
-
     def make(path: str, default: str, **kw):
-        cls = load_object(default if path == "auto" else path)
-        return construct(cls, scenario, settings, optional=resolved, **kw)
+        return load_object(default if path == "auto" else path)(scenario, settings, run=run, **kw)
 
     return Components(
         proposer=make(ft.proposer, defaults[0]),

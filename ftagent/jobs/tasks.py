@@ -190,6 +190,11 @@ def default_description(benchmark: str) -> str:
     return describe(benchmark)
 
 
+def task_descriptions(tasks: TasksFile) -> list[str]:
+    """Each task's benchmark description from the registry (what start-up resolves an empty one to)."""
+    return [t.benchmark_description or default_description(t.benchmark) for t in tasks.tasks]
+
+
 def validate_tasks(raw: Any, base_dir: Path | None = None) -> tuple[TasksFile | None, list[str]]:
     """Validate parsed ``tasks.json`` content; returns the model (or None) and every error found.
 
@@ -255,11 +260,12 @@ def task_names(tasks: list[TaskSpec]) -> list[str]:
 
 
 def build_plan(tasks: TasksFile, *, job_id: str, log_base: Path, workspace_base: Path,
-               ftagent_bin: str, descriptions: list[str] | None = None) -> JobPlan:
+               ftagent_bin: str, descriptions: list[str]) -> JobPlan:
     """Turn validated tasks into the concrete per-task environment and command line.
 
     ``descriptions``: each task's benchmark description as ``ftagent job``'s start-up resolved it
-    (:func:`ftagent.finetune.startup.resolve_tasks`); None = looked up here (``python -m ftagent.jobs.tasks``).
+    (:func:`ftagent.finetune.start.resolve_tasks`), or :func:`task_descriptions` for a caller without
+    a start-up (``python -m ftagent.jobs.tasks plan``).
     """
     job_dir = Path(log_base).resolve() / job_id
     plans = []
@@ -270,8 +276,7 @@ def build_plan(tasks: TasksFile, *, job_id: str, log_base: Path, workspace_base:
             env["CUDA_VISIBLE_DEVICES"] = t.gpus
         if t.port is not None:
             env["OPENAI_API_BASE"] = f"http://localhost:{t.port}"
-        description = t.benchmark_description or (descriptions[i] if descriptions is not None
-                                                   else default_description(t.benchmark))
+        description = t.benchmark_description or descriptions[i]
         argv = [ftagent_bin, "llm_finetune", "--benchmark", t.benchmark, "--base-model", t.model,
                 "--timeout", t.timeout]
         if description:
@@ -319,7 +324,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{args.tasks_file}: {len(tasks.tasks)} task(s) OK")
         return 0
     plan = build_plan(tasks, job_id=args.job_id, log_base=args.log_base,
-                      workspace_base=args.workspace_base, ftagent_bin=args.ftagent_bin)
+                      workspace_base=args.workspace_base, ftagent_bin=args.ftagent_bin,
+                      descriptions=task_descriptions(tasks))
     print(plan.model_dump_json(indent=1))
     return 0
 

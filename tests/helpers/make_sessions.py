@@ -34,7 +34,7 @@ from ftagent.engine.events import (
 from ftagent.engine.loop import Goto, LoopEngine, StepContext
 from ftagent.engine.session import Session
 from ftagent.finetune.state import FinetuneLoop, FinetuneSessionState
-from ftagent.jobs.tasks import JOB_FILE, TasksFile, TaskSpec, build_plan
+from ftagent.jobs.tasks import JOB_FILE, TasksFile, TaskSpec, build_plan, task_descriptions
 
 
 @dataclass
@@ -206,7 +206,7 @@ def make_job(log_base: Path, job_id: str, tasks: list[tuple[TaskSpec, SessionPla
     """
     specs = [spec for spec, _, _ in tasks]
     plan = build_plan(TasksFile(tasks=specs), job_id=job_id, log_base=log_base,
-                      workspace_base=Path(log_base) / "ws", ftagent_bin="ftagent")
+                      workspace_base=Path(log_base) / "ws", ftagent_bin="ftagent", descriptions=task_descriptions(TasksFile(tasks=specs)))
     job_dir = Path(plan.job_dir)
     job_dir.mkdir(parents=True, exist_ok=True)
     (job_dir / JOB_FILE).write_text(plan.model_dump_json(indent=1))

@@ -9,6 +9,7 @@ import pytest
 from ftagent.core.settings import load_settings
 from ftagent.engine.events import ScenarioStage
 from ftagent.finetune.scenario import FinetuneScenario
+from ftagent.finetune.startup import resolve_run
 from ftagent.runners.local import LocalRunner
 
 pytestmark = pytest.mark.integration
@@ -20,10 +21,11 @@ def test_scenario_builds_offline_in_order_and_caches(tools_env, tmp_path, monkey
     monkeypatch.chdir(tmp_path)
     settings = load_settings(target_benchmark="demo_add", base_model="builtin/tiny-qwen2",
                              file_path=tmp_path / "ft", user_target_scenario="be precise")
+    run = resolve_run(settings)  # the start-up's resolved facts (settings.ft stays as given)
     runner = LocalRunner(tools_env)
     events: list[ScenarioStage] = []
     start = time.monotonic()
-    builder = FinetuneScenario(settings, runner, events.append)
+    builder = FinetuneScenario(settings, runner, events.append, run=run)
     info = builder.build(builder.prepare())
     first = time.monotonic() - start
     done = [e.stage for e in events if e.status == "done"]
@@ -37,7 +39,7 @@ def test_scenario_builds_offline_in_order_and_caches(tools_env, tmp_path, monkey
     assert (tmp_path / "ft" / "datasets" / "dataset_info.json").is_file()
     events.clear()
     start = time.monotonic()
-    builder = FinetuneScenario(settings, runner, events.append)
+    builder = FinetuneScenario(settings, runner, events.append, run=run)
     again = builder.build(builder.prepare())
     second = time.monotonic() - start
     assert again.base_model_path == info.base_model_path

@@ -264,7 +264,7 @@ def test_cli_show_user_file_and_bad_file_exit_2(tmp_path):
 
 def test_job_accepts_plugin_and_user_benchmarks(tmp_path, monkeypatch):
     """Before: tasks.json benchmarks were checked against configs/scenarios.json, so these were rejected."""
-    from ftagent.jobs.tasks import build_plan, read_tasks_file, validate_tasks
+    from ftagent.jobs.tasks import build_plan, read_tasks_file, task_descriptions, validate_tasks
 
     monkeypatch.setitem(BENCHMARKS._objects, "my_plugin", get_benchmark("demo_add"))
     spec, errors = validate_tasks({"tasks": [{"model": "m/x", "benchmark": "my_plugin"}]})
@@ -276,7 +276,7 @@ def test_job_accepts_plugin_and_user_benchmarks(tmp_path, monkeypatch):
     spec, errors = read_tasks_file(tasks)
     assert spec is not None, errors
     plan = build_plan(spec, job_id="j", log_base=tmp_path / "log", workspace_base=tmp_path / "ws",
-                      ftagent_bin="ftagent")
+                      ftagent_bin="ftagent", descriptions=task_descriptions(spec))
     first = plan.tasks[0]
     assert first.name == "my_bench_x"
     assert first.argv[first.argv.index("--benchmark") + 1] == str((tmp_path / "benches" / "my_bench.yaml").resolve())

@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 
 from ftagent.cli import app
 from ftagent.jobs import executors as ex
-from ftagent.jobs.tasks import build_plan, validate_tasks
+from ftagent.jobs.tasks import build_plan, task_descriptions, validate_tasks
 
 FAKE_FTAGENT = '''#!{python}
 """Fake ftagent llm_finetune: a resumable session of FT_FAKE_STEPS steps, FT_FAKE_DELAY seconds each."""
@@ -79,7 +79,7 @@ def make_plan(tmp_path: Path, tasks: list[dict], job_id: str = "j1"):
     spec, errors = validate_tasks({"tasks": tasks})
     assert spec is not None, errors
     return build_plan(spec, job_id=job_id, log_base=tmp_path / "log", workspace_base=tmp_path / "ws",
-                      ftagent_bin=str(write_fake_ftagent(tmp_path)))
+                      ftagent_bin=str(write_fake_ftagent(tmp_path)), descriptions=task_descriptions(spec))
 
 
 TWO = [{"model": "builtin/tiny-qwen2", "benchmark": "demo_add", "gpus": "0"},
@@ -233,7 +233,7 @@ def test_task_gpu_set_reaches_every_launcher(tmp_path, monkeypatch):
     tasks, errors = validate_tasks({"tasks": [{"model": "m1", "benchmark": "demo_add", "gpus": "2,3"},
                                               {"model": "m2", "benchmark": "demo_add", "gpus": "0"}]})
     assert not errors
-    plan = build_plan(tasks, job_id="j", log_base=tmp_path / "log", workspace_base=tmp_path / "ws", ftagent_bin="ft")
+    plan = build_plan(tasks, job_id="j", log_base=tmp_path / "log", workspace_base=tmp_path / "ws", ftagent_bin="ft", descriptions=task_descriptions(tasks))
     first, second = plan.tasks
     assert first.env["CUDA_VISIBLE_DEVICES"] == "2,3" and second.env["CUDA_VISIBLE_DEVICES"] == "0"
     opts, drop = task_options(first, node_gpus=4)

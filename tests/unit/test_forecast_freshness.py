@@ -15,6 +15,7 @@ from ftagent.core.forecast import EvalProbe, TrainPlan, TrainProbe, build_foreca
 from ftagent.finetune import forecast as fc
 from ftagent.views.forecast import forecast_lines
 from ftagent.views.heartbeat import Heartbeat
+from tests.helpers.resolved_run import resolved_run
 
 TRAIN = TrainProbe(key="t", s_per_step=0.2, startup_s=10.0, validate_s=30.0, revalidate_s=15.0, steps=10)
 EVAL = EvalProbe(key="e", fixed_s=12.0, s_per_item=0.01, items=200)
@@ -85,9 +86,9 @@ def test_measure_training_measures_again_when_the_cache_is_stale(tmp_path: Path,
 
     monkeypatch.setattr(wf, "build_components", no_components)
     with pytest.raises(RuntimeError, match="probe ran"):
-        fc.measure_training(_scenario(), settings, runner=None)
+        fc.measure_training(_scenario(), settings, runner=None, run=resolved_run())
     fc._store(tmp_path, key, {**TRAIN.model_dump(), "measured_at": time.time() - 60})
-    probe, spent = fc.measure_training(_scenario(), settings, runner=None)
+    probe, spent = fc.measure_training(_scenario(), settings, runner=None, run=resolved_run())
     assert spent == 0.0 and probe.s_per_step == TRAIN.s_per_step  # fresh: reused
 
 

@@ -12,6 +12,7 @@ from ftagent.core.types import ScenarioInfo
 from ftagent.planners import registry
 from ftagent.planners.heuristic.planner import HeuristicCoder, HeuristicFeedback, HeuristicProposer
 from ftagent.runners import sandbox
+from tests.helpers.resolved_run import resolved_run
 
 HERE = __name__
 
@@ -40,7 +41,7 @@ def test_a_registered_planner_is_chosen_built_and_confined(echo, tmp_path: Path,
     assert planner == "echo"
     info = ScenarioInfo(benchmark="demo_add", base_model="builtin/tiny-qwen2", base_model_path=str(tmp_path),
                         file_path=str(tmp_path / "ff"), workspace_root=str(tmp_path / "ws"))
-    components = build_components(info, settings, None, planner)
+    components = build_components(info, settings, None, planner, run=resolved_run(planner=planner))
     assert type(components.proposer) is EchoProposer and isinstance(components.coder, HeuristicCoder)
     # it declares it writes LLM code: without bubblewrap it is refused like the llm planner, whatever its name
     monkeypatch.setattr(sandbox, "probe_bwrap", lambda executable=None: (False, "bwrap is not installed"))

@@ -21,7 +21,7 @@ from typer.testing import CliRunner
 
 from ftagent.cli import app
 from ftagent.jobs import executors as ex
-from ftagent.jobs.tasks import build_plan, validate_tasks
+from ftagent.jobs.tasks import build_plan, task_descriptions, validate_tasks
 from tests.unit.test_reaper_supervise import _alive, _pids, _wait_for
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux process semantics")
@@ -80,7 +80,7 @@ def test_job_cancel_reaches_the_tools_of_a_running_task(tmp_path, monkeypatch):
     spec, errors = validate_tasks({"tasks": [{"model": "builtin/tiny-qwen2", "benchmark": "demo_add"}]})
     assert spec is not None, errors
     plan = build_plan(spec, job_id="j1", log_base=tmp_path / "log", workspace_base=tmp_path / "ws",
-                      ftagent_bin=str(_stand_in(tmp_path)))
+                      ftagent_bin=str(_stand_in(tmp_path)), descriptions=task_descriptions(spec))
     job = ex.prepare_job_dir(plan)
     result: list[int] = []
     supervisor = threading.Thread(target=lambda: result.append(

@@ -140,7 +140,7 @@ COMMANDS = {
                                                                                    None, None),
     "eval": lambda tmp: __import__("ftagent.finetune.score", fromlist=["x"]).run_eval("builtin/tiny-qwen2",
                                                                                       "demo_add"),
-    "job": lambda tmp: __import__("ftagent.finetune.startup", fromlist=["x"]).resolve_tasks(
+    "job": lambda tmp: __import__("ftagent.finetune.start", fromlist=["x"]).resolve_tasks(
         [type("T", (), {"benchmark": "demo_add", "model": "builtin/tiny-qwen2", "benchmark_description": None})()]),
 }
 

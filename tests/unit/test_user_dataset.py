@@ -265,7 +265,7 @@ def test_llm_data_coder_gets_the_user_files_converter(tmp_path, root):
 
 
 def test_tasks_json_dataset_file_is_relative_to_tasks_json_and_checked(tmp_path):
-    from ftagent.jobs.tasks import build_plan, read_tasks_file
+    from ftagent.jobs.tasks import build_plan, read_tasks_file, task_descriptions
 
     sub = tmp_path / "exp"
     sub.mkdir()
@@ -278,7 +278,7 @@ def test_tasks_json_dataset_file_is_relative_to_tasks_json_and_checked(tmp_path)
                                            "dataset": "demo_add"}]}))
     tasks, errors = read_tasks_file(good)
     assert not errors and tasks.tasks[0].dataset == str(sub / "mine.jsonl")
-    plan = build_plan(tasks, job_id="j", log_base=tmp_path / "log", workspace_base=tmp_path / "ws", ftagent_bin="ftagent")
+    plan = build_plan(tasks, job_id="j", log_base=tmp_path / "log", workspace_base=tmp_path / "ws", ftagent_bin="ftagent", descriptions=task_descriptions(tasks))
     assert plan.tasks[0].argv[-2:] == ["--dataset", str(sub / "mine.jsonl")]
     assert plan.tasks[1].argv[-2:] == ["--dataset", "demo_add"]
     bad = sub / "bad_tasks.json"

@@ -59,7 +59,10 @@ class FeedbackReply(BaseModel):
 class LLMFeedback:
     """Decides by numbers, then asks the LLM why and what next (error variant for failed loops)."""
 
-    def __init__(self, scenario: ScenarioInfo, settings: Settings, client: LLMClient | None = None) -> None:
+    def __init__(self, scenario: ScenarioInfo, settings: Settings, client: LLMClient | None = None, *,
+                 run: Any = None) -> None:
+        """``run``: the start-up's resolved run, given to every component (unused here: the brief in
+        ``scenario`` carries what the prompts need)."""
         self.scenario = scenario
         self.settings = settings
         self.client = client

@@ -86,7 +86,9 @@ class LlamaFactoryValidator:
     """Data check, key filtering + system-managed injection, micro-batch run."""
 
     def __init__(self, scenario: ScenarioInfo, settings: Settings, runner: Runner,
-                 catalogue: LFCatalogue | None = None) -> None:
+                 catalogue: LFCatalogue | None = None, *, run: Any = None) -> None:
+        """``run``: the start-up's resolved run, given to every component (unused: the checks need no
+        benchmark facts)."""
         self.scenario = scenario
         self.settings = settings
         self.runner = runner

@@ -11,7 +11,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ftagent.core.errors import EnvironmentFailure, StepError, StepFailure
 from ftagent.core.paths import baseline_dir
@@ -65,19 +65,17 @@ def _gpu_count(scenario: ScenarioInfo) -> int:
 class OpenCompassEvaluator:
     """The evaluate step: OpenCompass through the session's runner (``tool="eval"``).
 
-    ``benchmark`` and ``inference`` are the session's resolved benchmark and model settings
-    (:class:`ftagent.finetune.startup.ResolvedRun`), given once here so that no evaluation looks the
-    benchmark up or reads models.yaml again; without them (a caller with only the scenario) they are
-    looked up per evaluation.
+    ``run`` is the start-up's :class:`ftagent.finetune.startup.ResolvedRun` (required, as for every
+    component): its benchmark (``run.adapter``) and the model's inference settings (``run.model.inference``)
+    are taken once here, so that no evaluation looks the benchmark up or reads models.yaml again.
     """
 
-    def __init__(self, scenario: ScenarioInfo, settings: Settings, runner: Runner, *,
-                 benchmark: BenchmarkAdapter | None = None, inference: InferenceSettings | None = None) -> None:
+    def __init__(self, scenario: ScenarioInfo, settings: Settings, runner: Runner, *, run: Any) -> None:
         self.scenario = scenario
         self.settings = settings
         self.runner = runner
-        self.benchmark = benchmark
-        self.inference = inference
+        self.benchmark: BenchmarkAdapter = run.adapter
+        self.inference: InferenceSettings = run.model.inference
 
     def evaluate_splits(self, model: TrainResult, ctx: StepContext, splits: tuple[str, ...] = SPLITS, *,
                         on_progress: ProgressCallback | None = None) -> SplitResults:
@@ -87,9 +85,8 @@ class OpenCompassEvaluator:
         split is a :class:`StepFailure` in ``.failures`` (``.require(split)`` raises it), so a test
         failure never takes the validation result with it.
         """
-        bench = self.benchmark if self.benchmark is not None else self.scenario.benchmark
         return evaluate_splits_of_path(
-            model.model_path, model.template, benchmark=bench, splits=splits, settings=self.settings,
+            model.model_path, model.template, benchmark=self.benchmark, splits=splits, settings=self.settings,
             runner=self.runner, work_dir=Path(model.output_dir) / "oc",
             base_path=model.adapter_of, model_name=self.scenario.base_model,
             timeout=ctx.limit(self.settings.ft.benchmark_timeout_s), gpu_count=_gpu_count(self.scenario),
