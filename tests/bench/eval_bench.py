@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ftagent.benchmarks import get_benchmark
 from tests.bench.common import BenchResults, ratio, timed_children
 
 SECTION = "eval"
@@ -79,7 +80,7 @@ def _settings(root: Path, tag: str, n: int):
 def _evaluate(model: Path, root: Path, n: int, runner, gpu_count: int = 0, tag: str = "hf", isolate: bool = False):
     from ftagent.tools.opencompass.evaluator import evaluate_model_path
 
-    return evaluate_model_path(model, None, benchmark="demo_add", split="validation", settings=_settings(root, tag, n),
+    return evaluate_model_path(model, None, benchmark=get_benchmark("demo_add"), split="validation", settings=_settings(root, tag, n),
                                runner=runner, work_dir=root / f"work_{tag}_{n}", model_name="builtin/tiny-qwen2",
                                timeout=1800, gpu_count=gpu_count, isolate_tasks=isolate)
 
@@ -95,7 +96,7 @@ def pure_inference(model: Path, root: Path, n: int, runner) -> tuple[float, dict
 
     settings = _settings(root, "pure", n)
     bench_root = Path(settings.ft.file_path) / "benchmarks"
-    bench_dir = prepare_benchmark("demo_add", bench_root, n)
+    bench_dir = prepare_benchmark(get_benchmark("demo_add"), bench_root, n)
     block = get_benchmark("demo_add").dataset_blocks(bench_root, "validation")[0]
     inf = inference_config("builtin/tiny-qwen2", 0)
     max_new = min(block.max_out_len, int(inf["max_out_len"]))
@@ -143,7 +144,7 @@ def _both_splits(res: BenchResults, model: Path, root: Path, n: int, runner) -> 
     walls = {}
     for tag, isolate in (("old2", True), ("new2", False)):
         with timed_children() as t:
-            out = evaluate_splits_of_path(model, None, benchmark="demo_add", splits=("validation", "test"),
+            out = evaluate_splits_of_path(model, None, benchmark=get_benchmark("demo_add"), splits=("validation", "test"),
                                           settings=_settings(root, tag, n), runner=runner,
                                           work_dir=root / f"work_{tag}_{n}", model_name="builtin/tiny-qwen2",
                                           timeout=1800, isolate_tasks=isolate)

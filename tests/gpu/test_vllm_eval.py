@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import pytest
 
+from ftagent.benchmarks import get_benchmark
 from ftagent.core.hardware import detect_gpus
 
 pytestmark = pytest.mark.gpu
@@ -25,7 +26,7 @@ def _evaluate(tools_env, tiny_model, tmp_path, warnings):
 
     clear_probe_cache()
     settings = load_settings(file_path=tmp_path / "ft", benchmark_limit=20)
-    return evaluate_splits_of_path(tiny_model, None, benchmark="demo_add", splits=("validation", "test"),
+    return evaluate_splits_of_path(tiny_model, None, benchmark=get_benchmark("demo_add"), splits=("validation", "test"),
                                    settings=settings, runner=LocalRunner(tools_env), work_dir=tmp_path / "w",
                                    model_name="builtin/tiny-qwen2", gpu_count=detect_gpus().gpu_count,
                                    on_warning=warnings.append)

@@ -69,7 +69,7 @@ def test_four_families_in_one_opencompass_run(tools_env, tiny_model, tmp_path, m
 
     settings = load_settings(file_path=tmp_path / "ft")
     t0 = time.monotonic()
-    result = evaluate_model_path(tiny_model, None, benchmark="domain_mix", split="validation", settings=settings,
+    result = evaluate_model_path(tiny_model, None, benchmark=get_benchmark("domain_mix"), split="validation", settings=settings,
                                  runner=LocalRunner(tools_env, sandbox="none"), work_dir=tmp_path / "work",
                                  model_name="builtin/tiny-qwen2", timeout=900)
     print(f"OpenCompass run of {len(KEYS)} domain keys: {time.monotonic() - t0:.1f}s")

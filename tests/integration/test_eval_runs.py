@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from ftagent.benchmarks import get_benchmark
 from ftagent.core.settings import load_settings
 from ftagent.runners.local import LocalRunner
 from ftagent.tools.opencompass import parse
@@ -33,7 +34,7 @@ def _summary_value(run: Path, metric: str) -> float:
 def test_two_runs_core_metric_is_the_summary_value(tools_env, tiny_model, tmp_path):
     settings = load_settings(file_path=tmp_path / "ft", benchmark_limit=LIMIT, benchmark_num_runs=2,
                              benchmark_pass_k=2)
-    result = evaluate_model_path(tiny_model, None, benchmark="demo_add", split="validation", settings=settings,
+    result = evaluate_model_path(tiny_model, None, benchmark=get_benchmark("demo_add"), split="validation", settings=settings,
                                  runner=LocalRunner(tools_env, sandbox="none"), work_dir=tmp_path / "work",
                                  model_name="builtin/tiny-qwen2", timeout=900)
     run = Path(result.run_dir)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from ftagent.benchmarks import get_benchmark
 from ftagent.core.errors import StepError
 from ftagent.core.settings import load_settings
 from ftagent.tools.opencompass import parse
@@ -41,7 +42,7 @@ class CountingRunner:
 def test_untrained_scores_zero_then_cache_hit(tools_env, tiny_model, tmp_path):
     settings = load_settings(file_path=tmp_path / "ft", benchmark_limit=20)
     runner = CountingRunner(tools_env)
-    kwargs = dict(benchmark="demo_add", split="validation", settings=settings, runner=runner,
+    kwargs = dict(benchmark=get_benchmark("demo_add"), split="validation", settings=settings, runner=runner,
                   work_dir=tmp_path / "work", model_name="builtin/tiny-qwen2", timeout=600)
     t0 = time.monotonic()
     first = evaluate_model_path(tiny_model, None, **kwargs)
@@ -64,7 +65,7 @@ def test_broken_model_is_step_error(tools_env, tiny_model, tmp_path):
     (broken / "model.safetensors").write_bytes(b"not a safetensors file")
     settings = load_settings(file_path=tmp_path / "ft", benchmark_limit=4)
     with pytest.raises(StepError) as err:
-        evaluate_model_path(broken, None, benchmark="demo_add", split="validation", settings=settings,
+        evaluate_model_path(broken, None, benchmark=get_benchmark("demo_add"), split="validation", settings=settings,
                             runner=CountingRunner(tools_env), work_dir=tmp_path / "work", timeout=600)
     assert err.value.error_type.value == "EVAL"
     assert "Traceback" in err.value.log_tail  # the in-process run's own traceback, from the streamed log
@@ -101,7 +102,7 @@ def test_in_process_run_matches_the_per_task_layout(tools_env, noisy_model, tmp_
         runner = CountingRunner(tools_env)
         settings = load_settings(file_path=tmp_path / f"ft_{layout}", benchmark_limit=20)
         runs[layout] = (evaluate_splits_of_path(
-            noisy_model, None, benchmark="demo_add", splits=("validation", "test"), settings=settings,
+            noisy_model, None, benchmark=get_benchmark("demo_add"), splits=("validation", "test"), settings=settings,
             runner=runner, work_dir=tmp_path / f"work_{layout}", model_name="builtin/tiny-qwen2", timeout=900,
             isolate_tasks=isolate), runner.calls)
     (old, old_calls), (new, new_calls) = runs["old"], runs["new"]

@@ -15,6 +15,7 @@ from pathlib import Path
 import litellm
 import pytest
 
+from ftagent.benchmarks import get_benchmark
 from ftagent.core.settings import load_settings
 from ftagent.engine.events import EventLog, read_events
 from ftagent.llm.gateway import LLMGateway
@@ -73,7 +74,7 @@ def test_judge_calls_go_through_the_gateway_are_recorded_and_budgeted(tools_env,
         with LLMGateway.for_judge(settings.llm, settings.ft, session, emit=events.emit) as gw:
             settings.judge_route = gw
             gw_url = gw.url
-            out = evaluate_splits_of_path(tiny_model, None, benchmark="judge_mini", splits=("validation",),
+            out = evaluate_splits_of_path(tiny_model, None, benchmark=get_benchmark("judge_mini"), splits=("validation",),
                                           settings=settings, runner=runner, work_dir=tmp_path / "work",
                                           model_name="builtin/tiny-qwen2", timeout=900, on_warning=warnings.append)
         sent = srv.chat_requests

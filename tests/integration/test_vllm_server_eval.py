@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from ftagent.benchmarks import get_benchmark
 from ftagent.core.errors import StepError
 from ftagent.core.settings import load_settings
 from ftagent.runners.local import LocalRunner
@@ -79,7 +80,7 @@ def adapter(tools_python, noisy_model, tmp_path_factory) -> Path:
 def _evaluate(model: Path, backend: str, tmp: Path, tools_env: Path, serve=None, base: Path | None = None):
     settings = load_settings(file_path=tmp / f"ft_{backend}", benchmark_limit=20, eval_backend=backend)
     t0 = time.monotonic()
-    out = evaluate_splits_of_path(model, None, benchmark="demo_add", splits=SPLITS, settings=settings,
+    out = evaluate_splits_of_path(model, None, benchmark=get_benchmark("demo_add"), splits=SPLITS, settings=settings,
                                   runner=LocalRunner(tools_env, sandbox="none"), work_dir=tmp / f"work_{backend}",
                                   base_path=base, model_name="builtin/tiny-qwen2", timeout=900, serve_command=serve)
     return out, time.monotonic() - t0
@@ -150,7 +151,7 @@ def test_server_dying_at_start_is_a_step_error(tools_env, tools_python, noisy_mo
     settings = load_settings(file_path=tmp_path / "ft", benchmark_limit=4, eval_backend="vllm-server")
     t0 = time.monotonic()
     with pytest.raises(StepError) as err:
-        evaluate_model_path(noisy_model, None, benchmark="demo_add", split="validation", settings=settings,
+        evaluate_model_path(noisy_model, None, benchmark=get_benchmark("demo_add"), split="validation", settings=settings,
                             runner=LocalRunner(tools_env, sandbox="none"), work_dir=tmp_path / "w",
                             model_name="builtin/tiny-qwen2", timeout=600, serve_command=serve)
     assert time.monotonic() - t0 < 120
@@ -170,7 +171,7 @@ def test_flags_vllm_refuses_fail_the_start_with_vllms_message(override, expected
     serve = StandInServe(tools_python, **override)
     settings = load_settings(file_path=tmp_path / "ft", benchmark_limit=4, eval_backend="vllm-server")
     with pytest.raises(StepError) as err:
-        evaluate_model_path(tiny_model, None, benchmark="demo_add", split="validation", settings=settings,
+        evaluate_model_path(tiny_model, None, benchmark=get_benchmark("demo_add"), split="validation", settings=settings,
                             runner=LocalRunner(tools_env, sandbox="none"), work_dir=tmp_path / "w",
                             model_name="builtin/tiny-qwen2", timeout=600, serve_command=serve)
     assert "exited with code 1" in err.value.message and f"ValueError: {expected}" in err.value.log_tail

@@ -46,7 +46,7 @@ def _thinking_spec() -> ModelSpec:
 def test_evaluator_blocks_and_brief_agree(tmp_path: Path):
     """The dataset block OpenCompass gets carries the cap the brief shows (demo_add's own cap: 16)."""
     root = tmp_path / "benchmarks"
-    bench_dir = prepare_benchmark("demo_add", root, 4)
+    bench_dir = prepare_benchmark(get_benchmark("demo_add"), root, 4)
     settings = load_settings(file_path=tmp_path / "ft")
     for mspec, name in ((_thinking_spec(), QWEN3),
                         (ModelSpec(abbr="ft-demo_add", path="/m", tokenizer_path="/m", max_out_len=32),

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ftagent.benchmarks import get_benchmark
 from ftagent.core.settings import load_settings
 from ftagent.runners.base import RunResult
 from ftagent.tools.opencompass.merge import merge_reasons
@@ -54,7 +55,7 @@ def test_dora_adapter_is_served_merged_not_with_enable_lora(tmp_path, monkeypatc
     adapter = _adapter(tmp_path, use_dora=True)
     monkeypatch.setenv("FT_EVAL_BACKEND", "vllm-server")
     runner, serve = MergingHost(), MiniServe()
-    evaluate_splits_of_path(adapter, None, benchmark="demo_add", settings=load_settings(
+    evaluate_splits_of_path(adapter, None, benchmark=get_benchmark("demo_add"), settings=load_settings(
         file_path=tmp_path / "ft", benchmark_limit=4), runner=runner, work_dir=tmp_path / "w", base_path=base,
         model_name="builtin/tiny-qwen2", serve_command=serve)
     assert runner.merges == [[str(base), str(adapter), str(tmp_path / "w" / "merged_model")]]

@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from ftagent.benchmarks import get_benchmark
 from ftagent.engine.session import Session
 from ftagent.finetune.state import FinetuneSessionState
 
@@ -87,7 +88,7 @@ def test_a_contaminated_file_is_refused_before_the_copy_when_a_builtin_benchmark
     settings = load_settings(target_benchmark="demo_add", base_model="builtin/tiny-qwen2", planner="heuristic",
                              file_path=ft, benchmark_limit=6, dataset=str(tmp_path / "mine.jsonl"))
     assert not is_prepared(ft / "benchmarks", "demo_add", 6)
-    prepare_benchmark("demo_add", ft / "benchmarks", 6)
+    prepare_benchmark(get_benchmark("demo_add"), ft / "benchmarks", 6)
     assert is_prepared(ft / "benchmarks", "demo_add", 6) and not is_prepared(ft / "benchmarks", "demo_add", 5)
     items = benchmark_items_for("demo_add", ft, ["question"])  # demo_add's input column
     rows = [{"instruction": fields[0], "input": "", "output": "1"} for fields in items.values()]

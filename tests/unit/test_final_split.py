@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from ftagent.benchmarks import get_benchmark
 from ftagent.benchmarks.splits import final_indices, split_indices
 
 
@@ -39,7 +40,7 @@ def test_prepare_writes_the_full_split_and_an_old_folder_is_prepared_again(tmp_p
     out.mkdir()
     old = {"limit": None, "split_rule": "2", "scoring": json.dumps(None)}
     (out / "prepared.json").write_text(json.dumps(old), encoding="utf-8")  # a folder made before "full"
-    prepare_benchmark("demo_add", tmp_path, None)
+    prepare_benchmark(get_benchmark("demo_add"), tmp_path, None)
     rows = {s: (out / f"{s}.jsonl").read_text(encoding="utf-8").splitlines() for s in ("validation", "test", "full")}
     assert rows["full"] == rows["test"] and len(rows["full"]) == 100  # demo_add: "full" equals "test"
     assert (out / "full" / "default.jsonl").is_file()

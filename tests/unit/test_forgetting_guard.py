@@ -13,6 +13,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from ftagent.benchmarks import get_benchmark
 from ftagent.core.errors import UserInputError
 from ftagent.core.forgetting import GuardResult, judge_drop
 from ftagent.core.sota import decide_sota
@@ -189,7 +190,7 @@ def test_the_sample_is_prepared_and_cached_apart_from_the_full_split(tmp_path):
     runner = FakeOpenCompass()
 
     def run(sample):
-        return evaluate_splits_of_path(model, None, benchmark="demo_add", splits=("validation",), settings=settings,
+        return evaluate_splits_of_path(model, None, benchmark=get_benchmark("demo_add"), splits=("validation",), settings=settings,
                                        runner=runner, work_dir=tmp_path / "work", sample=sample)["validation"]
 
     full = run(None)

@@ -12,6 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from ftagent.benchmarks import get_benchmark
 from ftagent.core.errors import EnvironmentFailure, ErrorType, StepError
 from ftagent.core.settings import load_settings
 from ftagent.runners.base import RunResult
@@ -98,7 +99,7 @@ def model(tmp_path) -> Path:
 
 def _eval(model, tmp_path, runner, splits=("validation", "test"), **kw):
     settings = load_settings(file_path=tmp_path / "ft", benchmark_limit=4)
-    return evaluate_splits_of_path(model, None, benchmark="demo_add", splits=splits, settings=settings,
+    return evaluate_splits_of_path(model, None, benchmark=get_benchmark("demo_add"), splits=splits, settings=settings,
                                    runner=runner, work_dir=tmp_path / "work", model_name="builtin/tiny-qwen2", **kw)
 
 
@@ -159,7 +160,7 @@ def test_isolated_layout_runs_one_split_per_run_without_suffix(model, tmp_path):
     out = _eval(model, tmp_path, runner, isolate_tasks=True)
     assert runner.runs == [["demo_add"], ["demo_add"]] and "debug=True" not in runner.configs[0]
     assert out["validation"].score == 50.0 and out["test"].score == 25.0
-    single = evaluate_model_path(model, None, benchmark="demo_add", split="test",
+    single = evaluate_model_path(model, None, benchmark=get_benchmark("demo_add"), split="test",
                                  settings=load_settings(file_path=tmp_path / "ft2", benchmark_limit=4),
                                  runner=runner, work_dir=tmp_path / "w2")
     assert single.score == 25.0 and runner.runs[-1] == ["demo_add@test"]
@@ -172,7 +173,8 @@ def _scenario(model: Path):
 
 def test_baseline_is_one_run_for_both_splits(model, tmp_path):
     runner = FakeOpenCompass()
-    results = evaluate_baseline(_scenario(model), load_settings(file_path=tmp_path / "ft", benchmark_limit=4), runner)
+    results = evaluate_baseline(_scenario(model), load_settings(file_path=tmp_path / "ft", benchmark_limit=4), runner,
+                                benchmark=get_benchmark("demo_add"))
     assert runner.runs == [["demo_add@validation", "demo_add@test"]]
     assert results["validation"].score == 50.0 and results["test"].score == 25.0
 
@@ -182,7 +184,7 @@ def test_baseline_is_one_run_for_both_splits(model, tmp_path):
 def test_a_failed_baseline_is_one_clear_environment_failure(model, tmp_path, runner):
     settings = load_settings(file_path=tmp_path / "ft", benchmark_limit=4)
     with pytest.raises(BaselineEvaluationError) as err:
-        evaluate_baseline(_scenario(model), settings, runner)
+        evaluate_baseline(_scenario(model), settings, runner, benchmark=get_benchmark("demo_add"))
     assert isinstance(err.value, EnvironmentFailure) and err.value.failure.stage == "baseline"
     text = str(err.value)
     assert text.startswith("the baseline evaluation of builtin/tiny-qwen2 on demo_add failed")
@@ -227,7 +229,7 @@ def test_vllm_serves_lora_natively_or_merges_first(model, tmp_path, monkeypatch,
     (adapter / "chat_template.jinja").write_text("{{ messages }}")
     runner = MergingOpenCompass()
     settings = load_settings(file_path=tmp_path / "ft", benchmark_limit=4)
-    out = evaluate_splits_of_path(adapter, None, benchmark="demo_add", settings=settings, runner=runner,
+    out = evaluate_splits_of_path(adapter, None, benchmark=get_benchmark("demo_add"), settings=settings, runner=runner,
                                   work_dir=tmp_path / "work", base_path=model, model_name="builtin/tiny-qwen2",
                                   gpu_count=1)
     cfg = runner.configs[0]

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from ftagent.benchmarks import get_benchmark
 from ftagent.core.errors import ErrorType, StepError
 from ftagent.core.settings import load_settings
 from ftagent.tools.opencompass import backend, serving
@@ -363,7 +364,7 @@ def model(tmp_path) -> Path:
 
 def test_one_server_for_both_splits_and_separate_cache_keys(model, tmp_path, monkeypatch):
     settings = load_settings(file_path=tmp_path / "ft", benchmark_limit=4)
-    kwargs = dict(benchmark="demo_add", settings=settings, work_dir=tmp_path / "work",
+    kwargs = dict(benchmark=get_benchmark("demo_add"), settings=settings, work_dir=tmp_path / "work",
                   model_name="builtin/tiny-qwen2")
     hf_runner = HostOpenCompass()
     evaluate_splits_of_path(model, None, runner=hf_runner, **kwargs)
@@ -396,7 +397,7 @@ def test_adapter_is_served_natively(model, tmp_path, monkeypatch):
     (adapter / "chat_template.jinja").write_text("{{ messages }}")
     monkeypatch.setenv("FT_EVAL_BACKEND", "vllm-server")
     runner, serve = HostOpenCompass(), MiniServe()
-    evaluate_splits_of_path(adapter, None, benchmark="demo_add", settings=load_settings(
+    evaluate_splits_of_path(adapter, None, benchmark=get_benchmark("demo_add"), settings=load_settings(
         file_path=tmp_path / "ft", benchmark_limit=4), runner=runner, work_dir=tmp_path / "w", base_path=model,
         model_name="builtin/tiny-qwen2", serve_command=serve)
     req = serve.requests[0]
@@ -408,7 +409,7 @@ def test_server_that_fails_is_a_step_error_of_the_call(model, tmp_path, monkeypa
     monkeypatch.setenv("FT_EVAL_BACKEND", "vllm-server")
     runner = HostOpenCompass()
     with pytest.raises(StepError) as err:
-        evaluate_splits_of_path(model, None, benchmark="demo_add", runner=runner, work_dir=tmp_path / "w",
+        evaluate_splits_of_path(model, None, benchmark=get_benchmark("demo_add"), runner=runner, work_dir=tmp_path / "w",
                                 settings=load_settings(file_path=tmp_path / "ft", benchmark_limit=4),
                                 serve_command=lambda req: [sys.executable, "-c", MINI_SERVER, "--exit", "1"])
     assert "CUDA out of memory (stand-in)" in err.value.log_tail and runner.runs == []

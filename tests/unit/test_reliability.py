@@ -23,6 +23,7 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
+from ftagent.benchmarks import get_benchmark
 from ftagent.core.errors import ErrorType, StepError
 from ftagent.core.types import (
     CodeResult,
@@ -354,7 +355,7 @@ def test_opencompass_exit_0_without_results_is_an_eval_error(tmp_path):
     runner = SilentOpenCompass()
     settings = load_settings(file_path=tmp_path / "ft", benchmark_limit=4)
     with pytest.raises(StepError) as info:
-        evaluate_splits_of_path(model, None, benchmark="demo_add", splits=("validation", "test"), settings=settings,
+        evaluate_splits_of_path(model, None, benchmark=get_benchmark("demo_add"), splits=("validation", "test"), settings=settings,
                                 runner=runner, work_dir=tmp_path / "work", model_name="builtin/tiny-qwen2")
     assert info.value.error_type is ErrorType.EVAL and "validation" in info.value.message
     assert runner.runs == 2  # retried once, then one clear error (never a score of 0 from nothing)

@@ -58,7 +58,7 @@ def test_unverified_answers_warn_and_are_not_cached(tmp_path):
     settings = load_settings(file_path=tmp_path / "ft", benchmark_limit=4)
     runner, warnings = _TimedOutVerifications(), []
     for _ in range(2):
-        out = evaluate_splits_of_path(model, None, benchmark="demo_add", splits=("validation",), settings=settings,
+        out = evaluate_splits_of_path(model, None, benchmark=get_benchmark("demo_add"), splits=("validation",), settings=settings,
                                       runner=runner, work_dir=tmp_path / "work", model_name="builtin/tiny-qwen2",
                                       on_warning=warnings.append)
     assert len(runner.inner.runs) == 2 and not out["validation"].cached  # run again, never served from cache
@@ -79,6 +79,6 @@ def test_a_folder_prepared_under_older_scoring_rules_is_prepared_again(tmp_path)
     out = tmp_path / "demo_add"
     out.mkdir()
     (out / "prepared.json").write_text(json.dumps({"limit": None, "split_rule": "2"}), encoding="utf-8")
-    prepare_benchmark("demo_add", tmp_path, None)
+    prepare_benchmark(get_benchmark("demo_add"), tmp_path, None)
     assert (out / "validation.jsonl").is_file()
     assert json.loads((out / "prepared.json").read_text())["scoring"] == SCORING_VERSION

@@ -109,7 +109,7 @@ def test_a_prepared_folder_of_the_old_rule_is_prepared_again(tmp_path):
     out = tmp_path / "demo_add"
     out.mkdir()
     (out / "prepared.json").write_text(json.dumps({"limit": None}), encoding="utf-8")  # rule 1's marker
-    prepare_benchmark("demo_add", tmp_path, None)
+    prepare_benchmark(get_benchmark("demo_add"), tmp_path, None)
     assert (out / "validation.jsonl").is_file()
     assert json.loads((out / "prepared.json").read_text())["split_rule"] == "2"
 

@@ -41,7 +41,7 @@ class BaselineEvaluationError(EnvironmentFailure):
 
 
 def evaluate_model_path(
-    model_path: Path | str, template: str | None, *, benchmark: str, split: str, settings: Settings,
+    model_path: Path | str, template: str | None, *, benchmark: BenchmarkAdapter, split: str, settings: Settings,
     runner: Runner, work_dir: Path, base_path: Path | str | None = None, model_name: str = "",
     timeout: float | None = None, gpu_count: int = 0, on_progress: ProgressCallback | None = None,
     on_warning: WarningCallback | None = None, isolate_tasks: bool = False, serve_command: ServeCommand | None = None,
@@ -109,11 +109,11 @@ def _warner(ctx: object) -> WarningCallback | None:
 
 def evaluate_baseline(scenario: ScenarioInfo, settings: Settings, runner: Runner, timeout: float | None = None,
                       *, on_progress: ProgressCallback | None = None, on_warning: WarningCallback | None = None,
-                      benchmark: BenchmarkAdapter | None = None,
+                      benchmark: BenchmarkAdapter,
                       inference: InferenceSettings | None = None) -> dict[str, EvalResult]:
     """Validation and test scores of the base model, in one OpenCompass run (each split cached by
     model files, benchmark, ranges and inference settings). ``benchmark``/``inference``: the session's
-    resolved ones (default: looked up by ``scenario.benchmark``/``scenario.base_model``).
+    resolved ones (``inference`` None: read from models.yaml now).
 
     Raises:
         BaselineEvaluationError: any failure (OpenCompass, the runner, a missing model, no score).
@@ -122,7 +122,7 @@ def evaluate_baseline(scenario: ScenarioInfo, settings: Settings, runner: Runner
     what = f"the baseline evaluation of {scenario.base_model} on {scenario.benchmark}"
     try:
         out = evaluate_splits_of_path(
-            scenario.base_model_path, None, benchmark=scenario.benchmark if benchmark is None else benchmark,
+            scenario.base_model_path, None, benchmark=benchmark,
             splits=SPLITS, settings=settings, runner=runner, work_dir=work, model_name=scenario.base_model, timeout=timeout,
             gpu_count=_gpu_count(scenario), on_progress=on_progress, on_warning=on_warning, inference=inference)
         results = {split: out.require(split) for split in SPLITS}

@@ -68,19 +68,12 @@ WarningCallback = Callable[[str], None]
 JUDGE_BUDGET_NOTE = "not judged: the session's llm budget is spent"
 
 
-def benchmark_of(benchmark: str | BenchmarkAdapter) -> tuple[str, BenchmarkAdapter]:
-    """``(key, adapter)``: a resolved adapter as it is (the session's, from start-up), a key looked up
-    (tests and tools that have only the key)."""
-    if isinstance(benchmark, str):
-        from ftagent.benchmarks import get_benchmark
+def prepare_benchmark(adapter: BenchmarkAdapter, root: Path, limit: int | None) -> Path:
+    """Prepare ``root/<key>`` once per ``limit``, split rule and scoring rules (a marker records them).
 
-        return benchmark, get_benchmark(benchmark)
-    return benchmark.spec.key, benchmark
-
-
-def prepare_benchmark(benchmark: str | BenchmarkAdapter, root: Path, limit: int | None) -> Path:
-    """Prepare ``root/<key>`` once per ``limit``, split rule and scoring rules (a marker records them)."""
-    key, adapter = benchmark_of(benchmark)
+    ``adapter``: the resolved benchmark (the session's, from start-up; a tool looks its key up itself).
+    """
+    key = adapter.spec.key
     out = Path(root) / key
     if is_prepared(root, key, limit):
         return out
@@ -297,7 +290,7 @@ def _result(run: Path, split: str, spec: Any, benchmark: str, duration: float, o
 
 
 def evaluate_splits_of_path(
-    model_path: Path | str, template: str | None, *, benchmark: str | BenchmarkAdapter,
+    model_path: Path | str, template: str | None, *, benchmark: BenchmarkAdapter,
     splits: tuple[str, ...] | list[str] = SPLITS, settings: Settings, runner: Runner, work_dir: Path,
     base_path: Path | str | None = None, model_name: str = "", timeout: float | None = None, gpu_count: int = 0,
     on_progress: ProgressCallback | None = None, on_warning: WarningCallback | None = None,
@@ -313,8 +306,8 @@ def evaluate_splits_of_path(
     chat template is read from the model folder, see :mod:`ftagent.tools.opencompass.render`).
 
     Args:
-        benchmark: the session's resolved benchmark (:attr:`ftagent.finetune.startup.ResolvedRun.adapter`),
-            or a key that is looked up (tests, tools).
+        benchmark: the resolved benchmark (:attr:`ftagent.finetune.startup.ResolvedRun.adapter`; a tool or
+            test with a key looks it up itself, ``get_benchmark(key)``).
         inference: the model's settings resolved at start-up (default: read models.yaml now).
         on_progress: ``(phase, done, total)``, see :mod:`ftagent.tools.opencompass.progress`.
         on_warning: called with one line when the backend falls back (GPU without vLLM).
@@ -335,7 +328,7 @@ def evaluate_splits_of_path(
     """
     start = time.monotonic()
     ft = settings.ft
-    benchmark, adapter = benchmark_of(benchmark)
+    adapter, benchmark = benchmark, benchmark.spec.key  # the key names caches and runs from here on
     spec = adapter.spec
     root = benchmarks_dir(ft.file_path)
     limit = ft.benchmark_limit
