@@ -208,33 +208,45 @@ MODEL_FILES = (["*.json", "*.model", "*.tiktoken", "*.txt", "*.py", "*.jinja", "
 BIN_WEIGHTS = (["*.bin", "*.bin.index.json"], ["*/*"])
 
 
+def _unfetchable(repo_id: str, where: Path, offline: bool, exc: BaseException) -> EnvironmentFailure:
+    why = "HF_HUB_OFFLINE is set" if offline else "the Hugging Face Hub is unreachable"
+    return EnvironmentFailure(
+        f"base model '{repo_id}' is not in {where} and cannot be downloaded ({why}: {type(exc).__name__}). "
+        "Download it there yourself, pass a local folder, or use builtin/tiny-qwen2.")
+
+
 def _download(repo_id: str, target: Path, final: Path | None = None) -> Path:
     """Download the files of :data:`MODEL_FILES` (then :data:`BIN_WEIGHTS` when no safetensors came).
 
     Raises:
-        EnvironmentFailure: offline, unreachable, unknown or gated repo.
-        UserInputError: the repo has neither safetensors nor ``.bin`` weights at its top level.
+        EnvironmentFailure: offline or unreachable Hub.
+        UserInputError: an unknown, private or gated repo (the Hub answered), or one with neither safetensors
+            nor ``.bin`` weights at its top level.
     """
     from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import (  # >= 0.24
+        GatedRepoError,
+        LocalEntryNotFoundError,
+        RepositoryNotFoundError,
+    )
 
-    try:
-        from huggingface_hub.errors import LocalEntryNotFoundError
-    except ImportError:  # very old huggingface_hub
-        LocalEntryNotFoundError = OSError  # noqa: N806
     offline = os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes")
     try:
         for allow, ignore in (MODEL_FILES, BIN_WEIGHTS):
             snapshot_download(repo_id=repo_id, local_dir=str(target), allow_patterns=allow, ignore_patterns=ignore)
             if any(target.glob("*.safetensors")) or any(target.glob("*.bin")):
                 return target
+    except RepositoryNotFoundError as exc:  # the Hub answered: a wrong id (or a private/gated repo) is bad input
+        shutil.rmtree(target, ignore_errors=True)
+        gated = isinstance(exc, GatedRepoError)
+        raise UserInputError(
+            f"base model '{repo_id}': the Hugging Face Hub " + (
+                "says it is gated: accept its terms on its Hub page and set HF_TOKEN" if gated else
+                "has no such model (or it is private: set HF_TOKEN); check the id, or pass a local folder")
+        ) from exc
     except (LocalEntryNotFoundError, OSError, ValueError) as exc:
         shutil.rmtree(target, ignore_errors=True)
-        why = "HF_HUB_OFFLINE is set" if offline else "the Hugging Face Hub is unreachable or the id is wrong"
-        raise EnvironmentFailure(
-            f"base model '{repo_id}' is not in {final or target} and cannot be downloaded ({why}: "
-            f"{type(exc).__name__}). Download it there yourself, pass a local folder, or use "
-            f"builtin/tiny-qwen2."
-        ) from exc
+        raise _unfetchable(repo_id, final or target, offline, exc) from exc
     got = sorted(p.name for p in target.iterdir()) if target.is_dir() else []
     shutil.rmtree(target, ignore_errors=True)
     if "config.json" not in got:  # nothing came (an offline hub can return without an error)

@@ -104,3 +104,29 @@ def test_download_failure_is_still_one_environment_failure(tmp_path: Path, monke
 def test_a_download_that_brings_nothing_is_an_environment_failure(tmp_path: Path, monkeypatch) -> None:
     with pytest.raises(EnvironmentFailure, match="no config.json"):
         _fetched([], tmp_path, monkeypatch)
+
+
+def _hub_answered(cls, message: str) -> Exception:
+    """A huggingface_hub HTTP error as the Hub's answer raises it (built without a live response object)."""
+    err = cls.__new__(cls)
+    OSError.__init__(err, message)
+    return err
+
+
+@pytest.mark.parametrize("name, says", [("RepositoryNotFoundError", "has no such model"),
+                                        ("GatedRepoError", "says it is gated: accept its terms")])
+def test_a_repo_the_hub_does_not_have_is_bad_input_exit_2(tmp_path: Path, monkeypatch, name, says) -> None:
+    """Issue 32 (README: a missing model exits 2): the Hub answered that the id does not exist (or is gated),
+    so the id is what to fix, not the network; an unreachable Hub stays an environment failure (exit 1)."""
+    import huggingface_hub
+    import huggingface_hub.errors
+
+    error = _hub_answered(getattr(huggingface_hub.errors, name), "404 Client Error. Repository Not Found")
+
+    def answered(**_kwargs):
+        raise error
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", answered)
+    with pytest.raises(UserInputError, match=f"base model 'org/nope': the Hugging Face Hub {says}"):
+        builtin._download("org/nope", tmp_path / "m")
+    assert not (tmp_path / "m").exists()
