@@ -102,8 +102,7 @@ def build_report(session_dir: Path, view: SessionView | None = None) -> Report:
             report.training_time_s += run["duration_s"]
         elif run["purpose"].startswith("eval"):
             report.evaluation_time_s += run["duration_s"]
-    if view.started is not None and view.last_ts is not None:
-        report.wall_time_s = view.last_ts - view.started
+    report.wall_time_s = view.run_time_s  # the runs' time, not the gaps between a run and its resume
     stops = [lp.training["early_stop"] for lp in view.loops if (lp.training or {}).get("early_stop")]
     report.early_stops = len(stops)
     report.early_stop_saved_s = sum(s.get("saved_s") or 0.0 for s in stops)

@@ -110,6 +110,9 @@ class SessionView(BaseModel):
     sota_loop: int | None = None
     sota_model: str | None = None  # the SOTA's model folder (from the snapshot's trace)
     last_ts: float | None = None
+    # seconds ftagent ran on this session: each run (a session_start to its last event) summed, so the time
+    # between a finished or stopped run and its resume is not counted (last_ts - started counts it)
+    run_time_s: float = 0.0
     snapshot: str | None = None
     n_events: int = 0
     warnings: list[str] = Field(default_factory=list)
@@ -337,9 +340,16 @@ def load_session(session_dir: Path) -> SessionView:
     events, view.warnings = read_event_dicts(session_dir / EVENTS_FILE)
     view.n_events = len(events)
     loops: dict[int, LoopView] = {}
+    run_start = None
     for ev in events:
+        if ev["type"] == "session_start":  # a resume ends the previous run at its last event
+            if run_start is not None and view.last_ts is not None:
+                view.run_time_s += max(0.0, view.last_ts - run_start)
+            run_start = ev["ts"]
         _apply(view, loops, ev)
         view.last_ts = ev["ts"]
+    if run_start is not None and view.last_ts is not None:
+        view.run_time_s += max(0.0, view.last_ts - run_start)
     view.loops = [loops[i] for i in sorted(loops)]
     for lp in view.loops if view.end else []:
         if lp.end is None:

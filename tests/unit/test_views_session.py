@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from ftagent.jobs.tasks import TaskSpec
 from ftagent.ui import frames as F
 from ftagent.views import session as D
@@ -221,3 +223,20 @@ def test_sota_row_names_the_forgetting_guard_and_the_delta_rule():
                     verdict="Validation accuracy 0.6 beats loop 0 (0.4) by more than FT_SOTA_MIN_DELTA = 0 "
                             "(+0.2). No interval (no per-item scores), so the delta rule decides.")
     assert sota_row(delta).why == "gain above FT_SOTA_MIN_DELTA (no interval)"
+
+
+def test_wall_time_counts_the_runs_not_the_gap_before_a_resume(tmp_path):
+    """Issue 32 (README run as a new user): `ftagent llm_finetune --path SESSION` on a finished session added
+    the minutes between the run and the resume to the report's wall time (14 min 24 s became 20 min 28 s)."""
+    import json
+
+    from ftagent.views.report import build_report
+
+    sdir = make_session(tmp_path / "log")
+    before = build_report(sdir).wall_time_s
+    last = D.load_session(sdir).last_ts
+    with open(sdir / "events.jsonl", "a") as fh:  # a resume an hour later that had nothing left to run
+        for ev in ({"type": "session_start", "session_id": sdir.name, "ts": last + 3600},
+                   {"type": "session_end", "status": "completed", "ts": last + 3602}):
+            fh.write(json.dumps(ev) + "\n")
+    assert build_report(sdir).wall_time_s == pytest.approx(before + 2)
