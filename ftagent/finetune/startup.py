@@ -111,7 +111,7 @@ def check_dataset(choice: str | None, benchmark: str, file_path: Path | None, re
     from ftagent.datasets.registry import dataset_names, resolve_dataset_choice
     from ftagent.datasets.user_file import looks_like_file, register_user_file
 
-    if looks_like_file(choice):
+    if choice is not None and looks_like_file(choice):
         from ftagent.core.paths import datasets_dir
 
         root = datasets_dir(Path(file_path or ".").absolute())

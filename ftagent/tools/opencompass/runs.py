@@ -328,7 +328,7 @@ def evaluate_splits_of_path(
     """
     start = time.monotonic()
     ft = settings.ft
-    adapter, benchmark = benchmark, benchmark.spec.key  # the key names caches and runs from here on
+    adapter, key = benchmark, benchmark.spec.key  # the key names caches and runs from here on
     spec = adapter.spec
     root = benchmarks_dir(ft.file_path)
     limit = ft.benchmark_limit
@@ -345,12 +345,12 @@ def evaluate_splits_of_path(
     command = serve_command or VllmServeCommand(vllm_env_path(settings))
     choice = choose_backend(gpu_count, runner, forced=ft.eval_backend, server=lambda: server_check(command))
     warn_once(choice, env_identity(runner), on_warning)
-    mspec = model_spec(model_path, base, model_name, gpu_count, f"ft-{benchmark}", serve_adapter=is_lora,
+    mspec = model_spec(model_path, base, model_name, gpu_count, f"ft-{key}", serve_adapter=is_lora,
                        backend=choice.backend, device=choice.device, inference=inference)
     digest = cache_mod.artefact_digest(model_path, base if is_lora else None)
     cache = cache_mod.EvalCache(eval_cache_dir(ft.file_path))
     keys = {split: cache_mod.cache_key(
-        digest, benchmark, split,
+        digest, key, split,
         {"data": _data_digest(bench_dir, split), "limit": limit, "runs": ft.benchmark_num_runs,
          "pass_k": ft.benchmark_pass_k, "template": template, "answer_caps": ANSWER_CAP_RULE},
         mspec.model_dump(exclude=KEY_EXCLUDED), TEMPLATE_VERSION,
@@ -368,7 +368,7 @@ def evaluate_splits_of_path(
         safe_call(on_progress, "merge")
         merged = _merge(model_path, base, Path(work_dir) / "merged_model", runner, timeout)
         mspec = mspec.model_copy(update={"path": str(merged), "adapter_path": None})
-    job = _Job(benchmark=benchmark, adapter=adapter, settings=settings, runner=runner, work_dir=Path(work_dir), mspec=mspec,
+    job = _Job(benchmark=key, adapter=adapter, settings=settings, runner=runner, work_dir=Path(work_dir), mspec=mspec,
                root=root, bench_dir=bench_dir, timeout=timeout, on_progress=on_progress)
     job.on_warning = on_warning
     served_at = time.monotonic()
