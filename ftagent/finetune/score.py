@@ -127,8 +127,10 @@ def resolve_model(given: str) -> ModelRef:
             return ModelRef(given=given, name=str(base), path=folder.absolute(), base_path=base, what="LoRA adapter")
         raise UserInputError(f"--model {given}: the folder has no config.json or adapter files (a model folder, a "
                              "session directory, builtin/<name> or an HF repo id)")
-    if text.startswith(("/", ".", "~")) or folder.suffix or text.count("/") > 1:
-        raise UserInputError(f"--model {given}: no such folder")
+    from ftagent.models.builtin import is_hub_id
+
+    if not is_hub_id(text):  # Qwen/Qwen2.5-7B-Instruct is an id: its dots are a version, not a file suffix
+        raise UserInputError(f"--model {given}: no such folder (nor builtin/<name> or an HF repo id)")
     return ModelRef(given=given, name=text, what="base model")
 
 

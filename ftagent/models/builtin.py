@@ -329,9 +329,15 @@ def check_model_name(name: str, file_path: Path | None = None) -> None:
     if file_path is not None and _has_model_files(models_dir(file_path) / name):
         check_model_folder(models_dir(file_path) / name, name)  # one copied in by hand: not fetched again
         return
-    if name.startswith(("/", ".", "~")) or not _HF_ID.match(name):
+    if not is_hub_id(name):
         raise UserInputError(f"base model '{name}' is neither a built-in model (builtin/...), an existing "
                              "local folder, nor a Hugging Face repo id like 'Qwen/Qwen2.5-7B-Instruct'")
+
+
+def is_hub_id(name: str) -> bool:
+    """``name`` has the form of a Hugging Face repo id (``Qwen/Qwen2.5-7B-Instruct``, ``builtin/tiny-qwen2``):
+    one ``/``, dots allowed (a version, not a file suffix); not a path (``./x``, ``/x``, ``~/x``)."""
+    return not name.startswith(("/", ".", "~")) and bool(_HF_ID.match(name))
 
 
 def offline_unfetchable(name: str, file_path: Path | None) -> str | None:

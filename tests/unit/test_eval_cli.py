@@ -84,3 +84,17 @@ def test_the_score_interval_is_the_bootstrap_of_the_mean(tmp_path):
     assert default_out("/a/b/export/loop_0/", "demo_add") == Path("ftagent-eval-loop_0-demo_add.json")
     assert default_out("builtin/tiny-qwen2", "./my.yaml").name == "ftagent-eval-tiny-qwen2-my.json"
     json.loads(s.model_dump_json())
+
+
+def test_a_hub_id_with_dots_is_a_model_id_not_a_missing_folder(tmp_path):
+    """Issue 32 (README run as a new user): `ftagent eval --model Qwen/Qwen2.5-1.5B-Instruct` said 'no such
+    folder': the '.5-1' of the version was read as a file suffix. It is an HF id; offline and not downloaded,
+    the one message says so (exit 2)."""
+    from ftagent.finetune.score import resolve_model
+
+    ref = resolve_model("Qwen/Qwen2.5-1.5B-Instruct")
+    assert (ref.name, ref.what) == ("Qwen/Qwen2.5-1.5B-Instruct", "base model")
+    res = run_eval(["--model", "Qwen/Qwen2.5-1.5B-Instruct", "--benchmark", "demo_add"], tmp_path)
+    _refused(res, "HF_HUB_OFFLINE")
+    assert "no such folder" not in res.stderr
+    _refused(run_eval(["--model", "./Qwen2.5-1.5B", "--benchmark", "demo_add"], tmp_path), "no such folder")
