@@ -33,9 +33,9 @@ demo-plan:
 	@echo "make demo installs into this folder only: .venv (ftagent) and the tool env (CPU torch, LLaMA-Factory,"
 	@echo "OpenCompass) under git_ignore_folder/finetune_files/envs/tools; no system package, no Docker, nothing as root."
 
+# the demo's last lines name the CLI's absolute path and the `source .venv/bin/activate` that puts it on PATH
 demo: demo-plan tools  ## offline demo: tiny model, demo_add, heuristic planner, 3 loops
 	$(BIN)/ftagent demo
-	@echo "The CLI is $(abspath $(BIN))/ftagent; 'source $(VENV)/bin/activate' puts ftagent on your PATH."
 
 # Two workers, a test file per worker (--dist loadfile keeps a file's fixtures on one worker): the suite
 # took 62 min serially on 2 cores and 37 min so. TEST_WORKERS=0 runs it serially.
