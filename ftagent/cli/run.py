@@ -99,6 +99,11 @@ def llm_finetune(
     if summary.status == "no_progress":  # every loop failed for a cause no plan changes: not a success
         print_error(summary.message)
         raise typer.Exit(NO_PROGRESS_EXIT)
+    if path is not None and summary.steps_run == 0 and summary.status == "completed":
+        # a resume of a finished session reprints its report: say that nothing ran (quickstart's resume)
+        typer.echo(f"nothing left to run: the session had finished its {summary.loops_done} loop(s); the report "
+                   "above is its last one (more loops: --loop-n N with a larger N; a step again: --path "
+                   "SESSION/__session__/<loop>/<step> --no-checkout)", err=True)
 
 
 def plan(
