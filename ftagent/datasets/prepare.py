@@ -157,10 +157,12 @@ def _download(source: DatasetSource, out: Path, token: str | None) -> None:
 
 def _advice(name: str, repo: str, out: Path, what: str, exc: Exception) -> str:
     reason = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
-    return (f"dataset '{name}' (Hugging Face repo {repo}) {what}: {reason}. "
-            f"Fix: set HF_TOKEN and accept the dataset's licence on huggingface.co, unset "
-            f"HF_HUB_OFFLINE if you are online, or place the repo's files under {out} by hand "
-            f"(ftagent then runs its post-download fix and marks it prepared).")
+    token = "set HF_TOKEN and accept the dataset's licence on huggingface.co"
+    # a failure that is not the Hub's answer about the repo (DNS, proxy, offline, 5xx): the network comes first
+    fix = (f"check that huggingface.co can be reached from here (network, proxy) with HF_HUB_OFFLINE unset; if "
+           f"the repo needs it, {token}" if what == "could not be downloaded" else token)
+    return (f"dataset '{name}' (Hugging Face repo {repo}) {what}: {reason}. Fix: {fix}; or place the repo's files "
+            f"under {out} by hand (ftagent then runs its post-download fix and marks it prepared).")
 
 
 def _write_notes(source: DatasetSource, out: Path) -> None:

@@ -154,3 +154,19 @@ def test_an_interrupted_dataset_download_is_never_used(tmp_path, hub):
     prepare.prepare_dataset("bioprobench", tmp_path)
     marker = json.loads((out / prepare.MARKER).read_text())
     assert marker["source"] == "hub" and len(hub.calls) == 2
+
+
+def test_an_unreachable_hub_points_at_the_network_first(tmp_path, hub):
+    """Issue 32 (quickstart's gsm8k run without a network): 'ConnectError: Name or service not known. Fix: set
+    HF_TOKEN and accept the dataset's licence' sent the user after a token; the network is what to fix."""
+    from ftagent.datasets.prepare import _download
+
+    hub.error = OSError("ConnectError: [Errno -2] Name or service not known")
+    with pytest.raises(EnvironmentFailure) as err:
+        _download(get_source("deepscaler"), tmp_path / "deepscaler", None)
+    text = str(err.value)
+    assert "could not be downloaded: ConnectError" in text
+    assert text.index("huggingface.co can be reached") < text.index("HF_TOKEN"), text
+    hub.error = _gated_error()
+    with pytest.raises(EnvironmentFailure, match=r"is gated: .*Fix: set HF_TOKEN and accept"):
+        _download(get_source("deepscaler"), tmp_path / "deepscaler", None)
