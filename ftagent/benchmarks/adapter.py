@@ -79,7 +79,7 @@ class Benchmark:
         cfg, data = self.config, self.config.data
         source = data.source or (f"hf:{data.repo}" if data.repo else None)
         if source is None:
-            files = [data.file] if data.file else [data.validation, data.test]
+            files: list[str | None] = [data.file] if data.file else [data.validation, data.test]
             source = "local: " + ", ".join(str(cfg.resolve(f)) for f in files if f)
         evaluator = self.metric.evaluator + _kwargs_text(self.metric.kwargs | cfg.metric_kwargs)
         if cfg.subset_metrics:

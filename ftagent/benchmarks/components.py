@@ -185,10 +185,10 @@ _METRICS = {
                         kwargs_for="ftagent.benchmarks.domain_adapters:evaluator_kwargs",
                         accepts=("metric_kwargs",)),  # the rest come from kwargs_for
 }
-for _name, _def in _EXTRACTORS.items():
-    EXTRACTORS.register(_name, _def)
-for _name, _def in _METRICS.items():
-    METRICS.register(_name, _def)
+for _name, _extractor in _EXTRACTORS.items():
+    EXTRACTORS.register(_name, _extractor)
+for _name, _metric in _METRICS.items():
+    METRICS.register(_name, _metric)
 
 #: The metrics a user benchmark file can name without code (docs/benchmarks.md).
 USER_METRICS = ("exact_match", "boxed_integer", "multiple_choice", "numeric_tolerance", "contains")

@@ -20,7 +20,7 @@ def demo_add_items(seed: int = DEMO_SEED, n: int = DEMO_N) -> list[dict[str, Any
     """``n`` distinct two-digit addition items ``{"question", "answer", "a", "b"}`` (deterministic)."""
     rng = random.Random(seed)
     seen: set[tuple[int, int]] = set()
-    items = []
+    items: list[dict[str, Any]] = []
     while len(items) < n:
         a, b = rng.randint(10, 99), rng.randint(10, 99)
         if (a, b) in seen:

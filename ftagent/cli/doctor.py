@@ -8,6 +8,7 @@ It ends with one verdict line and exits 1 when something the configured setup *r
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TypeVar
 
 import typer
 from pydantic import BaseModel, Field
@@ -41,7 +42,10 @@ class DoctorReport(BaseModel):
         return "verdict: NOT READY: " + "; ".join(self.problems)
 
 
-def _guard(what: str, probe: Callable[[], object], default: object) -> tuple[object, str | None]:
+T = TypeVar("T")
+
+
+def _guard(what: str, probe: Callable[[], T], default: T) -> tuple[T, str | None]:
     """``probe()``, or ``default`` and one line naming the failure (doctor shows no tracebacks)."""
     try:
         return probe(), None

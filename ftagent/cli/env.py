@@ -2,11 +2,29 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from ftagent.cli.common import prepare_env
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.status import Status
+
+
+def _shown(status: Status, console: Console, *, escaped: bool = False) -> Callable[[str], None]:
+    """A progress callback: the spinner's text and a log line (``escaped``: build output, not rich markup)."""
+    def show(msg: str) -> None:
+        if escaped:
+            from rich.markup import escape
+
+            msg = escape(msg)
+        status.update(msg)
+        console.log(msg)
+    return show
 
 app = typer.Typer(help="Create and check the tool environments (LLaMA-Factory, OpenCompass).", no_args_is_help=True)
 
@@ -40,7 +58,7 @@ def env_setup(
     _reap_and_record(console)
     with console.status(f"tool env {target} ({'GPU' if use_gpu else 'CPU'})") as status:
         result = setup_tools_env(target, use_gpu, force=force,
-                                 progress=lambda msg: (status.update(msg), console.log(msg)))
+                                 progress=_shown(status, console))
     verb = "up to date" if result.skipped else f"ready in {result.duration_s:.0f}s"
     typer.echo(f"tool env {target}: {verb}")
     typer.echo(", ".join(f"{k} {v}" for k, v in result.report.versions.items()))
@@ -68,7 +86,7 @@ def _setup_vllm(console, force: bool) -> None:
     target = vllm_env_path(load_settings())
     with console.status(f"vLLM env {target}") as status:
         skipped, report = setup_vllm_env(target, force=force,
-                                         progress=lambda msg: (status.update(msg), console.log(msg)))
+                                         progress=_shown(status, console))
     typer.echo(f"vLLM env {target}: {'up to date' if skipped else 'ready'}")
     typer.echo(", ".join(f"{k} {v}" for k, v in report.versions.items()))
 
@@ -144,7 +162,7 @@ def env_build_images(
         try:
             result = build_image(client, spec, force=force, network_mode=settings.ft.docker_build_network,
                                  log_file=log_file, on_line=None if quiet else on_line, on_step=on_step,
-                                 on_heartbeat=lambda msg: (status.update(escape(msg)), console.log(escape(msg))))
+                                 on_heartbeat=_shown(status, console, escaped=True))
         except ImageBuildError as exc:
             typer.secho(str(exc), fg=typer.colors.RED, err=True)
             raise typer.Exit(1) from exc

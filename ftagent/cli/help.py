@@ -76,6 +76,7 @@ def tidy_help(app: typer.Typer) -> None:
             info.cls = Command
     for group in app.registered_groups:
         group.cls = Group
-        tidy_help(group.typer_instance)
+        if group.typer_instance is not None:
+            tidy_help(group.typer_instance)
     if not os.environ.get("TERMINAL_WIDTH"):  # typer's own knob wins when the user sets it
         rich_utils.MAX_WIDTH = max(shutil.get_terminal_size((80, 24)).columns, HELP_WIDTH)

@@ -14,6 +14,7 @@ exits with code 2 without touching anything on disk.
 from __future__ import annotations
 
 from enum import Enum
+from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
 
@@ -41,7 +42,7 @@ class StepFailure(BaseModel):
     message: str
     log_tail: str = ""
     suggestion: str = ""
-    details: dict = Field(default_factory=dict)
+    details: dict[str, Any] = Field(default_factory=dict)
 
     def summary(self) -> str:
         """One line for terminals and prompts."""
@@ -82,7 +83,7 @@ class StepError(FTAgentError):
         error_type: ErrorType = ErrorType.UNKNOWN,
         log_tail: str = "",
         suggestion: str = "",
-        details: dict | None = None,
+        details: dict[str, Any] | None = None,
     ) -> None:
         super().__init__(message)
         self.message = message

@@ -56,7 +56,8 @@ class GoldMatch(BaseModel):
 def gold_matches(samples: Iterable[Mapping[str, Any]]) -> GoldMatch | None:
     """A :class:`GoldMatch` when a clear majority (more than half, at least :data:`MIN_MATCHES`) of the
     wrong-scored ``samples`` have an output equal to their gold; else None."""
-    compared, matched, boxed, examples = 0, 0, 0, []
+    compared, matched, boxed = 0, 0, 0
+    examples: list[str] = []
     for sample in samples:
         gold, output = normalise_answer(sample.get("gold")), normalise_answer(sample.get("model_output"))
         if not gold or not output:

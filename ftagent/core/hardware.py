@@ -8,6 +8,7 @@ derived properties, so callers cannot confuse per-GPU and summed memory (the ref
 from __future__ import annotations
 
 import os
+from types import EllipsisType, ModuleType
 
 from pydantic import BaseModel, Field, computed_field
 
@@ -94,7 +95,7 @@ def visible_indices(count: int, cuda_visible_devices: str | None, uuids: list[st
     return chosen
 
 
-def _cuda_version(pynvml) -> str | None:
+def _cuda_version(pynvml: ModuleType) -> str | None:
     try:
         v = int(pynvml.nvmlSystemGetCudaDriverVersion())
     except pynvml.NVMLError:
@@ -102,7 +103,7 @@ def _cuda_version(pynvml) -> str | None:
     return f"{v // 1000}.{(v % 1000) // 10}"
 
 
-def _capability(pynvml, handle) -> tuple[int, int] | None:
+def _capability(pynvml: ModuleType, handle: object) -> tuple[int, int] | None:
     """(major, minor); None where NVML cannot say (bf16 needs 8.0: the launch plan's precision)."""
     try:
         major, minor = pynvml.nvmlDeviceGetCudaComputeCapability(handle)
@@ -111,7 +112,7 @@ def _capability(pynvml, handle) -> tuple[int, int] | None:
     return int(major), int(minor)
 
 
-def _read_gpus(pynvml, cvd: str | None) -> HardwareInfo:
+def _read_gpus(pynvml: ModuleType, cvd: str | None) -> HardwareInfo:
     count = int(pynvml.nvmlDeviceGetCount())
     handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(count)]
     uuids = []
@@ -131,7 +132,7 @@ def _read_gpus(pynvml, cvd: str | None) -> HardwareInfo:
                         message="" if gpus else "CUDA_VISIBLE_DEVICES hides every GPU")
 
 
-def detect_gpus(cuda_visible_devices: str | None = ...) -> HardwareInfo:  # type: ignore[assignment]
+def detect_gpus(cuda_visible_devices: str | None | EllipsisType = ...) -> HardwareInfo:
     """Query NVML for the GPUs this process may use.
 
     Args:

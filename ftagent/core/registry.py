@@ -103,6 +103,6 @@ class Registry(Generic[T]):
             raise UserInputError(
                 f"unknown {self.kind} '{name}'.{did_you_mean(name, valid)} Valid: {', '.join(valid)}"
             )
-        obj = load_object(self._paths[name])
+        obj: T = load_object(self._paths[name])  # a registered path names a T (its registration says so)
         self._objects[name] = obj
         return obj

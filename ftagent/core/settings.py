@@ -263,11 +263,12 @@ class Settings:
 
     def redacted(self) -> dict[str, Any]:
         """A JSON-safe dump with secrets masked (for snapshots, events and logs), URL credentials included."""
-        return mask_obj({
+        masked: dict[str, Any] = mask_obj({
             "ft": json.loads(self.ft.model_dump_json()),
             "llm": json.loads(self.llm.model_dump_json()),
             "paths": json.loads(self.paths.model_dump_json()),
         })
+        return masked
 
 
 def load_settings(**ft_overrides: Any) -> Settings:

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 from pydantic.fields import FieldInfo
@@ -38,7 +39,7 @@ def default_text(name: str, field: FieldInfo) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
-def rows():
+def rows() -> Iterator[tuple[str, str, str, str]]:
     """(group title, env var, default, description) for every setting."""
     for prefix, cls, title in GROUPS:
         for name, field in cls.model_fields.items():

@@ -23,6 +23,7 @@ import os
 import random
 import threading
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -184,7 +185,7 @@ def short(d: Difference) -> str:
     return f"{diff} vs {d.against}, no interval"
 
 
-def interval_line(score: float | None, differences: list[Difference] | list[dict], split: str) -> str:
+def interval_line(score: float | None, differences: list[Difference] | list[dict[str, Any]], split: str) -> str:
     """``validation 62.0 (+3.0 [-4.0, +10.0] vs SOTA, 100 items; +32.0 [...] vs baseline, 100 items)``:
     a score with its differences on ``split`` (the SOTA first); the score alone without any."""
     diffs = [d if isinstance(d, Difference) else Difference.model_validate(d) for d in differences]
@@ -193,6 +194,6 @@ def interval_line(score: float | None, differences: list[Difference] | list[dict
     return f"{split} {value}" + (f" ({'; '.join(short(d) for d in mine)})" if mine else "")
 
 
-def as_json(differences: list[Difference]) -> list[dict]:
+def as_json(differences: list[Difference]) -> list[dict[str, Any]]:
     """Differences as plain JSON (events, report.json)."""
     return [json.loads(d.model_dump_json()) for d in differences]

@@ -73,7 +73,7 @@ class FunctionSource:
 
     spec: DatasetSpec
     converter: Converter
-    hook: Callable[[Path], None] = _no_hook
+    hook: Callable[[Path], object] = _no_hook  # what it returns (removed files, row counts) is not used
     generator: Callable[[Path], None] = _no_generator
 
     def post_download(self, dataset_dir: Path) -> None:

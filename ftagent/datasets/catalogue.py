@@ -312,7 +312,8 @@ def render_entry(name: str, entry: DatasetEntry, detail: str = "full", *, max_ta
         label = "(top level)" if task == "_root" else f"`{task}`"
         lines.append(f"{h2} task {label}: {info.sample_count:,} rows")
         if full:
-            for file, rows in (info.file_rows or {f: None for f in info.files}).items():
+            file_rows: dict[str, int | None] = dict(info.file_rows) if info.file_rows else dict.fromkeys(info.files)
+            for file, rows in file_rows.items():
                 lines.append(f"- file `{file}`" + (f": {rows:,} rows" if rows is not None else ""))
         cols = [f"`{c}` (empty {st.empty_count}; tokens p50 {st.p50_tokens}, p90 {st.p90_tokens}, "
                 f"p99 {st.p99_tokens}, max {st.max_tokens}{_values_text(st)})" if full

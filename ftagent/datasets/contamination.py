@@ -184,7 +184,7 @@ def _sentences(item: Item) -> list[str]:
     return out
 
 
-def scan_rows(rows: list[Mapping], items: Mapping[str, Item], *, n: int = N_GRAM,
+def scan_rows(rows: Sequence[Mapping], items: Mapping[str, Item], *, n: int = N_GRAM,
               min_coverage: float = MIN_COVERAGE) -> ContaminationReport:
     """Compare Alpaca ``rows`` against benchmark ``items`` (item id → text, or its field texts)."""
     index, sizes, exact = _index(items, n)
@@ -236,7 +236,7 @@ def _ngram_hit(text: str, index: Mapping, sizes: Mapping[str, int], n: int,
     return None
 
 
-def check_contamination(rows: list[Mapping], items: Mapping[str, Item], *, n: int = N_GRAM,
+def check_contamination(rows: Sequence[Mapping], items: Mapping[str, Item], *, n: int = N_GRAM,
                         min_coverage: float = MIN_COVERAGE, max_flagged: int = 0,
                         examples: int = 3) -> ContaminationReport:
     """Scan and raise when more than ``max_flagged`` rows overlap benchmark items.
@@ -314,7 +314,7 @@ def content_tokens(text: str) -> set[str]:
     return {t for t in normalise(text) if t not in STOPWORDS}
 
 
-def fuzzy_scan(rows: list[Mapping], items: Mapping[str, Item], *, threshold: float = FUZZY_JACCARD,
+def fuzzy_scan(rows: Sequence[Mapping], items: Mapping[str, Item], *, threshold: float = FUZZY_JACCARD,
                min_tokens: int = FUZZY_MIN_TOKENS) -> ContaminationReport:
     """Rows whose question side (``instruction`` + ``input``) is a paraphrase of an item's primary field.
 

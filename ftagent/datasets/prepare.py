@@ -135,6 +135,7 @@ def _download(source: DatasetSource, out: Path, token: str | None) -> None:
     from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError
 
     repo = source.spec.repo_id
+    assert repo is not None, "only hub sources are downloaded (prepare generates the others)"
     staging = out.with_name(f".{out.name}.partial")
     what = f"dataset '{source.spec.name}' (Hugging Face repo {repo})"
     fix = (f"go online (unset HF_HUB_OFFLINE) and run again (the Hub resumes the download into {staging}), or "

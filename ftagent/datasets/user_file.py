@@ -464,12 +464,12 @@ def llamafactory_entry(info: UserDataset) -> dict[str, Any]:
         columns.update({lf: col for lf, col in (("query", "input"), ("system", "system"), ("history", "history"))
                         if col in info.columns})
         return {info.name: {"file_name": info.file_name, "formatting": "alpaca", "columns": columns}}
-    columns = {"messages": info.messages}
+    turns: dict[str, str | None] = {"messages": info.messages}
     if "system" in info.columns:
-        columns["system"] = "system"
+        turns["system"] = "system"
     tags = {"role_tag": info.role_tag, "content_tag": info.content_tag, "user_tag": info.user_tag,
             "assistant_tag": info.assistant_tag, "system_tag": SYSTEM_ROLE}
-    return {info.name: {"file_name": info.file_name, "formatting": "sharegpt", "columns": columns, "tags": tags}}
+    return {info.name: {"file_name": info.file_name, "formatting": "sharegpt", "columns": turns, "tags": tags}}
 
 
 def notes(info: UserDataset, makeup: str = "") -> str:

@@ -58,7 +58,8 @@ class StepContext:
         self._clock = clock
 
     @property
-    def state(self):
+    def state(self) -> Any:
+        """The workflow's own :class:`SessionState` subclass (the engine does not know its fields)."""
         return self.session.state
 
     @property

@@ -25,10 +25,13 @@ import os
 import shutil
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ftagent.core.forecast import LOAD_BANDS as BAND_BOUNDS
 from ftagent.core.forecast import EvalProbe, Forecast, LLMForecast, TrainPlan, TrainProbe, build_forecast
+
+if TYPE_CHECKING:
+    from ftagent.engine.loop import StepContext
 
 PROBE_STEPS = 10  # micro-batch steps of the probe (the validator's own check runs 3)
 PROBE_MAX_AGE_S = 24 * 3600.0  # a cached probe older than this is measured again (a day: drivers, thermals, load)
@@ -161,6 +164,7 @@ def measure_training(scenario, settings, runner, run, *, recipe: dict[str, Any] 
     from ftagent.core.trace import Trace
     from ftagent.core.types import Hypothesis
     from ftagent.finetune.workflow import build_components
+    from ftagent.tools.llamafactory.validator import LlamaFactoryValidator
 
     started = time.monotonic()
     work = forecast_dir(settings.ft.file_path) / f"probe_workspace_{os.getpid()}"
@@ -169,6 +173,7 @@ def measure_training(scenario, settings, runner, run, *, recipe: dict[str, Any] 
     try:
         components = build_components(scenario, settings, runner, "heuristic", run=run)
         validator = components.validator
+        assert isinstance(validator, LlamaFactoryValidator)  # its micro-batch defaults are what the probe tunes
         check_steps = int(validator.defaults.micro_batch.get("max_steps") or 3)  # the validator's own check
         batch = int(recipe.get("per_device_train_batch_size") or 1) * int(recipe.get("gradient_accumulation_steps") or 1)
         # a steadier s/step than the 3-step check: PROBE_STEPS steps, enough samples for them
@@ -177,8 +182,9 @@ def measure_training(scenario, settings, runner, run, *, recipe: dict[str, Any] 
         hypothesis = Hypothesis(reason="forecast probe", hypothesis="forecast probe", task="forecast probe",
                                 planner="heuristic", plan={"recipe": recipe})
         trace = Trace()
-        code = components.coder.code(hypothesis, trace, work, None, None)
-        ctx = _ProbeContext(lambda _event: None)
+        # a stand-in step context: emit and limit are all the probe's steps read (the heuristic coder none)
+        ctx = cast("StepContext", _ProbeContext(lambda _event: None))
+        code = components.coder.code(hypothesis, trace, work, None, ctx)
         t0 = time.monotonic()
         components.data.prepare(code, hypothesis, trace, ctx, debug=True)
         data_s = time.monotonic() - t0

@@ -19,6 +19,7 @@ starts ``ftagent llm_finetune``. Paths in the plan (job folder, ``LOG_PATH``, ``
 
 from __future__ import annotations
 
+import logging
 import socket
 import time
 from pathlib import Path
@@ -27,6 +28,7 @@ from typing import Any
 from ftagent.jobs.executors import (
     CANCELLED_RC,
     TaskRunState,
+    TaskState,
     _now,
     cancel_path,
     execute_task,
@@ -114,7 +116,7 @@ class RayExecutor:
 
         if not ray.is_initialized():
             ray.init(address=self.address, namespace="ftagent", log_to_driver=False,
-                     logging_level="warning", configure_logging=True)
+                     logging_level=logging.WARNING, configure_logging=True)
         return ray
 
     def submit(self, plan: JobPlan) -> dict[Any, TaskPlan]:
@@ -165,6 +167,7 @@ class RayExecutor:
                     cancelled.add(ref)
 
     def _collect(self, ray: Any, ref: Any, task: TaskPlan, job_dir: Path) -> int:
+        state: TaskState
         try:
             return int(ray.get(ref))
         except ray.exceptions.TaskCancelledError:

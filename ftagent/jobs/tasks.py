@@ -157,7 +157,8 @@ def _check_dataset(i: int, item: dict[str, Any], base_dir: Path | None) -> list[
             return []
         path = Path(dataset).expanduser()
         if not path.is_absolute() and base_dir is not None:
-            path = item["dataset"] = str((base_dir / path).resolve())
+            item["dataset"] = str((base_dir / path).resolve())
+            path = Path(item["dataset"])
         detect_layout(Path(path), read_records(Path(path)))  # the check llm_finetune makes, before the job starts
     except UserInputError as exc:
         return [f"task {i} dataset: {exc}"]

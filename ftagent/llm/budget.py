@@ -18,14 +18,18 @@ import math
 from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
+
+if TYPE_CHECKING:
+    import tiktoken
 
 DEFAULT_BUDGET = 24_000  # fits a 32k-context model with room for the reply
 
 
 @lru_cache(maxsize=1)
-def _encoding():
+def _encoding() -> tiktoken.Encoding | None:
     """cl100k_base from LiteLLM's bundled file, or None (then the estimate is used)."""
     try:
         spec = importlib.util.find_spec("litellm")
@@ -65,7 +69,7 @@ def counter_name() -> str:
     return "cl100k_base" if _encoding() is not None else "chars/4"
 
 
-def message_tokens(messages: list[dict]) -> int:
+def message_tokens(messages: list[dict[str, Any]]) -> int:
     """Tokens of a chat request: every message's content plus ~4 tokens of framing each."""
     return sum(count_tokens(str(m.get("content") or "")) + 4 for m in messages)
 

@@ -23,7 +23,8 @@ import re
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -32,6 +33,9 @@ from ftagent.core.redact import Redactor
 from ftagent.core.settings import FTSettings, LLMSettings
 from ftagent.llm.budget import counter_name, message_tokens
 from ftagent.llm.records import LLMRecord, RecordWriter
+
+if TYPE_CHECKING:
+    from tenacity import RetryCallState
 
 T = TypeVar("T", bound=BaseModel)
 Message = dict[str, Any]
@@ -55,7 +59,8 @@ class LLMCallError(StepError):
         super().__init__(message, error_type=ErrorType.LLM, **kwargs)
 
 
-def _litellm():
+def litellm_module() -> ModuleType:
+    """litellm, imported on first use with the bundled price list (no network fetch at import)."""
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     import litellm
 
@@ -131,7 +136,7 @@ def _is_fenced_open(text: str) -> bool:
     return text.count("```") % 2 == 1
 
 
-def retry_after_s(exc: BaseException) -> float | None:
+def retry_after_s(exc: BaseException | None) -> float | None:
     """The wait a server asked for with ``Retry-After`` / ``retry-after-ms`` (None when it asked none)."""
     for holder in (getattr(exc, "response", None), exc):
         headers = getattr(holder, "headers", None) or getattr(holder, "litellm_response_headers", None)
@@ -152,7 +157,7 @@ def retry_after_s(exc: BaseException) -> float | None:
             from email.utils import parsedate_to_datetime
 
             try:
-                return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
+                return max(0.0, parsedate_to_datetime(str(value)).timestamp() - time.time())
             except (TypeError, ValueError):
                 continue
     return None
@@ -166,7 +171,12 @@ class DeadlineReached(StepError):
                          suggestion="the session's --timeout is spent; resume with --path and a longer --timeout")
 
 
-def _retryable(exc: BaseException) -> bool:
+def _failure(state: RetryCallState) -> BaseException | None:
+    """The exception of the attempt just made (tenacity sets ``outcome`` before it asks stop and wait)."""
+    return state.outcome.exception() if state.outcome is not None else None
+
+
+def _retryable(exc: BaseException | None) -> bool:
     status = getattr(exc, "status_code", None)
     if isinstance(status, int):
         return status in (408, 409, 425, 429) or status >= 500
@@ -228,7 +238,7 @@ class LLMClient:
     def _request(self, messages: list[Message], route: dict[str, Any]) -> tuple[Any, int]:
         from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 
-        litellm = _litellm()
+        litellm = litellm_module()
         kwargs: dict[str, Any] = {
             "model": route["model"], "messages": messages, "timeout": self.llm.llm_timeout_seconds,
             "num_retries": 0, "max_retries": 0, "drop_params": True,
@@ -260,20 +270,25 @@ class LLMClient:
         wait = self.llm.retry_wait_seconds
         backoff = wait_exponential(multiplier=wait, min=wait, max=max(wait, 60.0))
 
-        def wait_for(state) -> float:
-            asked = retry_after_s(state.outcome.exception())
+        def wait_for(state: RetryCallState) -> float:
+            asked = retry_after_s(_failure(state))
             return min(asked, RETRY_AFTER_MAX_S) if asked is not None else backoff(state)
 
         stopped: list[float] = []
 
-        def past_deadline(state) -> bool:  # the next attempt would start too late: do not wait for it
+        def past_deadline(state: RetryCallState) -> bool:  # the next attempt would start too late: do not wait for it
             left = self.time_left()
-            if left is not None and _retryable(state.outcome.exception()) and wait_for(state) + MIN_CALL_S > left:
+            if left is not None and _retryable(_failure(state)) and wait_for(state) + MIN_CALL_S > left:
                 stopped.append(left)
                 return True
             return False
 
-        retrying = Retrying(stop=stop_after_attempt(self.llm.max_retry + 1) | past_deadline, wait=wait_for,
+        retries_spent = stop_after_attempt(self.llm.max_retry + 1)
+
+        def stop(state: RetryCallState) -> bool:
+            return retries_spent(state) or past_deadline(state)
+
+        retrying = Retrying(stop=stop, wait=wait_for,
                             retry=retry_if_exception(_retryable), reraise=True)
         try:
             return retrying(attempt), attempts
@@ -289,7 +304,7 @@ class LLMClient:
     def _cost(self, response: Any, model: str) -> float | None:
         """The call's cost in USD; None when LiteLLM has no price for the model (unknown, not $0)."""
         try:
-            cost = _litellm().completion_cost(completion_response=response, model=model)
+            cost = litellm_module().completion_cost(completion_response=response, model=model)
         except Exception:  # noqa: BLE001 - LiteLLM raises for a model it has no price for
             return None
         return float(cost) if cost is not None else None
@@ -398,8 +413,8 @@ class LLMClient:
         for _ in range(max_tries):
             text = self.chat(convo, stage)
             code = extract_code(text, language)
-            error = f"the answer has no ```{language} code block" if code is None else _check_code(code, language)
-            if code is not None and error is None:
+            error = f"the answer has no ```{language} code block" if code is None else _check_code(code, language) or ""
+            if code is not None and not error:
                 return code
             convo = list(messages) + [
                 {"role": "assistant", "content": text},

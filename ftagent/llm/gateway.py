@@ -43,6 +43,7 @@ from pydantic import SecretStr
 
 from ftagent.core.redact import Redactor
 from ftagent.core.settings import FTSettings, LLMSettings
+from ftagent.llm.client import litellm_module
 from ftagent.llm.records import LLMRecord, RecordWriter
 
 STAGE = "data_script"
@@ -63,20 +64,10 @@ class GatewayError(Exception):
         self.status, self.message, self.code = status, message, code
 
 
-def _litellm():
-    import os
-
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    import litellm
-
-    litellm.suppress_debug_info = True
-    return litellm
-
-
 def price_of(response: Any, model: str, call_type: str = "completion") -> float | None:
     """The call's cost in USD from LiteLLM's price list; None when the model's price is unknown."""
     try:
-        cost = _litellm().completion_cost(completion_response=response, model=model, call_type=call_type)
+        cost = litellm_module().completion_cost(completion_response=response, model=model, call_type=call_type)
     except Exception:  # noqa: BLE001 - LiteLLM raises for models it has no price for
         return None
     return float(cost) if cost is not None else None
@@ -294,7 +285,7 @@ class LLMGateway:
 
 
 def _litellm_forward(kind: str, kwargs: dict[str, Any]) -> Any:
-    litellm = _litellm()
+    litellm = litellm_module()
     return litellm.completion(**kwargs) if kind == "chat" else litellm.embedding(**kwargs)
 
 

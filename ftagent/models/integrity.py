@@ -27,6 +27,7 @@ import os
 import re
 import struct
 from array import array
+from collections.abc import Sequence
 from pathlib import Path
 
 from ftagent.core.integrity import IntegrityCheck, file_sha256
@@ -87,7 +88,7 @@ def _tokenizer_problems(reference: Path, candidate: Path) -> list[str]:
     return problems
 
 
-def tokenizer_check(base: Path, candidate: Path, allowed: list[Path] = ()) -> IntegrityCheck:
+def tokenizer_check(base: Path, candidate: Path, allowed: Sequence[Path] = ()) -> IntegrityCheck:
     """``tokenizer.json`` and the special tokens equal to the base's, or to one of the ``allowed`` folders'
     (the validated debug run's: LLaMA-Factory replaces the EOS token for templates with ``replace_eos``,
     e.g. Qwen's ``<|im_end|>``, and saves the tokenizer so: LLaMA-Factory 0.9.5 ``data/template.py``
@@ -113,7 +114,7 @@ def chat_template(folder: Path) -> str | None:
     return json.dumps(value, sort_keys=True) if isinstance(value, list) else value
 
 
-def chat_template_check(base: Path, candidate: Path, allowed: list[Path] = ()) -> IntegrityCheck:
+def chat_template_check(base: Path, candidate: Path, allowed: Sequence[Path] = ()) -> IntegrityCheck:
     """The candidate's chat template equals the base's or one of the ``allowed`` folders' templates."""
     mine = chat_template(candidate)
     if mine is None:

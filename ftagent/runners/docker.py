@@ -27,6 +27,7 @@ import os
 import subprocess
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 from ftagent.core.errors import EnvironmentFailure
@@ -58,13 +59,13 @@ def connect():
             f"Docker engine not reachable: {exc}. Start Docker, or set FT_ENV_TYPE=local") from exc
 
 
-def gpu_device_ids(gpus: str | None, environ: dict[str, str] | None = None) -> list[str] | None:
+def gpu_device_ids(gpus: str | None, environ: Mapping[str, str] | None = None) -> list[str] | None:
     """Device ids for the DeviceRequest: explicit ``gpus``, else CUDA_VISIBLE_DEVICES; None = all.
 
     An empty string means no GPU (returns ``[]``).
     """
-    environ = os.environ if environ is None else environ
-    value = gpus if gpus is not None else environ.get("CUDA_VISIBLE_DEVICES")
+    env = os.environ if environ is None else environ
+    value = gpus if gpus is not None else env.get("CUDA_VISIBLE_DEVICES")
     if value is None or value.strip().lower() == "all":
         return None
     return [v.strip() for v in value.split(",") if v.strip() and v.strip() != "-1"]

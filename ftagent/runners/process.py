@@ -16,6 +16,7 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 from ftagent.runners import reaper
@@ -105,7 +106,7 @@ def _pump(stream, sink: LogSink) -> None:
     stream.close()
 
 
-def _missing_executable(head: str, cwd: Path, env: dict[str, str]) -> bool:
+def _missing_executable(head: str, cwd: Path, env: Mapping[str, str]) -> bool:
     """True when the child's ``argv[0]`` cannot be found (what Popen would fail on, said before the supervisor)."""
     if "/" in head:
         path = Path(head) if Path(head).is_absolute() else Path(cwd) / head

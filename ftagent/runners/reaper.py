@@ -261,7 +261,7 @@ def _remove_container(client, container_id: str) -> bool:
 
 def _reap_labelled(client) -> list[str]:
     """Containers of this host whose ``org.ftagent.owner`` process is dead (records lost or never written)."""
-    removed = []
+    removed: list[str] = []
     try:
         # sparse: one request, no per-container inspect (which fails for one removed meanwhile)
         containers = client.containers.list(all=True, sparse=True, filters={"label": OWNER_LABEL})

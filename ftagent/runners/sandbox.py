@@ -261,8 +261,8 @@ def bwrap_argv(
             given.append((source, Path(mount.source).absolute()))
     # Parents before children, so a nested bind stays visible (e.g. a read-only model folder inside a
     # writable workdir, or a writable workdir inside a read-only mount).
-    for source, target, read_only in sorted(binds, key=lambda b: len(b[1].parts)):
-        argv += ["--ro-bind" if read_only else "--bind", str(source), str(target)]
+    for source, target, ro in sorted(binds, key=lambda b: len(b[1].parts)):
+        argv += ["--ro-bind" if ro else "--bind", str(source), str(target)]
     argv += _symlinks_to_binds(given, [b[1] for b in binds])
     argv += ["--chdir", str(wd), "--"]
     return argv + list(cmd)

@@ -89,7 +89,7 @@ def job_summary(job: D.JobView) -> None:
 
 
 def session_header(s: D.SessionView, spec: dict | None = None) -> None:
-    state = "running" if s.running else f"ended: {s.end.get('status')}"
+    state = "running" if s.running else f"ended: {(s.end or {}).get('status')}"
     st.subheader(f"{s.benchmark or '?'} · {s.base_model or '?'}")
     st.caption(f"session `{s.session_id}` · {state}")
     with st.expander("Task", expanded=True):

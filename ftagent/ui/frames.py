@@ -159,7 +159,7 @@ def task_rows(session: SessionView, spec: dict[str, Any] | None = None) -> list[
     """The session's task as ``field``/``value`` rows: benchmark, model, planner, runner, metric, and
     the job's loops and timeout when the session belongs to a job (``spec`` = its tasks.json entry)."""
     spec = spec or {}
-    state = "running" if session.running else f"ended: {session.end.get('status')}"
+    state = "running" if session.running else f"ended: {(session.end or {}).get('status')}"
     rows = [("benchmark", session.benchmark), ("base model", session.base_model), ("planner", session.planner),
             ("runner", session.runner), ("core metric", f"{session.core_metric or '?'} ({session.direction})"),
             ("loops", spec.get("loop_n")), ("timeout", spec.get("timeout")), ("gpus", spec.get("gpus")),

@@ -103,7 +103,7 @@ def build_report(session_dir: Path, view: SessionView | None = None) -> Report:
         elif run["purpose"].startswith("eval"):
             report.evaluation_time_s += run["duration_s"]
     report.wall_time_s = view.run_time_s  # the runs' time, not the gaps between a run and its resume
-    stops = [lp.training["early_stop"] for lp in view.loops if (lp.training or {}).get("early_stop")]
+    stops = [t["early_stop"] for lp in view.loops if (t := lp.training or {}).get("early_stop")]
     report.early_stops = len(stops)
     report.early_stop_saved_s = sum(s.get("saved_s") or 0.0 for s in stops)
     report.forecast, report.forecast_note = versus(view), versus_note(view)

@@ -351,9 +351,10 @@ def load_session(session_dir: Path) -> SessionView:
     if run_start is not None and view.last_ts is not None:
         view.run_time_s += max(0.0, view.last_ts - run_start)
     view.loops = [loops[i] for i in sorted(loops)]
-    for lp in view.loops if view.end else []:
-        if lp.end is None:
-            lp.stopped = view.end["status"]
+    if view.end:
+        for lp in view.loops:
+            if lp.end is None:
+                lp.stopped = view.end["status"]
     state, view.snapshot, warn = _latest_state(session_dir)
     view.warnings += warn
     if state is None:

@@ -90,6 +90,6 @@ def core_value(key: str, results: dict[str, dict[str, Any]]) -> float | None:
     """Headline of ``key`` from ``{subtask: metrics}``: the sub-task's core metric, or the plain mean
     of the core metrics of the sub-tasks present. ``None`` when none is computable (no silent 0)."""
     spec = _key_specs()[key]
-    values = [results[s].get(m) for s, m in spec["subtasks"].items() if s in results]
-    values = [float(v) for v in values if isinstance(v, (int, float))]
+    found = [results[s].get(m) for s, m in spec["subtasks"].items() if s in results]
+    values = [float(v) for v in found if isinstance(v, (int, float))]
     return sum(values) / len(values) if values else None

@@ -151,7 +151,7 @@ def pqa_metrics(predictions: Sequence[str], references: Sequence[str]) -> dict[s
     hits, briers, failed = 0, [], 0
     for pred, ref in zip(predictions, references, strict=True):
         answer, conf = extract_pqa(pred)
-        if answer is None:
+        if answer is None or conf is None:  # both or neither (extract_pqa)
             failed += 1
             continue
         correct = answer == str(ref).strip()
@@ -267,13 +267,18 @@ def gen_metrics(predictions: Sequence[str], references: Sequence[Sequence[str]])
     (uniform weights, stdlib), reference = its steps joined by spaces. Without ``rouge_score``/NLTK
     the stdlib stand-ins are used and ``status="degraded"`` says so."""
     scorer = _rouge_scorer()
-    rl, b4, b2, failed = [], [], [], 0
+    rl: list[float] = []
+    b4: list[float] = []
+    b2: list[float] = []
+    failed = 0
     for pred_text, steps in zip(predictions, references, strict=True):
         gen = extract_gen(pred_text)
         ref = " ".join(str(s) for s in steps)
         if gen is None:
             failed += 1
-            rl.append(0.0), b4.append(0.0), b2.append(0.0)
+            rl.append(0.0)
+            b4.append(0.0)
+            b2.append(0.0)
             continue
         rl.append(scorer.score(ref, gen)["rougeL"].fmeasure if scorer else rouge_l(gen, ref))
         b4.append(sentence_bleu(word_punct_tokens(gen), word_punct_tokens(ref)))

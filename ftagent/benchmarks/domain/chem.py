@@ -270,12 +270,12 @@ def same_reactants(pred: str | None, gold: str | None, max_parts: int = 4) -> bo
     valid = functools.lru_cache(maxsize=None)(lambda s: mol(s) is not None)
     key = functools.lru_cache(maxsize=None)(molecule_key)
 
-    def fits(pieces: list[str], left: list[str]) -> bool:
+    def fits(pieces: list[str], left: list[str | None]) -> bool:
         if not pieces:
             return not left
         for parts in range(1, len(left) - len(pieces) + 2):
             for cut in _decompositions(pieces[0], parts, valid):
-                rest = list(left)
+                rest: list[str | None] = list(left)
                 try:
                     for piece in cut:
                         rest.remove(key(piece))

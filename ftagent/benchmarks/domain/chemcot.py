@@ -166,7 +166,7 @@ def mol_und_metrics(subtask: str, predictions: Sequence[str], references: Sequen
     hard = sum(chem.same_molecule(p, r) for p, r in zip(preds, references, strict=True))
     sims = [chem.tanimoto(p, r, radius=2, n_bits=1024) for p, r in zip(preds, references, strict=True)]
     # the benchmark's own Murcko score: scaffold consistency of the gold and predicted scaffolds
-    soft = [chem.scaffold_similarity(r, p)[1] if chem.mol(p) is not None else 0.0
+    soft = [chem.scaffold_similarity(r, p)[1] if p is not None and chem.mol(p) is not None else 0.0
             for p, r in zip(preds, references, strict=True)]
     return {"scaffold_hard": pct(hard, n), "scaffold_soft": 100 * mean(soft), "tanimoto": 100 * mean(sims),
             "valid_rate": pct(sum(chem.mol(p) is not None for p in preds), n)}
@@ -229,7 +229,7 @@ def mol_opt_metrics(subtask: str, predictions: Sequence[str], items: Sequence[di
     improvements, success, best, valid, hard, soft = [], 0, 0, 0, 0, []
     for text, item in zip(predictions, items, strict=True):
         pred, src = extract_answer(text, subtask), item.get("source_smiles")
-        if chem.mol(pred) is None or chem.mol(src) is None:
+        if pred is None or src is None or chem.mol(pred) is None or chem.mol(src) is None:  # mol(None) is None
             soft.append(0.0)
             continue
         valid += 1

@@ -87,7 +87,7 @@ def build_prompt(item: dict[str, Any]) -> str:
             "Reply with the Python code only, in one ```python block.",
         ])
     return (f"{instruction}\nTable:\n{item['table']}\nQuestion: {question}\n"
-            f"{_TAILS.get(item.get('qtype'), _TAILS['DataAnalysis'])}\nAnswer:")
+            f"{_TAILS.get(str(item.get('qtype')), _TAILS['DataAnalysis'])}\nAnswer:")
 
 
 # ---------------------------------------------------------------- extraction

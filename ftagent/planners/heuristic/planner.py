@@ -151,8 +151,8 @@ def next_recipe(parent: Experiment | None, sota: Experiment | None, last: Experi
         prev = dict(last.plan.get("recipe") or base)
         kind = last.failure.error_type.value
         if kind == "OOM":
-            recipe = _toggle_method(prev, scenario) if prev["finetuning_type"] == "full" else dict(prev)
-            recipe = recipe or dict(prev)
+            toggled = _toggle_method(prev, scenario) if prev["finetuning_type"] == "full" else None
+            recipe = toggled or dict(prev)
             recipe["per_device_train_batch_size"] = max(1, prev["per_device_train_batch_size"] // 2)
             recipe["gradient_accumulation_steps"] = prev.get("gradient_accumulation_steps", 1) * 2
             recipe["cutoff_len"] = max(32, prev["cutoff_len"] // 2)

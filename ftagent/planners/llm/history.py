@@ -145,7 +145,7 @@ class LossSummary(BaseModel):
 
 
 def _losses(history: list[dict[str, Any]]) -> list[tuple[int, float]]:
-    out = []
+    out: list[tuple[int, float]] = []
     for p in history:
         if isinstance(p, dict) and isinstance(p.get("loss"), (int, float)):
             step = p.get("step")
@@ -205,9 +205,10 @@ def loss_summary(history: list[dict[str, Any]]) -> LossSummary | None:
         trend = "flat (not learning: learning rate too low, or nothing left to learn)"
     if noisy and len(values) >= 6:
         trend += "; noisy (try a lower learning rate or a larger batch)"
-    evals = [p.get("eval_loss") for p in history if isinstance(p, dict) and isinstance(p.get("eval_loss"), (int, float))]
+    evals = [float(p["eval_loss"]) for p in history
+             if isinstance(p, dict) and isinstance(p.get("eval_loss"), (int, float))]
     return LossSummary(points=len(pts), first=values[0], last=values[-1], min=v_min, min_step=step_min,
-                       last_step=pts[-1][0], trend=trend, eval_last=float(evals[-1]) if evals else None)
+                       last_step=pts[-1][0], trend=trend, eval_last=evals[-1] if evals else None)
 
 
 def loss_table(history: list[dict[str, Any]], rows: int = 12) -> str:

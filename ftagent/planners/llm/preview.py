@@ -59,7 +59,7 @@ def preview(step: Step, scenario: ScenarioInfo, settings: Any, trace: Trace | No
     """
     from ftagent.planners.llm.prompting import budget_of
 
-    trace = trace or Trace(core_metric=scenario.core_metric, direction=scenario.direction,  # type: ignore[arg-type]
+    trace = trace or Trace(core_metric=scenario.core_metric, direction=scenario.direction,
                            baseline_val=scenario.baseline.score if scenario.baseline else None)
     latest = _latest(trace)
     note = ""

@@ -6,6 +6,7 @@ score removed, so test results cannot reach a prompt even by accident.
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -53,7 +54,7 @@ def history_sections(view: PlannerView, forecast: Any = None) -> list[Section]:
     from ftagent.planners.llm.brief import format_score
     from ftagent.planners.llm.estimate import estimate_line
 
-    kw = dict(baseline=view.baseline_val, core_metric=view.core_metric, direction=view.direction)
+    block = partial(experiment_block, baseline=view.baseline_val, core_metric=view.core_metric, direction=view.direction)
     parent = view.get(view.sota_loop)
     metric = view.core_metric
     lines = [f"- Baseline (base model): validation {metric} {format_score(view.baseline_val, metric)} "
@@ -66,13 +67,13 @@ def history_sections(view: PlannerView, forecast: Any = None) -> list[Section]:
                      or "- Training speed on this hardware: not measured yet (no training run has finished)")
     out = [Section(key="results", title="Results so far", body="\n".join(lines), required=True)]
     if parent is not None:
-        first, rest = experiment_block(parent, detail="full", best=True, **kw).split("\n", 1)
+        first, rest = block(parent, detail="full", best=True).split("\n", 1)
         out.append(Section(key="best", title=first.lstrip("# "), level=3, required=True, body=rest))
     siblings = view.siblings(view.sota_loop)
     for i, exp in enumerate(reversed(siblings)):  # the latest first: it is the most useful
         detail = "full" if i == 0 else "short"
         out.append(Section(key=f"sibling:{exp.loop}", title="", priority=80 - min(i, 30),
-                           body=experiment_block(exp, detail=detail, **kw)))
+                           body=block(exp, detail=detail)))
     if siblings:
         out.insert(len(out) - len(siblings), Section(
             key="siblings", title=f"Already tried from {'loop ' + str(parent.loop) if parent else 'the base model'}",
@@ -82,7 +83,7 @@ def history_sections(view: PlannerView, forecast: Any = None) -> list[Section]:
     if others:
         lineage = _ancestors(view, parent)
         body = "\n\n".join(("(an ancestor of the current best)\n" if e.loop in lineage else "")
-                           + experiment_block(e, detail="short", **kw) for e in others[-8:])
+                           + block(e, detail="short") for e in others[-8:])
         out.append(Section(key="earlier", title="Earlier experiments (the best's ancestors and other branches)",
                            level=2, body=body, priority=35))
     return out

@@ -38,7 +38,7 @@ TF_ARGS = "transformers 4.57.6 src/transformers/training_args.py:1743 TrainingAr
 def _verdict(rule: str, setting: str, problems: list[str], ok: str, source: str, *,
              status_on_problem: str = "refused") -> Verdict:
     if problems:
-        return Verdict(rule=rule, setting=setting, status=status_on_problem, message="; ".join(problems),  # type: ignore[arg-type]
+        return Verdict(rule=rule, setting=setting, status=status_on_problem, message="; ".join(problems),
                        source=source)
     return Verdict(rule=rule, setting=setting, status="ok", message=ok, source=source)
 

@@ -108,7 +108,7 @@ def profile_of(hardware: HardwareInfo) -> HardwareProfile:
     """The profile of the GPUs NVML reports (the smallest memory and capability among them)."""
     if hardware.gpu_count == 0:
         return HardwareProfile(spec="cpu", gpu_count=0, memory_gb=0.0)
-    caps = [tuple(g.compute_capability) if getattr(g, "compute_capability", None) else capability_of_name(g.name)
+    caps = [tuple(cap) if (cap := getattr(g, "compute_capability", None)) else capability_of_name(g.name)
             for g in hardware.gpus]
     known = [c for c in caps if c is not None]
     assumed = len(known) < len(caps)

@@ -120,7 +120,7 @@ class LFCatalogue(BaseModel):
         current = None
         for param in rest:
             line = _param_line(param, max_help)
-            title = f"## Other {param.section} arguments" if param.section != current else None
+            title = f"## Other {param.section} arguments" if param.section != current else ""
             chunk = "\n".join([title, line] if title else [line])
             fits = used_chars + len(chunk) + 200 <= max_chars and (
                 max_tokens is None or used_tokens + count(chunk) + 60 <= max_tokens)

@@ -35,9 +35,9 @@ def _type_name(tp: object) -> str:
 def _default(field: dataclasses.Field) -> object:
     if field.default is not dataclasses.MISSING:
         value = field.default
-    elif field.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
+    elif field.default_factory is not dataclasses.MISSING:
         try:
-            value = field.default_factory()  # type: ignore[misc]
+            value = field.default_factory()
         except Exception:  # noqa: BLE001 - a factory we cannot call is reported as such
             return "<factory>"
     else:

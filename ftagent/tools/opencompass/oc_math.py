@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
+from typing import Any
 
 from opencompass.openicl.icl_evaluator import BaseEvaluator
 from opencompass.registry import ICL_EVALUATORS
@@ -90,7 +91,7 @@ def _worker(pred: str, ref: str, seconds: int, queue) -> None:
 
 def verify_in_process(pred: str, ref: str, seconds: int, limit: float) -> dict:
     """:func:`verify_once` in a subprocess killed after ``limit`` s (stock ``_verify_with_timeout``)."""
-    queue = multiprocessing.Queue()
+    queue: multiprocessing.Queue[dict[str, Any]] = multiprocessing.Queue()
     proc = multiprocessing.Process(target=_worker, args=(pred, ref, seconds, queue))
     proc.start()
     proc.join(limit)

@@ -283,7 +283,7 @@ def _result(run: Path, split: str, spec: Any, benchmark: str, duration: float, o
     which = None if one_split else split
     metrics = parse.read_metrics(run, which)
     items = write_item_scores(run, split, spec.core_metric, metrics, benchmark=benchmark, one_split=one_split)
-    return EvalResult(benchmark=benchmark, split=split, core_metric=spec.core_metric,  # type: ignore[arg-type]
+    return EvalResult(benchmark=benchmark, split=split, core_metric=spec.core_metric,
                       direction=spec.direction, score=parse.core_score(metrics, spec.core_metric),
                       metrics=metrics, error_samples=parse.error_samples(run, split=which), run_dir=str(run),
                       duration_s=duration, answers=parse.prediction_profile(run, which), items_file=items)
