@@ -237,8 +237,10 @@ PARAMETER_CATALOGUE_TOKENS = 6000  # the config prompt's share of FT_PROMPT_TOKE
 def parameter_catalogue_text(catalogue, gpu: bool) -> str:
     """LLaMA-Factory's arguments as the config prompt shows them (essential ones first, token-bounded)."""
     from ftagent.llm.budget import count_tokens
+    from ftagent.tools.llamafactory.config import managed_keys
 
-    return catalogue.format_for_prompt(gpu=gpu, max_tokens=PARAMETER_CATALOGUE_TOKENS, count=count_tokens)
+    return catalogue.format_for_prompt(gpu=gpu, managed=[str(k) for k in managed_keys(gpu=gpu)],
+                                       max_tokens=PARAMETER_CATALOGUE_TOKENS, count=count_tokens)
 
 
 def render_brief(info: ScenarioInfo, run: ResolvedRun) -> str:

@@ -9,8 +9,11 @@ from pathlib import Path
 import pytest
 
 from ftagent.tools.llamafactory.catalogue import load_or_build_catalogue, read_catalogue
+from ftagent.tools.llamafactory.config import managed_keys
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "llamafactory"
+MANAGED = [str(k) for k in managed_keys(gpu=False)]
+MANAGED_GPU = [str(k) for k in managed_keys(gpu=True)]
 
 
 class _NoRunner:
@@ -38,7 +41,7 @@ def _names(text: str) -> list[str]:
 
 def test_format_for_prompt_excludes_noise_and_is_bounded() -> None:
     cat = read_catalogue(FIXTURES)
-    text = cat.format_for_prompt(gpu=False)
+    text = cat.format_for_prompt(gpu=False, managed=MANAGED)
     names = set(_names(text))
     assert {"learning_rate", "lora_rank", "cutoff_len", "num_train_epochs", "finetuning_type",
             "per_device_train_batch_size", "gradient_accumulation_steps", "packing", "warmup_ratio"} <= names
@@ -46,14 +49,14 @@ def test_format_for_prompt_excludes_noise_and_is_bounded() -> None:
     assert "output_dir" not in names and "model_name_or_path" not in names  # system-managed
     assert "stage" not in names and "do_train" not in names
     assert len(text) <= 14000 and "truncated" not in text
-    small = cat.format_for_prompt(["LoraArguments"], max_chars=2000)
+    small = cat.format_for_prompt(["LoraArguments"], managed=MANAGED, max_chars=2000)
     assert "lora_rank" in small and "learning_rate" not in small and len(small) <= 2000
 
 
 def test_essential_arguments_survive_any_budget_and_nothing_is_cut_mid_line() -> None:
     cat = read_catalogue(FIXTURES)
-    full = cat.format_for_prompt(gpu=True)
-    tight = cat.format_for_prompt(gpu=True, max_tokens=1600)
+    full = cat.format_for_prompt(gpu=True, managed=MANAGED_GPU)
+    tight = cat.format_for_prompt(gpu=True, managed=MANAGED_GPU, max_tokens=1600)
     assert "deepspeed" not in _names(full)  # the validator sets it from the memory plan
     essential = ["finetuning_type", "lora_rank", "learning_rate", "cutoff_len", "per_device_train_batch_size",
                  "num_train_epochs", "bf16", "eval_strategy", "save_strategy", "packing", "warmup_ratio"]

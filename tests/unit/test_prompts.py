@@ -31,6 +31,7 @@ from ftagent.planners.llm.propose import build_proposal_messages
 from ftagent.planners.llm.templates import PROMPTS_DIR, render
 from ftagent.planners.llm.view import planner_view
 from ftagent.tools.llamafactory.catalogue import read_catalogue
+from ftagent.tools.llamafactory.config import managed_keys
 from ftagent.tools.llamafactory.memory import ModelSpec, estimate_memory, model_spec
 from ftagent.tools.opencompass.inference import eval_decoding
 
@@ -52,7 +53,8 @@ def _settings(**ft) -> Settings:
 
 
 def _catalogue_text(gpu: bool) -> str:
-    return read_catalogue(FIXTURES / "llamafactory").format_for_prompt(gpu=gpu, max_tokens=6000, count=count_tokens)
+    return read_catalogue(FIXTURES / "llamafactory").format_for_prompt(
+        gpu=gpu, managed=[str(k) for k in managed_keys(gpu=gpu)], max_tokens=6000, count=count_tokens)
 
 
 def _demo_scenario(root: Path) -> ScenarioInfo:

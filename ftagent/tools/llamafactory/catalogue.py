@@ -54,6 +54,7 @@ class LFCatalogue(BaseModel):
         self,
         categories: list[str] | None = None,
         *,
+        managed: list[str],
         exclude_patterns: list[str] | None = None,
         max_help: int = 100,
         max_chars: int = 14000,
@@ -80,6 +81,8 @@ class LFCatalogue(BaseModel):
             max_chars: character budget of the whole text.
             max_tokens: token budget of the whole text (with ``count``, default ``ceil(chars / 4)``).
             gpu: the run has GPUs (DeepSpeed and the mixed-precision flags matter).
+            managed: the keys ftagent sets or removes itself (``config.managed_keys``; passed in, as
+                ``config`` imports this module).
             count: token counter for ``max_tokens``.
         """
         if exclude_patterns is None:
@@ -94,11 +97,9 @@ class LFCatalogue(BaseModel):
         def chosen(param: LFParam) -> bool:
             return categories is None or param.section in wanted or param.group in wanted
 
-        from ftagent.tools.llamafactory.config import managed_keys
-
         lines = [f"LLaMA-Factory {self.version}; finetuning_type is one of: {', '.join(self.methods)}",
                  # the config prompt shows this up front (issue 35: keys the planner set were replaced unseen)
-                 f"{MANAGED_HEADING}\n" + "; ".join(map(str, managed_keys(gpu=gpu)))]
+                 f"{MANAGED_HEADING}\n" + "; ".join(managed)]
         essential: set[str] = set()
         groups = [(title, names) for title, names in ESSENTIAL if gpu or title not in GPU_ONLY]
         if groups:
