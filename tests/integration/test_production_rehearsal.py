@@ -212,7 +212,7 @@ def test_the_loop_recorded_each_step_and_nothing_leaked(rehearsal):
     assert any(k.startswith("this_key_does_not_exist") for k in validation.dropped_keys)
     forecast = next(e for e in events if e.type == "forecast").forecast  # recorded after the baseline
     assert forecast.planner == "llm" and forecast.llm.calls > 0 and forecast.train_probe.s_per_step > 0
-    assert "measured before the first run" in requests[0].raw  # the proposal prompt gets the estimate
+    assert "measured once before the first run" in requests[0].raw  # the proposal prompt gets the estimate
     scores = {(e.split, e.baseline): e.score for e in events if e.type == "benchmark_result"}
     assert scores[("validation", False)] is not None and scores[("test", False)] is not None
     for path in [session / "events.jsonl", *session.glob("llm/*.json"), *list_snapshots(session)]:

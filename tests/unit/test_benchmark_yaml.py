@@ -282,7 +282,7 @@ def test_job_accepts_plugin_and_user_benchmarks(tmp_path, monkeypatch):
     assert first.argv[first.argv.index("--benchmark") + 1] == str((tmp_path / "benches" / "my_bench.yaml").resolve())
     assert first.argv[first.argv.index("--benchmark-description") + 1] == "Reply with the number only."
     spec, errors = validate_tasks({"tasks": [{"model": "m/x", "benchmark": "my_plugn"}]})
-    assert spec is None and "did you mean 'my_plugin'" in errors[0]
+    assert spec is None and "did you mean 'my_plugin'" in errors[0].lower()
 
 
 def test_run_config_keeps_the_user_file_for_resume(tmp_path):
