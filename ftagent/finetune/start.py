@@ -6,7 +6,7 @@ Every command that names a benchmark and a base model comes here: ``ftagent llm_
 (:mod:`ftagent.finetune.app`, a resumed session too), ``plan`` (:mod:`ftagent.finetune.plan`), ``prompts``
 (:mod:`ftagent.cli.prompts`), ``eval`` (:mod:`ftagent.finetune.score`) and ``job``'s task check
 (:func:`resolve_tasks`), so none of them can drift from the others again
-(``prompts`` once ignored ``FT_SCEN`` and a session's benchmark file). ``tests/unit/test_one_startup.py``
+(``prompts`` once ignored ``FT_SCEN`` and a session's benchmark file). ``tests/unit/test_startup_single_source.py``
 checks that each command calls :func:`start`.
 """
 
