@@ -4,13 +4,19 @@ Each loop step is a component chosen by a dotted-path setting (``FT_PROPOSER``, 
 ``FT_VALIDATOR``, ``FT_TRAINER``, ``FT_EVALUATOR``, ``FT_FEEDBACK``) and built once per session as
 ``Component(scenario, settings, **extra)`` (``runner=`` for those that run commands): the scenario
 is given once, at construction, never again per call.
+
+A component that reads the start-up's resolved facts (:class:`ftagent.finetune.startup.ResolvedRun`: the
+benchmark, the base model's folder and inference settings ...) declares it on its class,
+``reads_resolved_run = True``, and takes ``run`` as a required keyword; it is then built with ``run=run``
+(read with :func:`reads_resolved_run`, never from its signature). One that declares nothing is built
+without it: it has nothing resolved to read. Of the built-ins only the evaluator declares it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ftagent.core.errors import StepFailure
 from ftagent.core.trace import Experiment, Trace
@@ -25,6 +31,12 @@ from ftagent.core.types import (
 
 if TYPE_CHECKING:
     from ftagent.engine.loop import StepContext
+
+
+def reads_resolved_run(component: Any) -> bool:
+    """Whether a component class (or instance) declares ``reads_resolved_run = True`` (the module docstring):
+    only such a component is built with ``run=``. Anything but the boolean True is taken as not declared."""
+    return getattr(component, "reads_resolved_run", False) is True
 
 
 @runtime_checkable

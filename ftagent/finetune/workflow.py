@@ -33,7 +33,16 @@ from ftagent.engine.events import (
 from ftagent.engine.loop import Goto, StepContext
 from ftagent.finetune.forgetting import ForgettingGuard
 from ftagent.finetune.integrity import IntegrityGuard
-from ftagent.finetune.protocols import Coder, DataStep, Evaluator, Feedback, Proposer, Trainer, Validator
+from ftagent.finetune.protocols import (
+    Coder,
+    DataStep,
+    Evaluator,
+    Feedback,
+    Proposer,
+    Trainer,
+    Validator,
+    reads_resolved_run,
+)
 from ftagent.finetune.state import FinetuneLoop, FinetuneSessionState
 
 if TYPE_CHECKING:
@@ -283,13 +292,15 @@ def build_components(scenario: ScenarioInfo, settings: Any, runner: Any, planner
                      llm_gateway_token: str | None = None) -> Components:
     """Instantiate the six components (and the data step) from their dotted-path settings.
 
-    Every component is built the same way, ``Component(scenario, settings, [runner=runner,] run=run)``
-    (no signature is inspected): the scenario is given once, here; the runner goes to the components
-    that run commands (validator, trainer, evaluator); ``run`` (the start-up's
-    :class:`~ftagent.finetune.startup.ResolvedRun`) to all, so the evaluator takes the resolved benchmark
-    and the model's models.yaml settings from it and looks nothing up again. A plug-in component
-    (``FT_PROPOSER`` ... ``FT_EVALUATOR``) must accept ``run=`` too. The data step gets the session's LLM
-    gateway (URL and token), never the real key, and the benchmark's input columns for its contamination scan.
+    Every component is built ``Component(scenario, settings, [runner=runner,] [run=run])`` (no signature
+    is inspected): the scenario is given once, here; the runner goes to the components that run commands
+    (validator, trainer, evaluator); ``run`` (the start-up's :class:`~ftagent.finetune.startup.ResolvedRun`)
+    only to a component whose class declares ``reads_resolved_run = True``
+    (:func:`ftagent.finetune.protocols.reads_resolved_run`): the built-in evaluator takes the resolved
+    benchmark and the model's models.yaml settings from it and looks nothing up again. A plug-in component
+    (``FT_PROPOSER`` ... ``FT_EVALUATOR``) declares it the same way when it needs the resolved facts.
+    The data step gets the session's LLM gateway (URL and token), never the real key, and the benchmark's
+    input columns for its contamination scan.
     """
     from ftagent.core.registry import load_object
     from ftagent.tools.llamafactory.data_script import DataProcessor
@@ -301,7 +312,10 @@ def build_components(scenario: ScenarioInfo, settings: Any, runner: Any, planner
     defaults = (spec.proposer, spec.coder, spec.feedback)
 
     def make(path: str, default: str, **kw):
-        return load_object(default if path == "auto" else path)(scenario, settings, run=run, **kw)
+        cls = load_object(default if path == "auto" else path)
+        if reads_resolved_run(cls):  # its declared capability, not its signature
+            kw["run"] = run
+        return cls(scenario, settings, **kw)
 
     return Components(
         proposer=make(ft.proposer, defaults[0]),

@@ -208,7 +208,7 @@ def format_problem(exp: Experiment | None) -> bool:
 class HeuristicProposer:
     """Proposes the next recipe from the trace (see the module docstring for the policy)."""
 
-    def __init__(self, scenario: ScenarioInfo, settings: Any = None, **_: Any) -> None:
+    def __init__(self, scenario: ScenarioInfo, settings: Any = None) -> None:
         self.scenario = scenario
 
     def propose(self, trace: Trace, ctx: Any) -> Hypothesis:
@@ -358,7 +358,7 @@ def render_train_yaml(recipe: dict[str, Any], template: str) -> str:
 class HeuristicCoder:
     """Writes ``process_data.py`` and ``train.yaml`` for the proposed recipe."""
 
-    def __init__(self, scenario: ScenarioInfo, settings: Any = None, **_: Any) -> None:
+    def __init__(self, scenario: ScenarioInfo, settings: Any = None) -> None:
         self.scenario = scenario
         self.limit = scenario.upper_data_size_limit
 
@@ -398,7 +398,7 @@ def _conservative(recipe: dict[str, Any], failure: StepFailure) -> dict[str, Any
 class HeuristicFeedback:
     """Explains the numeric decision and names the next step of the policy."""
 
-    def __init__(self, scenario: ScenarioInfo, settings: Any = None, **_: Any) -> None:
+    def __init__(self, scenario: ScenarioInfo, settings: Any = None) -> None:
         self.scenario = scenario
         self.min_delta = float(getattr(getattr(settings, "ft", None), "sota_min_delta", 0.0) or 0.0)
         self.rule = str(getattr(getattr(settings, "ft", None), "sota_rule", "interval"))

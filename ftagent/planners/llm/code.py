@@ -198,10 +198,7 @@ def _round(ctx: Any) -> int:
 class LLMCoder:
     """Generates the experiment's data script and training config with the LLM."""
 
-    def __init__(self, scenario: ScenarioInfo, settings: Settings, client: LLMClient | None = None, *,
-                 run: Any = None) -> None:
-        """``run``: the start-up's resolved run, given to every component (unused here: the brief in
-        ``scenario`` carries what the prompts need)."""
+    def __init__(self, scenario: ScenarioInfo, settings: Settings, client: LLMClient | None = None) -> None:
         self.scenario = scenario
         self.settings = settings
         self.client = client

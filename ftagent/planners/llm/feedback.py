@@ -59,10 +59,7 @@ class FeedbackReply(BaseModel):
 class LLMFeedback:
     """Decides by numbers, then asks the LLM why and what next (error variant for failed loops)."""
 
-    def __init__(self, scenario: ScenarioInfo, settings: Settings, client: LLMClient | None = None, *,
-                 run: Any = None) -> None:
-        """``run``: the start-up's resolved run, given to every component (unused here: the brief in
-        ``scenario`` carries what the prompts need)."""
+    def __init__(self, scenario: ScenarioInfo, settings: Settings, client: LLMClient | None = None) -> None:
         self.scenario = scenario
         self.settings = settings
         self.client = client

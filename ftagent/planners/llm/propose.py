@@ -195,10 +195,7 @@ class ProposalReply(BaseModel):
 class LLMProposer:
     """Proposes the next experiment with one validated JSON call; the parent is the current SOTA."""
 
-    def __init__(self, scenario: ScenarioInfo, settings: Settings, client: LLMClient | None = None, *,
-                 run: Any = None) -> None:
-        """``run``: the start-up's resolved run, given to every component (unused here: the brief in
-        ``scenario`` carries what the prompts need)."""
+    def __init__(self, scenario: ScenarioInfo, settings: Settings, client: LLMClient | None = None) -> None:
         self.scenario = scenario
         self.settings = settings
         self.client = client

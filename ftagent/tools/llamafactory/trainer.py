@@ -145,9 +145,7 @@ def last_good_checkpoint(output_dir: Path, before_step: int) -> Path | None:
 class LlamaFactoryTrainer:
     """The train step: ``llamafactory-cli train train.yaml`` on the validated workspace."""
 
-    def __init__(self, scenario: ScenarioInfo, settings: Settings, runner: Runner, *, run: Any = None) -> None:
-        """``run``: the start-up's resolved run, given to every component (unused: training needs no
-        benchmark facts)."""
+    def __init__(self, scenario: ScenarioInfo, settings: Settings, runner: Runner) -> None:
         self.scenario = scenario
         self.settings = settings
         self.runner = runner

@@ -86,9 +86,7 @@ class LlamaFactoryValidator:
     """Data check, key filtering + system-managed injection, micro-batch run."""
 
     def __init__(self, scenario: ScenarioInfo, settings: Settings, runner: Runner,
-                 catalogue: LFCatalogue | None = None, *, run: Any = None) -> None:
-        """``run``: the start-up's resolved run, given to every component (unused: the checks need no
-        benchmark facts)."""
+                 catalogue: LFCatalogue | None = None) -> None:
         self.scenario = scenario
         self.settings = settings
         self.runner = runner

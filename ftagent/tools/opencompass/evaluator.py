@@ -65,10 +65,13 @@ def _gpu_count(scenario: ScenarioInfo) -> int:
 class OpenCompassEvaluator:
     """The evaluate step: OpenCompass through the session's runner (``tool="eval"``).
 
-    ``run`` is the start-up's :class:`ftagent.finetune.startup.ResolvedRun` (required, as for every
-    component): its benchmark (``run.adapter``) and the model's inference settings (``run.model.inference``)
-    are taken once here, so that no evaluation looks the benchmark up or reads models.yaml again.
+    ``run`` is the start-up's :class:`ftagent.finetune.startup.ResolvedRun` (required: the class declares
+    ``reads_resolved_run``, :mod:`ftagent.finetune.protocols`): its benchmark (``run.adapter``) and the
+    model's inference settings (``run.model.inference``) are taken once here, so that no evaluation looks
+    the benchmark up or reads models.yaml again.
     """
+
+    reads_resolved_run = True
 
     def __init__(self, scenario: ScenarioInfo, settings: Settings, runner: Runner, *, run: Any) -> None:
         self.scenario = scenario
