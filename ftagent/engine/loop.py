@@ -282,8 +282,9 @@ class LoopEngine:
             loop.failure = failure
             failures.append(failure)
             status, next_seq = "failed", self._index(self.workflow.feedback_step)
-        ctx.emit(StepEnd(step=name, status=status, duration_s=self.clock() - t0, failure=failure,
-                         goto=goto_target))
+        took = self.clock() - t0
+        loop.running_s += took  # the loop's duration is the sum of its steps' (never a resume's gap)
+        ctx.emit(StepEnd(step=name, status=status, duration_s=took, failure=failure, goto=goto_target))
         state.steps_done += 1
         state.last_step = name
         state.step_index = next_seq
@@ -291,7 +292,7 @@ class LoopEngine:
             self._loop_failures.append(loop.failure)
             sota = self.workflow.is_best_loop(state, loop.index)
             ctx.emit(LoopEnd(status="failed" if loop.failure else "succeeded",
-                             duration_s=self.clock() - loop.started_at, is_sota=sota))
+                             duration_s=loop.running_s, is_sota=sota))
             state.loop_index += 1
             state.step_index = 0
             state.current = None

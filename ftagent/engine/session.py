@@ -109,6 +109,9 @@ class LoopState(BaseModel):
     failure: StepFailure | None = None
     gotos: dict[str, int] = Field(default_factory=dict)  # target step -> times jumped back
     started_at: float = Field(default_factory=time.time)
+    # Seconds this loop's steps actually ran, summed over every process run (issue 32): a resume or a
+    # fork days later must not count the gap; :class:`~ftagent.engine.events.LoopEnd` reports this.
+    running_s: float = 0.0
 
 
 class SessionState(BaseModel):

@@ -137,3 +137,21 @@ def test_finish_runs_once_before_session_end_of_a_completed_session_only(tmp_pat
     assert engine.run().status == "completed"
     warn = [e for e in read_events(session.events_path) if e.type == "message"]
     assert warn and warn[-1].level == "warning" and "boom" in warn[-1].text
+
+
+def test_loop_duration_counts_only_running_time_across_a_resume(tmp_path):
+    """Issue 32 item 1: a loop resumed (or forked) 1000 s later reports its steps' time, not the gap."""
+    clock = {"t": 5000.0}
+
+    def fake_clock():
+        clock["t"] += 1.0  # every clock read advances 1 s
+        return clock["t"]
+
+    session = Session.create(tmp_path / "log", state_cls=TraceState)
+    assert LoopEngine(RecordingWorkflow(), session, loop_n=1, step_n=2, clock=fake_clock).run().status == "step_limit"
+    clock["t"] += 1000.0  # the gap before the resume
+    LoopEngine(RecordingWorkflow(), session, loop_n=1, clock=fake_clock).run()
+    events = list(read_events(session.events_path))
+    steps = sum(e.duration_s for e in events if e.type == "step_end" and e.loop == 0)
+    (end,) = [e for e in events if e.type == "loop_end"]
+    assert 0 < end.duration_s == steps < 100
