@@ -13,13 +13,24 @@ items. A failure is a warning: the loops' scores stand.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ftagent.core.errors import StepError
 from ftagent.core.final import FINAL_FILE, FinalEvaluation
 from ftagent.core.stats import load_items, paired_bootstrap
-from ftagent.engine.events import Message
+from ftagent.engine.events import Message, _Event
+
+if TYPE_CHECKING:
+    from ftagent.core.settings import Settings
+    from ftagent.core.trace import Experiment
+    from ftagent.core.types import ScenarioInfo
+    from ftagent.engine.session import Session
+    from ftagent.finetune.startup import ResolvedRun
+    from ftagent.finetune.state import FinetuneSessionState
+    from ftagent.runners.base import Runner
 
 
 def _rows(path: Path) -> int:
@@ -40,7 +51,7 @@ def _count(items_file: str | None) -> int:
     return rec.count if rec else 0
 
 
-def _best_model(exp, scenario) -> tuple[Path, Path | None, str | None]:
+def _best_model(exp: Experiment, scenario: ScenarioInfo) -> tuple[Path, Path | None, str | None]:
     """The best loop's model folder, the LoRA base it was evaluated on, its template."""
     from ftagent.tools.opencompass.merge import is_lora_adapter
 
@@ -51,33 +62,37 @@ def _best_model(exp, scenario) -> tuple[Path, Path | None, str | None]:
     return model, base, exp.config.get("template")
 
 
-def _evaluate_full(session, settings, run, runner, timeout: float | None) -> tuple[Any, Any]:
+def _evaluate_full(session: Session, settings: Settings, run: ResolvedRun, runner: Runner,
+                   timeout: float | None) -> tuple[Any, Any]:
     """The base model's and the best model's ``full`` results (the best: None when there is none)."""
     from ftagent.core.paths import baseline_dir
     from ftagent.tools.opencompass.runs import evaluate_splits_of_path
 
-    state = session.state
+    state = cast("FinetuneSessionState", session.state)  # every fine-tuning session is created with it
     scenario = state.scenario
-    common = dict(benchmark=run.adapter, splits=("full",), settings=settings, runner=runner, timeout=timeout,
-                  gpu_count=scenario.hardware.gpu_count, inference=run.model.inference, model_name=scenario.base_model)
-    base = evaluate_splits_of_path(scenario.base_model_path, None,
-                                   work_dir=baseline_dir(settings.ft.file_path, run.benchmark), **common).require("full")
+    assert scenario is not None  # final_evaluation returns before this without one
+    evaluate = partial(evaluate_splits_of_path, benchmark=run.adapter, splits=("full",), settings=settings,
+                       runner=runner, timeout=timeout, gpu_count=scenario.hardware.gpu_count,
+                       inference=run.model.inference, model_name=scenario.base_model)
+    base = evaluate(scenario.base_model_path, None,
+                    work_dir=baseline_dir(settings.ft.file_path, run.benchmark)).require("full")
     exp = state.trace.sota()
     if exp is None or "model" not in exp.artefacts:
         return base, None
     model, base_path, template = _best_model(exp, scenario)
     work = Path(exp.artefacts.get("output_dir") or model) / "oc"
-    best = evaluate_splits_of_path(model, template, base_path=base_path, work_dir=work, **common).require("full")
+    best = evaluate(model, template, base_path=base_path, work_dir=work).require("full")
     return base, best
 
 
-def final_evaluation(session, settings, run, runner, emit, *, timeout: float | None = None) -> FinalEvaluation | None:
+def final_evaluation(session: Session, settings: Settings, run: ResolvedRun, runner: Runner,
+                     emit: Callable[[_Event], None], *, timeout: float | None = None) -> FinalEvaluation | None:
     """Run the final evaluation of ``FT_FINAL_EVAL``, write ``SESSION_DIR/final_eval.json`` and one message.
 
     Returns None for ``none`` or when it could not be run (a warning says why).
     """
     mode = getattr(settings.ft, "final_eval", "full")
-    state = session.state
+    state = cast("FinetuneSessionState", session.state)  # every fine-tuning session is created with it
     trace, scenario = state.trace, state.scenario
     if mode == "none" or scenario is None:
         return None

@@ -24,6 +24,7 @@ import json
 import os
 import shutil
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -31,7 +32,13 @@ from ftagent.core.forecast import LOAD_BANDS as BAND_BOUNDS
 from ftagent.core.forecast import EvalProbe, Forecast, LLMForecast, TrainPlan, TrainProbe, build_forecast
 
 if TYPE_CHECKING:
+    from ftagent.core.settings import Settings
+    from ftagent.core.types import ScenarioInfo
+    from ftagent.engine.events import _Event
     from ftagent.engine.loop import StepContext
+    from ftagent.engine.session import Session
+    from ftagent.finetune.startup import ResolvedRun
+    from ftagent.runners.base import Runner
 
 PROBE_STEPS = 10  # micro-batch steps of the probe (the validator's own check runs 3)
 PROBE_MAX_AGE_S = 24 * 3600.0  # a cached probe older than this is measured again (a day: drivers, thermals, load)
@@ -55,7 +62,8 @@ def _cache_path(file_path: str | Path) -> Path:
 
 def _load_cache(file_path: str | Path) -> dict[str, Any]:
     try:
-        return json.loads(_cache_path(file_path).read_text(encoding="utf-8"))
+        cached: dict[str, Any] = json.loads(_cache_path(file_path).read_text(encoding="utf-8"))
+        return cached
     except (OSError, ValueError):
         return {}
 
@@ -99,13 +107,13 @@ def machine_load() -> str:
     return f"{cpus} cpus, {band}"
 
 
-def _hardware_key(scenario) -> str:
+def _hardware_key(scenario: ScenarioInfo) -> str:
     gpus = [g.name for g in scenario.hardware.gpus] if scenario.hardware.gpus else []
     where = ",".join(gpus) if gpus else f"cpu, OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', '?')}"
     return f"{where}; {machine_load()}"
 
 
-def train_key(scenario, recipe: dict[str, Any]) -> str:
+def train_key(scenario: ScenarioInfo, recipe: dict[str, Any]) -> str:
     """The cache key of a training probe: model, method, cutoff, batch, LoRA rank, hardware and load."""
     parts = [scenario.base_model, recipe.get("finetuning_type"), recipe.get("cutoff_len"),
              recipe.get("per_device_train_batch_size"), recipe.get("gradient_accumulation_steps"),
@@ -113,20 +121,20 @@ def train_key(scenario, recipe: dict[str, Any]) -> str:
     return "train:" + hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()[:16]
 
 
-def eval_key(scenario) -> str:
+def eval_key(scenario: ScenarioInfo) -> str:
     """The cache key of an evaluation probe: model, benchmark, hardware and load."""
     parts = [scenario.base_model, scenario.benchmark, _hardware_key(scenario)]
     return "eval:" + hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:16]
 
 
-def first_recipe(scenario) -> dict[str, Any]:
+def first_recipe(scenario: ScenarioInfo) -> dict[str, Any]:
     """The recipe loop 0 is expected to train (the heuristic planner's deterministic first plan)."""
     from ftagent.planners.heuristic.planner import base_recipe
 
     return base_recipe(scenario)
 
 
-def train_plan(scenario, recipe: dict[str, Any], rows: int | None = None) -> TrainPlan:
+def train_plan(scenario: ScenarioInfo, recipe: dict[str, Any], rows: int | None = None) -> TrainPlan:
     """The recipe as steps: rows default to the data cap (``--upper-data-size-limit``)."""
     gpus = max(1, scenario.hardware.gpu_count)
     batch = int(recipe.get("per_device_train_batch_size") or 1) * int(recipe.get("gradient_accumulation_steps") or 1)
@@ -142,14 +150,15 @@ def train_plan(scenario, recipe: dict[str, Any], rows: int | None = None) -> Tra
 class _ProbeContext:
     """The step context the data step and the validator get in the probe: no session, own limits."""
 
-    def __init__(self, emit) -> None:
+    def __init__(self, emit: Callable[[_Event], None]) -> None:
         self.emit = emit
 
     def limit(self, seconds: float) -> float:
         return seconds
 
 
-def measure_training(scenario, settings, runner, run, *, recipe: dict[str, Any] | None = None,
+def measure_training(scenario: ScenarioInfo, settings: Settings, runner: Runner, run: ResolvedRun, *,
+                     recipe: dict[str, Any] | None = None,
                      use_cache: bool = True) -> tuple[TrainProbe, float]:
     """The measured training speed of ``recipe`` (default: the first recipe); returns (probe, seconds spent).
 
@@ -236,7 +245,7 @@ def eval_probe_from_events(events: list[Any], key: str = "") -> EvalProbe | None
                      items=n, measured_at=time.time(), load=machine_load())
 
 
-def evaluation_cost(settings, scenario, events: list[Any]) -> EvalProbe | None:
+def evaluation_cost(settings: Settings, scenario: ScenarioInfo, events: list[Any]) -> EvalProbe | None:
     """The evaluation cost after the baseline: its run's events, else the cache, else the cached result's
     recorded wall time (a cached baseline has no events to split it by item)."""
     probe = eval_probe_from_events(events, eval_key(scenario))
@@ -253,19 +262,19 @@ def evaluation_cost(settings, scenario, events: list[Any]) -> EvalProbe | None:
     return None
 
 
-def cached_eval(settings, scenario) -> EvalProbe | None:
+def cached_eval(settings: Settings, scenario: ScenarioInfo) -> EvalProbe | None:
     cached = cached_probe(settings.ft.file_path, eval_key(scenario))
     return EvalProbe(**cached) if cached else None
 
 
-def remember_eval(settings, scenario, probe: EvalProbe) -> None:
+def remember_eval(settings: Settings, scenario: ScenarioInfo, probe: EvalProbe) -> None:
     _store(settings.ft.file_path, eval_key(scenario), probe.model_dump())
 
 
 # --- LLM use ----------------------------------------------------------------------------------------
 
 
-def llm_latency(settings, model: str | None, events: list[Any] | None = None) -> tuple[float, str]:
+def llm_latency(settings: Settings, model: str | None, events: list[Any] | None = None) -> tuple[float, str]:
     """(seconds per planner call, where it comes from): the mean latency of this session's LLM calls so
     far (the dataset selection; cached for the next forecast), else the cached mean of an earlier one,
     else ``LLM_CALL_S``."""
@@ -282,7 +291,8 @@ def llm_latency(settings, model: str | None, events: list[Any] | None = None) ->
     return LLM_CALL_S, "assumed (no call measured yet)"
 
 
-def llm_forecast(settings, scenario, planner: str, loop_n: int, events: list[Any] | None = None) -> LLMForecast:
+def llm_forecast(settings: Settings, scenario: ScenarioInfo, planner: str, loop_n: int,
+                 events: list[Any] | None = None) -> LLMForecast:
     """Calls, tokens and wall time of the planner (0 for the heuristic one); the price where LiteLLM knows it.
 
     Prompt tokens per call: the template's text plus the scenario brief every prompt quotes (plus the
@@ -332,7 +342,7 @@ def _price(model: str | None, prompt: int, completion: int) -> float | None:
 # --- the forecast -----------------------------------------------------------------------------------
 
 
-def memory_line(scenario, method: str) -> str:
+def memory_line(scenario: ScenarioInfo, method: str) -> str:
     """One line of the memory plan for the planned method."""
     for m in scenario.memory.get("methods") or []:
         if str(m.get("method", "")).startswith(method):
@@ -344,7 +354,7 @@ def memory_line(scenario, method: str) -> str:
     return first[0] if first else "no memory plan"
 
 
-def final_items(scenario, settings, assumptions: list[str]) -> int:
+def final_items(scenario: ScenarioInfo, settings: Settings, assumptions: list[str]) -> int:
     """Items per model the final evaluation runs (``FT_FINAL_EVAL=full`` with items beyond the test split;
     0 otherwise: it then reuses the recorded test scores), said in ``assumptions``."""
     from ftagent.core.paths import benchmark_data_dir
@@ -360,7 +370,8 @@ def final_items(scenario, settings, assumptions: list[str]) -> int:
     return full_n
 
 
-def make_forecast(scenario, settings, train: TrainProbe, evaluation: EvalProbe, *, planner: str, loop_n: int,
+def make_forecast(scenario: ScenarioInfo, settings: Settings, train: TrainProbe, evaluation: EvalProbe, *,
+                  planner: str, loop_n: int,
                   timeout_s: float | None, baseline_needed: bool, probe_cost_s: float = 0.0,
                   recipe: dict[str, Any] | None = None, events: list[Any] | None = None) -> Forecast:
     """Scale the probes to the session: loop 0 as the first recipe, later loops as the planner grows it."""
@@ -395,7 +406,8 @@ def make_forecast(scenario, settings, train: TrainProbe, evaluation: EvalProbe, 
                           guard_items=guard_items(settings, scenario.benchmark, assumptions))
 
 
-def session_forecast(scenario, settings, runner, run, events: list[Any], *, planner: str, loop_n: int,
+def session_forecast(scenario: ScenarioInfo, settings: Settings, runner: Runner, run: ResolvedRun,
+                     events: list[Any], *, planner: str, loop_n: int,
                      timeout_s: float | None) -> Forecast | None:
     """A session's forecast after its baseline: cached probes, else one training probe (None if it fails).
 
@@ -412,7 +424,8 @@ def session_forecast(scenario, settings, runner, run, events: list[Any], *, plan
                          timeout_s=timeout_s, baseline_needed=False, probe_cost_s=spent, events=events)
 
 
-def record_forecast(session, scenario, settings, runner, run, *, planner: str, loop_n: int | None,
+def record_forecast(session: Session, scenario: ScenarioInfo, settings: Settings, runner: Runner,
+                    run: ResolvedRun, *, planner: str, loop_n: int | None,
                     timeout_s: float | None) -> Forecast | None:
     """Emit the session's ``forecast`` event once, after the baseline; the LLM planner's brief reads it.
 

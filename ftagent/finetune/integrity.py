@@ -127,7 +127,7 @@ def data_script_check(workspace: Path, data_dir: Path, benchmark: str) -> Integr
                           detail=f"{DATA_SCRIPT} neither names nor tried to read the benchmark folder")
 
 
-def _read_rows(path: Path) -> list[dict] | None:
+def _read_rows(path: Path) -> list[dict[str, Any]] | None:
     try:
         rows = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):

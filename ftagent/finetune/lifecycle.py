@@ -19,9 +19,15 @@ import logging
 import signal
 import threading
 from collections.abc import Callable
+from types import FrameType
+from typing import TYPE_CHECKING, Any
 
 from ftagent.engine.events import LeftoversReaped, _Event
 from ftagent.engine.session import Session
+
+if TYPE_CHECKING:
+    from ftagent.core.settings import Settings
+    from ftagent.runners.reaper import Reaped
 
 log = logging.getLogger(__name__)
 _held: list[Session] = []
@@ -50,7 +56,7 @@ def _install_sigterm() -> Callable[[], None]:
     fired = threading.Event()
     _received.clear()  # a new run: no signal yet
 
-    def handler(signum, _frame) -> None:
+    def handler(signum: int, _frame: FrameType | None) -> None:
         if fired.is_set():
             return  # the cleanup of the first one is running: let it finish
         fired.set()
@@ -69,7 +75,7 @@ def _install_sigterm() -> Callable[[], None]:
     return restore
 
 
-def _reaper_client(settings):
+def _reaper_client(settings: Settings) -> Any:
     """The client of a runner that declares it reaps its leftovers (``reaper_client``: Docker), else None."""
     from ftagent.runners.base import capabilities
     from ftagent.runners.factory import runner_class
@@ -78,7 +84,7 @@ def _reaper_client(settings):
     return cls.reaper_client() if capabilities(cls).reaps_leftovers else None
 
 
-def reap_before_work(settings, emit: Callable[[_Event], None]):
+def reap_before_work(settings: Settings, emit: Callable[[_Event], None]) -> Reaped:
     """Turn on the child registry of ``FT_FILE_PATH`` and end what a dead predecessor left in it.
 
     Returns:
@@ -95,7 +101,7 @@ def reap_before_work(settings, emit: Callable[[_Event], None]):
     return reaped
 
 
-def begin_run(settings, emit: Callable[[_Event], None]) -> Callable[[], None]:
+def begin_run(settings: Settings, emit: Callable[[_Event], None]) -> Callable[[], None]:
     """SIGTERM handling, the child registry and the reaper for one run; returns the cleanup (see module)."""
     restore = _install_sigterm()
     try:

@@ -413,7 +413,8 @@ class LLMClient:
         for _ in range(max_tries):
             text = self.chat(convo, stage)
             code = extract_code(text, language)
-            error = f"the answer has no ```{language} code block" if code is None else _check_code(code, language) or ""
+            error = f"the answer has no ```{language} code block" if code is None else \
+                _check_code(code, language) or ""
             if code is not None and not error:
                 return code
             convo = list(messages) + [

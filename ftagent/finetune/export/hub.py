@@ -10,13 +10,17 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ftagent.core.errors import EnvironmentFailure, UserInputError
+
+if TYPE_CHECKING:
+    from huggingface_hub import HfApi
 
 REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]{0,95}/[A-Za-z0-9][\w.-]{0,95}$")
 
 
-def _api(token: str):
+def _api(token: str) -> HfApi:
     from huggingface_hub import HfApi
 
     return HfApi(endpoint=os.environ.get("HF_ENDPOINT") or None, token=token)

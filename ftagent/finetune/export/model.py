@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 from ftagent.core.errors import EnvironmentFailure
 from ftagent.runners.base import Mount, Runner
@@ -60,7 +61,7 @@ def merge_lora(adapter: Path, base: Path, dst: Path, runner: Runner, *, log_dir:
         raise EnvironmentFailure(f"merging the LoRA adapter failed (exit {res.exit_code}):\n{res.log_tail[-2000:]}")
 
 
-def plot_loss(points: list[dict], dst: Path, runner: Runner, *, log_dir: Path) -> bool:
+def plot_loss(points: list[dict[str, Any]], dst: Path, runner: Runner, *, log_dir: Path) -> bool:
     """Draw the training loss with matplotlib (tool env) into ``dst``; False when it could not be drawn."""
     points = [p for p in points if p.get("loss") is not None and p.get("step") is not None]
     if len(points) < 2:
