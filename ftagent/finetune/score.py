@@ -20,12 +20,16 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field
 
 from ftagent.core.errors import UserInputError
 from ftagent.core.stats import Difference, ItemScores, load_items, paired_bootstrap
 from ftagent.core.types import EvalResult
+
+if TYPE_CHECKING:
+    from ftagent.finetune.startup import ResolvedModel, ResolvedRun
 
 EVAL_SPLITS = ("validation", "test", "full")
 
@@ -156,23 +160,25 @@ def default_out(model: str, benchmark: str) -> Path:
     return Path(f"ftagent-eval-{safe}.json")
 
 
-def _evaluate(ref: ModelRef, run, split: str, settings, runner, inference) -> EvalResult:
-    """One model on one split through the session's evaluation (same cache, same checks)."""
+def _evaluate(ref: ModelRef, model: ResolvedModel, run: ResolvedRun, split: str, settings, runner) -> EvalResult:
+    """One model on one split through the session's evaluation (same cache, same checks). ``model`` is the
+    start-up's resolution of ``ref.name`` (its folder and inference settings, computed once)."""
     from ftagent.core.hardware import detect_gpus
     from ftagent.core.paths import baseline_dir
-    from ftagent.models.builtin import resolve_base_model
+    from ftagent.models.builtin import fetch_base_model
     from ftagent.tools.opencompass.runs import evaluate_splits_of_path
 
     ft = settings.ft
     file_path = Path(ft.file_path or ".").absolute()
-    path = ref.path or Path(resolve_base_model(ref.name, file_path, runner))  # builtin: built; HF id: downloaded
+    # builtin: built, HF id: downloaded, into the folder the start-up computed
+    path = ref.path or fetch_base_model(model.name, model.path, runner, file_path)
     # a base model runs where the session's baseline runs; any other model in its own folder
     work = baseline_dir(file_path, run.benchmark) if ref.path is None else \
         file_path / "eval" / default_out(ref.given, run.benchmark).stem
     out = evaluate_splits_of_path(path, ref.template, benchmark=run.adapter, splits=(split,), settings=settings,
                                   runner=runner, work_dir=work, base_path=ref.base_path, model_name=ref.name,
                                   timeout=ft.benchmark_timeout_s, gpu_count=detect_gpus().gpu_count,
-                                  inference=inference)
+                                  inference=model.inference)
     return out.require(split)
 
 
@@ -188,8 +194,7 @@ def run_eval(model: str, benchmark: str | None, split: str = "test", against: st
         EnvironmentFailure / StepError: the tool env, a build or download, or the evaluation failed.
     """
     from ftagent.finetune.start import start
-    from ftagent.finetune.startup import check_base_model
-    from ftagent.tools.opencompass.inference import inference_settings
+    from ftagent.finetune.startup import check_base_model, resolved_model
 
     if split not in EVAL_SPLITS:
         raise UserInputError(f"--split {split}: one of {', '.join(EVAL_SPLITS)}")
@@ -200,19 +205,21 @@ def run_eval(model: str, benchmark: str | None, split: str = "test", against: st
         raise UserInputError("no benchmark: pass --benchmark KEY|FILE (a session directory as --model names its own)")
     startup = start(benchmark=bench, base_model=ref.name, check_datasets=False, check_data=True)
     settings, run = startup.settings, startup.run  # the session's checks and look-ups
+    against_model = None
     if other is not None:
         check_base_model(other.name, settings.ft.file_path)
+        against_model = resolved_model(other.name, Path(settings.ft.file_path or ".").absolute())
     if make_runner is None:
         from ftagent.runners.factory import get_runner
 
         def make_runner():
             return get_runner(settings)
     runner = make_runner()
-    first = _evaluate(ref, run, split, settings, runner, run.model.inference)
+    first = _evaluate(ref, run.model, run, split, settings, runner)
     report = EvalReport(benchmark=run.benchmark, split=split, core_metric=first.core_metric,
                         model=score_of(ref, first, split))
-    if other is not None:
-        second = _evaluate(other, run, split, settings, runner, inference_settings(other.name))
+    if other is not None and against_model is not None:
+        second = _evaluate(other, against_model, run, split, settings, runner)
         report.against = score_of(other, second, split)
         report.difference = paired_bootstrap(load_items(first.items_file), load_items(second.items_file),
                                              against=other.given, split=split, reference_name=other.given,

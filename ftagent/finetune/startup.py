@@ -151,6 +151,15 @@ def register_user_datasets(file_path: Path | None) -> list[str]:
     return register_existing(datasets_dir(Path(file_path or ".").absolute()))
 
 
+def resolved_model(name: str, file_path: Path) -> ResolvedModel:
+    """A checked ``--base-model`` value as :class:`ResolvedModel`: its folder (computed, not built or downloaded)
+    and its models.yaml inference settings (read once). ``ftagent eval --against`` resolves its second model here."""
+    from ftagent.models.builtin import base_model_dir
+    from ftagent.tools.opencompass.inference import inference_settings
+
+    return ResolvedModel(name=name, path=base_model_dir(name, file_path), inference=inference_settings(name))
+
+
 def resolve_run(settings, *, planner: str | None = None, check_datasets: bool = True,
                 check_data: bool | None = None, fetchable: bool = True) -> ResolvedRun:
     """Check and resolve the benchmark, base model, dataset choice and planner of ``settings``.
@@ -178,9 +187,7 @@ def resolve_run(settings, *, planner: str | None = None, check_datasets: bool = 
     """
     from ftagent.benchmarks import open_benchmark
     from ftagent.core.paths import benchmark_data_dir
-    from ftagent.models.builtin import base_model_dir
     from ftagent.planners.registry import resolve_planner
-    from ftagent.tools.opencompass.inference import inference_settings
 
     ft = settings.ft
     if not ft.target_benchmark:
@@ -208,8 +215,7 @@ def resolve_run(settings, *, planner: str | None = None, check_datasets: bool = 
         if name != dataset:  # a file: the session goes on with its registered copy
             dataset_file, dataset = str(Path(dataset).expanduser().absolute()), name
         check_training_source(chosen_planner, dataset, key, related)
-    model = ResolvedModel(name=ft.base_model, path=base_model_dir(ft.base_model, file_path),
-                          inference=inference_settings(ft.base_model))
+    model = resolved_model(ft.base_model, file_path)
     return ResolvedRun(benchmark=key, benchmark_file=benchmark_file(key), adapter=adapter,
                        data_dir=benchmark_data_dir(file_path, key), model=model, dataset=dataset,
                        dataset_file=dataset_file, description=ft.benchmark_description or adapter.spec.description,

@@ -98,3 +98,41 @@ def test_a_hub_id_with_dots_is_a_model_id_not_a_missing_folder(tmp_path):
     _refused(res, "HF_HUB_OFFLINE")
     assert "no such folder" not in res.stderr
     _refused(run_eval(["--model", "./Qwen2.5-1.5B", "--benchmark", "demo_add"], tmp_path), "no such folder")
+
+
+def test_eval_computes_each_base_models_folder_once(tmp_path, monkeypatch):
+    """Issue 33 item 1: ``eval`` builds/downloads a base model into the folder its start-up resolved
+    (ResolvedModel), not through a second resolution; ``--against`` is resolved once the same way."""
+    from ftagent.core.types import EvalResult, SplitResults
+    from ftagent.finetune import score
+    from ftagent.models import builtin
+    from ftagent.tools.opencompass import runs
+
+    for key in [k for k in os.environ if k.startswith("FT_")]:
+        monkeypatch.delenv(key)
+    monkeypatch.setenv("FT_FILE_PATH", str(tmp_path / "files"))
+    folder = tmp_path / "other"
+    folder.mkdir()
+    (folder / "config.json").write_text('{"model_type": "qwen2"}')
+    (folder / "model.safetensors").write_bytes(b"weights")
+    (folder / "tokenizer.json").write_text("{}")
+    computed: list[str] = []
+    real_dir = builtin.base_model_dir
+    monkeypatch.setattr(builtin, "base_model_dir", lambda name, fp: computed.append(name) or real_dir(name, fp))
+    fetched: list[tuple[str, Path]] = []
+    monkeypatch.setattr(builtin, "fetch_base_model",
+                        lambda name, target, runner, fp=None: fetched.append((name, target)) or target)
+    evaluated: list[tuple[Path, object]] = []
+
+    def fake_eval(path, template, *, benchmark, splits, inference, **_):
+        evaluated.append((Path(path), inference))
+        return SplitResults(results={"test": EvalResult(benchmark="demo_add", split="test",
+                                                        core_metric="accuracy", score=1.0)})
+
+    monkeypatch.setattr(runs, "evaluate_splits_of_path", fake_eval)
+    report = score.run_eval("builtin/tiny-qwen2", "demo_add", "test", against=str(folder), make_runner=lambda: None)
+    assert report.model.score == 1.0 and report.against is not None
+    assert computed.count("builtin/tiny-qwen2") == 1  # before: resolve_run and again resolve_base_model
+    assert fetched == [("builtin/tiny-qwen2", real_dir("builtin/tiny-qwen2", (tmp_path / "files").absolute()))]
+    assert [p for p, _ in evaluated] == [fetched[0][1], folder.absolute()]
+    assert all(inf is not None for _, inf in evaluated)
