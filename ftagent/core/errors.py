@@ -13,6 +13,7 @@ exits with code 2 without touching anything on disk.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import Enum
 from typing import Any
 
@@ -57,11 +58,22 @@ class UserInputError(FTAgentError):
     """Invalid user input; the CLI prints the message and exits with code 2."""
 
     @classmethod
-    def from_validation(cls, exc: ValidationError, where: str) -> UserInputError:
+    def from_validation(cls, exc: ValidationError, where: str,
+                        names: Mapping[str, str] | None = None) -> UserInputError:
         """One line for a pydantic error in user input: ``<where>: 'field.path': message`` (its first problem;
-        a user fixes one thing at a time, and the next run names the next)."""
+        a user fixes one thing at a time, and the next run names the next).
+
+        ``names`` maps a top-level field to what the user actually set (``FT_BENCHMARK_LIMIT``, a CLI flag);
+        such a field is shown as ``NAME=value: message``, the way the user wrote it (issue 32).
+        """
         first = exc.errors()[0]
-        field = ".".join(str(p) for p in first["loc"])
+        loc = [str(p) for p in first["loc"]]
+        if loc and names and loc[0] in names:
+            shown = ".".join([names[loc[0]], *loc[1:]])
+            value = first.get("input")
+            return cls(f"{where}: {shown}={value}: {first['msg']}" if isinstance(value, (str, int, float))
+                       else f"{where}: {shown}: {first['msg']}")
+        field = ".".join(loc)
         return cls(f"{where}: '{field}': {first['msg']}" if field else f"{where}: {first['msg']}")
 
 

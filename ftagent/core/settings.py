@@ -17,9 +17,10 @@ import json
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import AliasChoices, Field, SecretStr, field_validator
+from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from ftagent.core.errors import UserInputError
 from ftagent.core.redact import mask_obj, register_secret
 
 # a benchmark description (--benchmark-description, a YAML's description:) is copied into every prompt,
@@ -271,11 +272,38 @@ class Settings:
         return masked
 
 
+# a command's option whose flag is not ``--<field-with-dashes>`` (ftagent/cli/run.py)
+_FLAG_NAMES = {"target_benchmark": "--benchmark"}
+
+
+def env_var_name(group: type[BaseSettings], field: str) -> str:
+    """The environment variable a user sets for ``field`` of a settings group (``FT_BENCHMARK_LIMIT``).
+
+    pydantic-settings reads the first alias of a ``validation_alias``, else ``env_prefix`` + the field name.
+    """
+    alias = group.model_fields[field].validation_alias
+    if isinstance(alias, AliasChoices) and isinstance(alias.choices[0], str):
+        return alias.choices[0].upper()
+    if isinstance(alias, str):
+        return alias.upper()
+    return f"{group.model_config.get('env_prefix') or ''}{field}".upper()
+
+
+def _build(group: type[BaseSettings], overrides: dict[str, Any]) -> Any:
+    """One settings group; an invalid value is named as the user set it (env var, or the command's flag)."""
+    try:
+        return group(**overrides)
+    except ValidationError as exc:
+        names = {f: env_var_name(group, f) for f in group.model_fields}
+        names |= {f: _FLAG_NAMES.get(f, "--" + f.replace("_", "-")) for f in overrides}
+        raise UserInputError.from_validation(exc, "invalid setting", names) from None
+
+
 def load_settings(**ft_overrides: Any) -> Settings:
     """Read all settings groups; keyword arguments override ``FT_*`` values (e.g. from the CLI).
 
     Raises:
-        pydantic.ValidationError: when a value is invalid (the CLI turns it into exit code 2).
+        UserInputError: when a value is invalid, naming the variable or flag the user set (exit code 2).
     """
     overrides = {k: v for k, v in ft_overrides.items() if v is not None}
-    return Settings(FTSettings(**overrides), LLMSettings(), PathSettings())
+    return Settings(_build(FTSettings, overrides), _build(LLMSettings, {}), _build(PathSettings, {}))

@@ -55,10 +55,9 @@ def test_every_backend_strips_thinking_at_model_level(tmp_path, backend):
 def test_judge_retry_zero_is_refused(monkeypatch):
     """OpenCompass's ``OpenAISDK`` loops ``while num_retries < retry``: with 0 the judge is never called and
     every rule miss ends the evaluation with 'Calling OpenAI API failed' (test_core_judge.py runs it)."""
-    from pydantic import ValidationError
-
+    from ftagent.core.errors import UserInputError
     from ftagent.core.settings import load_settings
 
     monkeypatch.setenv("FT_JUDGE_RETRY", "0")
-    with pytest.raises(ValidationError, match="judge_retry"):
+    with pytest.raises(UserInputError, match="FT_JUDGE_RETRY=0"):
         load_settings()

@@ -110,3 +110,18 @@ def test_env_example_and_docs_list_every_setting():
     assert (repo / ".env.example").read_text() == settings_doc.render_env_example(), \
         "run `python -m ftagent.core.settings_doc`"
     assert settings_doc.render_table() in (repo / "docs" / "configuration.md").read_text()
+
+
+def test_an_invalid_setting_names_the_variable_or_flag_the_user_set(in_tmp, monkeypatch):
+    """Issue 32 item 2: not the pydantic field ('benchmark_limit') but FT_BENCHMARK_LIMIT=abc; a flag keeps its name."""
+    monkeypatch.setenv("FT_BENCHMARK_LIMIT", "abc")
+    with pytest.raises(UserInputError, match=r"^invalid setting: FT_BENCHMARK_LIMIT=abc: Input should be a valid"):
+        load_settings()
+    monkeypatch.delenv("FT_BENCHMARK_LIMIT")
+    monkeypatch.setenv("LOG_TRACE_PATH", str(in_tmp))
+    monkeypatch.setenv("MAX_RETRY", "-1")  # LLMSettings: no prefix
+    with pytest.raises(UserInputError, match=r"MAX_RETRY=-1: "):
+        load_settings()
+    monkeypatch.delenv("MAX_RETRY")
+    with pytest.raises(UserInputError, match=r"--upper-data-size-limit=0: "):
+        load_settings(upper_data_size_limit=0)
