@@ -28,6 +28,7 @@ from ftagent.core.types import EvalResult, ScenarioInfo, TrainResult
 
 if TYPE_CHECKING:
     from ftagent.benchmarks.base import BenchmarkAdapter
+    from ftagent.tools.opencompass.inference import InferenceSettings
 
 GUARD_SPLIT = "validation"  # the guard benchmark's own validation split: the agent never sees it either
 
@@ -69,7 +70,9 @@ class ForgettingGuard:
     """Scores the guard benchmarks for the base model (once) and for a candidate, and judges the drop."""
 
     def __init__(self, scenario: ScenarioInfo, settings: Any, runner: Any, *, adapters: list[BenchmarkAdapter],
-                 inference: Any = None) -> None:
+                 inference: InferenceSettings) -> None:
+        """``inference``: the base model's models.yaml settings as the start-up resolved them (required:
+        the guard's evaluations are the session's, nothing is read again)."""
         self.scenario, self.settings, self.runner = scenario, settings, runner
         self.adapters, self.inference = adapters, inference
         self.sample = int(settings.ft.guard_sample)

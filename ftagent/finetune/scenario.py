@@ -29,6 +29,7 @@ from ftagent.engine.events import ConstantAnswer, Message, ScenarioStage
 if TYPE_CHECKING:
     from ftagent.benchmarks.base import BenchmarkAdapter
     from ftagent.finetune.startup import ResolvedRun
+    from ftagent.tools.opencompass.inference import InferenceSettings
 
 Emit = Callable[[Any], None]
 
@@ -265,9 +266,10 @@ def _is_chatml(model_path: Path) -> bool:
     return "<|im_start|>" in text
 
 
-def launch_preflight(model_path: Path, hardware, name: str, inference=None):
+def launch_preflight(model_path: Path, hardware, name: str, inference: InferenceSettings):
     """The launch plan of the base model on the detected GPUs, refused (UserInputError) when upstream
-    would refuse it (:mod:`ftagent.tools.launch.preflight`); None when config.json cannot be planned."""
+    would refuse it (:mod:`ftagent.tools.launch.preflight`); None when config.json cannot be planned.
+    ``inference``: the model's models.yaml settings as the start-up resolved them (required)."""
     import psutil
 
     from ftagent.tools.launch.plan import launch_plan
@@ -277,7 +279,7 @@ def launch_preflight(model_path: Path, hardware, name: str, inference=None):
 
     cfg = read_model_config(model_path)
     try:
-        plan = launch_plan(cfg, profile_of(hardware), name=name, inference=inference.values if inference else None,
+        plan = launch_plan(cfg, profile_of(hardware), name=name, inference=inference.values,
                            cpu_ram_gb=psutil.virtual_memory().total / 1e9)
     except (KeyError, TypeError):
         return None  # no usable config.json (the memory stage already guessed from the name)

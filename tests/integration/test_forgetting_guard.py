@@ -25,6 +25,7 @@ from ftagent.core.types import CodeResult, ScenarioInfo, TrainResult, Validation
 from ftagent.finetune.forgetting import ForgettingGuard
 from ftagent.runners.local import LocalRunner
 from ftagent.tools.llamafactory.trainer import LlamaFactoryTrainer
+from ftagent.tools.opencompass.inference import inference_settings
 
 pytestmark = pytest.mark.integration
 
@@ -87,7 +88,8 @@ def test_a_destroying_recipe_is_kept_from_sota(tiny_model: Path, tools_env: Path
     scen = ScenarioInfo(benchmark="other", base_model="builtin/tiny-qwen2", base_model_path=able.model_path,
                         file_path=str(tmp_path / "ft"), workspace_root=str(tmp_path))
     settings = load_settings(file_path=str(tmp_path / "ft"), guard_sample=SAMPLE, guard_max_drop=5.0)
-    guard = ForgettingGuard(scen, settings, runner, adapters=[adapter])
+    guard = ForgettingGuard(scen, settings, runner, adapters=[adapter],
+                            inference=inference_settings("builtin/tiny-qwen2"))
     start = time.monotonic()
     (bad,) = guard.check(destroyed, timeout=900)
     (same,) = guard.check(able, timeout=900)  # the base's own result, from the evaluation cache

@@ -68,3 +68,32 @@ def test_only_the_builtin_evaluator_reads_the_resolved_run() -> None:
     # the evaluator's run is required: no fallback to a lookup of the scenario's benchmark
     with pytest.raises(TypeError, match="run"):
         OpenCompassEvaluator(None, None, None)  # type: ignore[call-arg,arg-type]
+
+
+def test_the_session_path_takes_its_resolved_values_as_required_parameters() -> None:
+    """No "None means look it up" default is left where the session passes a resolved value (issue 33 item 1):
+    a new optional parameter of this kind fails here. Tools called with a key (``benchmarks show``, the
+    evaluation functions of tools/opencompass/runs.py used by benches) may still look it up."""
+    import inspect
+
+    from ftagent.datasets.registry import datasets_for_benchmark, resolve_dataset_choice
+    from ftagent.finetune.forgetting import ForgettingGuard
+    from ftagent.finetune.integrity import IntegrityGuard
+    from ftagent.finetune.scenario import FinetuneScenario, launch_preflight, render_brief
+    from ftagent.planners.llm import brief
+    from ftagent.planners.llm.select import select_datasets
+    from ftagent.tools.llamafactory.data_script import DataProcessor
+    from ftagent.tools.opencompass.evaluator import OpenCompassEvaluator, evaluate_baseline
+
+    required = {
+        build_components: ["run"], FinetuneScenario.__init__: ["run"], OpenCompassEvaluator.__init__: ["run"],
+        render_brief: ["run"], brief.render_brief: ["benchmark"], brief.brief_facts: ["benchmark"],
+        evaluate_baseline: ["benchmark", "inference"], ForgettingGuard.__init__: ["inference"],
+        launch_preflight: ["inference"], DataProcessor.__init__: ["input_columns"],
+        IntegrityGuard.__init__: ["input_columns"], IntegrityGuard.for_spec: ["spec"],
+        datasets_for_benchmark: ["related"], resolve_dataset_choice: ["related"], select_datasets: ["related"],
+    }
+    for func, names in required.items():
+        params = inspect.signature(func).parameters
+        for name in names:
+            assert params[name].default is inspect.Parameter.empty, f"{func.__qualname__}({name}=...) has a default"

@@ -110,7 +110,10 @@ class _Guard(ForgettingGuard):
 
         settings = SimpleNamespace(ft=SimpleNamespace(guard_sample=N, guard_max_drop=5.0, benchmark_timeout_s=60,
                                                       file_path=tmp))
-        super().__init__(scenario, settings, runner=None, adapters=[get_benchmark("mmlu")])
+        from ftagent.tools.opencompass.inference import inference_settings
+
+        super().__init__(scenario, settings, runner=None, adapters=[get_benchmark("mmlu")],
+                         inference=inference_settings("builtin/tiny-qwen2"))
         self.tmp, self.calls = tmp, []
 
     def _evaluate(self, adapter, model_path, template, *, base_path, work_dir, timeout):

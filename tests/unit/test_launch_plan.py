@@ -11,6 +11,7 @@ from ftagent.core.errors import UserInputError
 from ftagent.tools.launch.plan import launch_plan
 from ftagent.tools.launch.preflight import check_plan, preflight
 from ftagent.tools.launch.profiles import parse_hardware_spec
+from ftagent.tools.opencompass.inference import inference_settings
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "model_configs"
 MODELS = sorted(p.name for p in FIXTURES.iterdir() if (p / "config.json").is_file())
@@ -142,8 +143,10 @@ def test_startup_preflight_refuses_before_gpu_work(tmp_path: Path) -> None:
     model = tmp_path / "m"
     model.mkdir()
     (model / "config.json").write_text(json.dumps(_config("Qwen__Qwen2.5-32B")), encoding="utf-8")
-    plan = launch_preflight(model, _detected(8, "NVIDIA H100 80GB HBM3", 79.2, (9, 0)), "Qwen/Qwen2.5-32B")
+    qwen = inference_settings("Qwen/Qwen2.5-32B")  # what the start-up resolved (ResolvedModel.inference)
+    plan = launch_preflight(model, _detected(8, "NVIDIA H100 80GB HBM3", 79.2, (9, 0)), "Qwen/Qwen2.5-32B", qwen)
     assert plan is not None and not plan.refused and plan.precision == "bf16"
     with pytest.raises(UserInputError, match="finetuning_type"):
-        launch_preflight(model, _detected(1, "Tesla T4", 14.6, (7, 5)), "Qwen/Qwen2.5-32B")
-    assert launch_preflight(tmp_path, _detected(1, "Tesla T4", 14.6, (7, 5)), "x") is None  # no config.json
+        launch_preflight(model, _detected(1, "Tesla T4", 14.6, (7, 5)), "Qwen/Qwen2.5-32B", qwen)
+    assert launch_preflight(tmp_path, _detected(1, "Tesla T4", 14.6, (7, 5)), "x",
+                            inference_settings("x")) is None  # no config.json

@@ -22,6 +22,7 @@ from ftagent.tools.opencompass.evaluator import (
     evaluate_baseline,
     evaluate_model_path,
 )
+from ftagent.tools.opencompass.inference import inference_settings
 from ftagent.tools.opencompass.runs import evaluate_splits_of_path
 
 MODEL_ABBR = "ft-demo_add"
@@ -174,7 +175,7 @@ def _scenario(model: Path):
 def test_baseline_is_one_run_for_both_splits(model, tmp_path):
     runner = FakeOpenCompass()
     results = evaluate_baseline(_scenario(model), load_settings(file_path=tmp_path / "ft", benchmark_limit=4), runner,
-                                benchmark=get_benchmark("demo_add"))
+                                benchmark=get_benchmark("demo_add"), inference=inference_settings("builtin/tiny-qwen2"))
     assert runner.runs == [["demo_add@validation", "demo_add@test"]]
     assert results["validation"].score == 50.0 and results["test"].score == 25.0
 
@@ -184,7 +185,8 @@ def test_baseline_is_one_run_for_both_splits(model, tmp_path):
 def test_a_failed_baseline_is_one_clear_environment_failure(model, tmp_path, runner):
     settings = load_settings(file_path=tmp_path / "ft", benchmark_limit=4)
     with pytest.raises(BaselineEvaluationError) as err:
-        evaluate_baseline(_scenario(model), settings, runner, benchmark=get_benchmark("demo_add"))
+        evaluate_baseline(_scenario(model), settings, runner, benchmark=get_benchmark("demo_add"),
+                          inference=inference_settings("builtin/tiny-qwen2"))
     assert isinstance(err.value, EnvironmentFailure) and err.value.failure.stage == "baseline"
     text = str(err.value)
     assert text.startswith("the baseline evaluation of builtin/tiny-qwen2 on demo_add failed")

@@ -113,10 +113,10 @@ def _warner(ctx: object) -> WarningCallback | None:
 def evaluate_baseline(scenario: ScenarioInfo, settings: Settings, runner: Runner, timeout: float | None = None,
                       *, on_progress: ProgressCallback | None = None, on_warning: WarningCallback | None = None,
                       benchmark: BenchmarkAdapter,
-                      inference: InferenceSettings | None = None) -> dict[str, EvalResult]:
+                      inference: InferenceSettings) -> dict[str, EvalResult]:
     """Validation and test scores of the base model, in one OpenCompass run (each split cached by
     model files, benchmark, ranges and inference settings). ``benchmark``/``inference``: the session's
-    resolved ones (``inference`` None: read from models.yaml now).
+    resolved ones (required: nothing is looked up again).
 
     Raises:
         BaselineEvaluationError: any failure (OpenCompass, the runner, a missing model, no score).
