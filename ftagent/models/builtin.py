@@ -21,6 +21,8 @@ import os
 import re
 import shutil
 import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from pydantic import BaseModel
@@ -409,16 +411,52 @@ def fetch_base_model(name: str, folder: Path, python_or_runner: Path | str | Run
     return _download_once(name, folder)
 
 
+@contextmanager
+def _unlinked_lock(path: Path) -> Iterator[None]:
+    """An exclusive ``flock`` on ``path`` whose file the holder removes on release (issue 32: a failed Hub
+    download left an empty ``models/ORG/.NAME.lock`` and ``models/ORG/`` behind for good).
+
+    filelock's Unix lock never deletes its file, because a waiter blocked on the old file would then hold a
+    lock nobody else sees. The usual cure is used here: after ``flock`` returns, the holder checks that
+    ``path`` still names the file it locked, else it retries on the new one; so removing it (and its
+    folder, when empty) on release is safe for every process that takes the lock this way.
+    """
+    import fcntl
+
+    while True:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except FileNotFoundError:  # the folder was removed by a releasing holder in between: again
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                same = os.stat(path).st_ino == os.fstat(fd).st_ino
+            except FileNotFoundError:
+                same = False
+        except BaseException:
+            os.close(fd)
+            raise
+        if same:
+            break
+        os.close(fd)  # locked a file its holder had already removed: take the current one
+    try:
+        yield
+    finally:
+        path.unlink(missing_ok=True)
+        with suppress(OSError):  # only an empty folder (a failed download's ORG/); a waiter re-creates it
+            path.parent.rmdir()
+        os.close(fd)
+
+
 def _download_once(repo_id: str, target: Path) -> Path:
     """Download ``repo_id`` into ``target`` unless another session did (one lock per model folder).
 
     The download goes to a private staging folder that is renamed into place when complete, so a
-    session never sees (or uses) a half-downloaded model.
+    session never sees (or uses) a half-downloaded model; the lock leaves no file behind.
     """
-    from filelock import FileLock
-
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(target.parent / f".{target.name}.lock")):
+    with _unlinked_lock(target.parent / f".{target.name}.lock"):
         if _has_model_files(target):
             return target
         _remove_stale_staging(target, "downloading")

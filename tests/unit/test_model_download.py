@@ -130,3 +130,39 @@ def test_a_repo_the_hub_does_not_have_is_bad_input_exit_2(tmp_path: Path, monkey
     with pytest.raises(UserInputError, match=f"base model 'org/nope': the Hugging Face Hub {says}"):
         builtin._download("org/nope", tmp_path / "m")
     assert not (tmp_path / "m").exists()
+
+
+def test_a_failed_download_leaves_no_lock_file_nor_an_empty_org_folder(tmp_path: Path, monkeypatch) -> None:
+    """Issue 32: a failed Hub download left an empty ``models/ORG/.NAME.lock`` (and ``models/ORG/``) for good;
+    a successful one leaves only the model folder."""
+    import huggingface_hub
+
+    def failing(**_kwargs):
+        raise OSError("no network")
+
+    models = tmp_path / "models"
+    models.mkdir()
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", failing)
+    with pytest.raises(EnvironmentFailure, match="cannot be downloaded"):
+        builtin._download_once("Qwen/Qwen2.5-7B-Instruct", models / "Qwen" / "Qwen2.5-7B-Instruct")
+    assert list(models.iterdir()) == []
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", FakeHub(["config.json", "model.safetensors"]))
+    builtin._download_once("Qwen/Qwen2.5-7B-Instruct", models / "Qwen" / "Qwen2.5-7B-Instruct")
+    assert [p.name for p in (models / "Qwen").iterdir()] == ["Qwen2.5-7B-Instruct"]
+
+
+def test_the_download_lock_is_exclusive_while_held_and_its_file_goes_on_release(tmp_path: Path) -> None:
+    """The holder removes the lock file; a process waiting on the removed file takes the new one (one holder)."""
+    import subprocess
+    import sys
+
+    lock = tmp_path / "Org" / ".m.lock"
+    waiter = ("import sys,time; from pathlib import Path; from ftagent.models.builtin import _unlinked_lock\n"
+              "with _unlinked_lock(Path(sys.argv[1])): print('got', flush=True)\n")
+    with builtin._unlinked_lock(lock):
+        proc = subprocess.Popen([sys.executable, "-c", waiter, str(lock)], stdout=subprocess.PIPE, text=True)
+        with pytest.raises(subprocess.TimeoutExpired):
+            proc.wait(timeout=2)  # blocked while this process holds it
+        assert lock.is_file()
+    assert proc.communicate(timeout=60)[0] == "got\n"
+    assert not (tmp_path / "Org").exists()
