@@ -17,7 +17,7 @@ import json
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 from rich.console import Console
@@ -25,7 +25,7 @@ from rich.console import Console
 from ftagent.core.disk import check_disk_full
 from ftagent.core.durations import parse_duration
 from ftagent.core.errors import EnvironmentFailure, UserInputError
-from ftagent.engine.events import Message, SessionEnd, SessionStart, _Event
+from ftagent.engine.events import Message, ScenarioStage, SessionEnd, SessionStart, _Event
 from ftagent.engine.loop import RunSummary
 from ftagent.engine.session import Session
 from ftagent.finetune.lifecycle import begin_run, hold
@@ -222,9 +222,23 @@ def _start(startup: Startup, emit: SessionEmitter, loop_n: int | None, timeout_s
         raise
     from ftagent.finetune.forecast import record_forecast
 
-    record_forecast(session, scenario, settings, runner, run, planner=planner, loop_n=loop_n, timeout_s=timeout_s)
+    _forecast_stage(session, lambda: record_forecast(session, scenario, settings, runner, run, planner=planner,
+                                                     loop_n=loop_n, timeout_s=timeout_s))
     state.elapsed_s = time.time() - started  # scenario time counts against --timeout
     return session
+
+
+def _forecast_stage(session: Session, record: Callable[[], Any]) -> None:
+    """The forecast (its training probe: ~40 s for the demo on CPU) as a scenario stage of its own.
+
+    Issue 32: without one, the console's heartbeat kept showing the finished baseline as the current
+    stage for the whole probe, as if the baseline were still running.
+    """
+    session.events.emit(ScenarioStage(stage="forecast", status="start"))
+    try:
+        record()
+    finally:
+        session.events.emit(ScenarioStage(stage="forecast", status="done"))
 
 
 def _resume(resumed: tuple[Session, Path], checkout: bool, settings, run, emit: SessionEmitter) -> Session:

@@ -114,3 +114,19 @@ def test_feedback_without_a_score_says_so():
     display.stop()
     line = next(x for x in out.getvalue().splitlines() if "feedback" in x)
     assert "not better (no validation score)" in line and "None" not in line and "validation none" not in line
+
+
+def test_the_forecast_probe_after_the_baseline_is_shown_as_its_own_stage(tmp_path):
+    """Issue 32: for the ~40 s of the forecast's training probe the heartbeat kept naming the finished
+    baseline as the current stage; the probe is now a scenario stage of its own (finetune/app.py)."""
+    from ftagent.engine.session import Session
+    from ftagent.finetune.app import _forecast_stage
+    from ftagent.finetune.state import FinetuneSessionState
+
+    session = Session.create(tmp_path / "log", state_cls=FinetuneSessionState)
+    progress = ConsoleProgress(Console(file=io.StringIO(), width=200), live=False)
+    session.events.subscribe(progress)
+    session.events.emit(ScenarioStage(stage="baseline", status="done"))
+    seen = []
+    _forecast_stage(session, lambda: seen.append(progress.status_line()))
+    assert "scenario: forecast" in seen[0] and "baseline" not in seen[0]
