@@ -106,8 +106,8 @@ def decide_sota(experiment: Experiment, trace: Trace, *, rule: str = "interval",
     incumbent = trace.incumbent_score()
     head = f"Validation {metric} {_score(experiment.val_score)} vs {name} ({_score(incumbent)})"
     diff = incumbent_difference(experiment, trace) if incumbent is not None else None
-    if rule == "interval" and diff is not None and diff.has_interval:
-        low, _high = diff.gain_bounds(trace.direction)  # type: ignore[misc]
+    if rule == "interval" and diff is not None and (bounds := diff.gain_bounds(trace.direction)) is not None:
+        low, _high = bounds
         won = low > min_delta
         bar = "0" if min_delta <= 0 else f"FT_SOTA_MIN_DELTA = {min_delta:g}"
         verdict = ("a significant gain" if won else
