@@ -240,3 +240,24 @@ def test_wall_time_counts_the_runs_not_the_gap_before_a_resume(tmp_path):
                    {"type": "session_end", "status": "completed", "ts": last + 3602}):
             fh.write(json.dumps(ev) + "\n")
     assert build_report(sdir).wall_time_s == pytest.approx(before + 2)
+
+
+def test_wall_time_includes_the_commands_run_before_the_session_existed(tmp_path):
+    """Issue 32: data preparation runs before the session is created and its run event is written after
+    session_start; the report's wall time (14 min 24 s) was then shorter than "all subprocesses" (14 min 30 s)."""
+    import json
+
+    from ftagent.views.report import build_report
+
+    sdir = tmp_path / "log" / "s1"
+    sdir.mkdir(parents=True)
+    events = [{"type": "session_start", "session_id": "s1", "ts": 1000.0},
+              {"type": "run", "purpose": "data", "command": "prepare", "exit_code": 0, "duration_s": 16.0,
+               "ts": 1000.5},  # it started at 984.5, before the session existed
+              {"type": "run", "purpose": "train", "command": "llamafactory-cli train", "exit_code": 0,
+               "duration_s": 50.0, "ts": 1060.0},
+              {"type": "session_end", "status": "completed", "ts": 1061.0}]
+    (sdir / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events), encoding="utf-8")
+    report = build_report(sdir)
+    assert report.subprocess_time_s == 66.0
+    assert report.wall_time_s == pytest.approx(1061.0 - 984.5) and report.wall_time_s >= report.subprocess_time_s
