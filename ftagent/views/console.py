@@ -93,8 +93,8 @@ class ConsoleProgress:
         kind = ev.type
         if ev.loop is not None:
             self.loop = ev.loop
-        if kind == "scenario_stage":
-            self.step = f"scenario: {ev.stage}"
+        if kind == "scenario_stage":  # a stage's last progress (the baseline's "eval:test 100/100") ends with it
+            self.step, self.task = f"scenario: {ev.stage}", None
             return f"scenario {ev.stage}: {ev.status}" if ev.status in ("done", "failed", "cached") else None
         if kind == "step_start":
             self.step, self.task = ev.step, None

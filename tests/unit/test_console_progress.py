@@ -126,7 +126,10 @@ def test_the_forecast_probe_after_the_baseline_is_shown_as_its_own_stage(tmp_pat
     session = Session.create(tmp_path / "log", state_cls=FinetuneSessionState)
     progress = ConsoleProgress(Console(file=io.StringIO(), width=200), live=False)
     session.events.subscribe(progress)
+    session.events.emit(ScenarioStage(stage="baseline", status="start"))
+    session.events.emit(Progress(phase="eval:test", done=100, total=100))
     session.events.emit(ScenarioStage(stage="baseline", status="done"))
     seen = []
-    _forecast_stage(session, lambda: seen.append(progress.status_line()))
-    assert "scenario: forecast" in seen[0] and "baseline" not in seen[0]
+    _forecast_stage(session, lambda: seen.append((progress.status_line(), progress.task_line())))
+    assert "scenario: forecast" in seen[0][0] and "baseline" not in seen[0][0]
+    assert seen[0][1] == ""  # not the finished baseline's last progress (eval:test 100/100)
