@@ -36,7 +36,8 @@ def prompts(
     secrets = [settings.llm.openai_api_key.get_secret_value() if settings.llm.openai_api_key else None,
                settings.ft.judge_api_key.get_secret_value() if settings.ft.judge_api_key else None]
     redactor = Redactor(secrets)
-    for name in [step] if step else list(STEPS):
+    names = [s for s in STEPS if s == step] if step else list(STEPS)  # the checked --step, as its Step
+    for name in names:
         text = as_text(preview(name, scenario, settings, trace, hypothesis=hypothesis, workspace=workspace))
         typer.echo(redactor.text(text))
 
@@ -52,12 +53,12 @@ def _load(benchmark, base_model, path, dataset):
 
     if path is not None:
         from ftagent.engine.session import Session
-        from ftagent.finetune.state import FinetuneSessionState
+        from ftagent.finetune.state import FinetuneSessionState, finetune_state
 
         if not Path(path).exists():
             fail(f"--path {path} does not exist")
         session, _ = Session.load(path, FinetuneSessionState)
-        state = session.state
+        state = finetune_state(session.state)
         if state.scenario is None:
             fail(f"--path {path}: the session has no scenario yet (it stopped before loop 0)")
         run = state.config.get("run", {})

@@ -29,10 +29,15 @@ from ftagent.engine.events import Message, ScenarioStage, SessionEnd, SessionSta
 from ftagent.engine.loop import RunSummary
 from ftagent.engine.session import Session
 from ftagent.finetune.lifecycle import begin_run, hold
-from ftagent.finetune.state import FinetuneSessionState
+from ftagent.finetune.state import FinetuneSessionState, finetune_state
 
 if TYPE_CHECKING:
+    from ftagent.benchmarks.base import BenchmarkAdapter
+    from ftagent.core.settings import Settings
+    from ftagent.engine.loop import StepContext
     from ftagent.finetune.start import Startup
+    from ftagent.finetune.startup import ResolvedRun
+    from ftagent.runners.base import Runner
 
 console = Console(stderr=True)
 
@@ -118,7 +123,7 @@ def run_finetune(options: FinetuneOptions) -> RunSummary:
     started = time.time()
     timeout_s = parse_duration(options.timeout) if options.timeout else None
     resumed = Session.load(options.path, FinetuneSessionState) if options.path is not None else None
-    if resumed is not None and resumed[0].state.scenario is None:  # before any lock, checkout, fork or registry
+    if resumed is not None and finetune_state(resumed[0].state).scenario is None:  # before any lock, checkout, fork or registry
         raise UserInputError(f"--path {resumed[1]}: the snapshot has no scenario (it was taken before loop 0)")
     run_cfg = resumed[0].state.config.get("run", {}) if resumed else {}
     startup = start(  # the one lookup of benchmark and model; the planner from the registry
@@ -176,7 +181,7 @@ def run_finetune(options: FinetuneOptions) -> RunSummary:
     return summary
 
 
-def _session_start(session: Session, settings, run, resumed_from: str | None) -> SessionStart:
+def _session_start(session: Session, settings: Settings, run: ResolvedRun, resumed_from: str | None) -> SessionStart:
     return SessionStart(session_id=session.state.session_id, benchmark=run.benchmark,
                         base_model=run.base_model, planner=run.planner, runner=settings.ft.env_type,
                         resumed_from=resumed_from, settings=settings.redacted())
@@ -199,7 +204,7 @@ def _start(startup: Startup, emit: SessionEmitter, loop_n: int | None, timeout_s
     emit.attach(session)
     _route_judge(settings, session, emit)  # before the baseline: its judge calls are the session's too
     emit(Message(text=f"planner: {_planner_note(planner, settings)}"))
-    state: FinetuneSessionState = session.state  # type: ignore[assignment]
+    state = finetune_state(session.state)
 
     def budget(seconds: float) -> float:
         """A stage's own limit, capped by what is left of ``--timeout``."""
@@ -241,7 +246,8 @@ def _forecast_stage(session: Session, record: Callable[[], Any]) -> None:
         session.events.emit(ScenarioStage(stage="forecast", status="done"))
 
 
-def _resume(resumed: tuple[Session, Path], checkout: bool, settings, run, emit: SessionEmitter) -> Session:
+def _resume(resumed: tuple[Session, Path], checkout: bool, settings: Settings, run: ResolvedRun,
+            emit: SessionEmitter) -> Session:
     from ftagent.finetune.workflow import fork_workspace
 
     session, snapshot = resumed
@@ -251,14 +257,14 @@ def _resume(resumed: tuple[Session, Path], checkout: bool, settings, run, emit: 
     else:
         old_id = session.state.session_id
         session = hold(session.fork(Path(settings.paths.log_path)))
-        fork_workspace(session.state, _workspace_root(settings), old_id)  # type: ignore[arg-type]
+        fork_workspace(finetune_state(session.state), _workspace_root(settings), old_id)
     emit.attach(session)  # (a snapshot without a scenario was refused by run_finetune before anything was written)
     session.events.emit(_session_start(session, settings, run, str(snapshot)))
     _route_judge(settings, session, emit)
     return session
 
 
-def _route_judge(settings, session: Session, emit: SessionEmitter) -> None:
+def _route_judge(settings: Settings, session: Session, emit: SessionEmitter) -> None:
     """Start the session's judge gateway when ``FT_JUDGE_*`` is set: OpenCompass's judge then gets its
     URL and a per-session token (never the real key), and every judge call is recorded (stage ``judge``)
     and counted against ``FT_LLM_BUDGET_USD`` with the planner's and the data script's."""
@@ -268,11 +274,11 @@ def _route_judge(settings, session: Session, emit: SessionEmitter) -> None:
     settings.judge_route = gateway.start() if gateway is not None else None
 
 
-def _workspace_root(settings) -> Path:
+def _workspace_root(settings: Settings) -> Path:
     return Path(settings.paths.workspace_path).absolute()
 
 
-def _planner_note(planner: str, settings) -> str:
+def _planner_note(planner: str, settings: Settings) -> str:
     from ftagent.planners.registry import planner_spec
 
     if not planner_spec(planner).asks_llm:  # what the planner declares, not its name
@@ -280,15 +286,16 @@ def _planner_note(planner: str, settings) -> str:
     return f"LLM planner ({settings.llm.chat_model})"
 
 
-def _run(session: Session, settings, run, runner, emit: SessionEmitter, planner: str, options: FinetuneOptions,
-         timeout_s: float | None, guards: list | None = None) -> RunSummary:
+def _run(session: Session, settings: Settings, run: ResolvedRun, runner: Runner, emit: SessionEmitter, planner: str,
+         options: FinetuneOptions, timeout_s: float | None,
+         guards: list[BenchmarkAdapter] | None = None) -> RunSummary:
     from ftagent.engine.loop import LoopEngine
     from ftagent.finetune.forgetting import ForgettingGuard
     from ftagent.finetune.integrity import IntegrityGuard
     from ftagent.finetune.workflow import FinetuneWorkflow, build_components
 
     ft = settings.ft
-    state: FinetuneSessionState = session.state  # type: ignore[assignment]
+    state = finetune_state(session.state)
     assert state.scenario is not None
     console.print(f"[bold]ftagent[/bold] session {session.dir} — planner: {_planner_note(planner, settings)}; "
                   f"runner: {ft.env_type}", soft_wrap=True)
@@ -310,7 +317,7 @@ def _run(session: Session, settings, run, runner, emit: SessionEmitter, planner:
         total = options.loop_n or state.config.get("run", {}).get("loop_n") or 1
         from ftagent.finetune.final import final_evaluation
 
-        def finish(ctx) -> None:  # FT_FINAL_EVAL: the best and the base model on the final item set
+        def finish(ctx: StepContext) -> None:  # FT_FINAL_EVAL: the best and the base model on the final item set
             final_evaluation(session, settings, run, runner, ctx.emit, timeout=ctx.limit(ft.benchmark_timeout_s))
 
         summary = LoopEngine(workflow, session, loop_n=total, step_n=options.step_n, timeout_s=timeout_s,
@@ -321,7 +328,7 @@ def _run(session: Session, settings, run, runner, emit: SessionEmitter, planner:
     return summary
 
 
-def ensure_tools_env(settings) -> Path:
+def ensure_tools_env(settings: Settings) -> Path:
     """The tool env for the local runner, created with ``ftagent env setup`` logic when missing."""
     from ftagent.core.hardware import detect_gpus
     from ftagent.runners.toolenv import setup_tools_env, tools_env_path

@@ -16,12 +16,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from ftagent.core.errors import StepError
 from ftagent.core.final import FINAL_FILE, FinalEvaluation
 from ftagent.core.stats import load_items, paired_bootstrap
 from ftagent.engine.events import Message, _Event
+from ftagent.finetune.state import finetune_state
 
 if TYPE_CHECKING:
     from ftagent.core.settings import Settings
@@ -29,7 +30,6 @@ if TYPE_CHECKING:
     from ftagent.core.types import ScenarioInfo
     from ftagent.engine.session import Session
     from ftagent.finetune.startup import ResolvedRun
-    from ftagent.finetune.state import FinetuneSessionState
     from ftagent.runners.base import Runner
 
 
@@ -68,7 +68,7 @@ def _evaluate_full(session: Session, settings: Settings, run: ResolvedRun, runne
     from ftagent.core.paths import baseline_dir
     from ftagent.tools.opencompass.runs import evaluate_splits_of_path
 
-    state = cast("FinetuneSessionState", session.state)  # every fine-tuning session is created with it
+    state = finetune_state(session.state)
     scenario = state.scenario
     assert scenario is not None  # final_evaluation returns before this without one
     evaluate = partial(evaluate_splits_of_path, benchmark=run.adapter, splits=("full",), settings=settings,
@@ -92,7 +92,7 @@ def final_evaluation(session: Session, settings: Settings, run: ResolvedRun, run
     Returns None for ``none`` or when it could not be run (a warning says why).
     """
     mode = getattr(settings.ft, "final_eval", "full")
-    state = cast("FinetuneSessionState", session.state)  # every fine-tuning session is created with it
+    state = finetune_state(session.state)
     trace, scenario = state.trace, state.scenario
     if mode == "none" or scenario is None:
         return None

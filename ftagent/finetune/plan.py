@@ -12,13 +12,18 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from ftagent.core.durations import parse_duration
 from ftagent.core.forecast import Forecast
 from ftagent.core.trace import Trace
 
+if TYPE_CHECKING:
+    from ftagent.finetune.app import FinetuneOptions
+    from ftagent.tools.launch.plan import LaunchPlan
 
-def plan_finetune(options, progress: Callable[[str], None] | None = None) -> Forecast:
+
+def plan_finetune(options: FinetuneOptions, progress: Callable[[str], None] | None = None) -> Forecast:
     """The forecast for ``options`` (:class:`~ftagent.finetune.app.FinetuneOptions`).
 
     ``progress`` is told each stage as it starts (the CLI's heartbeat: the baseline and the probe take
@@ -50,7 +55,7 @@ def plan_finetune(options, progress: Callable[[str], None] | None = None) -> For
                     user_target_scenario=options.user_target_scenario,
                     benchmark_description=options.benchmark_description)
     settings, run, planner = startup.settings, startup.run, startup.planner
-    events: list = []
+    events: list[Any] = []  # the runner's run records, whatever the runner emits
     runner = startup.open_runner(on_run=events.append)
     say("preparing: base model, datasets, benchmark data, catalogues")
     prepared = startup.prepare(events.append)
@@ -73,7 +78,7 @@ def plan_finetune(options, progress: Callable[[str], None] | None = None) -> For
                          timeout_s=timeout_s, baseline_needed=True, probe_cost_s=time.monotonic() - started)
 
 
-def plan_hardware(base_model: str | None, hardware: str, *, benchmark: str | None = None):
+def plan_hardware(base_model: str | None, hardware: str, *, benchmark: str | None = None) -> LaunchPlan:
     """``ftagent plan --hardware SPEC``: the launch plan of ``base_model`` on hardware described, not
     detected (no GPU, no baseline, no training probe); its preflight verdicts included.
 
@@ -106,7 +111,7 @@ def plan_hardware(base_model: str | None, hardware: str, *, benchmark: str | Non
     return plan
 
 
-def _model_config(base_model: str) -> dict:
+def _model_config(base_model: str) -> dict[str, Any]:
     import json
     from pathlib import Path
 
@@ -135,4 +140,7 @@ def _model_config(base_model: str) -> dict:
     except Exception as exc:  # offline, gated, unknown repo: all end the same way
         raise EnvironmentFailure(f"could not fetch config.json of {base_model} from the Hugging Face Hub "
                                  f"({type(exc).__name__}); pass a local folder holding its config.json") from exc
-    return json.loads(Path(path).read_text(encoding="utf-8"))
+    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    if not isinstance(data, dict):
+        raise UserInputError(f"config.json of {base_model} on the Hub is not a JSON object")
+    return data

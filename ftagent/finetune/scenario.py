@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ftagent.core.paths import llama_factory_info_dir
 from ftagent.core.trace import Trace
@@ -28,10 +28,19 @@ from ftagent.engine.events import ConstantAnswer, Message, ScenarioStage
 
 if TYPE_CHECKING:
     from ftagent.benchmarks.base import BenchmarkAdapter
+    from ftagent.core.hardware import HardwareInfo
+    from ftagent.core.settings import Settings
     from ftagent.finetune.startup import ResolvedRun
+    from ftagent.llm.client import LLMClient
+    from ftagent.planners.llm.select import Selection
+    from ftagent.runners.base import Runner
+    from ftagent.tools.launch.plan import LaunchPlan
+    from ftagent.tools.llamafactory.catalogue import LFCatalogue
+    from ftagent.tools.llamafactory.memory import MemoryReport
     from ftagent.tools.opencompass.inference import InferenceSettings
 
 Emit = Callable[[Any], None]
+_T = TypeVar("_T")
 
 
 class Prepared:
@@ -51,19 +60,19 @@ class FinetuneScenario:
     built the same way: ``Cls(settings, runner, emit, run=run)``.
     """
 
-    def __init__(self, settings, runner, emit: Emit, *, run: ResolvedRun) -> None:
+    def __init__(self, settings: Settings, runner: Runner, emit: Emit, *, run: ResolvedRun) -> None:
         self.settings = settings
         self.runner = runner
         self.emit = emit
         self.run = run
-        self.selection_client = None  # the LLM client of the pre-session dataset selection, if any
+        self.selection_client: LLMClient | None = None  # the LLM client of the pre-session dataset selection, if any
 
     def attach_session(self, session_dir: Path) -> None:
         """Write the pre-session LLM calls (dataset selection) into the session's records and budget."""
         if self.selection_client is not None:
             self.selection_client.records.attach(session_dir)
 
-    def _stage(self, name: str, fn, **detail):
+    def _stage(self, name: str, fn: Callable[[], _T], **detail: Any) -> _T:
         self.emit(ScenarioStage(stage=name, status="start", detail=detail))
         try:
             result = fn()
@@ -111,7 +120,7 @@ class FinetuneScenario:
             for line in lines:
                 self.emit(Message(text=line))
 
-    def _select_datasets(self):
+    def _select_datasets(self) -> Selection:
         """The rule, or the LLM planner where the rule cannot decide (:mod:`ftagent.planners.llm.select`)."""
         from ftagent.planners.llm.select import select_datasets
         from ftagent.planners.registry import planner_spec
@@ -235,7 +244,7 @@ def constant_answer(info: ScenarioInfo, bench: BenchmarkAdapter, split: str) -> 
 PARAMETER_CATALOGUE_TOKENS = 6000  # the config prompt's share of FT_PROMPT_TOKEN_BUDGET for the catalogue
 
 
-def parameter_catalogue_text(catalogue, gpu: bool) -> str:
+def parameter_catalogue_text(catalogue: LFCatalogue, gpu: bool) -> str:
     """LLaMA-Factory's arguments as the config prompt shows them (essential ones first, token-bounded)."""
     from ftagent.llm.budget import count_tokens
     from ftagent.tools.llamafactory.config import managed_keys
@@ -266,7 +275,8 @@ def _is_chatml(model_path: Path) -> bool:
     return "<|im_start|>" in text
 
 
-def launch_preflight(model_path: Path, hardware, name: str, inference: InferenceSettings):
+def launch_preflight(model_path: Path, hardware: HardwareInfo, name: str,
+                     inference: InferenceSettings) -> LaunchPlan | None:
     """The launch plan of the base model on the detected GPUs, refused (UserInputError) when upstream
     would refuse it (:mod:`ftagent.tools.launch.preflight`); None when config.json cannot be planned.
     ``inference``: the model's models.yaml settings as the start-up resolved them (required)."""
@@ -287,7 +297,7 @@ def launch_preflight(model_path: Path, hardware, name: str, inference: Inference
     return plan
 
 
-def _memory(model_path: Path, hardware):
+def _memory(model_path: Path, hardware: HardwareInfo) -> MemoryReport:
     from ftagent.tools.llamafactory.memory import estimate_for_hardware
 
     return estimate_for_hardware(model_path, hardware)

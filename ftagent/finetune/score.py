@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -29,7 +30,9 @@ from ftagent.core.stats import Difference, ItemScores, load_items, paired_bootst
 from ftagent.core.types import EvalResult
 
 if TYPE_CHECKING:
+    from ftagent.core.settings import Settings
     from ftagent.finetune.startup import ResolvedModel, ResolvedRun
+    from ftagent.runners.base import Runner
 
 EVAL_SPLITS = ("validation", "test", "full")
 
@@ -160,7 +163,8 @@ def default_out(model: str, benchmark: str) -> Path:
     return Path(f"ftagent-eval-{safe}.json")
 
 
-def _evaluate(ref: ModelRef, model: ResolvedModel, run: ResolvedRun, split: str, settings, runner) -> EvalResult:
+def _evaluate(ref: ModelRef, model: ResolvedModel, run: ResolvedRun, split: str, settings: Settings,
+              runner: Runner) -> EvalResult:
     """One model on one split through the session's evaluation (same cache, same checks). ``model`` is the
     start-up's resolution of ``ref.name`` (its folder and inference settings, computed once)."""
     from ftagent.core.hardware import detect_gpus
@@ -183,7 +187,7 @@ def _evaluate(ref: ModelRef, model: ResolvedModel, run: ResolvedRun, split: str,
 
 
 def run_eval(model: str, benchmark: str | None, split: str = "test", against: str | None = None,
-             make_runner=None) -> EvalReport:
+             make_runner: Callable[[], Runner] | None = None) -> EvalReport:
     """Score ``model`` (and ``against``) on ``split`` of ``benchmark``.
 
     Args:
@@ -212,7 +216,7 @@ def run_eval(model: str, benchmark: str | None, split: str = "test", against: st
     if make_runner is None:
         from ftagent.runners.factory import get_runner
 
-        def make_runner():
+        def make_runner() -> Runner:
             return get_runner(settings)
     runner = make_runner()
     first = _evaluate(ref, run.model, run, split, settings, runner)

@@ -17,13 +17,16 @@ reads models.yaml once (``tests/unit/test_startup_lookups.py`` keeps both).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from ftagent.benchmarks.base import BenchmarkAdapter, BenchmarkSpec
 from ftagent.core.errors import UserInputError
 from ftagent.tools.opencompass.inference import InferenceSettings
+
+if TYPE_CHECKING:
+    from ftagent.core.settings import Settings
 
 
 class ResolvedModel(BaseModel):
@@ -81,9 +84,9 @@ def benchmark_file(key: str) -> str | None:
     return str(path) if path is not None and key not in BENCHMARKS.builtin_files() else None
 
 
-def check_base_model(name: str | None, file_path: Path | None = None, *, fetchable: bool = True) -> None:
+def check_base_model(name: str | None, file_path: Path | None = None, *, fetchable: bool = True) -> str:
     """A base model must be given, and be builtin/<name>, a local folder or an HF repo id; with
-    ``fetchable`` one that can be had here (offline: already under ``FT_FILE_PATH/models``)."""
+    ``fetchable`` one that can be had here (offline: already under ``FT_FILE_PATH/models``). Returns it."""
     if not name or not name.strip():
         raise UserInputError(
             "no base model: pass --base-model (e.g. builtin/tiny-qwen2 or Qwen/Qwen2.5-7B-Instruct) "
@@ -95,6 +98,7 @@ def check_base_model(name: str | None, file_path: Path | None = None, *, fetchab
     why = offline_unfetchable(name, file_path) if fetchable else None
     if why:  # found before any dataset is prepared or downloaded, and before a session exists
         raise UserInputError(why)
+    return name
 
 
 def check_dataset(choice: str | None, benchmark: str, file_path: Path | None, related: list[str],
@@ -160,7 +164,7 @@ def resolved_model(name: str, file_path: Path) -> ResolvedModel:
     return ResolvedModel(name=name, path=base_model_dir(name, file_path), inference=inference_settings(name))
 
 
-def resolve_run(settings, *, planner: str | None = None, check_datasets: bool = True,
+def resolve_run(settings: Settings, *, planner: str | None = None, check_datasets: bool = True,
                 check_data: bool | None = None, fetchable: bool = True) -> ResolvedRun:
     """Check and resolve the benchmark, base model, dataset choice and planner of ``settings``.
 
@@ -202,7 +206,7 @@ def resolve_run(settings, *, planner: str | None = None, check_datasets: bool = 
     if (check_datasets if check_data is None else check_data) and hasattr(adapter, "check_data"):
         # the benchmark's rows before anything is written: a bad row is exit 2, not a failed baseline
         splits = adapter.check_data(benchmark_data_dir(file_path, key).parent, ft.benchmark_limit)
-    check_base_model(ft.base_model, ft.file_path, fetchable=fetchable)
+    base_model = check_base_model(ft.base_model, ft.file_path, fetchable=fetchable)
     register_user_datasets(ft.file_path)  # a resumed session may train on a user file's copy
     dataset, dataset_file = ft.dataset, None
     related = list(adapter.spec.related_datasets)
@@ -212,17 +216,17 @@ def resolve_run(settings, *, planner: str | None = None, check_datasets: bool = 
         items = (_items_in_memory(key, splits, list(adapter.spec.input_columns), file_path, ft.benchmark_limit)
                  if looks_like_file(dataset) else None)
         name = check_dataset(dataset, key, ft.file_path, related=related, items=items)
-        if name != dataset:  # a file: the session goes on with its registered copy
+        if dataset is not None and name != dataset:  # a file: the session goes on with its registered copy
             dataset_file, dataset = str(Path(dataset).expanduser().absolute()), name
         check_training_source(chosen_planner, dataset, key, related)
-    model = resolved_model(ft.base_model, file_path)
+    model = resolved_model(base_model, file_path)
     return ResolvedRun(benchmark=key, benchmark_file=benchmark_file(key), adapter=adapter,
                        data_dir=benchmark_data_dir(file_path, key), model=model, dataset=dataset,
                        dataset_file=dataset_file, description=ft.benchmark_description or adapter.spec.description,
                        planner=chosen_planner)
 
 
-def _items_in_memory(benchmark: str, splits: dict[str, list[dict]] | None, input_columns: list[str],
+def _items_in_memory(benchmark: str, splits: dict[str, list[dict[str, Any]]] | None, input_columns: list[str],
                      file_path: Path, limit: int | None) -> dict[str, list[str]] | None:
     """The contamination scan's items, read without writing (issue 34.12): a contaminated ``--dataset``
     file is refused before it is copied, the model is built or anything is prepared.

@@ -8,6 +8,7 @@ records a typed event. Later steps read those fields as objects; nothing is re-v
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -16,7 +17,7 @@ from ftagent.core.disk import check_disk_full, is_disk_full
 from ftagent.core.errors import ErrorType, StepError, StepFailure
 from ftagent.core.gold_match import gold_matches
 from ftagent.core.sota import decide_sota, differences
-from ftagent.core.trace import Experiment
+from ftagent.core.trace import Experiment, Trace
 from ftagent.core.types import EvalResult, ScenarioInfo, ValidationReport
 from ftagent.engine.events import (
     BenchmarkResult,
@@ -30,7 +31,7 @@ from ftagent.engine.events import (
     TrainingEvent,
     ValidationEvent,
 )
-from ftagent.engine.loop import Goto, StepContext
+from ftagent.engine.loop import Goto, StepContext, StepFn
 from ftagent.finetune.forgetting import ForgettingGuard
 from ftagent.finetune.integrity import IntegrityGuard
 from ftagent.finetune.protocols import (
@@ -43,7 +44,7 @@ from ftagent.finetune.protocols import (
     Validator,
     reads_resolved_run,
 )
-from ftagent.finetune.state import FinetuneLoop, FinetuneSessionState
+from ftagent.finetune.state import FinetuneLoop, FinetuneSessionState, finetune_loop
 
 if TYPE_CHECKING:
     from ftagent.finetune.startup import ResolvedRun
@@ -85,13 +86,13 @@ class FinetuneWorkflow:
         self.goto_caps = {"code": max(0, coder_max_loop - 1)}
 
     # -- the engine's Workflow protocol ------------------------------------------------------------
-    def steps(self):
+    def steps(self) -> list[tuple[str, StepFn]]:
         return [(name, getattr(self, name)) for name in STEP_NAMES]
 
     def new_loop(self, index: int) -> FinetuneLoop:
         return FinetuneLoop(index=index)
 
-    def is_best_loop(self, state: FinetuneSessionState, index: int) -> bool:  # type: ignore[override]
+    def is_best_loop(self, state: FinetuneSessionState, index: int) -> bool:
         return state.trace.sota_loop == index
 
     @property
@@ -105,7 +106,7 @@ class FinetuneWorkflow:
 
     @staticmethod
     def _loop(ctx: StepContext) -> FinetuneLoop:
-        return ctx.loop  # type: ignore[return-value]
+        return finetune_loop(ctx.loop)
 
     # -- steps -------------------------------------------------------------------------------------
     def propose(self, ctx: StepContext) -> None:
@@ -227,7 +228,7 @@ class FinetuneWorkflow:
                                verdict=verdict.text, intervals=experiment.intervals))
 
 
-    def _forgetting(self, ctx: StepContext, loop: FinetuneLoop, experiment: Experiment, trace) -> None:
+    def _forgetting(self, ctx: StepContext, loop: FinetuneLoop, experiment: Experiment, trace: Trace) -> None:
         """The forgetting guard, only for a candidate the target score would make SOTA (it costs an
         evaluation per guard benchmark); a blocked result then vetoes it in decide_sota."""
         if self.forgetting is None or loop.model is None or not experiment.succeeded:
@@ -271,7 +272,7 @@ def experiment_of(loop: FinetuneLoop) -> Experiment:
     return exp
 
 
-def progress_events(emit):
+def progress_events(emit: Callable[[Any], None]) -> Callable[[str, int | None, int | None], None]:
     """An evaluator's ``on_progress(phase, done, total)`` as ``progress`` events."""
 
     def on_progress(phase: str, done: int | None, total: int | None) -> None:
@@ -311,7 +312,7 @@ def build_components(scenario: ScenarioInfo, settings: Any, runner: Any, planner
     spec = planner_spec(planner)  # the planner registry names each planner's three components
     defaults = (spec.proposer, spec.coder, spec.feedback)
 
-    def make(path: str, default: str, **kw):
+    def make(path: str, default: str, **kw: Any) -> Any:  # a dotted-path class: its slot in Components names its protocol
         cls = load_object(default if path == "auto" else path)
         if reads_resolved_run(cls):  # its declared capability, not its signature
             kw["run"] = run

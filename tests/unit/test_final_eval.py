@@ -14,6 +14,7 @@ from ftagent.core.stats import ItemScores
 from ftagent.core.trace import Experiment, Trace
 from ftagent.core.types import EvalResult
 from ftagent.finetune import final as final_mod
+from ftagent.finetune.state import FinetuneSessionState
 
 
 def _items(tmp: Path, name: str, values: list[float]) -> str:
@@ -39,7 +40,9 @@ def _session(tmp: Path, *, best: bool = True):
     scenario = SimpleNamespace(base_model_path=str(tmp / "base"), base_model="builtin/tiny-qwen2",
                                hardware=SimpleNamespace(gpu_count=0))
     (tmp / "sess").mkdir()
-    return SimpleNamespace(state=SimpleNamespace(trace=trace, scenario=scenario), dir=tmp / "sess")
+    # the real state class (final.py checks it), built unvalidated around the fake scenario
+    state = FinetuneSessionState.model_construct(trace=trace, scenario=scenario)
+    return SimpleNamespace(state=state, dir=tmp / "sess")
 
 
 def _run(data: Path):

@@ -118,9 +118,13 @@ def test_prompts_path_registers_the_sessions_benchmark_file(tmp_path: Path, monk
     from ftagent.engine.session import Session
 
     bench = _bench_file(tmp_path / "b")
-    state = type("State", (), {"scenario": "stored scenario", "trace": "trace", "current": None,
-                               "config": {"run": {"benchmark": "my_single_bench", "benchmark_file": str(bench),
-                                                  "base_model": "builtin/tiny-qwen2"}}})()
+    from ftagent.finetune.state import FinetuneSessionState
+
+    # the real state class (prompts checks it), built unvalidated around the stand-in scenario and trace
+    state = FinetuneSessionState.model_construct(
+        scenario="stored scenario", trace="trace", current=None,
+        config={"run": {"benchmark": "my_single_bench", "benchmark_file": str(bench),
+                        "base_model": "builtin/tiny-qwen2"}})
     monkeypatch.setattr(Session, "load", classmethod(lambda cls, path, state_cls: (type("S", (), {"state": state})(),
                                                                                    path)))
     with pytest.raises(Exception, match="my_single_bench"):
