@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ftagent.core.errors import ErrorType, StepError
+from ftagent.core.errors import ErrorType, StepError, UserInputError
 from ftagent.core.settings import load_settings
 from ftagent.core.types import CodeResult, ScenarioInfo, ValidationReport
 from ftagent.runners.base import RunResult
@@ -114,7 +114,7 @@ def test_settings_reach_the_rule(monkeypatch: pytest.MonkeyPatch) -> None:
     rule = EarlyStopRule.from_settings(load_settings().ft)
     assert (rule.enabled, rule.loss_ratio, rule.patience_steps) == (False, 5.0, 7)
     monkeypatch.setenv("FT_EARLY_STOP_LOSS_RATIO", "0.5")
-    with pytest.raises(ValueError):
+    with pytest.raises(UserInputError, match="FT_EARLY_STOP_LOSS_RATIO=0.5"):
         load_settings()
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from ftagent.benchmarks import get_benchmark
-from ftagent.core.errors import ErrorType, StepError
+from ftagent.core.errors import ErrorType, StepError, UserInputError
 from ftagent.core.settings import load_settings
 from ftagent.tools.opencompass import backend, serving
 from ftagent.tools.opencompass.backend import ServerCheck, choose_backend, runs_on_host
@@ -147,7 +147,7 @@ def test_eval_backend_setting(monkeypatch):
     monkeypatch.setenv("FT_EVAL_BACKEND", "vllm-server")
     assert load_settings().ft.eval_backend == "vllm-server"
     monkeypatch.setenv("FT_EVAL_BACKEND", "sglang")
-    with pytest.raises(ValueError):
+    with pytest.raises(UserInputError, match="FT_EVAL_BACKEND=sglang"):
         load_settings()
 
 

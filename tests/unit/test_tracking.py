@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from ftagent.core.errors import UserInputError
 from ftagent.core.settings import load_settings
 from ftagent.core.types import CodeResult, EvalResult, ScenarioInfo, ValidationReport
 from ftagent.runners.base import RunResult
@@ -140,7 +141,7 @@ def test_mlflow_gets_its_uri_and_none_tracks_nothing(tmp_path: Path, monkeypatch
 
 def test_bad_report_to_is_a_settings_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FT_REPORT_TO", "comet")
-    with pytest.raises(ValueError, match="report_to"):
+    with pytest.raises(UserInputError, match="FT_REPORT_TO=comet"):
         load_settings()
 
 
