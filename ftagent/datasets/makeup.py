@@ -55,6 +55,9 @@ class Group(BaseModel):
     template: str
     rows: int
     answer_templates: dict[str, int] = Field(default_factory=dict)  # the most common answer shapes
+    # each varying number of the template -> its range and digit counts, e.g. "N": "10–999 (622 distinct;
+    # digits 2:60, 3:562)": two samples alone suggested two-digit N only (relay round 4)
+    numbers: dict[str, str] = Field(default_factory=dict)
     samples: list[dict[str, Any]] = Field(default_factory=list)  # stratified: the first rows of the group
 
 
@@ -69,7 +72,10 @@ class Makeup(BaseModel):
     empty_instruction: int = 0
     empty_output: int = 0
     non_text: int = 0  # instruction or output not a string (a number, a list, null ...)
-    duplicates: int = 0  # rows equal to an earlier row (instruction, input, output)
+    # usable rows repeating the (instruction, input, output) of an earlier row: exact duplicates, counted
+    # among the usable rows only so that no row is in two anomaly counts (relay round 4: "1,200
+    # duplicates" counted junk rows twice; the data script found 1,105)
+    duplicates: int = 0
     anomaly_examples: list[dict[str, Any]] = Field(default_factory=list)
 
     def anomalies(self) -> int:
@@ -83,8 +89,9 @@ class Makeup(BaseModel):
         for g in self.groups:
             shown += g.rows
             answers = "; ".join(f"{json.dumps(t, ensure_ascii=False)} ×{n}" for t, n in g.answer_templates.items())
+            ranges = "".join(f"; {name}: {text}" for name, text in g.numbers.items())
             lines.append(f"- {g.rows:,} rows ({g.rows / max(1, self.rows):.0%}): {json.dumps(g.template, ensure_ascii=False)}"
-                         f" → answers like {answers}")
+                         f" → answers like {answers}{ranges}")
         rest = self.usable - shown
         if rest > 0:
             lines.append(f"- {rest:,} more usable rows in {max(0, self.distinct_templates - len(self.groups)):,} "
@@ -92,7 +99,9 @@ class Makeup(BaseModel):
         bad = [f"{n:,} {what}" for n, what in ((self.empty_instruction, "with an empty or missing instruction"),
                                              (self.empty_output, "with an empty or missing answer"),
                                              (self.non_text, "whose instruction or answer is not text"),
-                                             (self.duplicates, "duplicates of an earlier row")) if n]
+                                             (self.duplicates, "exact duplicates of an earlier row (same "
+                                              "instruction, input and output; counted among the usable rows)"))
+               if n]
         lines.append("- Anomalies: " + ("; ".join(bad) + " -- process_data.py must drop or repair them"
                                         if bad else "none (no empty, non-text or duplicate rows)"))
         for ex in self.anomaly_examples:
@@ -119,11 +128,6 @@ def profile_rows(rows: list[dict[str, Any]]) -> Makeup:
     examples: dict[str, dict[str, Any]] = {}
     for row in rows:
         raw_instruction, raw_output = row.get("instruction"), row.get("output")
-        key = json.dumps([raw_instruction, row.get("input"), raw_output], ensure_ascii=False, default=str)
-        if key in seen:  # counted, and still in its group below (the groups count the file's rows)
-            makeup.duplicates += 1
-            examples.setdefault("duplicate", row)
-        seen.add(key)
         if raw_instruction is not None and _text(raw_instruction) is None or (
                 raw_output is not None and _text(raw_output) is None):
             makeup.non_text += 1
@@ -138,11 +142,17 @@ def profile_rows(rows: list[dict[str, Any]]) -> Makeup:
             makeup.empty_output += 1
             examples.setdefault("empty_output", row)
             continue
+        key = json.dumps([raw_instruction, row.get("input"), raw_output], ensure_ascii=False, default=str)
+        if key in seen:  # counted, and still in its group below (the groups count the file's rows)
+            makeup.duplicates += 1
+            examples.setdefault("duplicate", row)
+        seen.add(key)
         usable.append((instruction, row))
     makeup.usable = len(usable)
     makeup.anomaly_examples = list(examples.values())[:4]
     words = None
-    keys = _template_keys([text for text, _ in usable])
+    numbered = _numbered([text for text, _ in usable])
+    keys = [_key(text, found) for (text, _), found in zip(usable, numbered, strict=True)]
     templates = Counter(keys)
     if usable and len(templates) > FREE_TEXT_SHARE * len(usable):
         words, makeup.grouped_by = PREFIX_WORDS, "first-words group"
@@ -153,15 +163,62 @@ def profile_rows(rows: list[dict[str, Any]]) -> Makeup:
     answers: dict[str, Counter[str]] = {t: Counter() for t in top}
     per_group = max(1, -(-MIN_SAMPLES // max(1, len(top))))  # ceil: at least MIN_SAMPLES in all
     samples: dict[str, list[dict[str, Any]]] = {t: [] for t in top}
-    shapes = _template_keys([row["output"] for _, row in usable])
-    for t, shape, (_, row) in zip(keys, shapes, usable, strict=True):
+    outputs = [row["output"] for _, row in usable]
+    values: dict[str, list[list[str]]] = {t: [] for t in top}
+    for t, found, answer, out_found, (_, row) in zip(keys, numbered, outputs, _numbered(outputs), usable,
+                                                     strict=True):
         if t in answers:
-            answers[t][shape[:100]] += 1
+            varying = [v for v, constant in found if not constant]
+            answers[t][_answer_shape(answer, out_found, varying)[:100]] += 1
+            values[t].append(varying)
             if len(samples[t]) < per_group:
                 samples[t].append({k: row.get(k) for k in ("instruction", "input", "output") if row.get(k)})
     makeup.groups = [Group(template=t, rows=templates[t], answer_templates=dict(answers[t].most_common(2)),
-                           samples=samples[t]) for t in top]
+                           numbers=_ranges(values[t]) if words is None else {}, samples=samples[t])
+                     for t in top]
     return makeup
+
+
+def _answer_shape(answer: str, found: list[tuple[str, bool]], instruction_values: list[str]) -> str:
+    """The answer's template, its numbers named *with* the instruction's: a varying number equal to the
+    instruction's N in this row is N; any other gets a name of its own (M, K… after the instruction's),
+    so "What is 869 minus 11?" → "858" reads "N" → "M", not "N" → "N" (relay round 4)."""
+    parts = _NUMBER.split(answer)
+    fresh = iter(range(len(instruction_values), len(instruction_values) + len(found)))
+    out = parts[0]
+    for (value, constant), rest in zip(found, parts[1:], strict=True):
+        if constant:
+            out += value
+        elif value in instruction_values:
+            out += _placeholder(instruction_values.index(value))
+        else:
+            out += _placeholder(next(fresh))
+        out += rest
+    return _SPACE.sub(" ", out).strip()[:120]
+
+
+def _ranges(rows: list[list[str]]) -> dict[str, str]:
+    """Each varying number's range over the group's rows and its distinct values by digit count:
+    ``{"N": "10–999 (622 distinct; digits 2:60, 3:562)"}``."""
+    out: dict[str, str] = {}
+    for pos in range(min((len(r) for r in rows), default=0)):
+        distinct: set[float] = set()
+        for r in rows:
+            try:
+                distinct.add(float(r[pos].replace(",", "")))
+            except ValueError:
+                continue
+        if not distinct:
+            continue
+        digits = Counter(len(str(int(abs(v)))) for v in distinct)
+        by_digits = ", ".join(f"{d}:{n:,}" for d, n in sorted(digits.items()))
+        out[_placeholder(pos)] = (f"{_fmt(min(distinct))}–{_fmt(max(distinct))} ({len(distinct):,} distinct; "
+                                  f"digits {by_digits})")
+    return out
+
+
+def _fmt(value: float) -> str:
+    return str(int(value)) if value == int(value) else f"{value:g}"
 
 
 def template_keys(texts: list[str]) -> list[str]:
@@ -171,8 +228,13 @@ def template_keys(texts: list[str]) -> list[str]:
 
 def _template_keys(texts: list[str]) -> list[str]:
     """Each text's template, with a number kept literal where it is (nearly) constant in its template:
-    "What is N times 3?" and "What is N times 5?" are two kinds of row, not one "What is N times N?".
-    A position is constant when it takes at most 5 values, and at most one per 4 rows of the group."""
+    "What is N times 3?" and "What is N times 5?" are two kinds of row, not one "What is N times N?"."""
+    return [_key(text, found) for text, found in zip(texts, _numbered(texts), strict=True)]
+
+
+def _numbered(texts: list[str]) -> list[list[tuple[str, bool]]]:
+    """Each text's numbers in order, each with whether it is constant in its plain template: a position
+    is constant when it takes at most 5 values, and at most one per 4 rows of the template."""
     numbers = [_NUMBER.findall(text) for text in texts]
     plain = [template_of(text) for text in texts]
     values: dict[tuple[str, int], set[str]] = {}
@@ -180,18 +242,19 @@ def _template_keys(texts: list[str]) -> list[str]:
     for t, found in zip(plain, numbers, strict=True):
         for i, value in enumerate(found):
             values.setdefault((t, i), set()).add(value)
-    keys = []
-    for text, t, found in zip(texts, plain, numbers, strict=True):
-        constant = {i for i in range(len(found)) if len(values[(t, i)]) <= min(5, sizes[t] // 4)}
-        if not constant:
-            keys.append(t)
-            continue
-        parts = _NUMBER.split(text)  # text, number, text, ... (the pattern has no capturing group)
-        varying = iter(range(len(found)))
-        kept = parts[0] + "".join((found[i] if i in constant else _placeholder(next(varying))) + rest
-                                  for i, rest in enumerate(parts[1:]))
-        keys.append(_SPACE.sub(" ", kept).strip()[:120])
-    return keys
+    return [[(value, len(values[(t, i)]) <= min(5, sizes[t] // 4)) for i, value in enumerate(found)]
+            for t, found in zip(plain, numbers, strict=True)]
+
+
+def _key(text: str, found: list[tuple[str, bool]]) -> str:
+    """``text`` with its varying numbers as N, M, K… in order and its constant ones literal."""
+    if not any(constant for _, constant in found):
+        return template_of(text)
+    parts = _NUMBER.split(text)  # text, number, text, ... (the pattern has no capturing group)
+    varying = iter(range(len(found)))
+    kept = parts[0] + "".join((value if constant else _placeholder(next(varying))) + rest
+                              for (value, constant), rest in zip(found, parts[1:], strict=True))
+    return _SPACE.sub(" ", kept).strip()[:120]
 
 
 COVERAGE_WARN = 0.5  # a template whose items fill this share of its input space gets a warning

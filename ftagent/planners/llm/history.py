@@ -153,15 +153,25 @@ def _losses(history: list[dict[str, Any]]) -> list[tuple[int, float]]:
     return out
 
 
+# transformers' Trainer logs the loss rounded to 4 decimals (trainer.py, _maybe_log_save_evaluate:
+# ``logs["loss"] = round(tr_loss_scalar / (...), 4)``), so near zero a step of 0.0001 is rounding, not
+# a trend: 0.0003 → 0.0002 is "a third less" by ratio. A change in loss counts only when it is also
+# larger than LOSS_NOISE_FLOOR in absolute terms (relay round 4: a curve flat at 0.0002-0.0003 for the
+# last 45 % of the run was called "still falling at the end; noisy").
+LOSS_NOISE_FLOOR = 5e-4
+
+
 def _still_falling(values: list[float]) -> bool:
-    """True when the last fifth of the curve still loses a tenth of its loss.
+    """True when the last fifth of the curve still loses a tenth of its loss, and more than the noise
+    floor (LOSS_NOISE_FLOOR) in absolute terms.
 
     A cosine or linear schedule flattens the end of a converged run (0.0016 → 0.0015 → 0.0015): that
     is levelling off. A curve that goes 0.0226 → 0.0169 in its last fifth while the learning rate
     decays to 0 is still falling, however small that is against the first steps' drop.
     """
     last = values[-max(3, len(values) // 5):]
-    return last[-1] < last[0] * 0.9  # the last fifth still sheds a tenth of its loss
+    drop = last[0] - last[-1]
+    return last[-1] < last[0] * 0.9 and drop > LOSS_NOISE_FLOOR  # sheds a tenth of its loss, above rounding
 
 
 def _plateau_start(values: list[float], band: float = 1.25, min_share: float = 0.5) -> int | None:
@@ -186,7 +196,8 @@ def loss_summary(history: list[dict[str, Any]]) -> LossSummary | None:
     early, late = sum(values[:half]) / half, sum(values[half:] or values[-1:]) / max(1, len(values[half:]) or 1)
     tail = values[-max(4, len(values) // 3):]
     rises = [b - a for a, b in zip(tail, tail[1:], strict=False) if b > a]
-    noisy = len(rises) >= len(tail) // 3 and max(rises, default=0) > 0.1 * abs(sum(tail) / len(tail))
+    noisy = (len(rises) >= len(tail) // 3
+             and max(rises, default=0) > max(0.1 * abs(sum(tail) / len(tail)), LOSS_NOISE_FLOOR))
     if len(values) < 3:
         trend = "falling" if values[-1] < values[0] else "flat or rising"
     elif late < early * 0.97:
