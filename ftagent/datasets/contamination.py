@@ -281,11 +281,14 @@ def rule_words() -> str:
         "row fails the data step (a DATA error naming row numbers and item ids, never the text): no row is "
         "dropped for you, so filter in process_data.py. After training the integrity guard also checks "
         f"paraphrases (a row whose instruction + input has a content-word overlap, Jaccard, of {FUZZY_JACCARD:.0%} "
-        f"or more with an item's question, for items of {FUZZY_MIN_TOKENS}+ content words) and outputs that copy "
+        f"or more with an item's question, for items of {FUZZY_MIN_TOKENS}+ content words; {content_words_rule()}) "
+        "and outputs that copy "
         f"{ANSWER_COVERAGE:.0%} of a gold answer of {ANSWER_MIN_TOKENS}+ words: such a result is not eligible "
         "as best. So a script that generates questions in the benchmark's own form over its own value range "
         "will hit items it cannot see: vary the wording, the numbers or the form (raw rows that already leave "
-        "the benchmark's items out, as a dataset's notes may say, are fine).")
+        "the benchmark's items out, as a dataset's notes may say, are fine). The benchmark's own template -- "
+        f"its closing instruction sentence and answer format, found in {pct} of the items or more -- is not item "
+        "content and may stay in every row.")
 
 
 def items_from_records(records: Iterable[Mapping], fields: Iterable[str], prefix: str = "") -> dict[str, str]:
@@ -312,6 +315,19 @@ FUZZY_JACCARD = 0.6
 def content_tokens(text: str) -> set[str]:
     """The distinct words of ``text`` (:func:`normalise`) without :data:`STOPWORDS`."""
     return {t for t in normalise(text) if t not in STOPWORDS}
+
+
+def content_words_rule() -> str:
+    """What a content word is, in words, for :func:`rule_words` (issue 35: a played planner could not tell
+    whether numbers count). The example is tokenised by :func:`content_tokens` itself, so it stays true."""
+    example = "What is 171 plus 11?"
+    words = ", ".join(sorted(content_tokens(example), key=lambda t: (not t.isdigit(), len(t), t)))
+    shown = ", ".join(f"`{w}`" for w in ("what", "is", "the", "answer") if w in STOPWORDS)
+    return (f"content words are the distinct word tokens above, numbers included, each whole number one word "
+            f"(`{example}` has {{{words}}}; `171` and `71` differ), less {len(STOPWORDS)} function words "
+            f"({shown}, ...) and less the words found in {TEMPLATE_SHARE:.0%} of the items or more (the benchmark's "
+            "template: when every item reads `What is N plus 11? ...`, only N is left, fewer than "
+            f"{FUZZY_MIN_TOKENS} words, so only checks (1)-(3) above apply to those items)")
 
 
 def fuzzy_scan(rows: Sequence[Mapping], items: Mapping[str, Item], *, threshold: float = FUZZY_JACCARD,

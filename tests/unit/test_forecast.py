@@ -112,7 +112,7 @@ def test_estimate_line_without_a_timeout_points_at_no_missing_budget():
     """Without --timeout the Budgets section has no per-loop figure, so the line must not send the planner
     looking for one (relay critique: 'Budgets gives no per-loop time')."""
     line = estimate_line(_forecast(timeout_s=None))
-    assert "under Budgets" not in line and "no per-loop time limit" in line
+    assert "under Budgets" not in line and "no wall-clock limit, only its number of loops" in line
 
 
 def _session(tmp_path: Path, forecast: Forecast | None, loop_s: float = 100.0) -> Path:

@@ -328,7 +328,9 @@ def test_data_prompt_keeps_a_dataset_summary_when_the_full_entry_does_not_fit(tm
     hyp = Hypothesis(hypothesis="h", task="t")
     from ftagent.datasets.contamination import rule_words
 
-    budget = 1150 + count_tokens(rule_words())  # the brief's data rules (required) carry the contamination rule
+    # the brief's data rules (required) carry the contamination rule; +70: the script rules say which of
+    # "like the benchmark's prompt" and the contamination rule wins (issue 35 relay round 4)
+    budget = 1220 + count_tokens(rule_words())
     tight = SimpleNamespace(ft=SimpleNamespace(prompt_token_budget=budget, force_think_token=False))
     text = data_messages(scenario, tight, hyp)[0]["content"]
     full = data_messages(scenario, _settings(), hyp)[0]["content"]
@@ -349,7 +351,8 @@ def test_time_left_and_loops_left():
                               "evaluation together: plan the training to fit in that (the per-run limits above are "
                               "ceilings, not targets)")
     last = NS(time_left=lambda: None, loop=NS(index=2), state=NS(config={"run": {"loop_n": 3}}))
-    assert time_left(last) == "- this is loop 2 (numbered from 0); it is the last loop"
+    assert time_left(last) == ("- no session time limit (no --timeout): only the number of loops ends the session\n"
+                               "- this is loop 2 (numbered from 0); it is the last loop")
     assert time_left(None) == ""
     done = time_left(ctx, finished=True)  # the feedback's view: loop 1 is over, one loop follows
     assert done.startswith("- time left in this session: 1 h 30 min\n- loop 1 (numbered from 0) has just finished; "

@@ -270,6 +270,7 @@ class BriefFacts(BaseModel):
     template_overhead: str = ""
     model_path: str
     parameters: str
+    size_note: str = ""  # a very small model barely transfers between wordings (SMALL_MODEL_PARAMS)
     architecture: str = ""
     layers: str = ""
     context_window: str
@@ -368,7 +369,7 @@ def brief_facts(scenario: ScenarioInfo, *, benchmark: Any, catalogue: dict[str, 
                                  *((spec.input_columns[0], spec.output_column) if spec and spec.input_columns else ()))
     return BriefFacts(
         benchmark=scenario.benchmark, description=scenario.benchmark_description or (spec.description if spec else ""),
-        prompt_format=("" if per_item or not spec else spec.prompt),
+        prompt_format=("" if per_item or not spec or not says_more(spec.prompt) else spec.prompt),
         prompt_example=example[0], answer_example=example[1], answer_rule=(spec.answer_rule if spec else ""),
         space_warning=space_warning(scenario.file_path, scenario.benchmark,
                                     spec.input_columns[0] if spec and spec.input_columns else "prompt"),
@@ -380,6 +381,7 @@ def brief_facts(scenario: ScenarioInfo, *, benchmark: Any, catalogue: dict[str, 
         constant_baseline=constant_baseline_words(scenario.file_path, bench),
         validation_items=validation_items(scenario.file_path, scenario.benchmark),
         model_name=scenario.base_model, model_path=scenario.base_model_path, parameters=params,
+        size_note=size_note(model.num_parameters),
         origin=model_origin(scenario.base_model), template_overhead=overhead.line() if overhead else "",
         architecture=" ".join(x for x in (model.architecture, f"({model.model_type})" if model.model_type else "") if x),
         layers=(f"{model.num_hidden_layers} layers, hidden size {model.hidden_size}, vocabulary {model.vocab_size:,}"
@@ -395,6 +397,25 @@ def brief_facts(scenario: ScenarioInfo, *, benchmark: Any, catalogue: dict[str, 
         budgets=budgets, data_cap=scenario.upper_data_size_limit, force_think_token=bool(think),
         datasets=list(scenario.datasets), dataset_texts=_dataset_texts(scenario, catalogue),
     )
+
+
+#: Below this many parameters the brief says that the model learns surface forms (issue 35: a played planner
+#: expected a 558K-parameter model trained from scratch to carry one wording over to another).
+SMALL_MODEL_PARAMS = 10_000_000
+_PLACEHOLDER = re.compile(r"\{[^{}]*\}")
+
+
+def size_note(num_parameters: int | None) -> str:
+    """One factual line for a very small model ("" for a larger or unknown one)."""
+    if not num_parameters or num_parameters >= SMALL_MODEL_PARAMS:
+        return ""
+    return (f"A model this small (under {format_count(SMALL_MODEL_PARAMS)} parameters) learns the exact surface "
+            "form of its training rows: expect little transfer between wordings.")
+
+
+def says_more(prompt: str) -> bool:
+    """True when a prompt template holds words besides its placeholders (``{question}`` alone says nothing)."""
+    return bool(_PLACEHOLDER.sub("", prompt or "").strip())
 
 
 def _max_out_len(scenario: ScenarioInfo, spec: Any) -> int | None:

@@ -45,6 +45,23 @@ def estimate_line(forecast: Forecast | None) -> str:
         text += (" Size this loop's training (rows x epochs, or max_steps) to the per-loop time under Budgets "
                  "minus the evaluation and validation time.")
     else:  # no --timeout: Budgets has no per-loop figure to point at (a played planner looked for one)
-        text += (" No --timeout is set, so there is no per-loop time limit: size the training by what the "
-                 "loss needs, and leave time for the remaining loops.")
+        text += (" No --timeout is set: the session has no wall-clock limit, only its number of loops, so size "
+                 "the training by what the loss needs.")
     return text
+
+
+def speed_update_line(forecast: Forecast | None, loop: int, runtime_s: float, steps: int) -> str:
+    """After a training run: its measured s/step beside the probe's (issue 35: a played planner lost the probe
+    in loop 1, and the speed had changed from 0.12 to 0.22 s/step with the machine's load)."""
+    if not steps or not runtime_s:
+        return ""
+    text = (f"- Training speed on this hardware: the latest training run (loop {loop}) measured "
+            f"{runtime_s / steps:.2g} s per optimizer step ({steps:,} steps in {format_duration(runtime_s)}, its "
+            "train_runtime ÷ optimizer steps, start-up not included)")
+    if forecast is not None and forecast.train_probe is not None:
+        p, plan = forecast.train_probe, forecast.plan
+        text += (f"; the {p.steps}-step probe before the first run measured {p.s_per_step:.2g} s per step "
+                 f"(finetuning_type {plan.method}, cutoff_len {plan.cutoff_len}, effective batch "
+                 f"{plan.effective_batch}), plus about {format_duration(p.startup_s)} to start each run")
+    return text + (". The speed changes with the machine's load (other processes share the CPUs), the batch and "
+                   "cutoff_len: size the next run by the latest figure.")

@@ -81,20 +81,35 @@ def clip_text(text: str, limit: int) -> str:
     return (head[:space] if space > 0 else head).rstrip(",;:") + " …"
 
 
-def throughput_line(exp: Any) -> str:
-    """Measured training speed from the run's ``trainer_state.json`` (empty when it did not train)."""
+def _train_summary(exp: Any) -> tuple[Any, Any] | None:
+    """(``trainer_state.json``, its final ``train_runtime`` row) of the run, None when it did not train."""
     folder = (getattr(exp, "artefacts", {}) or {}).get("output_dir")
     if not folder:
-        return ""
+        return None
     try:
         state = json.loads((Path(folder) / "trainer_state.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return ""
+        return None
     rows = [r for r in state.get("log_history", []) if isinstance(r, dict) and "train_runtime" in r]
-    if not rows:
+    return (state, rows[-1]) if rows else None
+
+
+def run_speed(exp: Any) -> tuple[float, int] | None:
+    """(train_runtime seconds, optimizer steps) of the run's training, None when not recorded."""
+    summary = _train_summary(exp)
+    if summary is None:
+        return None
+    state, row = summary
+    return float(row.get("train_runtime") or 0), int(state.get("global_step") or row.get("step") or 0)
+
+
+def throughput_line(exp: Any) -> str:
+    """Measured training speed from the run's ``trainer_state.json`` (empty when it did not train)."""
+    summary = _train_summary(exp)
+    if summary is None:
         return ""
-    row = rows[-1]
-    runtime, steps = float(row.get("train_runtime") or 0), int(state.get("global_step") or row.get("step") or 0)
+    state, row = summary
+    runtime, steps = run_speed(exp) or (0.0, 0)
     parts = [f"{steps:,} optimizer steps in {_duration(runtime)}"]
     if steps and runtime:
         parts.append(f"{runtime / steps:.2f} s/step")

@@ -38,10 +38,13 @@ def time_left(ctx: Any, *, finished: bool = False) -> str:
     parts = []
     try:
         left = ctx.time_left()
+        timed = left is not None
     except Exception:  # noqa: BLE001 - tools and tests pass no engine context
-        left = None
+        left, timed = None, True  # unknown: say nothing about a limit
     if left is not None:
         parts.append(f"- time left in this session: {format_duration(left)}")
+    elif not timed:  # a played planner read "leave time for the remaining loops" as a hidden limit (issue 35)
+        parts.append("- no session time limit (no --timeout): only the number of loops ends the session")
     try:
         index = ctx.loop.index
         loop_n = (ctx.state.config.get("run") or {}).get("loop_n")

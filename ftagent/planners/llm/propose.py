@@ -52,7 +52,8 @@ def history_sections(view: PlannerView, forecast: Any = None) -> list[Section]:
     per loop) stands in for the measured speed.
     """
     from ftagent.planners.llm.brief import format_score
-    from ftagent.planners.llm.estimate import estimate_line
+    from ftagent.planners.llm.estimate import estimate_line, speed_update_line
+    from ftagent.planners.llm.history import run_speed
 
     block = partial(experiment_block, baseline=view.baseline_val, core_metric=view.core_metric, direction=view.direction)
     parent = view.get(view.sota_loop)
@@ -62,9 +63,12 @@ def history_sections(view: PlannerView, forecast: Any = None) -> list[Section]:
     if parent is not None:
         lines.append(f"- Current best: loop {parent.loop}, validation {metric} {format_score(parent.val_score, metric)}")
     lines.append("- " + experiment_counts(view))
-    if not any(throughput_line(e) for e in view.experiments):
+    trained = [e for e in view.experiments if throughput_line(e)]
+    if not trained:
         lines.append(estimate_line(forecast)
                      or "- Training speed on this hardware: not measured yet (no training run has finished)")
+    elif speed := speed_update_line(forecast, trained[-1].loop, *(run_speed(trained[-1]) or (0.0, 0))):
+        lines.append(speed)
     out = [Section(key="results", title="Results so far", body="\n".join(lines), required=True)]
     if parent is not None:
         first, rest = block(parent, detail="full", best=True).split("\n", 1)
@@ -155,7 +159,7 @@ def build_proposal_messages(scenario: ScenarioInfo, view: PlannerView, settings:
                     sota_rule=sota_rule_of(view, settings),
                     llm_pools=llm_pools_configured(settings))
     sections = [
-        text_part("scenario", "Scenario", "The same facts reach every prompt of this session.", required=True),
+        text_part("scenario", "", "# Scenario", required=True),  # a heading only: the sections below are its body
         brief_part(scenario, OBJECTIVE, required=True),
         brief_part(scenario, MODEL, 90),
         brief_part(scenario, HARDWARE, 70),

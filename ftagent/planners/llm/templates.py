@@ -12,6 +12,13 @@ from typing import Any
 import jinja2
 
 PROMPTS_DIR = Path(__file__).parent / "prompts"
+#: How many loss points a run should log: one owner for the config prompt (which sets logging_steps) and the
+#: proposal prompt (which names the recipe): a played planner met the rule only in the config prompt, where it
+#: overrode the logging_steps its own task had named (issue 35).
+LOGGING_POINTS = (20, 50)
+LOGGING_RULE = (f"logging_steps: set so the run logs roughly {LOGGING_POINTS[0]}-{LOGGING_POINTS[1]} loss points "
+                "(total steps ÷ logging_steps); this rule wins over any other logging_steps, since logging does "
+                "not change the model")
 
 
 @lru_cache(maxsize=1)
@@ -26,6 +33,7 @@ def _env() -> jinja2.Environment:
     )
     env.filters["tojson_pretty"] = lambda v: __import__("json").dumps(v, indent=1, ensure_ascii=False, default=str)
     env.filters["clip"] = clip
+    env.globals["logging_rule"] = LOGGING_RULE
     return env
 
 
