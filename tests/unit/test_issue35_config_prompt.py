@@ -5,27 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from ftagent.core.trace import Experiment, Trace
+from ftagent.core.trace import Trace
 from ftagent.core.types import Hypothesis
-from ftagent.planners.llm import brief
 from ftagent.planners.llm.preview import preview
+from tests.helpers.prompt_view import fixed_machine, scored, text_of  # noqa: F401 (fixed_machine: autouse)
 from tests.unit.test_prompts import _demo_scenario, _settings
-
-
-@pytest.fixture(autouse=True)
-def _fixed_machine(monkeypatch):
-    monkeypatch.setattr(brief, "cpu_facts", lambda: (2, 24.0))
-    monkeypatch.setattr(brief, "dir_size", lambda path: 2_312_345)
-
-
-def _text(p) -> str:
-    return "\n".join(m["content"] for m in p.messages)
-
-
-def _scored(loop: int, score: float, **extra) -> Experiment:
-    return Experiment(loop=loop, hypothesis=Hypothesis(hypothesis=f"h{loop}", task=f"t{loop}"), val_score=score,
-                      **extra)
-
 
 # --- 4. the system-managed keys, up front in the config prompt -------------------------------------------
 
@@ -42,7 +26,7 @@ def test_every_key_the_system_sets_is_listed_and_shown_before_the_catalogue(tmp_
     assert set(managed.injected) <= listed and "eval_dataset" in listed and "learning_rate" not in listed
 
     scenario = _demo_scenario(tmp_path)  # CPU; its catalogue comes from format_for_prompt, as a session's
-    text = _text(preview("config", scenario, _settings()))
+    text = text_of(preview("config", scenario, _settings()))
     up_front = text.split("# Parameter catalogue", 1)[0]
     assert "The system sets these keys in every run; leave them out" in up_front
     for key in managed_keys(gpu=False):
@@ -57,7 +41,7 @@ def test_every_key_the_system_sets_is_listed_and_shown_before_the_catalogue(tmp_
 # --- 3. the training data's size, or why it is not known ---------------------------------------------------
 
 def test_the_first_config_prompt_says_why_the_rows_are_unknown_and_what_is_known(tmp_path):
-    text = _text(preview("config", _demo_scenario(tmp_path), _settings()))
+    text = text_of(preview("config", _demo_scenario(tmp_path), _settings()))
     data = text.split("# Training data", 1)[1].split("# Parameter catalogue", 1)[0]
     assert "Rows: not known yet" in data and "runs only after it" in data
     assert "at most 2,000 rows are kept" in data and "`demo_add` 6,000 rows" in data  # the cap, the raw file
@@ -72,14 +56,14 @@ def test_a_config_prompt_with_data_gives_rows_tokens_and_the_steps_rule(tmp_path
     ws.mkdir(parents=True)
     rows = [{"instruction": f"What is {a} + 1?", "input": "", "output": f"\\boxed{{{a + 1}}}"} for a in range(37)]
     (ws / "data.json").write_text(json.dumps(rows), encoding="utf-8")
-    text = _text(preview("config", scenario, _settings(), workspace=ws))
+    text = text_of(preview("config", scenario, _settings(), workspace=ws))
     data = text.split("# Training data", 1)[1].split("# Parameter catalogue", 1)[0]
     assert "- 37 rows written by the data script's debug run" in data and "tokens per row" in data
     assert "steps per epoch = ceil(" in data and "not known yet" not in data
     # a later loop, before its own data exists: the data of the loop it builds on, with the same rule
     trace = Trace(core_metric="accuracy", baseline_val=0.0)
-    trace.record(_scored(0, 50.0, artefacts={"workspace": str(ws)}))
-    later = _text(preview("config", scenario, _settings(), trace,
+    trace.record(scored(0, 50.0, artefacts={"workspace": str(ws)}))
+    later = text_of(preview("config", scenario, _settings(), trace,
                           hypothesis=Hypothesis(hypothesis="h", task="t", parent=0)))
     data = later.split("# Training data", 1)[1].split("# Parameter catalogue", 1)[0]
     assert "the data of loop 0, the experiment built on" in data and "37 rows" in data

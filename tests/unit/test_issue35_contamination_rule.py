@@ -3,29 +3,9 @@ about it (the brief's Training data rules, in the data and proposal prompts)."""
 
 from __future__ import annotations
 
-import pytest
-
-from ftagent.core.trace import Experiment
-from ftagent.core.types import Hypothesis
-from ftagent.planners.llm import brief
 from ftagent.planners.llm.preview import preview
+from tests.helpers.prompt_view import fixed_machine, text_of  # noqa: F401 (fixed_machine: autouse)
 from tests.unit.test_prompts import _demo_scenario, _settings
-
-
-@pytest.fixture(autouse=True)
-def _fixed_machine(monkeypatch):
-    monkeypatch.setattr(brief, "cpu_facts", lambda: (2, 24.0))
-    monkeypatch.setattr(brief, "dir_size", lambda path: 2_312_345)
-
-
-def _text(p) -> str:
-    return "\n".join(m["content"] for m in p.messages)
-
-
-def _scored(loop: int, score: float, **extra) -> Experiment:
-    return Experiment(loop=loop, hypothesis=Hypothesis(hypothesis=f"h{loop}", task=f"t{loop}"), val_score=score,
-                      **extra)
-
 
 # --- 2. the contamination rule, exactly, where the planner is told about it ---------------------------------
 
@@ -34,7 +14,7 @@ def test_the_data_prompt_states_the_contamination_rule_from_the_scan_itself(tmp_
 
     scenario = _demo_scenario(tmp_path)
     for step in ("data", "propose"):
-        text = _text(preview(step, scenario, _settings()))
+        text = text_of(preview(step, scenario, _settings()))
         rules = text.split("Training data rules", 1)[1]
         assert c.rule_words() in rules, step
     rule = c.rule_words()

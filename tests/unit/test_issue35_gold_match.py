@@ -3,29 +3,11 @@ evaluation error (scorer or answer format), said in the feedback prompt and reco
 
 from __future__ import annotations
 
-import pytest
-
-from ftagent.core.trace import Experiment, Trace
-from ftagent.core.types import AnswerProfile, Hypothesis
-from ftagent.planners.llm import brief
+from ftagent.core.trace import Trace
+from ftagent.core.types import AnswerProfile
 from ftagent.planners.llm.preview import preview
+from tests.helpers.prompt_view import fixed_machine, scored, text_of  # noqa: F401 (fixed_machine: autouse)
 from tests.unit.test_prompts import _demo_scenario, _settings
-
-
-@pytest.fixture(autouse=True)
-def _fixed_machine(monkeypatch):
-    monkeypatch.setattr(brief, "cpu_facts", lambda: (2, 24.0))
-    monkeypatch.setattr(brief, "dir_size", lambda path: 2_312_345)
-
-
-def _text(p) -> str:
-    return "\n".join(m["content"] for m in p.messages)
-
-
-def _scored(loop: int, score: float, **extra) -> Experiment:
-    return Experiment(loop=loop, hypothesis=Hypothesis(hypothesis=f"h{loop}", task=f"t{loop}"), val_score=score,
-                      **extra)
-
 
 # --- 6. outputs equal to their golds: a probable evaluation error ------------------------------------------
 
@@ -47,15 +29,15 @@ def test_gold_matches_needs_a_clear_majority_of_equal_outputs():
 def test_a_zero_score_whose_outputs_equal_the_golds_is_flagged_as_an_evaluation_error(tmp_path):
     scenario = _demo_scenario(tmp_path)
     trace = Trace(core_metric="accuracy", baseline_val=0.0)
-    trace.record(_scored(0, 0.0, error_samples=RIGHT_BUT_WRONG,
+    trace.record(scored(0, 0.0, error_samples=RIGHT_BUT_WRONG,
                          val_answers=AnswerProfile(items=100, wrong=100, top={})))
-    fb = _text(preview("feedback", scenario, _settings(), trace))
+    fb = text_of(preview("feedback", scenario, _settings(), trace))
     assert "⚠️ Probable EVALUATION error, not a model failure" in fb
     assert "6 of the 6 wrong-scored validation items shown have a model output equal to the gold" in fb
     assert "do not read it as under-training" in fb and "explain the\nscore as an evaluation" in fb
     honest = Trace(core_metric="accuracy", baseline_val=0.0)
-    honest.record(_scored(0, 0.0, error_samples=[{"gold": "30", "model_output": "\\boxed{31}"}] * 4))
-    assert "EVALUATION error" not in _text(preview("feedback", scenario, _settings(), honest))
+    honest.record(scored(0, 0.0, error_samples=[{"gold": "30", "model_output": "\\boxed{31}"}] * 4))
+    assert "EVALUATION error" not in text_of(preview("feedback", scenario, _settings(), honest))
 
 
 def test_the_workflow_records_outputs_equal_to_golds_as_a_warning(tmp_path):

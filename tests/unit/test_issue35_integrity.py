@@ -3,29 +3,10 @@ experiment caused it (rendered through the preview builders, as ``ftagent prompt
 
 from __future__ import annotations
 
-import pytest
-
-from ftagent.core.trace import Experiment, Trace
-from ftagent.core.types import Hypothesis
-from ftagent.planners.llm import brief
+from ftagent.core.trace import Trace
 from ftagent.planners.llm.preview import preview
+from tests.helpers.prompt_view import fixed_machine, scored, text_of  # noqa: F401 (fixed_machine: autouse)
 from tests.unit.test_prompts import _demo_scenario, _settings
-
-
-@pytest.fixture(autouse=True)
-def _fixed_machine(monkeypatch):
-    monkeypatch.setattr(brief, "cpu_facts", lambda: (2, 24.0))
-    monkeypatch.setattr(brief, "dir_size", lambda path: 2_312_345)
-
-
-def _text(p) -> str:
-    return "\n".join(m["content"] for m in p.messages)
-
-
-def _scored(loop: int, score: float, **extra) -> Experiment:
-    return Experiment(loop=loop, hypothesis=Hypothesis(hypothesis=f"h{loop}", task=f"t{loop}"), val_score=score,
-                      **extra)
-
 
 # --- 1. integrity flags: what they mean, and whether the experiment caused them ---------------------------
 
@@ -48,9 +29,9 @@ def test_an_external_integrity_flag_is_explained_and_not_blamed_on_the_plan(tmp_
     scenario = _demo_scenario(tmp_path)
     trace = Trace(core_metric="accuracy", baseline_val=0.0)
     flag = "benchmark_files: changed since the session started: /x/benchmarks/demo_add/validation.jsonl"
-    exp = _scored(0, 80.0, integrity_flags=[flag])
+    exp = scored(0, 80.0, integrity_flags=[flag])
     trace.record(exp)
-    fb = _text(preview("feedback", scenario, _settings(), trace))
+    fb = text_of(preview("feedback", scenario, _settings(), trace))
     assert "NOT eligible as best" in fb
     assert "`benchmark_files` (NOT caused by this experiment)" in fb
     assert "Not caused by your code" in fb and "sandbox" in fb
@@ -58,15 +39,15 @@ def test_an_external_integrity_flag_is_explained_and_not_blamed_on_the_plan(tmp_
     assert "No flag was caused by this experiment" in fb  # the answer instructions
     # the next proposal reads the same words in the history
     trace.experiments[0].reason = "Flagged by the integrity guard."
-    nxt = _text(preview("propose", scenario, _settings(), trace))
+    nxt = text_of(preview("propose", scenario, _settings(), trace))
     assert "🚫 not eligible (integrity guard)" in nxt and "NOT caused by this experiment" in nxt
 
 
 def test_an_integrity_flag_the_experiment_caused_says_what_to_change(tmp_path):
     scenario = _demo_scenario(tmp_path)
     trace = Trace(core_metric="accuracy", baseline_val=0.0)
-    trace.record(_scored(0, 90.0, integrity_flags=["data_script: process_data.py names the benchmark folder "
+    trace.record(scored(0, 90.0, integrity_flags=["data_script: process_data.py names the benchmark folder "
                                                    "('benchmarks/demo_add')"]))
-    fb = _text(preview("feedback", scenario, _settings(), trace))
+    fb = text_of(preview("feedback", scenario, _settings(), trace))
     assert "`data_script` (caused by this experiment)" in fb and "Never refer to the benchmark's files" in fb
     assert "the next step must remove its cause" in fb

@@ -9,17 +9,8 @@ import pytest
 
 from ftagent.planners.llm import brief
 from ftagent.planners.llm.preview import preview
+from tests.helpers.prompt_view import fixed_machine, text_of  # noqa: F401 (fixed_machine: autouse)
 from tests.unit.test_prompts import _demo_scenario, _previews, _settings, _trace
-
-
-@pytest.fixture(autouse=True)
-def _fixed_machine(monkeypatch):
-    monkeypatch.setattr(brief, "cpu_facts", lambda: (2, 24.0))
-    monkeypatch.setattr(brief, "dir_size", lambda path: 2_312_345)
-
-
-def _text(p) -> str:
-    return "\n".join(m["content"] for m in p.messages)
 
 
 @pytest.fixture()
@@ -87,11 +78,11 @@ def test_without_a_timeout_the_prompts_say_there_is_no_wall_clock_limit():
 def test_a_later_loop_shows_the_latest_measured_speed_beside_the_probe(tmp_path):
     scenario = _demo_scenario(tmp_path / "demo").model_copy(update={"forecast": _forecast()})
     trace = _trace(tmp_path / "demo", scenario.baseline.score, scenario.core_metric)  # loop 0 trained, 0.5 s/step
-    text = _text(preview("propose", scenario, _settings(), trace))
+    text = text_of(preview("propose", scenario, _settings(), trace))
     results = text.split("# Results so far", 1)[1].split("\n#", 1)[0]
     assert "the latest training run (loop 0) measured 0.5 s per optimizer step" in results
     assert "the 10-step probe before the first run measured 0.079 s per step" in results
-    first = _text(preview("propose", scenario, _settings()))  # before any training: the probe alone
+    first = text_of(preview("propose", scenario, _settings()))  # before any training: the probe alone
     assert "0.079 s per optimizer step measured" in first and "latest training run" not in first
 
 

@@ -3,18 +3,10 @@ and the range to expect under the load it was measured in, not one falsely preci
 
 from __future__ import annotations
 
-import pytest
-
 from ftagent.core.forecast import LOAD_BANDS, EvalProbe, TrainPlan, TrainProbe, build_forecast
-from ftagent.planners.llm import brief
 from ftagent.planners.llm.preview import preview
+from tests.helpers.prompt_view import fixed_machine  # noqa: F401 (fixed_machine: autouse)
 from tests.unit.test_prompts import _demo_scenario, _settings
-
-
-@pytest.fixture(autouse=True)
-def _fixed_machine(monkeypatch):
-    monkeypatch.setattr(brief, "cpu_facts", lambda: (2, 24.0))
-    monkeypatch.setattr(brief, "dir_size", lambda path: 2_312_345)
 
 
 def _forecast(load: str):
