@@ -38,7 +38,7 @@ class CheckKind(BaseModel):
 
 
 #: Every check the guard runs (``ftagent.finetune.integrity`` and ``ftagent.models.integrity`` name them;
-#: tests/unit/test_prompts_issue35_critique.py checks that each produced name is here).
+#: tests/unit/test_issue35_integrity.py checks that each produced name is here).
 CHECK_KINDS: dict[str, CheckKind] = {
     "tokenizer": CheckKind(
         meaning="the trained model's tokenizer (vocabulary or special tokens) differs from the base model's and "
