@@ -24,7 +24,13 @@ from ftagent.views.report import build_report
 
 REPO = Path(__file__).resolve().parents[2]
 CHILD = r'''
+import signal
 import sys
+
+# Ctrl-C as a terminal gives it: a parent started in the background without job control (`cmd &` in a
+# script, nohup, some CI runners, pytest-xdist workers under them) hands SIGINT down ignored, and Python
+# then installs no KeyboardInterrupt handler, so the signal this test sends would be dropped (a 60 s hang).
+signal.signal(signal.SIGINT, signal.default_int_handler)
 from pathlib import Path
 from types import SimpleNamespace
 
