@@ -267,6 +267,12 @@ class SpaceCoverage(BaseModel):
     template: str  # with N for the numbers that vary
     items: int  # distinct items of the template
     space: int  # distinct questions the template can make: the product of each varying number's range
+    ranges: list[tuple[int, int]] = []  # each varying number's [min, max] as seen, in template order (N, M, ...)
+
+    def ranges_text(self) -> str:
+        """``N from 10 to 99, M from 1 to 9``: the varying numbers' ranges (issue 35, relay round 5: the
+        planner had to infer which values the benchmark's items take)."""
+        return ", ".join(f"{_placeholder(i)} from {low} to {high}" for i, (low, high) in enumerate(self.ranges))
 
     @property
     def share(self) -> float:
@@ -296,12 +302,13 @@ def input_space_coverage(questions: list[str]) -> list[SpaceCoverage]:
         numbers = [_NUMBER.findall(t) for t in texts]
         if len({len(n) for n in numbers}) != 1 or any("." in v or "," in v for n in numbers for v in n):
             continue
-        space = 1
+        space, ranges = 1, []
         for pos in range(len(numbers[0])):
             values = {int(n[pos]) for n in numbers}
             if len(values) > 1:
                 space *= max(values) - min(values) + 1
-        cover = SpaceCoverage(template=key, items=len(texts), space=space)
+                ranges.append((min(values), max(values)))
+        cover = SpaceCoverage(template=key, items=len(texts), space=space, ranges=ranges)
         if cover.share >= COVERAGE_WARN:
             out.append(cover)
     return sorted(out, key=lambda c: -c.share)

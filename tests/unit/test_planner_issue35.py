@@ -202,11 +202,12 @@ def test_the_brief_warns_when_the_benchmark_fills_its_input_space(tmp_path):
                                                                   "answer": str(3 * n)}) + "\n" for n in part))
     text = brief.render_brief(scenario, benchmark=get_benchmark(scenario.benchmark))
     assert "fill about 100% of the questions of the form `What is N times 3?` (80 of about 80 possible" in text
+    assert "(80 of about 80 possible; N from 10 to 89)" in text  # the values the items take, not inferred
     # a sparse sample of a large space: no warning
     for split in ("validation", "test"):
         (bench / f"{split}.jsonl").write_text("".join(json.dumps({"question": f"What is {a} + {a * 7 % 89 + 10}?",
                                                                   "answer": "0"}) + "\n" for a in range(10, 50)))
-    assert "possible, N = a number" not in brief.render_brief(scenario, benchmark=get_benchmark(scenario.benchmark))
+    assert "possible; N from" not in brief.render_brief(scenario, benchmark=get_benchmark(scenario.benchmark))
 
 
 def test_every_scan_is_an_event_and_a_report_field_passing_or_not(tmp_path):

@@ -148,7 +148,7 @@ def space_warning(file_path: str | None, benchmark: str, input_column: str) -> s
         return ""
     top = found[0]
     return (f"The benchmark's own items (validation and test) fill about {top.share:.0%} of the questions of the "
-            f"form `{top.template}` ({top.items} of about {top.space} possible, N = a number that varies): "
+            f"form `{top.template}` ({top.items} of about {top.space} possible; {top.ranges_text()}): "
             "generated training questions of that form would mostly be benchmark items, and one such row "
             "fails the data step (the contamination check below). Train the skill on other forms, ranges or wordings "
             "instead of enumerating this template.")
