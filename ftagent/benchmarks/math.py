@@ -9,20 +9,9 @@ Published layouts (dataset-and-benchmark-formats.md §B6/§B7): AIME 2024 ``{"or
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
-
-def last_boxed_content(text: str) -> str | None:
-    """Content of the last ``\\boxed{...}`` / ``\\fbox{...}`` with balanced braces, or None."""
-    starts = [m.end() for m in re.finditer(r"\\(?:boxed|fbox)\s*\{", text or "")]
-    if not starts:
-        return None
-    i, depth, start = starts[-1], 1, starts[-1]
-    while i < len(text) and depth:
-        depth += {"{": 1, "}": -1}.get(text[i], 0)
-        i += 1
-    return text[start:i - 1].strip() if depth == 0 else None
+from ftagent.core.boxed import last_boxed_content
 
 
 def gsm8k_gold(answer: str) -> str:

@@ -22,8 +22,9 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from ftagent.core.boxed import last_boxed_content
+
 MIN_MATCHES = 2  # fewer matching items are no pattern
-_BOXED = re.compile(r"\\boxed\s*\{((?:[^{}]|\{[^{}]*\})*)\}")
 _THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
 
 
@@ -31,9 +32,9 @@ def normalise_answer(text: Any) -> str:
     """The answer as compared: the last ``\\boxed{}`` content if any, NFKC, case-folded, spaces collapsed,
     thousands separators and surrounding quotes, ``$`` and end punctuation removed."""
     value = str(text if text is not None else "")
-    boxes = _BOXED.findall(value)
-    if boxes:
-        value = boxes[-1]
+    boxed = last_boxed_content(value)
+    if boxed is not None:
+        value = boxed
     value = _THOUSANDS.sub("", unicodedata.normalize("NFKC", value).casefold())
     return " ".join(value.strip().strip("$`'\" \t\n.。!,;:").split())
 
@@ -65,7 +66,7 @@ def gold_matches(samples: Iterable[Mapping[str, Any]]) -> GoldMatch | None:
         compared += 1
         if gold == output:
             matched += 1
-            boxed += bool(_BOXED.search(str(sample.get("model_output") or "")))
+            boxed += last_boxed_content(str(sample.get("model_output") or "")) is not None
             if len(examples) < 3:
                 examples.append(gold[:60])
     if matched >= MIN_MATCHES and 2 * matched > compared:
