@@ -90,7 +90,7 @@ def decide_sota(experiment: Experiment, trace: Trace, *, rule: str = "interval",
         return SotaDecision(decision=False, rule="failed", text=f"Loop failed at {f.stage} ({f.error_type.value}).")
     if experiment.val_score is None:
         return SotaDecision(decision=False, rule="failed", text="No validation score, so it cannot become the best.")
-    if experiment.integrity_flags:  # the integrity guard (ftagent.finetune.integrity): no score outweighs it
+    if experiment.integrity_flags:  # the integrity guard (ftagent.integrity): no score outweighs it
         return SotaDecision(decision=False, rule="integrity",
                             text="Flagged by the integrity guard, so it cannot become the best: "
                                  + "; ".join(experiment.integrity_flags) + ".")

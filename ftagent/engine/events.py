@@ -20,7 +20,6 @@ from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 from ftagent.core.errors import StepFailure
 from ftagent.core.forecast import Forecast
 from ftagent.core.forgetting import GuardResult
-from ftagent.core.integrity import IntegrityCheck
 from ftagent.core.redact import mask_text
 from ftagent.core.stats import Difference
 
@@ -229,12 +228,25 @@ class ContaminationScan(_Event):
     examples: list[dict[str, Any]] = Field(default_factory=list)  # row_index, item_id, coverage
 
 
+class CheckVerdict(BaseModel):
+    """One named check's verdict on one candidate: ``passed`` True (clean), False (flagged) or None (the check
+    cannot apply here; ``detail`` says why)."""
+
+    name: str  # the check's key (the integrity guard's: ftagent.integrity.verdict.CHECK_KINDS)
+    passed: bool | None = None
+    detail: str = ""
+
+    @property
+    def flagged(self) -> bool:
+        return self.passed is False
+
+
 class IntegrityEvent(_Event):
-    """The integrity guard's verdict on one candidate (``ftagent.finetune.integrity``): every check, passed
+    """The integrity guard's verdict on one candidate (:mod:`ftagent.integrity`): every check, passed
     (True), flagged (False) or not applicable (None). A flagged candidate cannot become SOTA."""
 
     type: Literal["integrity"] = "integrity"
-    checks: list[IntegrityCheck] = Field(default_factory=list)
+    checks: list[CheckVerdict] = Field(default_factory=list)
     flags: int = 0  # how many checks flagged the candidate
 
 

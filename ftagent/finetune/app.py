@@ -291,8 +291,8 @@ def _run(session: Session, settings: Settings, run: ResolvedRun, runner: Runner,
          guards: list[BenchmarkAdapter] | None = None) -> RunSummary:
     from ftagent.engine.loop import LoopEngine
     from ftagent.finetune.forgetting import ForgettingGuard
-    from ftagent.finetune.integrity import IntegrityGuard
     from ftagent.finetune.workflow import FinetuneWorkflow, build_components
+    from ftagent.integrity.guard import IntegrityGuard
 
     ft = settings.ft
     state = finetune_state(session.state)

@@ -33,7 +33,6 @@ from ftagent.engine.events import (
 )
 from ftagent.engine.loop import Goto, StepContext, StepFn
 from ftagent.finetune.forgetting import ForgettingGuard
-from ftagent.finetune.integrity import IntegrityGuard
 from ftagent.finetune.protocols import (
     Coder,
     DataStep,
@@ -45,6 +44,7 @@ from ftagent.finetune.protocols import (
     reads_resolved_run,
 )
 from ftagent.finetune.state import FinetuneLoop, FinetuneSessionState, finetune_loop
+from ftagent.integrity.guard import IntegrityGuard
 
 if TYPE_CHECKING:
     from ftagent.finetune.startup import ResolvedRun

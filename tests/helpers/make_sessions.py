@@ -12,13 +12,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ftagent.core.errors import ErrorType, StepError
-from ftagent.core.integrity import IntegrityCheck
 from ftagent.core.sota import decide_sota
 from ftagent.core.stats import Difference
 from ftagent.core.trace import Experiment
 from ftagent.core.types import CodeResult, EvalResult, Hypothesis, ModelInfo, ScenarioInfo
 from ftagent.engine.events import (
     BenchmarkResult,
+    CheckVerdict,
     CodeRound,
     ConstantAnswer,
     FeedbackEvent,
@@ -47,7 +47,7 @@ class LoopPlan:
     goto_once: bool = False  # validate sends the loop back to code once
     intervals: list[Difference] = field(default_factory=list)  # recorded by the feedback (issue 31)
     sota_rule: str | None = None  # set: the real decide_sota decides under this rule, on ``intervals``
-    integrity: list[IntegrityCheck] | None = None  # the integrity guard's checks (a flag vetoes SOTA)
+    integrity: list[CheckVerdict] | None = None  # the integrity guard's checks (a flag vetoes SOTA)
 
 
 @dataclass
@@ -222,8 +222,8 @@ def _diff(against: str, reference: str, diff: float, low: float, high: float) ->
                       items=30, resamples=1000)
 
 
-CLEAN = [IntegrityCheck(name="tokenizer", passed=True, detail="unchanged"),
-         IntegrityCheck(name="benchmark_files", passed=True, detail="unchanged")]
+CLEAN = [CheckVerdict(name="tokenizer", passed=True, detail="unchanged"),
+         CheckVerdict(name="benchmark_files", passed=True, detail="unchanged")]
 
 
 def decisions_plan() -> SessionPlan:
@@ -237,6 +237,6 @@ def decisions_plan() -> SessionPlan:
                  intervals=[_diff("baseline", "the baseline", 0.35, 0.25, 0.45), _diff("SOTA", "loop 0", 0.05, -0.1, 0.2)]),
         LoopPlan(val=0.9, test=0.9, sota_rule="interval", intervals=[
             _diff("baseline", "the baseline", 0.8, 0.7, 0.9), _diff("SOTA", "loop 0", 0.5, 0.4, 0.6)], integrity=[
-            *CLEAN[:1], IntegrityCheck(name="benchmark_files", passed=False,
+            *CLEAN[:1], CheckVerdict(name="benchmark_files", passed=False,
                                        detail="the evaluator's files changed: ftagent/benchmarks/demo_add.py")]),
     ])

@@ -78,8 +78,8 @@ def test_the_session_path_takes_its_resolved_values_as_required_parameters() -> 
 
     from ftagent.datasets.registry import datasets_for_benchmark, resolve_dataset_choice
     from ftagent.finetune.forgetting import ForgettingGuard
-    from ftagent.finetune.integrity import IntegrityGuard
     from ftagent.finetune.scenario import FinetuneScenario, launch_preflight, render_brief
+    from ftagent.integrity.guard import IntegrityGuard
     from ftagent.planners.llm import brief
     from ftagent.planners.llm.select import select_datasets
     from ftagent.tools.llamafactory.data_script import DataProcessor

@@ -4,7 +4,7 @@ Everything is built here from real small files: a base model folder (config, tok
 a safetensors file written byte by byte), a prepared benchmark folder, loop workspaces with ``data.json``,
 ``process_data.py`` and its log, and candidate output folders (a full fine-tune simulated by perturbing the
 base's weights, a LoRA adapter, another checkpoint). The guard is the one the workflow runs
-(:class:`ftagent.finetune.integrity.IntegrityGuard`), and a flag keeps the candidate from SOTA
+(:class:`ftagent.integrity.guard.IntegrityGuard`), and a flag keeps the candidate from SOTA
 (:func:`ftagent.core.sota.decide_sota`).
 """
 
@@ -23,8 +23,8 @@ from ftagent.core.sota import decide_sota
 from ftagent.core.trace import Experiment, Trace
 from ftagent.core.types import AnswerProfile, ModelInfo, ScenarioInfo
 from ftagent.datasets.contamination import fuzzy_scan
-from ftagent.finetune.integrity import IntegrityGuard
-from ftagent.models.integrity import MIN_WEIGHT_COSINE, tensor_index, weight_distance_check
+from ftagent.integrity.guard import IntegrityGuard
+from ftagent.integrity.weights import MIN_WEIGHT_COSINE, tensor_index, weight_distance_check
 
 KEY = "redteam_bench"
 TEMPLATE = "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
@@ -242,12 +242,12 @@ def test_cheat_edited_benchmark_file(world: World) -> None:
 
 def test_cheat_edited_evaluator(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
     """An evaluator source file edited after the start (a copy of the sources stands in for ftagent's)."""
-    import ftagent.finetune.integrity as integrity
+    import ftagent.integrity.evaluation as evaluation
 
     src = world.root / "src"
-    shutil.copytree(Path(integrity.__file__).parent.parent / "benchmarks", src / "benchmarks",
+    shutil.copytree(Path(evaluation.__file__).parent.parent / "benchmarks", src / "benchmarks",
                     ignore=shutil.ignore_patterns("__pycache__"))
-    monkeypatch.setattr(integrity, "evaluator_roots", lambda: [src / "benchmarks"])
+    monkeypatch.setattr(evaluation, "evaluator_roots", lambda: [src / "benchmarks"])
     world.guard.start_hashes = None
     world.guard.record_start()
     exp = world.loop()
@@ -378,11 +378,12 @@ class _Guard:
         self.started += 1
 
     def check(self, experiment):
-        from ftagent.core.integrity import IntegrityCheck, IntegrityVerdict
+        from ftagent.engine.events import CheckVerdict
+        from ftagent.integrity.verdict import IntegrityVerdict
 
         self.checked += 1
-        return IntegrityVerdict(checks=[IntegrityCheck(name="weights", passed=not self.flag, detail="cosine 0.01"),
-                                        IntegrityCheck(name="tokenizer", passed=None, detail="n/a")])
+        return IntegrityVerdict(checks=[CheckVerdict(name="weights", passed=not self.flag, detail="cosine 0.01"),
+                                        CheckVerdict(name="tokenizer", passed=None, detail="n/a")])
 
 
 @pytest.mark.parametrize("flag", [True, False])

@@ -11,17 +11,19 @@ from tests.unit.test_prompts import _demo_scenario, _settings
 # --- 1. integrity flags: what they mean, and whether the experiment caused them ---------------------------
 
 def test_every_integrity_check_the_guard_runs_is_described(tmp_path):
-    from ftagent.core.integrity import CHECK_KINDS
-    from ftagent.finetune import integrity as fi
-    from ftagent.models import integrity as mi
+    from ftagent.integrity import evaluation as ev
+    from ftagent.integrity import model_files as mf
+    from ftagent.integrity import training_data as td
+    from ftagent.integrity import weights as w
+    from ftagent.integrity.verdict import CHECK_KINDS
 
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
     a, b = tmp_path / "a", tmp_path / "b"
-    checks = [fi.benchmark_files_check(None, {}), fi.eval_config_check(a, b), fi.data_script_check(a, b, "x"),
-              fi.contamination_check(a / "data.json", {}, {}), fi.constant_answers_check(None),
-              mi.tokenizer_check(a, b, []), mi.chat_template_check(a, b, []), mi.architecture_check(a, b),
-              mi.weight_distance_check(a, b)]
+    checks = [ev.benchmark_files_check(None, {}), ev.eval_config_check(a, b), td.data_script_check(a, b, "x"),
+              td.contamination_check(a / "data.json", {}, {}), ev.constant_answers_check(None),
+              mf.tokenizer_check(a, b, []), mf.chat_template_check(a, b, []), mf.architecture_check(a, b),
+              w.weight_distance_check(a, b)]
     assert {c.name for c in checks} == set(CHECK_KINDS)
 
 

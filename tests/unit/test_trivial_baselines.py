@@ -223,18 +223,17 @@ def test_the_report_shows_the_constant_baseline_beside_the_baseline(tmp_path):
 
 def test_the_model_card_counts_the_integrity_guards_verdicts(tmp_path):
     """The exported loop's 'integrity' event: one line on the card; no event (guard not run): no line."""
-    from ftagent.core.integrity import IntegrityCheck
-    from ftagent.engine.events import IntegrityEvent
+    from ftagent.engine.events import CheckVerdict, IntegrityEvent
     from tests.unit.test_export import _card, _export
     from tests.unit.test_export_sessions import exportable_session
 
     session = exportable_session(tmp_path / "s")
     folder, _ = _export(session, to=tmp_path / "before")
     assert "Integrity guard" not in _card(folder)[1]
-    checks = [IntegrityCheck(name=n, passed=True) for n in ("tokenizer", "chat_template", "weights")]
+    checks = [CheckVerdict(name=n, passed=True) for n in ("tokenizer", "chat_template", "weights")]
     with (session / "events.jsonl").open("a", encoding="utf-8") as fh:
-        fh.write(IntegrityEvent(loop=0, checks=[*checks, IntegrityCheck(name="data_script")]).model_dump_json() + "\n")
-        fh.write(IntegrityEvent(loop=2, checks=[IntegrityCheck(name="weights", passed=False)], flags=1)
+        fh.write(IntegrityEvent(loop=0, checks=[*checks, CheckVerdict(name="data_script")]).model_dump_json() + "\n")
+        fh.write(IntegrityEvent(loop=2, checks=[CheckVerdict(name="weights", passed=False)], flags=1)
                  .model_dump_json() + "\n")
     folder, _ = _export(session, to=tmp_path / "after")
     assert "Integrity guard: 3 checks, 0 flagged, 1 not applicable (tokenizer" in _card(folder)[1]

@@ -153,7 +153,7 @@ def feedback_messages(scenario: ScenarioInfo, settings: Any, experiment: Experim
 
     top = metric_maximum(view.core_metric, view.direction)
     saturated = top is not None and exp.val_score is not None and exp.val_score >= top - 1e-9
-    from ftagent.core.integrity import CHECK_KINDS, flag_parts
+    from ftagent.integrity.verdict import CHECK_KINDS, flag_parts
 
     kinds = [CHECK_KINDS.get(flag_parts(f)[0]) for f in exp.integrity_flags]
     answer = render("feedback_error" if failed else "feedback_success", force_think_token=think,

@@ -42,8 +42,8 @@ def short_paths(text: str) -> str:
 
 def integrity_lines(flags: list[str]) -> list[str]:
     """The integrity guard's flags in words: what each means, and whether the experiment caused it
-    (:data:`ftagent.core.integrity.CHECK_KINDS`); empty without flags."""
-    from ftagent.core.integrity import CHECK_KINDS, flag_parts
+    (:data:`ftagent.integrity.verdict.CHECK_KINDS`); empty without flags."""
+    from ftagent.integrity.verdict import CHECK_KINDS, flag_parts
 
     if not flags:
         return []

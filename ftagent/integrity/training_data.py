@@ -1,0 +1,103 @@
+"""What the loop trained on: the data script neither names nor tried to read the benchmark's folder
+(``data_script``), and the training rows hold no validation or test item, copied, paraphrased or as a
+copied gold answer (``contamination``)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from ftagent.engine.events import CheckVerdict
+
+DATA_SCRIPT = "process_data.py"
+DATA_FILE = "data.json"
+_DENIED = re.compile(r"No such file or directory|Permission denied|Read-only file system")
+
+
+def data_script_check(workspace: Path, data_dir: Path, benchmark: str) -> CheckVerdict:
+    """The data script neither names the benchmark folder nor tried to read it (its logs)."""
+    workspace, data_dir = Path(workspace), Path(data_dir)
+    script = workspace / DATA_SCRIPT
+    if not script.is_file():
+        return CheckVerdict(name="data_script", passed=None, detail="no generated data script")
+    text = script.read_text(encoding="utf-8", errors="replace")
+    named = re.compile(re.escape(str(data_dir)) + "|" + re.escape(str(data_dir.parent)) + "|benchmarks['\"]?\\s*"
+                       r"[,/+]\s*(?:os\.sep\s*\+\s*)?['\"/]?" + re.escape(benchmark) + r"\b")
+    found = named.search(text)
+    if found:
+        return CheckVerdict(name="data_script", passed=False,
+                            detail=f"{DATA_SCRIPT} names the benchmark folder ({found.group(0)!r})")
+    for log in sorted((workspace / "logs").glob("process_data*.log")):
+        for line in log.read_text(encoding="utf-8", errors="replace").splitlines():
+            if _DENIED.search(line) and (str(data_dir) in line or f"benchmarks/{benchmark}" in line):
+                return CheckVerdict(name="data_script", passed=False,
+                                    detail=f"{log.name}: a read of the benchmark folder was denied")
+    return CheckVerdict(name="data_script", passed=True,
+                        detail=f"{DATA_SCRIPT} neither names nor tried to read the benchmark folder")
+
+
+def _read_rows(path: Path) -> list[dict[str, Any]] | None:
+    try:
+        rows = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return [r for r in rows if isinstance(r, dict)] if isinstance(rows, list) else None
+
+
+def benchmark_items(data_dir: Path, input_columns: list[str]) -> dict[str, list[str]]:
+    """The validation and test items' input fields, keyed ``<folder>/<split>:<index>`` as the data step's scan
+    keys them (:func:`ftagent.tools.llamafactory.data_script.keyed_items`)."""
+    from ftagent.benchmarks.base import read_jsonl
+
+    out: dict[str, list[str]] = {}
+    for split in ("validation", "test"):
+        for path in sorted(Path(data_dir).glob(f"**/{split}.jsonl")):
+            for i, row in enumerate(read_jsonl(path)):
+                out[f"{path.parent.name}/{split}:{i}"] = [str(row.get(f, "")) for f in input_columns]
+    return out
+
+
+def benchmark_answers(data_dir: Path, answer_field: str = "answer") -> dict[str, str]:
+    """The gold answers of the validation and test items, keyed like :func:`benchmark_items`."""
+    from ftagent.benchmarks.base import read_jsonl
+
+    out: dict[str, str] = {}
+    for split in ("validation", "test"):
+        for path in sorted(Path(data_dir).glob(f"**/{split}.jsonl")):
+            for i, row in enumerate(read_jsonl(path)):
+                out[f"{path.parent.name}/{split}:{i}"] = str(row.get(answer_field) or "")
+    return out
+
+
+def contamination_check(data_file: Path, items: dict[str, list[str]], answers: dict[str, str]) -> CheckVerdict:
+    """The loop's training rows hold no validation/test item: copied, paraphrased, or its answer copied."""
+    from ftagent.datasets.contamination import (
+        ANSWER_COVERAGE,
+        ANSWER_MIN_TOKENS,
+        fuzzy_scan,
+        normalise,
+        scan_rows,
+    )
+
+    rows = _read_rows(Path(data_file))
+    if rows is None:
+        return CheckVerdict(name="contamination", passed=None, detail=f"no readable {Path(data_file).name}")
+    if not items:
+        return CheckVerdict(name="contamination", passed=None, detail="no benchmark items to compare")
+    exact = scan_rows(rows, items)
+    fuzzy = fuzzy_scan(rows, items)
+    long_answers = {k: v for k, v in answers.items() if len(normalise(v)) >= ANSWER_MIN_TOKENS}
+    copied = scan_rows([{"output": r.get("output")} for r in rows], long_answers,
+                       min_coverage=ANSWER_COVERAGE) \
+        if long_answers else None
+    parts = [(exact, "hold items"), (fuzzy, "paraphrase items"), (copied, "copy gold answers")]
+    found = [f"{rep.flagged_rows} rows {what} (e.g. row {rep.flagged[0].row_index} ~ {rep.flagged[0].item_id})"
+             for rep, what in parts if rep is not None and rep.flagged]
+    if found:
+        return CheckVerdict(name="contamination", passed=False, detail="; ".join(found))
+    return CheckVerdict(name="contamination", passed=True,
+                        detail=f"{len(rows):,} rows vs {len(items):,} items: none copied, paraphrased or "
+                                 f"answer-copied")
+
