@@ -25,8 +25,10 @@ def eval_model(
     """Score a model on a benchmark split with the session's evaluation, its 95 % interval, and a JSON file."""
     prepare_env()
     from ftagent.engine.session import write_atomic
-    from ftagent.finetune.score import default_out, report_lines, run_eval
+    from ftagent.finetune.score import check_out, default_out, report_lines, run_eval
 
+    if out is not None:  # before the evaluation (issue 43: a traceback after it, the result lost)
+        check_out(out)
     report = run_eval(model, benchmark, split, against)
     text = report.model_dump_json(indent=2)
     target = out or default_out(model, report.benchmark)

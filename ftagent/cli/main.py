@@ -16,7 +16,7 @@ from ftagent.cli.common import print_error
 from ftagent.cli.doctor import doctor
 from ftagent.cli.eval import eval_model
 from ftagent.cli.help import CONTEXT_SETTINGS, tidy_help
-from ftagent.core.errors import EnvironmentFailure, UserInputError
+from ftagent.core.errors import EnvironmentFailure, StepError, UserInputError
 
 app = typer.Typer(
     name="ftagent",
@@ -81,3 +81,14 @@ def main() -> None:
     except EnvironmentFailure as exc:
         print_error(str(exc))
         sys.exit(1)
+    except StepError as exc:  # a tool run outside a session (`eval`, `export`'s merge): one line, no traceback
+        print_error(step_error_line(exc))
+        sys.exit(1)
+
+
+def step_error_line(exc: StepError) -> str:
+    """A :class:`StepError` as the CLI's one error line: its type, message, suggestion and log file."""
+    log = exc.details.get("log_file") if isinstance(exc.details, dict) else None
+    text = f"[{exc.error_type.value}] {exc.message}" + (f"; {exc.suggestion}" if exc.suggestion else "") + (
+        f" (log: {log})" if log else "")
+    return " ".join(text.split())

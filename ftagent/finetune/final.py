@@ -22,6 +22,7 @@ from ftagent.core.errors import StepError
 from ftagent.core.final import FINAL_FILE, FinalEvaluation
 from ftagent.core.stats import load_items, paired_bootstrap
 from ftagent.engine.events import Message, _Event
+from ftagent.engine.session import write_atomic
 from ftagent.finetune.state import finetune_state
 
 if TYPE_CHECKING:
@@ -130,6 +131,7 @@ def final_evaluation(session: Session, settings: Settings, run: ResolvedRun, run
                              test_items=test_n, note=note, benchmark=run.benchmark, core_metric=trace.core_metric or "",
                              base_score=base_score, best_loop=exp.loop if exp is not None else None,
                              best_score=best_score, difference=diff, base_items=base_items, best_items=best_items)
-    (Path(session.dir) / FINAL_FILE).write_text(result.model_dump_json(indent=1), encoding="utf-8")
+    # temp file + rename (issue 43): a full disk or a kill mid-write never leaves a half file as the result
+    write_atomic(Path(session.dir) / FINAL_FILE, result.model_dump_json(indent=1))
     emit(Message(text=result.line()))
     return result

@@ -84,12 +84,26 @@ def _is_session(folder: Path) -> bool:
     return (folder / "events.jsonl").is_file() or (folder / "__session__").is_dir()
 
 
+def _no_best_hint(folder: Path) -> str:
+    """What ``eval`` can score instead of a session's best model: a loop's own model folder (``eval`` has no
+    ``--loop``; issue 43: it suggested export's ``--loop N``)."""
+    from ftagent.finetune.export.facts import load_state
+
+    models = [(e.loop, e.artefacts.get("model")) for e in load_state(folder).trace.experiments]
+    kept = [(loop, path) for loop, path in models if path and Path(path).is_dir()]
+    if not kept:
+        return "no loop left a model either: there is nothing to score"
+    loop, path = kept[-1]
+    return (f"to score a loop's model anyway pass its folder as --model (loop {loop}: --model {path}), "
+            f"or export it with `ftagent export {folder} --loop {loop}`")
+
+
 def _session_model(folder: Path) -> ModelRef:
     """The session's best model (UserInputError: no best model, or its folder is gone)."""
     from ftagent.finetune.export.bundle import default_target
     from ftagent.finetune.export.facts import collect_facts, load_state
 
-    facts = collect_facts(folder, None)
+    facts = collect_facts(folder, None, no_best_hint=_no_best_hint(folder))
     # a user benchmark YAML is registered in the session's process only: its file, as --path resumes it
     bench = (load_state(folder).config.get("run") or {}).get("benchmark_file") or facts.benchmark
     export = default_target(folder, facts.loop, adapter=False)
@@ -102,20 +116,21 @@ def _session_model(folder: Path) -> ModelRef:
                     what=f"session {folder.name}, loop {facts.loop} ({'LoRA adapter' if base else 'model'})")
 
 
-def _adapter_base(folder: Path) -> Path:
+def _adapter_base(folder: Path, option: str) -> Path:
     try:
         cfg = json.loads((folder / "adapter_config.json").read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise UserInputError(f"--model {folder}: adapter_config.json cannot be read: {exc}") from exc
+        raise UserInputError(f"{option} {folder}: adapter_config.json cannot be read: {exc}") from exc
     base = Path(str(cfg.get("base_model_name_or_path") or "")).expanduser()
     if not str(base) or not (base / "config.json").is_file():
-        raise UserInputError(f"--model {folder} is a LoRA adapter whose base model ({base or 'none named'}) is not a "
+        raise UserInputError(f"{option} {folder} is a LoRA adapter whose base model ({base or 'none named'}) is not a "
                              "local model folder: merge it first (`ftagent export`) or evaluate its session directory")
     return base.absolute()
 
 
-def resolve_model(given: str) -> ModelRef:
-    """``--model`` → :class:`ModelRef`, checking what can be checked without a tool.
+def resolve_model(given: str, option: str = "--model") -> ModelRef:
+    """``--model`` (or ``--against``: ``option`` names it in errors) → :class:`ModelRef`, checking what can
+    be checked without a tool.
 
     Raises:
         UserInputError: a missing folder, a folder that is no model, a session without a best model.
@@ -130,14 +145,14 @@ def resolve_model(given: str) -> ModelRef:
         if (folder / "config.json").is_file():
             return ModelRef(given=given, name=str(folder.absolute()), path=folder.absolute(), what="model folder")
         if is_lora_adapter(folder):
-            base = _adapter_base(folder)
+            base = _adapter_base(folder, option)
             return ModelRef(given=given, name=str(base), path=folder.absolute(), base_path=base, what="LoRA adapter")
-        raise UserInputError(f"--model {given}: the folder has no config.json or adapter files (a model folder, a "
+        raise UserInputError(f"{option} {given}: the folder has no config.json or adapter files (a model folder, a "
                              "session directory, builtin/<name> or an HF repo id)")
     from ftagent.models.builtin import is_hub_id
 
     if not is_hub_id(text):  # Qwen/Qwen2.5-7B-Instruct is an id: its dots are a version, not a file suffix
-        raise UserInputError(f"--model {given}: no such folder (nor builtin/<name> or an HF repo id)")
+        raise UserInputError(f"{option} {given}: no such folder (nor builtin/<name> or an HF repo id)")
     return ModelRef(given=given, name=text, what="base model")
 
 
@@ -161,6 +176,27 @@ def default_out(model: str, benchmark: str) -> Path:
     name = Path(model.rstrip("/")).name or "model"
     safe = re.sub(r"[^A-Za-z0-9._-]+", "_", f"{name}-{Path(benchmark).stem}")
     return Path(f"ftagent-eval-{safe}.json")
+
+
+def check_out(out: Path) -> None:
+    """``--out`` can be written: not a folder, and its nearest existing parent is a writable folder (nothing
+    is created here: an evaluation that fails leaves no empty folders behind).
+
+    Raises:
+        UserInputError: it cannot be written (exit 2, before any evaluation runs).
+    """
+    import os
+
+    target = Path(out).expanduser().absolute()
+    if target.is_dir():
+        raise UserInputError(f"--out {out}: is a folder; name the JSON file to write (e.g. {Path(out) / 'eval.json'})")
+    parent = target.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise UserInputError(f"--out {out}: its folder cannot be created: {parent} is a file, not a folder")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise UserInputError(f"--out {out}: its folder cannot be created or written: {parent} is not writable")
 
 
 def _evaluate(ref: ModelRef, model: ResolvedModel, run: ResolvedRun, split: str, settings: Settings,
@@ -203,7 +239,7 @@ def run_eval(model: str, benchmark: str | None, split: str = "test", against: st
     if split not in EVAL_SPLITS:
         raise UserInputError(f"--split {split}: one of {', '.join(EVAL_SPLITS)}")
     ref = resolve_model(model)
-    other = resolve_model(against) if against else None
+    other = resolve_model(against, "--against") if against else None
     bench = benchmark or ref.benchmark or (other.benchmark if other else None)
     if not bench:
         raise UserInputError("no benchmark: pass --benchmark KEY|FILE (a session directory as --model names its own)")

@@ -57,6 +57,10 @@ class TaskSpec(BaseModel):
             value = value.replace(" ", "")
             if not _GPUS.fullmatch(value):
                 raise ValueError(f"'{value}' is not a comma-separated list of GPU indices like \"0,1\"")
+            indices = value.split(",")
+            twice = sorted({g for g in indices if indices.count(g) > 1}, key=int)
+            if twice:  # CUDA_VISIBLE_DEVICES=0,0 is no two GPUs: CUDA makes every device after a repeat invisible
+                raise ValueError(f"'{value}' names GPU {','.join(twice)} more than once: list each GPU once")
         return value
 
     @field_validator("timeout")
@@ -236,14 +240,17 @@ def validate_tasks(raw: Any, base_dir: Path | None = None) -> tuple[TasksFile | 
 
 
 def read_tasks_file(path: Path) -> tuple[TasksFile | None, list[str]]:
-    """Read and validate a ``tasks.json`` file (benchmark and dataset files relative to its folder)."""
+    """Read and validate a ``tasks.json`` file (benchmark and dataset files relative to its folder).
+
+    The errors do not name the file: every caller prints each as ``error: <tasks.json>: <error>``.
+    """
     path = Path(path)
     if not path.is_file():
-        return None, [f"{path}: no such file"]
+        return None, ["no such file"]
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        return None, [f"{path}: not valid JSON: {exc}"]
+        return None, [f"not valid JSON: {exc}"]
     return validate_tasks(raw, path.resolve().parent)
 
 

@@ -136,3 +136,79 @@ def test_eval_computes_each_base_models_folder_once(tmp_path, monkeypatch):
     assert fetched == [("builtin/tiny-qwen2", real_dir("builtin/tiny-qwen2", (tmp_path / "files").absolute()))]
     assert [p for p, _ in evaluated] == [fetched[0][1], folder.absolute()]
     assert all(inf is not None for _, inf in evaluated)
+
+
+# -- issue 43: eval's endings -------------------------------------------------------------------------
+def test_a_session_without_a_best_model_suggests_what_eval_can_do(tmp_path):
+    """Issue 43: the message suggested ``--loop N``, an option of ``export`` that ``eval`` does not have. It
+    names the loop's model folder to pass as --model instead (and the export of that loop)."""
+    session = exportable_session(tmp_path, plan=no_sota_plan())
+    res = run_eval(["--model", session], tmp_path)
+    _refused(res, "no best model")
+    assert "--loop N" not in res.stderr and "pass --loop" not in res.stderr, res.stderr
+    model = tmp_path / "ws" / "loop_0" / "output"
+    assert f"--model {model}" in res.stderr and f"ftagent export {session} --loop 0" in res.stderr, res.stderr
+
+
+def test_a_missing_against_folder_is_named_as_against(tmp_path):
+    """Issue 43: a missing ``--against`` folder was reported as ``--model``."""
+    res = run_eval(["--model", "builtin/tiny-qwen2", "--benchmark", "demo_add", "--against", tmp_path / "gone"],
+                   tmp_path)
+    _refused(res, f"--against {tmp_path / 'gone'}: no such folder")
+    assert "--model" not in res.stderr
+    (tmp_path / "empty").mkdir()
+    _refused(run_eval(["--model", "builtin/tiny-qwen2", "--benchmark", "demo_add", "--against", tmp_path / "empty"],
+                      tmp_path), f"--against {tmp_path / 'empty'}: the folder has no config.json")
+
+
+@pytest.mark.parametrize("out", ["a_file/eval.json", "a_file/deeper/eval.json", "a_folder"])
+def test_an_out_that_cannot_be_written_is_refused_before_the_evaluation(tmp_path, monkeypatch, capsys, out):
+    """Issue 43: ``eval --out`` into a folder that cannot be created failed with a traceback *after* the
+    evaluation (the result lost). Checked first: exit 2, one line, nothing evaluated."""
+    from ftagent.finetune import score
+
+    (tmp_path / "a_file").write_text("not a folder")
+    (tmp_path / "a_folder").mkdir()
+    monkeypatch.chdir(tmp_path)
+    ran = []
+    monkeypatch.setattr(score, "run_eval", lambda *a, **k: ran.append(a))
+    code, err = _main(monkeypatch, capsys, "--out", out)
+    assert code == 2 and not ran, (code, err)
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith(f"error: --out {out}: "), err
+
+
+def _main(monkeypatch, capsys, *args: str) -> tuple[int, str]:
+    """``ftagent eval --model builtin/tiny-qwen2 --benchmark demo_add ARGS`` through the console script's
+    ``main`` (its error handling): (exit code, stderr)."""
+    import importlib
+
+    cli_main = importlib.import_module("ftagent.cli.main")  # the module (ftagent.cli exports the function)
+
+    monkeypatch.setattr(sys, "argv", ["ftagent", "eval", "--model", "builtin/tiny-qwen2", "--benchmark", "demo_add",
+                                      *args])
+    code = 0
+    try:
+        cli_main.main()
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    return code, capsys.readouterr().err
+
+
+def test_a_step_error_is_one_line_exit_1(tmp_path, monkeypatch, capsys):
+    """Issue 43: a StepError (an evaluation that failed outside a session) printed a traceback (rc 1);
+    ``cli.main`` prints one line with its type, message, suggestion and log file."""
+    from ftagent.core.errors import ErrorType, StepError
+    from ftagent.finetune import score
+
+    def failing(*_a, **_k):
+        raise StepError("OpenCompass evaluation of demo_add/test failed:\nno results", error_type=ErrorType.EVAL,
+                        suggestion="see the log", details={"log_file": "/x/oc.log"})
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(score, "run_eval", failing)
+    code, err = _main(monkeypatch, capsys)
+    assert code == 1, err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert lines == ["error: [EVAL] OpenCompass evaluation of demo_add/test failed: no results; see the log "
+                     "(log: /x/oc.log)"], err

@@ -101,6 +101,22 @@ def test_full_scores_base_and_best_on_every_item_outside_validation(tmp_path, mo
     assert "full (30 items: every item outside validation)" in res.line()
 
 
+def test_final_eval_json_is_replaced_whole_never_rewritten_in_place(tmp_path):
+    """Issue 43: ``final_eval.json`` was written in place (``Path.write_text``: truncate, then write), so a
+    reader (the UI, ``ftagent report``) could read it half-written, and a kill or a full disk mid-write left
+    a cut file. Now a temp file renamed over it: a reader that opened the previous file still reads it
+    whole (in place, the same file would read truncated/new), and no temp file stays."""
+    session = _session(tmp_path)
+    previous = '{"mode": "split", "split": "test", "items": 10, "note": "the previous result"}'
+    (session.dir / FINAL_FILE).write_text(previous)
+    with open(session.dir / FINAL_FILE, encoding="utf-8") as reader:  # opened before the write
+        final_mod.final_evaluation(session, _settings(tmp_path, "split"), _run(_bench(tmp_path, 10, 10)), None,
+                                   lambda e: None)
+        assert reader.read() == previous
+    assert load_final(session.dir).best_loop == 1
+    assert sorted(p.name for p in session.dir.iterdir()) == [FINAL_FILE]
+
+
 def test_no_best_loop_scores_the_base_only(tmp_path):
     session = _session(tmp_path, best=False)
     res = final_mod.final_evaluation(session, _settings(tmp_path, "full"), _run(_bench(tmp_path, 10, 10)), None,

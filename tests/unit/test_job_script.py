@@ -80,11 +80,39 @@ def test_dry_run_prints_plan_and_starts_nothing(tmp_path):
     ({"tasks": [{"model": "m/a", "benchmark": "demo_add", "timeout": "12x"}]}, "invalid timeout '12x'"),
     ({"tasks": []}, "at least one task"),
     ('{"tasks": [', "not valid JSON"),
+    # issue 43: CUDA_VISIBLE_DEVICES=0,0 is no two GPUs (was accepted by both job runners)
+    ({"tasks": [{"model": "m/a", "benchmark": "demo_add", "gpus": "0,0"}]}, "names GPU 0 more than once"),
+    ({"tasks": [{"model": "m/a", "benchmark": "demo_add", "gpus": "1, 2,1"}]}, "names GPU 1 more than once"),
 ])
 def test_bad_tasks_files_exit_2(tmp_path, tasks, message):
     res = _run(tmp_path, tasks, "--dry-run")
     assert res.returncode == 2, (res.stdout, res.stderr)
     assert message in res.stderr and res.stdout == ""
+    path = str(tmp_path / "tasks.json")
+    # issue 43: the tasks.json path once per error line (was "error: …/tasks.json: …/tasks.json: not valid JSON")
+    assert all(line.count(path) == 1 for line in res.stderr.splitlines() if line.startswith("error:")), res.stderr
+
+
+@pytest.mark.parametrize("tasks, message", [
+    ({"tasks": [{"model": "builtin/tiny-qwen2", "benchmark": "demo_add", "gpus": "0,0"}]}, "names GPU 0 more than once"),
+    ('{"tasks": [', "not valid JSON"),
+    (None, "no such file"),
+])
+def test_ftagent_job_run_refuses_them_naming_the_file_once(tmp_path, monkeypatch, tasks, message):
+    """The other job runner (``ftagent job run``): the same refusal, the path once (issue 43)."""
+    from typer.testing import CliRunner
+
+    from ftagent.cli.main import app
+
+    path = tmp_path / "tasks.json"
+    if tasks is not None:
+        path.write_text(tasks if isinstance(tasks, str) else json.dumps(tasks))
+    monkeypatch.chdir(tmp_path)
+    res = CliRunner().invoke(app, ["job", "run", str(path), "--dry-run", "--log-base", str(tmp_path / "log")])
+    assert res.exit_code == 2 and message in res.output, res.output
+    errors = [line for line in res.output.splitlines() if line.startswith("error:")]
+    assert errors and all(line.count(str(path)) == 1 for line in errors), res.output
+    assert not (tmp_path / "log").exists()
 
 
 def test_usage_errors_exit_2(tmp_path):

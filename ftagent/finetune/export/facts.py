@@ -113,8 +113,14 @@ def load_state(session_dir: Path) -> FinetuneSessionState:
     raise UserInputError(f"{session_dir} has no readable snapshot: nothing to export")
 
 
-def pick_loop(view: SessionView, state: FinetuneSessionState, loop: int | None) -> Experiment:
+NO_BEST_HINT = "pass --loop N to export one anyway"  # export's way to name another loop (eval has its own)
+
+
+def pick_loop(view: SessionView, state: FinetuneSessionState, loop: int | None,
+              no_best_hint: str = NO_BEST_HINT) -> Experiment:
     """The experiment to export: ``loop``, else the session's best (SOTA) loop.
+
+    ``no_best_hint``: what the error says to do when there is no best loop (the caller's own option).
 
     Raises:
         UserInputError: no such loop, no SOTA to default to, or the loop left no model.
@@ -123,7 +129,7 @@ def pick_loop(view: SessionView, state: FinetuneSessionState, loop: int | None) 
     if loop is None:
         if trace.sota_loop is None:
             raise UserInputError(f"no loop of {Path(view.dir).name} beat the baseline, so there is no best model; "
-                                 "pass --loop N to export one anyway")
+                                 + no_best_hint)
         loop = trace.sota_loop
     exp = trace.get(loop)
     if exp is None:
@@ -178,7 +184,7 @@ def _constant_baseline(scenario: ScenarioInfo) -> str:
         return ""
 
 
-def collect_facts(session_dir: Path, loop: int | None = None) -> ExportFacts:
+def collect_facts(session_dir: Path, loop: int | None = None, no_best_hint: str = NO_BEST_HINT) -> ExportFacts:
     """The facts of one loop's model (default: the best loop).
 
     Raises:
@@ -187,7 +193,7 @@ def collect_facts(session_dir: Path, loop: int | None = None) -> ExportFacts:
     session_dir = Path(session_dir)
     state = load_state(session_dir)
     view = load_session(session_dir)
-    exp = pick_loop(view, state, loop)
+    exp = pick_loop(view, state, loop, no_best_hint)
     scenario: ScenarioInfo | None = state.scenario
     if scenario is None:
         raise UserInputError(f"{session_dir.name} has no scenario in its snapshot: nothing to export")
