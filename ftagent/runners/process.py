@@ -31,10 +31,16 @@ PASSTHROUGH_VARS = (
     "HF_HOME", "HF_HUB_CACHE", "HF_DATASETS_CACHE", "HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE",
     "TRANSFORMERS_OFFLINE", "HF_ENDPOINT", "CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS",
     "PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "COMPASS_DATA_CACHE", "LITELLM_LOCAL_MODEL_COST_MAP",
-    # GPU runs: the driver's libraries where the image puts them, device order, NCCL over the node's NICs
-    "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_DEVICE_ORDER", "NCCL_SOCKET_IFNAME", "NCCL_IB_DISABLE",
+    # GPU runs: the driver's libraries where the image puts them, NCCL over the node's NICs
+    "LD_LIBRARY_PATH", "CUDA_HOME", "NCCL_SOCKET_IFNAME", "NCCL_IB_DISABLE",
     "NCCL_P2P_DISABLE", "NCCL_DEBUG",
 )
+# Set in every tool process, whatever the caller's environment says. CUDA numbers GPUs FASTEST_FIRST by
+# default, NVML (ftagent.core.hardware, which reads CUDA_VISIBLE_DEVICES as NVML indices and names the
+# GPUs a task gets) in PCI bus order: with PCI_BUS_ID both count the same way, so "GPU 1" in a task's
+# CUDA_VISIBLE_DEVICES is the GPU NVML reported as index 1 (CUDA Runtime API docs, "CUDA Environment
+# Variables": CUDA_DEVICE_ORDER FASTEST_FIRST|PCI_BUS_ID, default FASTEST_FIRST).
+FIXED_TOOL_ENV = {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
 _SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH")
 
 
@@ -45,9 +51,12 @@ def is_secret_name(name: str) -> bool:
 
 
 def passthrough_env(source: dict[str, str] | None = None) -> dict[str, str]:
-    """The safe subset of ``source`` (default ``os.environ``) that tools may see; never secrets."""
+    """The safe subset of ``source`` (default ``os.environ``) that tools may see, never secrets, plus
+    :data:`FIXED_TOOL_ENV` (the GPU numbering NVML uses). Every runner builds a tool's environment
+    from it (local, conda, Docker, the vLLM server)."""
     source = dict(os.environ) if source is None else source
-    return {k: v for k, v in source.items() if k in PASSTHROUGH_VARS and not is_secret_name(k)}
+    kept = {k: v for k, v in source.items() if k in PASSTHROUGH_VARS and not is_secret_name(k)}
+    return {**kept, **FIXED_TOOL_ENV}
 
 
 def kill_tree(pid: int, sig: int = signal.SIGKILL) -> None:

@@ -270,3 +270,19 @@ def test_conda_runner_is_confined_and_honours_mounts(tmp_path: Path) -> None:
     assert res.ok, res.log_tail
     assert res.log_tail.splitlines() == ["[]", "wd-writable", "datasets-read-only", "HOME=/tmp"]
     assert (tmp_path / "ws" / "out.txt").read_text() == "x\n"
+
+
+def test_every_tool_process_numbers_gpus_in_pci_order(fake_tools_env: Path, tmp_path: Path, monkeypatch) -> None:
+    """Issue 42 item 6: NVML (core/hardware.py) lists GPUs in PCI bus order, CUDA FASTEST_FIRST unless told:
+    a tool gets CUDA_DEVICE_ORDER=PCI_BUS_ID, whatever the caller's environment says (d350dfe passed the
+    caller's value through, or none)."""
+    from ftagent.runners.docker import DockerRunner
+
+    monkeypatch.setenv("CUDA_DEVICE_ORDER", "FASTEST_FIRST")
+    res = _runner(fake_tools_env).run(
+        ["python", "-c", "import os; print('ORDER=' + os.environ.get('CUDA_DEVICE_ORDER', 'unset'))"],
+        tool="train", workdir=tmp_path, timeout=60)
+    assert "ORDER=PCI_BUS_ID" in res.log_tail
+    monkeypatch.delenv("CUDA_DEVICE_ORDER")
+    assert passthrough_env({})["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
+    assert DockerRunner(use_gpu=True, client=object()).environment(None)["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
