@@ -72,3 +72,20 @@ def test_hub_id_offline_fetches_only_config_json_and_says_so(tmp_path: Path) -> 
     res = _cli(["--hardware", "8xH100", "--base-model", "Qwen/Qwen2.5-7B-Instruct"], tmp_path)
     assert res.returncode == 1 and "config.json" in res.stderr and "Traceback" not in res.stderr
     assert not (tmp_path / "files" / "models").exists()  # no model download started
+
+
+@pytest.mark.parametrize("spec", ["99999999999999999999xH100", "4097xH100", "0xH100", "9" * 5000 + "xH100"])
+def test_gpu_count_past_the_maximum_is_exit_2_at_once(tmp_path: Path, model_dir: Path, spec: str) -> None:
+    """Issue 43: a 20-digit count looped to the GPU count in vllm_rules.choose_tensor_parallel (never returned
+    on d350dfe); a count above MAX_GPU_COUNT is one error naming the maximum."""
+    res = _cli(["--hardware", spec, "--base-model", str(model_dir)], tmp_path)
+    assert res.returncode == 2 and "COUNT from 1 to 4096" in res.stderr and "Traceback" not in res.stderr
+    assert len(res.stderr) < 2000  # the 5,000-digit spec is not echoed whole
+
+
+def test_tensor_parallel_search_is_bounded_by_the_heads() -> None:
+    from ftagent.tools.launch.plan import launch_plan
+    from ftagent.tools.launch.profiles import parse_hardware_spec
+
+    plan = launch_plan(json.loads(QWEN7B.read_text(encoding="utf-8")), parse_hardware_spec("4096xH100"))
+    assert plan.tensor_parallel_size == 1 and plan.data_parallel_size == 4096

@@ -24,6 +24,9 @@ ASSUMED_CAPABILITY = (8, 0)  # an `NxMEMGB` GPU, or one NVML did not name: said 
 BF16_MIN_CAPABILITY = (8, 0)
 Precision = Literal["bf16", "fp16", "fp32"]
 SPEC_RE = re.compile(r"^\s*(\d+)\s*[xX×]\s*([A-Za-z0-9_.\-]+)\s*$")
+# The most GPUs a described plan may count (issue 43: a 20-digit count made the TP search loop for ever).
+# 4,096 is 512 nodes of 8, beyond any single fine-tuning run LLaMA-Factory launches.
+MAX_GPU_COUNT = 4096
 MEM_RE = re.compile(r"^(\d+(?:\.\d+)?)\s*GB$", re.IGNORECASE)
 
 
@@ -76,10 +79,11 @@ def parse_hardware_spec(spec: str) -> HardwareProfile:
     """
     known = ", ".join(v["name"] for v in gpu_table().values())
     match = SPEC_RE.match(str(spec or ""))
-    if not match or int(match.group(1)) < 1:
-        raise UserInputError(f"--hardware {spec!r}: expected COUNTxGPU (8xH100, 1xA10G, 4xA100-40GB) or "
-                             f"COUNTxMEMGB (8x80GB), COUNT >= 1; known GPUs: {known}")
-    count, name = int(match.group(1)), match.group(2)
+    digits = match.group(1).lstrip("0") if match else ""
+    if not match or not digits or len(digits) > len(str(MAX_GPU_COUNT)) or int(digits) > MAX_GPU_COUNT:
+        raise UserInputError(f"--hardware {str(spec)[:80]!r}: expected COUNTxGPU (8xH100, 1xA10G, 4xA100-40GB) or "
+                             f"COUNTxMEMGB (8x80GB), COUNT from 1 to {MAX_GPU_COUNT}; known GPUs: {known}")
+    count, name = int(digits), match.group(2)
     entry = gpu_table().get(_key(name))
     if entry:
         return HardwareProfile(spec=spec.strip(), gpu_name=entry["name"], gpu_count=count,

@@ -136,7 +136,10 @@ def choose_tensor_parallel(model_config: dict, gpu_count: int, *, weights_gb: fl
     when no valid size fits the weights, the largest valid size up to ``gpu_count`` (the memory
     shortfall is the plan's to report).
     """
-    valid = [tp for tp in range(1, max(1, int(gpu_count)) + 1) if tp_divides(model_config, tp)]
+    # a valid size divides the attention heads, so none is above their number (the loop is bounded by
+    # the model, not by a GPU count; issue 43)
+    limit = min(max(1, int(gpu_count)), attention_heads(model_config) or max(1, int(gpu_count)))
+    valid = [tp for tp in range(1, limit + 1) if tp_divides(model_config, tp)]
     if not valid or per_gpu_memory_gb <= 0:  # memory unknown: the smallest size vLLM accepts
         return 1
     budget = max(0.0, float(per_gpu_memory_gb)) * WEIGHTS_FRACTION
