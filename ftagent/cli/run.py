@@ -10,6 +10,7 @@ import typer
 from ftagent.cli.common import fail, prepare_env, print_error
 
 NO_PROGRESS_EXIT = 3  # 2: bad input at start, 1: the environment stopped the session, 3: no loop could progress
+NO_MODEL_EXIT = 4  # the session ended without one scored model (issue 43): never a success
 
 if TYPE_CHECKING:
     from ftagent.finetune.app import FinetuneOptions
@@ -91,14 +92,7 @@ def llm_finetune(
         summary = run_finetune(options)
     except KeyboardInterrupt:  # during the start-up or the baseline (the session, if any, is ended)
         raise typer.Exit(interrupt_exit_code()) from None
-    if summary.status == "interrupted":  # 128 + signal, as shells report it: never 0 (issue 34.12)
-        raise typer.Exit(interrupt_exit_code())
-    if summary.status == "env_error":  # the whole message: a full disk's advice is longer than a console line
-        print_error(summary.message)
-        raise typer.Exit(1)
-    if summary.status == "no_progress":  # every loop failed for a cause no plan changes: not a success
-        print_error(summary.message)
-        raise typer.Exit(NO_PROGRESS_EXIT)
+    exit_for(summary)
     if path is not None and summary.steps_run == 0 and summary.status == "completed":
         # a resume of a finished session reprints its report: say that nothing ran (quickstart's resume)
         typer.echo(f"nothing left to run: the session had finished its {summary.loops_done} loop(s); the report "
@@ -194,7 +188,27 @@ def demo(
     from ftagent.finetune.app import run_demo
 
     prepare_env()
-    run_demo(loop_n=loop_n, timeout=timeout, quiet=quiet)
+    from ftagent.finetune.lifecycle import interrupt_exit_code
+
+    try:
+        summary = run_demo(loop_n=loop_n, timeout=timeout, quiet=quiet)
+    except KeyboardInterrupt:
+        raise typer.Exit(interrupt_exit_code()) from None
+    exit_for(summary)
+
+
+def exit_for(summary) -> None:
+    """The exit code of a session's ending (docs/reliability.md, "Exit codes"): 0 for a session that has a
+    scored model (``completed``, ``timeout``, ``budget``) or paused (``step_limit``); else the error line and
+    128 + signal (interrupted), 1 (env_error), 3 (no_progress), 4 (no_model)."""
+    from ftagent.finetune.lifecycle import interrupt_exit_code
+
+    if summary.status == "interrupted":  # 128 + signal, as shells report it: never 0 (issue 34.12)
+        raise typer.Exit(interrupt_exit_code())
+    codes = {"env_error": 1, "no_progress": NO_PROGRESS_EXIT, "no_model": NO_MODEL_EXIT}
+    if summary.status in codes:  # the whole message: a full disk's advice is longer than a console line
+        print_error(summary.message)
+        raise typer.Exit(codes[summary.status])
 
 
 def report(session: Path = typer.Argument(..., help="session directory")) -> None:

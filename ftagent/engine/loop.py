@@ -15,7 +15,11 @@ A *workflow* is an ordered list of named steps plus the name of its feedback ste
 * snapshots the session after every step and writes typed events;
 * ends ``no_progress`` (not ``completed``) when every loop it ran failed for a cause the planner cannot
   change: each loop's failure is ``ENV``, or two or more loops failed with the same cause
-  (:func:`no_progress`). The CLI exits 3 then: a batch job never records such a session as a success.
+  (:func:`no_progress`). The CLI exits 3 then: a batch job never records such a session as a success;
+* ends ``no_model`` (not ``completed``, ``timeout`` or ``budget``) when no loop of the whole session
+  produced a scored result (the workflow's ``produced_result``): the loops ran out of time, budget or
+  loops before any candidate was scored (issue 43: a timeout during loop 0 ended ``timeout``, exit 0).
+  The message says why; the CLI exits 4. A ``step_limit`` stop is a pause the user asked for and stays.
 
 Steps keep what they produce in the typed loop state the workflow defines (``ctx.loop``, created by
 ``workflow.new_loop``); the engine only keeps the loop's index, failure and jumps back.
@@ -35,7 +39,10 @@ from ftagent.core.errors import BudgetExhausted, EnvironmentFailure, ErrorType, 
 from ftagent.engine.events import EventLog, LoopEnd, Message, SessionEnd, StepEnd, StepStart, _Event
 from ftagent.engine.session import LoopState, Session
 
-SessionStatus = Literal["completed", "timeout", "step_limit", "budget", "env_error", "interrupted", "no_progress"]
+SessionStatus = Literal["completed", "timeout", "step_limit", "budget", "env_error", "interrupted", "no_progress",
+                        "no_model"]
+#: the endings that are no success when the session has no scored result: they become ``no_model``
+_NEEDS_A_RESULT = ("completed", "timeout", "budget")
 
 
 @dataclass
@@ -104,6 +111,11 @@ class Workflow(Protocol):
         """Whether loop ``index`` is the session's best so far (``LoopEnd.is_sota``)."""
         ...
 
+    def produced_result(self, state: Any) -> bool:
+        """Whether any loop of the session (a resumed one's earlier runs included) produced a scored result;
+        a session without one ends ``no_model``, never as a success."""
+        ...
+
 
 @dataclass
 class RunSummary:
@@ -136,6 +148,16 @@ def no_progress(loop_failures: Sequence[StepFailure | None]) -> str | None:
     why = "with the same cause" if same else "on the environment (ENV)"
     return (f"no progress: all {len(failures)} loop(s) failed {why}: {failures[-1].summary()[:600]}. A new plan "
             "cannot change it: fix the input or the environment it names, then resume with --path <session>")
+
+
+def no_model(status: str, message: str, failures: Sequence[StepFailure]) -> str:
+    """The ``no_model`` message of a session that ended ``status`` without a scored result: how it ended and
+    the last failure (what kept the loops from a result)."""
+    how = {"completed": "its loops ended", "timeout": "it ran out of time", "budget": "its LLM budget ran out"}
+    last = f"; the last failure: {failures[-1].summary()[:600]}" if failures else ""
+    return (f"no model: no loop produced a scored model, so the session has nothing to show ({how.get(status, status)}: "
+            f"{message}){last}. Give it more time (--timeout) or loops (--loop-n) and resume with --path <session>, "
+            "or fix what the failure names")
 
 
 def _failure_from(exc: BaseException, stage: str) -> StepFailure:
@@ -225,6 +247,8 @@ class LoopEngine:
         stuck = no_progress(self._loop_failures) if status == "completed" else None
         if stuck is not None:
             status, message = "no_progress", stuck
+        elif status in _NEEDS_A_RESULT and not self.workflow.produced_result(state):
+            status, message = "no_model", no_model(status, message, failures)
         if self.finish is not None and status in ("completed", "no_progress"):
             try:
                 self.finish(ctx)

@@ -95,6 +95,11 @@ class FinetuneWorkflow:
     def is_best_loop(self, state: FinetuneSessionState, index: int) -> bool:
         return state.trace.sota_loop == index
 
+    def produced_result(self, state: FinetuneSessionState) -> bool:
+        """A loop's candidate got a validation score (beaten the baseline or not): a session without one
+        trained nothing it could show (``no_model``)."""
+        return any(e.val_score is not None for e in state.trace.experiments)
+
     @property
     def disk_folders(self) -> list[Path]:
         """Where the steps write: named with their free space when a disk fills (the engine's rule)."""

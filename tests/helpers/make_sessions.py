@@ -85,6 +85,9 @@ class ScriptedWorkflow:
     def is_best_loop(self, state, index: int) -> bool:
         return state.trace.sota_loop == index
 
+    def produced_result(self, state) -> bool:
+        return any(e.val_score is not None for e in state.trace.experiments)
+
     def _lp(self, ctx: StepContext) -> LoopPlan:
         return self.plan.loops[ctx.loop.index]
 

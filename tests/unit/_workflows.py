@@ -56,6 +56,9 @@ class RecordingWorkflow:
     def is_best_loop(self, state: TraceState, index: int) -> bool:
         return state.trace.sota_loop == index
 
+    def produced_result(self, state) -> bool:
+        return any(e.val_score is not None for e in state.trace.experiments)
+
     def _make(self, name: str):
         def step(ctx: StepContext):
             loop = ctx.loop.index

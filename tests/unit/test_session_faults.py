@@ -164,8 +164,10 @@ def test_every_loop_failing_for_one_cause_is_no_progress(tmp_path):
 
 @pytest.mark.parametrize("error_type,vary,loops,status", [
     (ErrorType.ENV, True, 1, "no_progress"),      # the environment: no plan changes it, one loop is enough
-    (ErrorType.DATA, True, 3, "completed"),       # different failures: the planner was trying things
-    (ErrorType.DATA, False, 1, "completed"),      # one failed loop is no pattern yet
+    # different failures: the planner was trying things (no_progress's rule); but no loop scored a model,
+    # so the session is no success either (issue 43: was "completed", exit 0)
+    (ErrorType.DATA, True, 3, "no_model"),
+    (ErrorType.DATA, False, 1, "no_model"),       # one failed loop is no pattern yet: no model all the same
 ])
 def test_no_progress_needs_env_or_one_repeated_cause(tmp_path, error_type, vary, loops, status):
     summary, _ = _session(tmp_path, SameFailureValidator(error_type, vary), loops=loops)
