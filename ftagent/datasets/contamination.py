@@ -36,19 +36,18 @@ from __future__ import annotations
 
 import math
 import re
-import unicodedata
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 
 from pydantic import BaseModel, Field
 
 from ftagent.core.errors import ErrorType, StepError
+from ftagent.datasets.textnorm import expand_contractions, fold, operators_to_words, words_to_digits
 
 _TOKEN = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]|[^\W_]+", re.UNICODE)
 ROW_FIELDS = ("instruction", "input", "output")
 Item = str | Sequence[str]
 
-_INVISIBLE = dict.fromkeys(map(ord, "\u200b\u200c\u200d\u2060\ufeff\u00ad"), None)
 # An option label: "(A)", "A.", "A)", "A:", "A、" (capital A-H), "a)" / "(a)"; never inside a word or number.
 _OPTION_LABEL = re.compile(r"(?<![A-Za-z0-9])(?:\(\s*[A-Ha-h]\s*\)|[A-H]\s*[.):、]|[a-h]\))(?!\d)")
 # A list enumerator at a line start: "1.", "2)", "(3)", "Step 4:".
@@ -61,14 +60,17 @@ _LATEX_FRAC = re.compile(r"\\[dt]frac(?![A-Za-z])")
 
 
 def clean(text: str) -> str:
-    """The text :func:`normalise` tokenises: NFKC, invisible characters, labels, separators, LaTeX."""
-    text = unicodedata.normalize("NFKC", text or "").translate(_INVISIBLE)
+    """The text :func:`normalise` tokenises: :func:`~ftagent.datasets.textnorm.fold` (NFKC, invisible and
+    format characters, marks, any script's digits, confusable letters), contractions, labels, separators,
+    LaTeX, spelled-out numbers and operator symbols (:mod:`ftagent.datasets.textnorm`)."""
+    text = expand_contractions(fold(text))
     text = _ENUMERATOR.sub(" ", text)
     text = _OPTION_LABEL.sub(" ", text)
     text = _THOUSANDS.sub("", text)
     text = _APOSTROPHE.sub("", text)
     text = _LATEX_FRAC.sub(r"\\frac", text)
-    return _LATEX_LAYOUT.sub(" ", text)
+    text = _LATEX_LAYOUT.sub(" ", text)
+    return operators_to_words(words_to_digits(text))
 
 
 def normalise(text: str) -> list[str]:
@@ -187,15 +189,25 @@ def _sentences(item: Item) -> list[str]:
 def scan_rows(rows: Sequence[Mapping], items: Mapping[str, Item], *, n: int = N_GRAM,
               min_coverage: float = MIN_COVERAGE) -> ContaminationReport:
     """Compare Alpaca ``rows`` against benchmark ``items`` (item id → text, or its field texts)."""
+    from ftagent.datasets.template_scan import TemplateIndex
+
     index, sizes, exact = _index(items, n)
+    templates = TemplateIndex(items)
     report = ContaminationReport(rows_checked=len(rows), items_checked=len(items), n=n)
     for i, row in enumerate(rows):
-        hit = _exact_hit(row, exact) or _ngram_hit(_row_text(row), index, sizes, n, min_coverage)
+        hit = (_exact_hit(row, exact) or _ngram_hit(_row_text(row), index, sizes, n, min_coverage)
+               or _template_hit(row, templates))
         if hit:
             item_id, cov = hit
             report.flagged.append(Overlap(row_index=i, item_id=item_id.removeprefix(_PRIMARY),
                                           coverage=round(cov, 3), row_excerpt=_row_text(row).strip()[:160]))
     return report
+
+
+def _template_hit(row: Mapping, templates) -> tuple[str, float] | None:
+    """The row's question side asks an item again (:mod:`ftagent.datasets.template_scan`)."""
+    found = templates.hit(f"{row.get('instruction') or ''}\n{row.get('input') or ''}")
+    return (found[0], 1.0) if found else None
 
 
 def _exact_hit(row: Mapping, exact: dict[str, str]) -> tuple[str, float] | None:
@@ -262,31 +274,43 @@ def check_contamination(rows: Sequence[Mapping], items: Mapping[str, Item], *, n
     return report
 
 
-def rule_words() -> str:
+def rule_words(example: str = "") -> str:
     """The scan's rule as the planner reads it (the brief's Training data rules; issue 35: "never copy or
-    paraphrase benchmark items" did not say what is compared, so a planner could not avoid it). Rendered from
-    this module's constants: change a threshold here and the prompt follows."""
+    paraphrase benchmark items" did not say what is compared, so a planner could not avoid it; issue 39: nor
+    that a reworded item is one). Rendered from this module's constants: change a threshold here and the
+    prompt follows. ``example``: the session's own benchmark item with hits and non-hits the scan itself
+    confirmed (:func:`ftagent.datasets.template_scan.rule_example`)."""
     pct = f"{TEMPLATE_SHARE:.0%}"
     return (
         "Contamination check, exactly: every row of data.json (debug and full run) is compared with the question "
         "fields of every validation and test item (your script cannot read them; the check runs outside it). "
-        "Both sides are normalised first: Unicode NFKC, lower case, punctuation and spacing ignored, option "
+        "Both sides are normalised first: Unicode NFKC, invisible and joiner characters removed, accents removed, "
+        "letters that look Latin (Cyrillic, Greek) read as Latin, digits of any script as 0-9, spelled-out "
+        "numbers as digits (`forty-five` = `45`), contractions expanded (`What's` = `What is`), `+ - x * / =` "
+        "read as `plus minus times over equals`, lower case, punctuation and spacing ignored, option "
         "labels (`A.`, `(B)`) and list numbers dropped, thousands separators removed; then they are compared as "
         "whole word tokens (`What is 128 times 3?` does not hold `28 times 3?`; `What is 28 times 3? Explain.` "
         f"does). A row holds an item when (1) an item of fewer than {N_GRAM} tokens appears as a contiguous run "
         "of tokens inside its instruction, input or output; (2) an item's core (its sentences without the prompt "
         f"template, i.e. sentences found in {pct} of the items or more) of {MIN_CORE_TOKENS}-{N_GRAM - 1} tokens "
-        f"appears contiguously inside one of those fields; or (3) the row holds at least {MIN_COVERAGE:.0%} of a "
-        f"longer item's {N_GRAM}-token runs (runs shared by {pct} of the items or more do not count). One such "
-        "row fails the data step (a DATA error naming row numbers and item ids, never the text): no row is "
-        "dropped for you, so filter in process_data.py. After training the integrity guard also checks "
+        f"appears contiguously inside one of those fields; (3) the row holds at least {MIN_COVERAGE:.0%} of a "
+        f"longer item's {N_GRAM}-token runs (runs shared by {pct} of the items or more do not count); or (4) the "
+        "row's instruction + input asks the item again: the same template and the same numbers, in any "
+        "wording -- question words and verbs (`what is`, `calculate`, `compute`, `find`, `equals`) ignored, "
+        "`the sum of A and B` / `add A and B` read as `A plus B` (likewise product, difference, quotient), and "
+        "the two numbers of a `plus` or `times` in either order. Other numbers, another operation, or the "
+        "benchmark's own sentence with numbers outside the items' range are not hits. "
+        + (f"{example} " if example else "")
+        + "One such row fails the data step (a DATA error naming row numbers and item ids, never the text): no "
+        "row is dropped for you, so filter in process_data.py. After training the integrity guard also checks "
         f"paraphrases (a row whose instruction + input has a content-word overlap, Jaccard, of {FUZZY_JACCARD:.0%} "
         f"or more with an item's question, for items of {FUZZY_MIN_TOKENS}+ content words; {content_words_rule()}) "
         "and outputs that copy "
         f"{ANSWER_COVERAGE:.0%} of a gold answer of {ANSWER_MIN_TOKENS}+ words: such a result is not eligible "
         "as best. So a script that generates questions in the benchmark's own form over its own value range "
-        "will hit items it cannot see: vary the wording, the numbers or the form (raw rows that already leave "
-        "the benchmark's items out, as a dataset's notes may say, are fine). The benchmark's own template -- "
+        "will hit items it cannot see, and rewording the items you were shown does not hide them: vary the "
+        "numbers' range or the task itself (raw rows that already leave the benchmark's items out, as a "
+        "dataset's notes may say, are fine). The benchmark's own template -- "
         f"its closing instruction sentence and answer format, found in {pct} of the items or more -- is not item "
         "content and may stay in every row.")
 

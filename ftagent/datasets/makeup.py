@@ -279,7 +279,7 @@ class SpaceCoverage(BaseModel):
         return self.items / self.space if self.space else 0.0
 
 
-def input_space_coverage(questions: list[str]) -> list[SpaceCoverage]:
+def input_space_coverage(questions: list[str], scale: float = 1.0) -> list[SpaceCoverage]:
     """Templates (≥ MIN_TEMPLATE_ITEMS distinct items, integers only) whose items fill at least
     COVERAGE_WARN of their space, largest share first.
 
@@ -288,7 +288,8 @@ def input_space_coverage(questions: list[str]) -> list[SpaceCoverage]:
     is the product of those ranges. "What is N times 3?" with N seen from 10 to 99 has a space of 90; 80
     distinct items fill 89 % of it, so templated training questions of that form would mostly *be*
     benchmark items. It underestimates a space whose values were sampled from a wider range than seen,
-    which only makes the warning rarer.
+    which only makes the warning rarer. ``scale``: the items there are for each one given (the heuristic
+    planner sees validation items only, about half of them: 2); the share test counts ``items × scale``.
     """
     distinct = sorted(set(questions))
     keys = _template_keys(distinct)
@@ -309,6 +310,6 @@ def input_space_coverage(questions: list[str]) -> list[SpaceCoverage]:
                 space *= max(values) - min(values) + 1
                 ranges.append((min(values), max(values)))
         cover = SpaceCoverage(template=key, items=len(texts), space=space, ranges=ranges)
-        if cover.share >= COVERAGE_WARN:
+        if cover.share * scale >= COVERAGE_WARN:
             out.append(cover)
     return sorted(out, key=lambda c: -c.share)

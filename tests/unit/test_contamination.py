@@ -17,7 +17,7 @@ ITEMS = {
 
 
 def test_normalise():
-    assert normalise("What is 12 + 45?") == ["what", "is", "12", "45"]
+    assert normalise("What is 12 + 45?") == ["what", "is", "12", "plus", "45"]  # operators as words (issue 39)
     assert normalise("Ｆｉｎｄ  X") == ["find", "x"]
     assert normalise("经济师") == ["经", "济", "师"]
 
@@ -48,8 +48,9 @@ def test_short_items_use_exact_match():
     rows = [{"instruction": "What is 45 + 12?", "input": "", "output": "\\boxed{57}"},
             {"instruction": "what is 12+45", "input": "", "output": "\\boxed{57}"}]
     report = scan_rows(rows, bench)
-    assert [(o.row_index, o.item_id) for o in report.flagged] == [(1, "test/0")]
-    assert check_contamination(rows, bench, max_flagged=1).flagged_rows == 1
+    # issue 39: "45 + 12" asks the item "12 + 45" again (addition commutes): the template match's hit
+    assert [(o.row_index, o.item_id) for o in report.flagged] == [(0, "test/0"), (1, "test/0")]
+    assert check_contamination(rows, bench, max_flagged=2).flagged_rows == 2
 
 
 def test_items_from_records():

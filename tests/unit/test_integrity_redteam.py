@@ -149,8 +149,9 @@ class World:
         (ws / "logs").mkdir(parents=True)
         (ws / "process_data.py").write_text(script)
         (ws / "logs" / "process_data.log").write_text(log)
+        # (not (11, 4): that asks the item "What is 4 + 11?" with its operands swapped, a hit since issue 39)
         honest_rows = [{"instruction": f"What is {a} + {b}?", "input": "", "output": str(a + b)}
-                       for a, b in ((11, 4), (20, 31), (7, 66))]
+                       for a, b in ((11, 40), (20, 31), (7, 66))]
         honest_rows.append({"instruction": "Describe how a rainbow forms after a summer storm.", "input": "",
                             "output": "Sunlight refracts in droplets and splits into colours."})
         (ws / "data.json").write_text(json.dumps(rows if rows is not None else honest_rows))

@@ -20,8 +20,10 @@ planner used to train on all of it and scored 0. What a practitioner does withou
    final answer in \\boxed{}.") when the benchmark's questions share one wording and the row's operands
    have a digit count that no validation item uses at that place -- the benchmark's own input space is
    left alone, so no rendered row can be a validation or test item (the test split is hidden: its
-   questions are taken to use the validation's digit counts); other kept rows keep their own words, with
-   the benchmark's constant closing sentence ("Put the final answer in \\boxed{}.") appended.
+   questions are taken to use the validation's digit counts); where the items fill most of their question
+   space (:func:`ftagent.datasets.makeup.input_space_coverage`), a kept row with the items' digit counts is
+   dropped (issue 39: in its own words it asks an item again, "Add 11 to 47." = "What is 47 plus 11?");
+   other kept rows keep their own words, with the benchmark's constant closing sentence ("Put the final answer in \\boxed{}.") appended.
 
 A benchmark without numeric golds, or whose validation items follow none of these relations, keeps every
 usable row (the converter's earlier behaviour), and the summary says so.
@@ -91,6 +93,9 @@ class Wording(BaseModel):
     digits: dict[int, list[int]]  # operand slot -> the digit counts validation items use there
     renders: bool  # every number that varies is an operand: a kept row can be asked in this wording
     tail: str = ""  # the constant closing sentence ("Put the final answer in \\boxed{}.")
+    # the items fill most of their question space (makeup.input_space_coverage): a row with their digit counts
+    # is nearly surely an item asked in other words (issue 39), so it is dropped
+    crowded: bool = False
 
 
 class Cluster(BaseModel):
@@ -151,9 +156,11 @@ class Selection(BaseModel):
         if w is not None:
             digits = ", ".join(f"{d}" for v in w.digits.values() for d in v)
             how = (f"Kept rows are asked in the benchmark's wording when their numbers have a digit count its items "
-                   f"do not use ({digits}), else in their own words"
-                   + (f" + {json.dumps(w.tail, ensure_ascii=False)}" if w.tail else "")
-                   if w.renders else "Kept rows keep their own words")
+                   f"do not use ({digits}); " + ("rows with the items' digit counts are dropped (the items fill most of "
+                   "that space: such a row asks a benchmark item in other words, which the contamination scan "
+                   "counts)" if w.crowded else "else in their own words")
+                   if w.renders else "Kept rows keep their own words"
+                   + (f" + {json.dumps(w.tail, ensure_ascii=False)}" if w.tail else ""))
             lines.append(f"{how}; answers in the gold's form {json.dumps(_answer_form(w), ensure_ascii=False)}.")
         return " ".join(lines)
 
@@ -205,6 +212,11 @@ def _constant(kind: str, pairs: list[tuple[float, float]]) -> float | None:
     return found.most_common(1)[0][0] if found else None
 
 
+#: the benchmark's items there are for each validation item the planner sees (validation and test splits of
+#: one size): the space a few seen items leave free is mostly filled by the unseen ones
+SEEN_SHARE = 2.0
+
+
 def learn_wording(questions: list[str], golds: list[str], relation: Relation) -> Wording | None:
     """The validation questions' common wording (≥ HOLD of them share one shape), else None."""
     if not questions:
@@ -220,9 +232,11 @@ def learn_wording(questions: list[str], golds: list[str], relation: Relation) ->
     varying = {p for p in range(len(numbers[0])) if len({v[p] for v in numbers}) > 1}
     digits = {s: sorted({len(re.sub(r"\D", "", v[s])) for v in numbers}) for s in relation.slots}
     parts = re.split(NUMBER_PATTERN, first)
+    from ftagent.datasets.makeup import input_space_coverage
+
     return Wording(parts=parts, numbers=numbers_of(first), answer_parts=re.split(NUMBER_PATTERN, gold),
                    answer_numbers=numbers_of(gold), digits=digits, renders=varying == set(relation.slots),
-                   tail=_tail(parts[-1]))
+                   tail=_tail(parts[-1]), crowded=bool(input_space_coverage(same, scale=SEEN_SHARE)))
 
 
 def _tail(text: str) -> str:

@@ -71,7 +71,9 @@ def select_rows(rows, spec):
 
     Duplicates are dropped; a row is kept when its shape is a kept template's and the rule gives its
     answer; its answer is written in the gold's form (unless already boxed); its question in the benchmark's wording when every
-    operand has a digit count the benchmark's items do not use there, else its own plus the closing sentence.
+    operand has a digit count the benchmark's items do not use there; a row with the items' digit counts is
+    dropped where the items fill most of that space (``crowded``: it would ask an item in other words, issue
+    39), else it keeps its own words plus the closing sentence.
     """
     seen, out = set(), []
     wording = spec.get("wording")
@@ -93,6 +95,8 @@ def select_rows(rows, spec):
                                      {len(wording["answer_numbers"]) - 1: answer})
             values = {slot: numbers[o] for slot, o in zip(wording["slots"], operands, strict=True)}
             outside = all(len(re.sub(r"\D", "", v)) not in wording["digits"][slot] for slot, v in values.items())
+            if wording["renders"] and not outside and wording.get("crowded"):
+                continue  # the items fill that space: an item in other words, the template match's hit (issue 39)
             if wording["renders"] and outside:
                 row.update(instruction=fill(wording["parts"], wording["numbers"], values), input="")
             elif wording["tail"] and wording["tail"] not in question:

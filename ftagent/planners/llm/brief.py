@@ -150,8 +150,10 @@ def space_warning(file_path: str | None, benchmark: str, input_column: str) -> s
     return (f"The benchmark's own items (validation and test) fill about {top.share:.0%} of the questions of the "
             f"form `{top.template}` ({top.items} of about {top.space} possible; {top.ranges_text()}): "
             "generated training questions of that form would mostly be benchmark items, and one such row "
-            "fails the data step (the contamination check below). Train the skill on other forms, ranges or wordings "
-            "instead of enumerating this template.")
+            "fails the data step (the contamination check below), in this wording or any other: the check reads "
+            "the template and the numbers, not the words (its check 4). Train the skill on numbers outside "
+            f"those ranges ({top.ranges_text()} are the items' own) or on related tasks, instead of enumerating "
+            "this template.")
 
 
 def contamination_rule_words() -> str:
