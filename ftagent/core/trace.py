@@ -6,6 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from ftagent.core.approved import Approved
 from ftagent.core.errors import StepFailure
 from ftagent.core.forgetting import GuardResult
 from ftagent.core.stats import Difference
@@ -40,6 +41,7 @@ class Experiment(BaseModel):
     reason: str = ""
     next_step: str = ""  # the feedback's advice for the next experiment
     failure: StepFailure | None = None
+    approved: Approved | None = None  # what validation approved, frozen outside the workspace (issue 39 item 2)
 
     @property
     def succeeded(self) -> bool:

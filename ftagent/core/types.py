@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
+from ftagent.core.approved import Approved
 from ftagent.core.errors import StepError, StepFailure
 from ftagent.core.forecast import Forecast
 from ftagent.core.hardware import HardwareInfo
@@ -49,6 +50,9 @@ class ValidationReport(BaseModel):
     config_path: str | None = None  # the filtered, system-managed train.yaml
     micro_batch: dict[str, Any] = Field(default_factory=dict)
     failure: StepFailure | None = None
+    # what validation approved, frozen outside the workspace with its hashes (issue 39 item 2; None: not passed,
+    # or a snapshot written before ftagent froze approvals)
+    approved: Approved | None = None
 
 
 class TrainResult(BaseModel):
