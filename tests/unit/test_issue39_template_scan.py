@@ -18,7 +18,7 @@ from ftagent.core.errors import StepError
 from ftagent.datasets.contamination import check_contamination, normalise, scan_rows
 from ftagent.datasets.template_scan import signature
 from ftagent.datasets.textnorm import fold
-from ftagent.finetune.integrity import contamination_check
+from ftagent.integrity.training_data import contamination_check
 
 TEMPLATE = " Put the final answer in \\boxed{}."
 
