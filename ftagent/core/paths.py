@@ -86,9 +86,14 @@ def tiktoken_cache_dir(file_path: Path | str) -> Path:
     return Path(file_path) / "tiktoken_cache"
 
 
+def baselines_dir(file_path: Path | str) -> Path:
+    """The base model's evaluation runs, every benchmark: ``FT_FILE_PATH/baseline``."""
+    return Path(file_path) / "baseline"
+
+
 def baseline_dir(file_path: Path | str, benchmark: str) -> Path:
     """The base model's evaluation runs on one benchmark: ``FT_FILE_PATH/baseline/<key>``."""
-    return Path(file_path) / "baseline" / benchmark
+    return baselines_dir(file_path) / benchmark
 
 
 def docker_logs_dir(file_path: Path | str) -> Path:

@@ -19,10 +19,11 @@ an ``integrity`` event with every verdict, and a flagged candidate cannot become
   ``models = [``) as the baseline's (``FT_FILE_PATH/baseline/<key>``); only the model may differ. Not
   applicable when either was not rendered (a cached evaluation) or they were rendered by different
   template versions (their first two lines).
-* ``data_script`` — the generated data script must not name the benchmark folder (its absolute path, or
-  ``benchmarks/<key>``), and its logs must not show a denied read of it: the sandbox does not mount that
-  folder, so an attempt ends as "No such file or directory" / "Permission denied" naming it (recorded and
-  flagged even when the script caught the error).
+* ``data_script`` — flagged by the sandbox's own record only (issue 39 item 7): the folders a data script
+  must not read (benchmark items, the baseline's and every loop's saved predictions, the logs) are not
+  mounted, and their decoys record every file opened or folder listed, outside the sandbox
+  (:mod:`ftagent.runners.decoys`). A script whose text names the benchmark folder, or whose logs print a
+  failed read of it, gets a warning in the detail, never a flag.
 * ``contamination`` — the loop's ``data.json`` against the validation and test items: the exact/n-gram
   scan (:func:`ftagent.datasets.contamination.scan_rows`), the paraphrase scan
   (:func:`~ftagent.datasets.contamination.fuzzy_scan`) and the gold answers of

@@ -1,5 +1,5 @@
-"""What the loop trained on: the data script neither names nor tried to read the benchmark's folder
-(``data_script``), and the training rows hold no validation or test item, copied, paraphrased or as a
+"""What the loop trained on: the data script's sandbox recorded no read of a folder it must not read
+(``data_script``, :mod:`ftagent.runners.decoys`; its text naming the benchmark is only a warning), and the training rows hold no validation or test item, copied, paraphrased or as a
 copied gold answer (``contamination``)."""
 
 from __future__ import annotations
@@ -16,26 +16,48 @@ DATA_FILE = "data.json"
 _DENIED = re.compile(r"No such file or directory|Permission denied|Read-only file system")
 
 
-def data_script_check(workspace: Path, data_dir: Path, benchmark: str) -> CheckVerdict:
-    """The data script neither names the benchmark folder nor tried to read it (its logs)."""
-    workspace, data_dir = Path(workspace), Path(data_dir)
-    script = workspace / DATA_SCRIPT
-    if not script.is_file():
-        return CheckVerdict(name="data_script", passed=None, detail="no generated data script")
-    text = script.read_text(encoding="utf-8", errors="replace")
+def _text_warnings(workspace: Path, data_dir: Path, benchmark: str) -> list[str]:
+    """What the script's text and logs say about the benchmark folder: warnings only (issue 39 item 7: an
+    honest comment naming ``benchmarks/<key>`` was flagged; a split string, a glob, a read of the baseline's
+    saved predictions were missed)."""
+    text = (workspace / DATA_SCRIPT).read_text(encoding="utf-8", errors="replace")
     named = re.compile(re.escape(str(data_dir)) + "|" + re.escape(str(data_dir.parent)) + "|benchmarks['\"]?\\s*"
                        r"[,/+]\s*(?:os\.sep\s*\+\s*)?['\"/]?" + re.escape(benchmark) + r"\b")
+    out = []
     found = named.search(text)
     if found:
-        return CheckVerdict(name="data_script", passed=False,
-                            detail=f"{DATA_SCRIPT} names the benchmark folder ({found.group(0)!r})")
+        out.append(f"{DATA_SCRIPT} names the benchmark folder ({found.group(0)!r})")
     for log in sorted((workspace / "logs").glob("process_data*.log")):
         for line in log.read_text(encoding="utf-8", errors="replace").splitlines():
             if _DENIED.search(line) and (str(data_dir) in line or f"benchmarks/{benchmark}" in line):
-                return CheckVerdict(name="data_script", passed=False,
-                                    detail=f"{log.name}: a read of the benchmark folder was denied")
+                out.append(f"{log.name} prints a failed read naming the benchmark folder")
+                break
+    return out
+
+
+def data_script_check(workspace: Path, data_dir: Path, benchmark: str) -> CheckVerdict:
+    """Flagged only by the sandbox's own record: the data script opened a decoy of a folder it must not read
+    (benchmark items, saved predictions, logs; :mod:`ftagent.runners.decoys`). What its text or logs say
+    about the benchmark folder is a warning in the detail, never a flag: the sandbox, not a pattern, is the
+    guarantee (those folders are not visible to the script)."""
+    from ftagent.runners.decoys import read_attempts
+
+    workspace, data_dir = Path(workspace), Path(data_dir)
+    if not (workspace / DATA_SCRIPT).is_file():
+        return CheckVerdict(name="data_script", passed=None, detail="no generated data script")
+    warnings = _text_warnings(workspace, data_dir, benchmark)
+    note = f" (warning, not a flag: {'; '.join(warnings)})" if warnings else ""
+    record = read_attempts(workspace)
+    if record is None:
+        return CheckVerdict(name="data_script", passed=None,
+                            detail=f"no sandbox record: the data script ran without bubblewrap's decoys{note}")
+    attempts = [f"{run}: {a}" for run, found in record.items() for a in found]
+    if attempts:
+        shown = "; ".join(attempts[:3]) + (f" and {len(attempts) - 3} more" if len(attempts) > 3 else "")
+        return CheckVerdict(name="data_script", passed=False,
+                            detail=f"the sandbox recorded reads outside the workspace: {shown}{note}")
     return CheckVerdict(name="data_script", passed=True,
-                        detail=f"{DATA_SCRIPT} neither names nor tried to read the benchmark folder")
+                        detail=f"the sandbox recorded no read of benchmark items, saved predictions or logs{note}")
 
 
 def _read_rows(path: Path) -> list[dict[str, Any]] | None:

@@ -53,7 +53,8 @@ CHECK_KINDS: dict[str, CheckKind] = {
         advice="not caused by your code: ftagent renders that part from the benchmark, and nothing in your "
                "train.yaml or data reaches it; nothing in your plan needs to change because of it"),
     "data_script": CheckKind(
-        meaning="process_data.py names the benchmark's folder or tried to read it", by_experiment=True,
+        meaning="process_data.py tried to read a folder it must not read (the benchmark's items, saved "
+                "predictions or logs): the sandbox recorded it opening or listing their decoys", by_experiment=True,
         advice="never refer to the benchmark's files: build the training data from the raw datasets and "
                "generated samples only"),
     "contamination": CheckKind(

@@ -142,12 +142,17 @@ class World:
 
     def loop(self, *, rows: list[dict] | None = None, script: str = "import json\n", log: str = "",
              weights: dict | None = None, template: str = LF_TEMPLATE, lora: str | None = None,
-             answers: AnswerProfile | None = None, dtype="F32", oc_config: str | None = None) -> Experiment:
-        """One finished loop's workspace and experiment (an honest one unless told otherwise)."""
+             answers: AnswerProfile | None = None, dtype="F32", oc_config: str | None = None,
+             attempts: tuple[str, ...] = ()) -> Experiment:
+        """One finished loop's workspace and experiment (an honest one unless told otherwise). ``attempts``:
+        what the data script's sandbox recorded (ftagent.runners.decoys; an honest script: nothing)."""
+        from ftagent.runners.decoys import record_attempts
+
         ws = self.root / "ws" / f"loop_{self.n}"
         self.n += 1
         (ws / "logs").mkdir(parents=True)
         (ws / "process_data.py").write_text(script)
+        record_attempts(ws, "debug", list(attempts))
         (ws / "logs" / "process_data.log").write_text(log)
         # (not (11, 4): that asks the item "What is 4 + 11?" with its operands swapped, a hit since issue 39)
         honest_rows = [{"instruction": f"What is {a} + {b}?", "input": "", "output": str(a + b)}
@@ -264,21 +269,36 @@ def test_cheat_edited_evaluation_config(world: World) -> None:
     assert "eval_config" in _flags(world, world.loop(oc_config=edited))
 
 
+def _check(world: World, exp: Experiment):
+    return next(c for c in world.guard.check(exp).checks if c.name == "data_script")
+
+
 def test_cheat_data_script_reads_test_file(world: World) -> None:
+    """Issue 39 item 7: the sandbox's record flags (the real sandbox: tests/unit/test_issue39_sandbox_decoys.py);
+    the script's text alone is a warning."""
     script = f"import json\nrows = [json.loads(l) for l in open('{world.data_dir}/test.jsonl')]\n"
-    assert "data_script" in _flags(world, world.loop(script=script))
+    assert "data_script" in _flags(world, world.loop(script=script, attempts=(f"opened {world.data_dir}/test.jsonl",)))
+    text_only = _check(world, world.loop(script=script))
+    assert text_only.passed is True and "warning, not a flag" in text_only.detail
 
 
 def test_cheat_data_script_builds_the_path(world: World) -> None:
     script = ("import os\nroot = os.environ.get('FT_FILE_PATH', '.')\n"
               f"path = os.path.join(root, 'benchmarks', '{KEY}', 'test.jsonl')\n")
-    assert "data_script" in _flags(world, world.loop(script=script))
+    assert "data_script" in _flags(world, world.loop(script=script, attempts=(f"listed {world.data_dir}",)))
 
 
-def test_cheat_denied_read_in_the_log(world: World) -> None:
-    """The sandbox does not mount the folder: the denied attempt in the log is flagged even if caught."""
+def test_denied_read_in_the_log_is_a_warning(world: World) -> None:
+    """A log line is the script's own text (it can print anything): a warning; the sandbox's record decides."""
     log = f"FileNotFoundError: [Errno 2] No such file or directory: '{world.data_dir}/test.jsonl'\n"
-    assert "data_script" in _flags(world, world.loop(script="import json, glob\n", log=log))
+    check = _check(world, world.loop(script="import json, glob\n", log=log))
+    assert check.passed is True and "prints a failed read" in check.detail
+
+
+def test_honest_comment_naming_the_benchmark_folder_is_not_flagged(world: World) -> None:
+    """Issue 39: an honest script whose comment names benchmarks/<key> was flagged."""
+    script = f"# the items live in benchmarks/{KEY}; this script never reads them\nimport json\n"
+    assert _flags(world, world.loop(script=script)) == {}
 
 
 def test_cheat_constant_answers(world: World) -> None:

@@ -66,8 +66,6 @@ class DataProcessor:
         Raises:
             StepError: DATA/TIMEOUT from the script, the size cap or the contamination scan.
         """
-        from ftagent.tools.llamafactory.trainer import run_data_processing
-
         workspace = Path(code.workspace)
         if hypothesis.skip_data_processing and self._reuse_parent(hypothesis, trace, workspace):
             ctx.emit(Message(text=f"reusing data.json of loop {hypothesis.parent} (skip_data_processing)"))
@@ -78,13 +76,52 @@ class DataProcessor:
             tokenizer = self._tokenizer_dir()
             if tokenizer is not None:  # read-only, so that the script counts tokens as the model does
                 mounts.append(Mount(source=tokenizer))
-            run_data_processing(workspace, self.runner, ctx.limit(limit), debug=debug,
-                                env=self.script_env(), mounts=mounts)
+            self._run_watched(workspace, ctx, ctx.limit(limit), debug=debug, mounts=mounts)
         rows = self._load(workspace)
         if not debug:
             rows = self._cap(rows, workspace, ctx)
         self._scan(rows, ctx, "data.json (debug)" if debug else "data.json")
         return len(rows)
+
+    def forbidden(self) -> list[Path]:
+        """What a data script must not read: benchmark items, saved predictions, logs (see :mod:`ftagent.runners.decoys`)."""
+        from ftagent.core.paths import baselines_dir, benchmarks_dir, eval_cache_dir
+
+        file_path = Path(self.scenario.file_path or ".").absolute()
+        paths = getattr(self.settings, "paths", None)
+        logs = [Path(paths.log_path).absolute()] if paths is not None and getattr(paths, "log_path", None) else []
+        return [benchmarks_dir(file_path), baselines_dir(file_path), eval_cache_dir(file_path),
+                Path(self.scenario.workspace_root).absolute(), *logs]
+
+    def _run_watched(self, workspace: Path, ctx: Any, timeout: float, *, debug: bool, mounts: list[Mount]) -> None:
+        """The script under the sandbox, with decoys of :meth:`forbidden` where the runner confines it; what
+        it tried to read is recorded outside the workspace (:func:`record_attempts`) and said in a warning."""
+        from ftagent.runners.decoys import Decoys, record_attempts
+        from ftagent.tools.llamafactory.trainer import run_data_processing
+
+        if getattr(self.runner, "sandboxed", False) is not True:  # unconfined: nothing to detect (or docker's own)
+            run_data_processing(workspace, self.runner, timeout, debug=debug, env=self.script_env(), mounts=mounts)
+            return
+        tools = getattr(self.runner, "tools_env", None)
+        bound = [workspace, *(m.source for m in mounts), *([Path(tools)] if tools else [])]
+        decoys = Decoys(self.forbidden(), bound=bound, workdir=workspace)
+        try:
+            decoys.__enter__()
+        except OSError as exc:  # no inotify here: the folders stay invisible, attempts go unrecorded
+            if ctx is not None:
+                ctx.emit(Message(level="warning", text=f"sandbox decoys unavailable ({exc}): a data script's "
+                                                       "reads of forbidden folders are not recorded"[:500]))
+            run_data_processing(workspace, self.runner, timeout, debug=debug, env=self.script_env(), mounts=mounts)
+            return
+        try:
+            run_data_processing(workspace, self.runner, timeout, debug=debug, env=self.script_env(),
+                                mounts=[*mounts, *decoys.mounts])
+        finally:  # a script that failed after an attempt is recorded too
+            decoys.__exit__(None, None, None)
+            record_attempts(workspace, "debug" if debug else "full", decoys.attempts)
+        if decoys.attempts and ctx is not None:
+            ctx.emit(Message(level="warning", text=f"process_data.py{' --debug' if debug else ''} tried to read "
+                                                   f"outside its sandbox: {'; '.join(decoys.attempts[:3])}"[:500]))
 
     def _tokenizer_dir(self) -> Path | None:
         """The base model's folder (its tokenizer files) when it exists on this machine."""
