@@ -4,8 +4,12 @@
   interval (:mod:`ftagent.core.stats`) of its validation difference against the SOTA (or the baseline
   while there is no SOTA) is above 0, or above ``FT_SOTA_MIN_DELTA`` when that is > 0. A zero-gain
   candidate (the same model again: every item paired with itself) has the interval [0, 0] and never
-  wins; a gain within the noise of 100 items does not either.
-* ``delta``: the point difference must exceed ``FT_SOTA_MIN_DELTA`` (:func:`ftagent.core.trace.beats`).
+  wins; a gain within the noise of 100 items does not either. With K trials at once (``Trace.family_size``
+  > 1) the candidates judged against one incumbent form rounds of K, and Holm's step-down procedure over
+  each round keeps the chance of a false winner at 2.5 % for the round, not for each candidate
+  (:mod:`ftagent.core.sota_family`); a round of one is the rule above.
+* ``delta``: the point difference must exceed ``FT_SOTA_MIN_DELTA`` (:func:`ftagent.core.trace.beats`); it
+  has no error control, for one candidate or for K.
 
 When no interval can be computed (per-item scores missing, items that cannot be paired by id, a core
 metric that is not a mean over items) the ``interval`` rule falls back to the ``delta`` rule and its
@@ -22,6 +26,7 @@ from typing import Literal
 from pydantic import BaseModel
 
 from ftagent.core.forgetting import blocking
+from ftagent.core.sota_family import Judgment, distribution, gains, holm_step_down
 from ftagent.core.stats import Difference, load_items, paired_bootstrap, signed
 from ftagent.core.trace import Experiment, Trace, beats
 
@@ -36,6 +41,7 @@ class SotaDecision(BaseModel):
     rule: str  # the rule that decided: "interval" | "delta" | "failed" | "integrity" | "forgetting"
     text: str
     difference: Difference | None = None  # validation, against the incumbent
+    judgment: Judgment | None = None  # against whom, in which round (a candidate with a score that was judged)
 
 
 def _score(value: float | None) -> str:
@@ -106,13 +112,20 @@ def decide_sota(experiment: Experiment, trace: Trace, *, rule: str = "interval",
     incumbent = trace.incumbent_score()
     head = f"Validation {metric} {_score(experiment.val_score)} vs {name} ({_score(incumbent)})"
     diff = incumbent_difference(experiment, trace) if incumbent is not None else None
+    judgment = judgment_of(experiment, trace) if incumbent is not None else None
     if rule == "interval" and diff is not None and (bounds := diff.gain_bounds(trace.direction)) is not None:
         low, _high = bounds
         won = low > min_delta
+        if judgment is not None and judgment.family_size > 1:  # K candidates at once: Holm over the round
+            won, judgment = _holm(experiment, trace, judgment, min_delta)
         bar = "0" if min_delta <= 0 else f"FT_SOTA_MIN_DELTA = {min_delta:g}"
         verdict = ("a significant gain" if won else
                    f"not a significant gain (the interval's lower bound is not above {bar})")
-        return SotaDecision(decision=won, rule="interval", difference=diff, text=f"{head}: {diff.text()}: {verdict}.")
+        if judgment is not None and judgment.family_size > 1:
+            verdict = (("a significant gain" if won else f"not a significant gain (not above {bar})")
+                       + f" under {judgment.text()}")
+        return SotaDecision(decision=won, rule="interval", difference=diff, judgment=judgment,
+                            text=f"{head}: {diff.text()}: {verdict}.")
     won = beats(experiment.val_score, incumbent, trace.direction, min_delta)
     why = ""
     if rule == "interval" and incumbent is not None:
@@ -125,4 +138,47 @@ def decide_sota(experiment: Experiment, trace: Trace, *, rule: str = "interval",
     else:
         text = (f"{score} {'beats' if won else 'does not beat'} {name} ({_score(incumbent)}) by more than "
                 f"FT_SOTA_MIN_DELTA = {min_delta:g}{shown}.{why}")
-    return SotaDecision(decision=won, rule="delta", difference=diff, text=text)
+    return SotaDecision(decision=won, rule="delta", difference=diff, judgment=judgment, text=text)
+
+
+def judgment_of(experiment: Experiment, trace: Trace) -> Judgment:
+    """The candidate's place: its incumbent, its round and its order (see :mod:`ftagent.core.sota_family`).
+
+    A candidate judged before (``experiment.judged``, read again by a view) keeps its recorded place; a new
+    one joins the newest round against the current incumbent while that round has room, else opens the next.
+    """
+    if experiment.judged is not None:
+        return experiment.judged
+    others = [e.judged for e in trace.experiments if e.judged is not None and e.loop != experiment.loop]
+    against = sorted((j for j in others if j.incumbent == trace.sota_loop), key=lambda j: j.order)
+    size = max(1, trace.family_size)
+    family = 0
+    if against:
+        last = against[-1]
+        members = sum(1 for j in against if j.family == last.family)
+        family, size = (last.family, last.family_size) if members < last.family_size else (last.family + 1, size)
+    return Judgment(incumbent=trace.sota_loop, order=len(others), family=family, family_size=size)
+
+
+def round_members(experiment: Experiment, trace: Trace, judgment: Judgment) -> list[Experiment]:
+    """The candidates of ``judgment``'s round judged before this one."""
+    return [e for e in trace.experiments
+            if e.loop != experiment.loop and e.judged is not None and e.judged.incumbent == judgment.incumbent
+            and e.judged.family == judgment.family and e.judged.order < judgment.order]
+
+
+def _holm(experiment: Experiment, trace: Trace, judgment: Judgment, bar: float) -> tuple[bool, Judgment]:
+    """Holm's step-down over the round (:func:`ftagent.core.sota_family.holm_step_down`)."""
+    holder = trace.get(judgment.incumbent) if judgment.incumbent is not None else None
+    ref = trace.baseline_val_items if judgment.incumbent is None else (holder.val_items if holder else None)
+    found = distribution(experiment.val_items, ref)
+    if isinstance(found, str):  # cannot happen when the interval exists (same records); decide nothing then
+        return False, judgment
+    members = []
+    for other in round_members(experiment, trace, judgment):
+        theirs = distribution(other.val_items, ref)
+        members.append(gains(theirs[1], trace.direction) if not isinstance(theirs, str) else [bar])  # p = 1
+    mine = gains(found[1], trace.direction)
+    won, rank, tail = holm_step_down(mine, members, family_size=judgment.family_size, bar=bar)
+    p = sum(1 for g in mine if g <= bar) / len(mine)
+    return won, judgment.model_copy(update={"rank": rank, "tail": tail, "p": round(p, 6)})

@@ -144,6 +144,37 @@ def pair(candidate: ItemScores, reference: ItemScores) -> tuple[dict[str, list[f
     return out, None
 
 
+def bootstrap_distribution(candidate: ItemScores, reference: ItemScores, *, resamples: int = RESAMPLES,
+                           seed: int = SEED) -> tuple[float, list[float], int] | str:
+    """The sorted bootstrap distribution of ``candidate − reference`` (score points): ``(point difference,
+    the resampled differences in ascending order, paired items)``, or the reason there is none.
+
+    Paired by item id and stratified like the score (see the module docstring); seeded, so the same two
+    records always give the same distribution (:func:`paired_bootstrap` reads its interval from it, the
+    SOTA rule's family correction reads other tails of it: :mod:`ftagent.core.sota_family`).
+    """
+    diffs, why = pair(candidate, reference)
+    if why is not None:
+        return why
+    scale = candidate.scale
+    groups = [d for d in diffs.values() if d]
+    point = scale * sum(sum(d) / len(d) for d in groups) / len(groups)
+    rng = random.Random(seed)
+    stats = []
+    for _ in range(resamples):
+        total = 0.0
+        for d in groups:
+            total += sum(rng.choices(d, k=len(d))) / len(d)
+        stats.append(scale * total / len(groups))
+    stats.sort()
+    return point, stats, sum(len(d) for d in groups)
+
+
+def quantile(sorted_values: list[float], q: float) -> float:
+    """The ``q`` quantile of ascending values, linearly interpolated (numpy's default rule)."""
+    return _quantile(sorted_values, q)
+
+
 def paired_bootstrap(candidate: ItemScores | None, reference: ItemScores | None, *, against: str, split: str,
                      reference_name: str = "", diff: float | None = None, resamples: int = RESAMPLES,
                      seed: int = SEED, level: float = LEVEL) -> Difference:
@@ -157,24 +188,14 @@ def paired_bootstrap(candidate: ItemScores | None, reference: ItemScores | None,
                       level=level, seed=seed)
     if candidate is None or reference is None:
         return base.model_copy(update={"no_interval": "per-item scores missing"})
-    diffs, why = pair(candidate, reference)
-    if why is not None:
-        return base.model_copy(update={"no_interval": why})
-    scale = candidate.scale
-    groups = [d for d in diffs.values() if d]
-    point = scale * sum(sum(d) / len(d) for d in groups) / len(groups)
-    rng = random.Random(seed)
-    stats = []
-    for _ in range(resamples):
-        total = 0.0
-        for d in groups:
-            total += sum(rng.choices(d, k=len(d))) / len(d)
-        stats.append(scale * total / len(groups))
-    stats.sort()
+    found = bootstrap_distribution(candidate, reference, resamples=resamples, seed=seed)
+    if isinstance(found, str):
+        return base.model_copy(update={"no_interval": found})
+    point, stats, items = found
     tail = (1.0 - level) / 2
     return base.model_copy(update={
         "diff": round(point, 6), "low": round(_quantile(stats, tail), 6), "high": round(_quantile(stats, 1 - tail), 6),
-        "items": sum(len(d) for d in groups), "resamples": resamples})
+        "items": items, "resamples": resamples})
 
 
 def short(d: Difference) -> str:

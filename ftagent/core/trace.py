@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field
 from ftagent.core.approved import Approved
 from ftagent.core.errors import StepFailure
 from ftagent.core.forgetting import GuardResult
+from ftagent.core.sota_family import Judgment
 from ftagent.core.stats import Difference
 from ftagent.core.types import AnswerProfile, Hypothesis
 
@@ -37,6 +38,7 @@ class Experiment(BaseModel):
     intervals: list[Difference] = Field(default_factory=list)  # vs baseline / SOTA, validation and test
     integrity_flags: list[str] = Field(default_factory=list)  # the integrity guard's flagged checks (issue 31.5)
     forgetting: list[GuardResult] = Field(default_factory=list)  # the forgetting guard's verdicts (issue 31.6)
+    judged: Judgment | None = None  # against whom and in which round the SOTA rule judged it (core.sota_family)
     decision: bool = False
     reason: str = ""
     next_step: str = ""  # the feedback's advice for the next experiment
@@ -73,6 +75,9 @@ class Trace(BaseModel):
     baseline_test_items: str | None = None
     experiments: list[Experiment] = Field(default_factory=list)
     sota_loop: int | None = None
+    # candidates judged against one incumbent per round: the session's slots (FT_PARALLEL_TRIALS); the SOTA
+    # rule's family-wise correction (Holm, ftagent.core.sota_family) spans a round
+    family_size: int = 1
 
     def sota(self) -> Experiment | None:
         """The current best experiment, or None while the baseline is still best."""
@@ -91,8 +96,10 @@ class Trace(BaseModel):
 
     def record(self, experiment: Experiment) -> None:
         """Add (or replace) a loop's experiment; it becomes SOTA only if ``decision`` is True."""
-        self.experiments = [e for e in self.experiments if e.loop != experiment.loop] + [experiment]
-        self.experiments.sort(key=lambda e: e.loop)
+        # one new sorted list, bound at once: a step of another trial reading the trace meanwhile (K trials at
+        # once) sees the old list or the new one, never one half-sorted (list.sort empties it while it runs)
+        self.experiments = sorted([e for e in self.experiments if e.loop != experiment.loop] + [experiment],
+                                  key=lambda e: e.loop)
         if experiment.decision:
             self.sota_loop = experiment.loop
 

@@ -21,6 +21,7 @@ from ftagent.core.errors import StepFailure
 from ftagent.core.forecast import Forecast
 from ftagent.core.forgetting import GuardResult
 from ftagent.core.redact import mask_text
+from ftagent.core.sota_family import Judgment
 from ftagent.core.stats import Difference
 
 
@@ -179,6 +180,7 @@ class FeedbackEvent(_Event):
     rule: str | None = None  # the SOTA rule that decided: interval | delta | failed (ftagent.core.sota)
     verdict: str = ""  # the rule's one line ("+3.0 [-4.0, +10.0] on 100 items: not a significant gain")
     intervals: list[Difference] = Field(default_factory=list)  # vs baseline / SOTA, validation and test
+    judgment: Judgment | None = None  # against whom, in which round of K (Holm: ftagent.core.sota_family)
 
 
 class LoopEnd(_Event):

@@ -72,11 +72,13 @@ class FinetuneWorkflow:
 
     def __init__(self, scenario: ScenarioInfo, components: Components, *, coder_max_loop: int,
                  sota_min_delta: float, workspace_root: Path, sota_rule: str = "interval",
-                 integrity: IntegrityGuard | None = None, forgetting: ForgettingGuard | None = None) -> None:
+                 integrity: IntegrityGuard | None = None, forgetting: ForgettingGuard | None = None,
+                 family_size: int = 1) -> None:
         self.scenario = scenario
         self.c = components
         self.min_delta = sota_min_delta
         self.sota_rule = sota_rule  # FT_SOTA_RULE, applied by ftagent.core.sota.decide_sota
+        self.family_size = max(1, family_size)  # the slots: candidates judged per round (Holm, core.sota_family)
         self.workspace_root = Path(workspace_root)
         self.integrity = integrity  # the integrity guard (issue 31.5); None: not run (unit tests' fakes)
         if integrity is not None:  # the benchmark/evaluator hashes, before any loop's generated code runs
@@ -205,6 +207,7 @@ class FinetuneWorkflow:
     def feedback(self, ctx: StepContext) -> None:
         loop = self._loop(ctx)
         trace = ctx.state.trace
+        trace.family_size = self.family_size  # before anything judges: K candidates per round
         experiment = experiment_of(loop)
         # the paired intervals vs baseline / SOTA, computed once: the feedback component reads them
         experiment.intervals = differences(experiment, trace)
@@ -222,6 +225,7 @@ class FinetuneWorkflow:
         # numbers decide; the component's text explains (it cannot turn a loss into a win)
         verdict = decide_sota(experiment, trace, rule=self.sota_rule, min_delta=self.min_delta)
         numeric = experiment.succeeded and verdict.decision
+        experiment.judged = verdict.judgment if experiment.succeeded else None  # its place in its round
         experiment.decision, experiment.reason = numeric, result.reason
         experiment.next_step = result.next_step
         incumbent = trace.incumbent_score()
@@ -230,7 +234,8 @@ class FinetuneWorkflow:
         ctx.emit(FeedbackEvent(decision=numeric, reason=result.reason, next_step=result.next_step,
                                error_type=experiment.failure.error_type.value if experiment.failure else None,
                                score=experiment.val_score, sota_score=incumbent, rule=verdict.rule,
-                               verdict=verdict.text, intervals=experiment.intervals))
+                               verdict=verdict.text, intervals=experiment.intervals,
+                               judgment=experiment.judged))
 
 
     def _forgetting(self, ctx: StepContext, loop: FinetuneLoop, experiment: Experiment, trace: Trace) -> None:

@@ -69,6 +69,7 @@ class Report(BaseModel):
     forecast: list[VersusRow] = Field(default_factory=list)  # forecast vs actual per loop, then the total
     forecast_note: str = ""
     final: FinalEvaluation | None = None  # FT_FINAL_EVAL: base and best on the final item set (issue 31.3)
+    sota_rule: str = ""  # which SOTA rule ran, in words (with its family-wise correction over K candidates)
 
 
 _KEY_CONFIG = ("finetuning_type", "learning_rate", "max_steps", "num_train_epochs",
@@ -108,7 +109,27 @@ def build_report(session_dir: Path, view: SessionView | None = None) -> Report:
     report.early_stop_saved_s = sum(s.get("saved_s") or 0.0 for s in stops)
     report.forecast, report.forecast_note = versus(view), versus_note(view)
     report.final = load_final(session_dir)
+    report.sota_rule = sota_rule_text(view)
     return report
+
+
+def sota_rule_text(view: SessionView) -> str:
+    """Which SOTA rule decided (``FT_SOTA_RULE``, :mod:`ftagent.core.sota`) and, with K candidates per round,
+    its family-wise correction (Holm, :mod:`ftagent.core.sota_family`), from the settings and the judgments."""
+    ft = (view.settings or {}).get("ft") or {}
+    rule, delta = ft.get("sota_rule") or "interval", float(ft.get("sota_min_delta") or 0.0)
+    sizes = [int(j.get("family_size") or 1) for lp in view.loops if (j := (lp.feedback or {}).get("judgment"))]
+    k = max(sizes, default=1)
+    if rule == "delta":
+        return (f"delta: the validation score must beat the best by more than FT_SOTA_MIN_DELTA = {delta:g} "
+                "(no error control" + (f"; {k} candidates per round raise the chance of a false winner)" if k > 1
+                                       else ")"))
+    bar = "0" if delta <= 0 else f"FT_SOTA_MIN_DELTA = {delta:g}"
+    text = f"interval: the lower end of the 95 % paired bootstrap interval against the best must be above {bar}"
+    if k > 1:
+        text += (f"; Holm over rounds of {k} candidates judged against one best (a false winner in at most "
+                 "2.5 % of rounds)")
+    return text
 
 
 def _row(lp: LoopView) -> LoopRow:
@@ -163,6 +184,7 @@ def render_markdown(r: Report) -> str:
         f"(training {format_duration(r.training_time_s)}, evaluation {format_duration(r.evaluation_time_s)}, "
         f"all subprocesses {format_duration(r.subprocess_time_s)})",
         *([f"- ended: {r.end_message}"] if r.end_message and r.status != "completed" else []),
+        *([f"- SOTA rule: {r.sota_rule}"] if r.sota_rule else []),
         f"- LLM: {r.llm_calls} calls, {r.llm_tokens} tokens, "
         f"{llm_cost_text(r.llm_cost_usd, r.llm_unpriced_calls, r.llm_calls)}",
         *([f"- early stop: {r.early_stops} diverging run(s) stopped, ~{format_duration(r.early_stop_saved_s)} of training "

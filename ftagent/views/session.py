@@ -117,6 +117,7 @@ class SessionView(BaseModel):
     n_events: int = 0
     warnings: list[str] = Field(default_factory=list)
     forecast: dict[str, Any] | None = None  # the ``forecast`` event's Forecast (core.forecast) as JSON
+    settings: dict[str, Any] = Field(default_factory=dict)  # the latest session_start's (redacted) settings
 
     @property
     def running(self) -> bool:
@@ -252,6 +253,7 @@ def _apply(view: SessionView, loops: dict[int, LoopView], ev: dict[str, Any]) ->
         for key in ("benchmark", "base_model", "planner", "runner"):
             setattr(view, key, ev.get(key) or getattr(view, key))
         view.started = view.started or ev["ts"]
+        view.settings = ev.get("settings") or view.settings
         view.end = None  # a resume: the previous run's end is superseded
     elif kind == "session_end":
         view.end = ev
