@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -77,20 +78,26 @@ print(json.dumps({"runs": len(runs), "metrics": out}))
 READ_WANDB = Path(__file__).with_name("read_wandb_offline.py")
 
 
-@pytest.mark.parametrize("tracker", ["mlflow", "wandb"])
+@pytest.mark.parametrize("tracker", ["mlflow", "wandb", "mlflow-user-file-uri"])
 def test_mlflow_and_wandb_hold_the_loss_and_the_validation_score(tracker: str, lf, tools_python: Path,  # noqa: F811
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    """No server, no account: MLflow's file store and wandb's offline files under the session."""
+    """No server, no account: MLflow's file store and wandb's offline files under the session.
+    ``mlflow-user-file-uri`` (issue 43): the user's own ``MLFLOW_TRACKING_URI=file:…`` (MLflow 3 refused it
+    without ``MLFLOW_ALLOW_FILE_STORE``: the training failed)."""
     root, scenario, runner = lf
+    user_store = root / f"user_mlruns_{os.getpid()}" if tracker == "mlflow-user-file-uri" else None
+    tracker = tracker.split("-")[0]
     monkeypatch.setenv("FT_REPORT_TO", tracker)
     for name in [k for k in os.environ if k.startswith(("WANDB_", "MLFLOW_"))]:
         monkeypatch.delenv(name)
+    if user_store is not None:
+        monkeypatch.setenv("MLFLOW_TRACKING_URI", f"file:{user_store}")
     settings = load_settings(file_path=str(root / "file_path"))
-    ws, report = validated_workspace(root, f"tracked_{tracker}", {
+    ws, report = validated_workspace(root, f"tracked_{tracker}{'_user' if user_store else ''}", {
         "template": "chatml", "cutoff_len": 64, "finetuning_type": "lora", "lora_rank": 8, "lora_target": "all",
         "learning_rate": 2.0e-3, "per_device_train_batch_size": 16, "max_steps": 10, "logging_steps": 5,
         "save_strategy": "no"}, scenario, settings, runner)
-    session_dir = root / "log" / f"2026-12-03_{tracker}"
+    session_dir = root / "log" / f"2026-12-03_{tracker}{'_user' if user_store else ''}"
     ctx = EventCtx(session_dir, session_dir.name, 1)
     trainer = LlamaFactoryTrainer(scenario, settings, runner)
     result = trainer.train(CodeResult(workspace=str(ws)), report, ctx)
@@ -100,7 +107,8 @@ def test_mlflow_and_wandb_hold_the_loss_and_the_validation_score(tracker: str, l
     losses = [p["loss"] for p in result.loss_history if p.get("loss")]
     assert len(losses) == 2
     if tracker == "mlflow":
-        store = session_dir / "mlruns"
+        store = user_store or session_dir / "mlruns"
+        assert user_store is None or not (session_dir / "mlruns").exists()
         env = {"MLFLOW_TRACKING_URI": store.as_uri(), "MLFLOW_ALLOW_FILE_STORE": "true"}
         out = subprocess.run([str(tools_python), "-c", READ_MLFLOW, f"{session_dir.name}-loop1"], capture_output=True,
                              text=True, timeout=300, env={**os.environ, **env})
@@ -124,3 +132,24 @@ def test_mlflow_and_wandb_hold_the_loss_and_the_validation_score(tracker: str, l
         runs = sorted(p.name for p in (session_dir / "wandb" / "wandb").glob("offline-run-*"))
         assert len(runs) == 2 and all(f"-{session_dir.name}-loop1" in r for r in runs)  # one id: one run
     assert not any("test" in key for key in (scalars if tracker == "wandb" else metrics))
+
+
+def test_a_tracker_that_cannot_start_stops_the_session_at_start(tools_env: Path, tmp_path: Path) -> None:
+    """Issue 43: a tracker that cannot start was found at the first training (after the whole validate
+    step; the loop failed ``[train/CONFIG]`` and the session ended ``completed``). Now the real CLI checks
+    it at start-up, in the tool env, before anything is prepared: exit 2 with the tracker's own words."""
+    repo = Path(__file__).resolve().parents[2]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("FT_", "CHAT_", "OPENAI_", "WANDB_", "MLFLOW_"))}
+    env.update(PYTHONPATH=str(repo), FT_TOOLS_ENV=str(tools_env), FT_FILE_PATH=str(tmp_path / "files"),
+               LOG_PATH=str(tmp_path / "log"), WORKSPACE_PATH=str(tmp_path / "ws"), FT_PLANNER="heuristic",
+               FT_ENV_TYPE="local", FT_REPORT_TO="wandb", WANDB_MODE="bogus")
+    proc = subprocess.run([sys.executable, "-m", "ftagent", "llm_finetune", "--benchmark", "demo_add",
+                           "--base-model", "builtin/tiny-qwen2", "--loop-n", "1"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+    lines = [x for x in proc.stderr.splitlines() if x.startswith("error:")]
+    assert len(lines) == 1 and "FT_REPORT_TO=wandb: the tracker cannot start" in lines[0], proc.stderr[-2000:]
+    assert "Input should be 'online', 'offline'" in lines[0] and "input_value='bogus'" in lines[0]  # wandb's words
+    assert "Traceback" not in proc.stderr
+    assert not (tmp_path / "log").exists() and not (tmp_path / "ws").exists()
+    assert not (tmp_path / "files" / "models").exists() and not (tmp_path / "files" / "datasets").exists()

@@ -129,7 +129,7 @@ def test_wandb_secret_reaches_the_training_process_only(tmp_path: Path, monkeypa
 def test_mlflow_gets_its_uri_and_none_tracks_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     ws, trainer, runner, report = _setup(tmp_path, monkeypatch, "mlflow")
     trainer.train(CodeResult(workspace=str(ws)), report, None)
-    assert _lf(runner)["env"]["MLFLOW_TRACKING_URI"] == f"file:{tmp_path}/mlruns"
+    assert _lf(runner)["env"]["MLFLOW_TRACKING_URI"] == (tmp_path / "mlruns").as_uri()  # the user's, absolute
     assert _lf(runner)["config"]["run_name"] == "loop_2"  # no session context: the workspace's name
     ws2, trainer2, runner2, report2 = _setup(tmp_path / "b", monkeypatch, "none")
     result = trainer2.train(CodeResult(workspace=str(ws2)), report2, None)
@@ -267,3 +267,65 @@ def test_default_stores_are_local_and_offline_and_checked_once(tmp_path: Path,
             assert env["WANDB_MODE"] == "offline" and env["WANDB_DIR"] == str(session / "wandb")
         store = session / ("mlruns" if tracker == "mlflow" else "wandb")
         assert any(m.source == store and not m.read_only for m in _lf(runner)["mounts"])
+
+
+# -- issue 43: a user's own file store; the tracker is checked at start-up --------------------------------------
+@pytest.mark.parametrize("uri", ["file:{tmp}/my_mlruns", "{tmp}/my_mlruns", "file:./my_mlruns", "./my_mlruns"])
+def test_a_users_mlflow_file_store_is_allowed_absolute_and_mounted(uri: str, tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 43: ``MLFLOW_TRACKING_URI=file:…`` from the user got no ``MLFLOW_ALLOW_FILE_STORE`` (MLflow 3
+    refuses a file store without it: the training failed ``[train/CONFIG]``); a relative path would have
+    been read from the training's working directory (the workspace); its folder was not mounted."""
+    ws, trainer, runner, report = _setup(tmp_path, monkeypatch, "mlflow")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri.format(tmp=tmp_path))
+    session = tmp_path / "log" / "s"
+    trainer.train(CodeResult(workspace=str(ws)), report, _Ctx(session))  # type: ignore[arg-type]
+    env, store = _lf(runner)["env"], tmp_path / "my_mlruns"
+    assert env["MLFLOW_TRACKING_URI"] == store.as_uri()
+    assert env["MLFLOW_ALLOW_FILE_STORE"] == "true" and env["MLFLOW_EXPERIMENT_NAME"] == "ftagent"
+    assert any(m.source == store and not m.read_only for m in _lf(runner)["mounts"])
+    assert not (session / "mlruns").exists()  # the user's store, not ours
+
+
+def test_a_mlflow_server_uri_and_a_users_own_choices_are_kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ws, trainer, runner, report = _setup(tmp_path, monkeypatch, "mlflow")
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://mlflow.internal:5000")
+    trainer.train(CodeResult(workspace=str(ws)), report, _Ctx(tmp_path / "log" / "s"))  # type: ignore[arg-type]
+    env = _lf(runner)["env"]
+    assert env["MLFLOW_TRACKING_URI"] == "http://mlflow.internal:5000" and "MLFLOW_ALLOW_FILE_STORE" not in env
+    assert tracking.mlflow_file_store("sqlite:///mlflow.db") is None and tracking.mlflow_file_store("") is None
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"file:{tmp_path}/m")
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "false")  # the user's own word stands
+    monkeypatch.setenv("MLFLOW_EXPERIMENT_NAME", "mine")
+    run = tracking.tracking_run("mlflow", ws, None)
+    assert tracking.tracker_env(run)["MLFLOW_ALLOW_FILE_STORE"] == "false"
+    assert tracking.tracker_env(run)["MLFLOW_EXPERIMENT_NAME"] == "mine"
+
+
+def test_check_at_start_gives_the_trackers_own_words_and_writes_nothing(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The start-up check (run before anything is prepared): the library missing from the tool env (here:
+    this interpreter, which has neither mlflow nor wandb) is its own ImportError line; ``none`` runs nothing."""
+    import importlib.util
+
+    monkeypatch.chdir(tmp_path)
+    for name in [k for k in __import__("os").environ if k.startswith(("MLFLOW_", "WANDB_"))]:
+        monkeypatch.delenv(name)
+    runner = _ToolPython()
+    assert tracking.check_at_start("none", runner) is None and runner.calls == []
+    for tracker in ("mlflow", "wandb"):
+        if importlib.util.find_spec(tracker) is not None:
+            continue
+        words = tracking.check_at_start(tracker, runner)
+        assert words == f"ModuleNotFoundError: No module named '{tracker}'", words
+    assert list(tmp_path.iterdir()) == []  # the default store was checked in a scratch folder, now gone
+
+
+def test_exception_words_keep_the_message_lines() -> None:
+    log = ("Traceback (most recent call last):\n  File \"x.py\", line 3, in <module>\n"
+           "pydantic_core._pydantic_core.ValidationError: 1 validation error for Settings\nmode\n"
+           "  Input should be 'online', 'offline' [type=literal_error, input_value='bogus', input_type=str]\n")
+    assert tracking.exception_words(log) == ("pydantic_core._pydantic_core.ValidationError: 1 validation error for "
+                                             "Settings mode Input should be 'online', 'offline' [type=literal_error, "
+                                             "input_value='bogus', input_type=str]")

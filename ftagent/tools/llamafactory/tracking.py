@@ -6,9 +6,15 @@
   local file store in ``LOG_PATH/<session>/mlruns`` (``mlflow ui --backend-store-uri ...``) and wandb
   runs offline into ``LOG_PATH/<session>/wandb`` (``wandb sync``): a tracker needs no server and no
   account, and a machine without network still trains (issue 32 item 3).
-* :func:`check_tracker` starts the tracker once before the first full training: a tracker that cannot
-  start (library missing, a store that cannot be opened) is one CONFIG step error naming its cause,
-  not a training run that fails in transformers' callback as UNKNOWN.
+* :func:`check_at_start` starts the tracker once at a session's start-up, before anything is prepared
+  (issue 43: a tracker that cannot start was found only at the first training, after the whole validate
+  step, and the loop failed ``CONFIG``): exit 2 with the tracker's own words. :func:`check_tracker`
+  starts it again before the first full training (with the session's own store): a failure there is one
+  CONFIG step error naming its cause, not a training run that fails in transformers' callback as UNKNOWN.
+* A user's own store is used as given: ``MLFLOW_TRACKING_URI`` naming a file store (``file:…`` or a plain
+  path, as MLflow reads it) gets ``MLFLOW_ALLOW_FILE_STORE=true`` (MLflow 3 refuses a file store without it)
+  and the default experiment, a relative path is taken from ftagent's working directory (not the
+  training's), and its folder is mounted writable like the default one; ``WANDB_DIR`` likewise.
 * :func:`config_overrides` is what the trainer adds to the *full* run's config only (``report_to``,
   ``run_name``, ``logging_dir``): the micro-batch run of the validator stays ``report_to: none``, so a
   tracker sees one run per loop, not one per validation round.
@@ -56,6 +62,34 @@ def run_name_of(session_id: str, loop: int | None) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "-", name)[:128]
 
 
+def mlflow_file_store(uri: str | None) -> Path | None:
+    """The folder of an MLflow file store URI, else None (a server, a database, nothing given).
+
+    MLflow reads an empty scheme and ``file:`` as its file store (``mlflow/tracking/_tracking_service/utils.py``:
+    ``_tracking_store_registry.register("", _get_file_store)`` and ``"file"``; the path by
+    ``mlflow.utils.file_utils.local_file_uri_to_path``). A relative path is made absolute here, from ftagent's
+    working directory: the training process runs in the loop's workspace.
+    """
+    from urllib.parse import unquote, urlparse
+
+    if not uri:
+        return None
+    parsed = urlparse(uri)
+    if parsed.scheme not in ("", "file"):
+        return None
+    path = unquote(parsed.path) if parsed.scheme == "file" else uri
+    return Path(path).expanduser().absolute() if path else None
+
+
+def _user_store(report_to: str, source: dict[str, str]) -> Path | None:
+    """The tracker's own folder the user chose (a file store ``MLFLOW_TRACKING_URI``, ``WANDB_DIR``), else None."""
+    if report_to == "mlflow":
+        return mlflow_file_store(source.get("MLFLOW_TRACKING_URI"))
+    if report_to == "wandb" and source.get("WANDB_DIR"):
+        return Path(source["WANDB_DIR"]).expanduser().absolute()
+    return None
+
+
 def tracking_run(report_to: str, workspace: Path, ctx: StepContext | None) -> TrackingRun | None:
     """The loop's run (None when tracking is off). Without a step context (a trainer used on its own)
     the run is named after the workspace and logs under it."""
@@ -70,7 +104,8 @@ def tracking_run(report_to: str, workspace: Path, ctx: StepContext | None) -> Tr
         name = run_name_of(Path(workspace).name, None)
         logging_dir = Path(workspace) / "tensorboard"
         root = Path(workspace)
-    store = {"mlflow": root / "mlruns", "wandb": root / "wandb"}.get(report_to, logging_dir)
+    store = _user_store(report_to, dict(os.environ)) or {"mlflow": root / "mlruns", "wandb": root / "wandb"}.get(
+        report_to, logging_dir)
     return TrackingRun(report_to=report_to, run_name=name, logging_dir=str(Path(logging_dir).absolute()),
                        store_dir=str(Path(store).absolute()))
 
@@ -100,10 +135,13 @@ def tracker_env(run: TrackingRun | None, source: dict[str, str] | None = None) -
     env = {k: v for k, v in source.items() if k.startswith(_ENV_PREFIXES[run.report_to])}
     if run.report_to == "wandb":
         env.setdefault("WANDB_RUN_ID", run.run_name)
-        env.setdefault("WANDB_DIR", run.store_dir)
+        env["WANDB_DIR"] = run.store_dir  # ours, or the user's WANDB_DIR made absolute (the training runs elsewhere)
         if not env.get("WANDB_API_KEY"):
             env.setdefault("WANDB_MODE", "offline")
-    elif run.report_to == "mlflow" and "MLFLOW_TRACKING_URI" not in env:
+    elif run.report_to == "mlflow" and ("MLFLOW_TRACKING_URI" not in env
+                                        or mlflow_file_store(env["MLFLOW_TRACKING_URI"]) is not None):
+        # ours under the session, or the user's file store (issue 43: a user's file: URI got no
+        # MLFLOW_ALLOW_FILE_STORE, and MLflow 3 refused it at the first training)
         env["MLFLOW_TRACKING_URI"] = Path(run.store_dir).as_uri()
         env.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
         # a named experiment: transformers' callback creates it (set_experiment); the store's folder exists
@@ -149,9 +187,45 @@ def check_tracker(run: TrackingRun, runner: Runner, *, workdir: Path, log_file: 
     if result.ok:
         return None
     text = Path(result.log_file).read_text(encoding="utf-8", errors="replace") if result.log_file else ""
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    cause = next((ln for ln in reversed(lines) if "Error" in ln or "Exception" in ln), lines[-1] if lines else "")
-    return cause[:500] or f"exit code {result.exit_code}"
+    return exception_words(text) or f"exit code {result.exit_code}"
+
+
+_EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit)\b.*")
+
+
+def exception_words(log: str, limit: int = 500) -> str:
+    """The last exception a Python log shows, in its own words: its ``Type: message`` line and the lines of
+    the message below it (a pydantic error names the field and the allowed values there), joined into one
+    line; else the last line that mentions an error."""
+    lines = [ln.strip() for ln in log.splitlines() if ln.strip()]
+    starts = [i for i, ln in enumerate(lines) if _EXCEPTION_LINE.match(ln)]
+    if starts:
+        words = " ".join(lines[starts[-1]:starts[-1] + 6])
+    else:
+        words = next((ln for ln in reversed(lines) if "Error" in ln or "Exception" in ln), lines[-1] if lines else "")
+    return words[:limit]
+
+
+def check_at_start(report_to: str, runner: Runner, timeout: float = 180.0) -> str | None:
+    """Start the tracker of ``FT_REPORT_TO`` once at a session's start-up; None when it starts (or is off),
+    else its own last error line.
+
+    The user's own store is checked as it will be used; the default one (under the session, which does not
+    exist yet) in a scratch folder that is removed afterwards: nothing is written under ``LOG_PATH``.
+    """
+    import tempfile
+
+    if report_to == "none":
+        return None
+    with tempfile.TemporaryDirectory(prefix="ftagent-tracker-check-") as scratch:
+        root = Path(scratch)
+        store = _user_store(report_to, dict(os.environ)) or root / ("mlruns" if report_to == "mlflow" else "wandb")
+        run = TrackingRun(report_to=report_to, run_name="ftagent-start-check",  # type: ignore[arg-type]
+                          logging_dir=str(root / "tensorboard"), store_dir=str(store))
+        try:
+            return check_tracker(run, runner, workdir=root, log_file=root / "tracker_check.log", timeout=timeout)
+        except OSError as exc:  # the user's store folder cannot be created (tracker_mounts)
+            return f"{type(exc).__name__}: {exc}"
 
 
 def log_scores(run: TrackingRun, scalars: dict[str, float], step: int, runner: Runner, *, workdir: Path,
