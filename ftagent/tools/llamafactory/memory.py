@@ -1,29 +1,32 @@
 """Rule-of-thumb training-memory estimator: which fine-tuning methods fit, and how long a sequence.
 
-Per method (``full``, ``full_gc`` = full with gradient checkpointing, ``lora``, ``qlora``) at batch 1:
+Per method (``full``, ``full_gc`` = full with gradient checkpointing, ``lora``, ``qlora``) at batch 1,
+with the model facts of :mod:`~ftagent.tools.llamafactory.architecture` (parameters with the config
+class's ``tie_word_embeddings`` default, the loss peak):
 
 * **static memory per GPU** (weights, gradients, optimizer state). Mixed-precision AdamW needs
-  16 bytes per trained parameter (bf16 weights 2 + grads 2 + fp32 master 4 + moments 8). Full
-  fine-tuning shards all of it across the GPUs with DeepSpeed ZeRO-3 (``16·P / N``). LoRA/QLoRA keep
-  the frozen base on every GPU (data parallel, no sharding): 2 bytes/param (bf16) or ~0.55 (4-bit
-  NF4 plus quantisation constants), plus 16 bytes per adapter parameter.
-* **activations per token** (not sharded: every GPU holds its own sequence). Following the
-  EleutherAI transformer-math rule with flash attention: ``34·h`` bytes per layer and token without
-  checkpointing; with checkpointing ``2·h`` per layer plus one layer recomputed (``34·h``). LoRA and
-  QLoRA use gradient checkpointing (LLaMA-Factory's default). Plus the logits: ``10·V`` bytes per
-  token (:data:`LOGITS_BYTES_PER_VOCAB`), the cross-entropy peak, derived below.
-* **logits (``10·V``)**. LLaMA-Factory's SFT trainer (``llamafactory/train/sft/trainer.py:162``,
-  0.9.5: ``super().compute_loss``, i.e. the HF Trainer's; no liger kernel unless asked) takes the
-  model's own loss, transformers' ``ForCausalLMLoss`` (``transformers/loss/loss_utils.py:45-66`` in the
-  pinned 4.57), which while the loss runs holds, per token:
-  the model's bf16 logits from ``lm_head`` (``2·V``; kept in the output until the step ends) +
-  ``logits = logits.float()`` (line 55: "Upcast to float … to avoid potential precision issues": ``4·V``) +
-  ``nn.functional.cross_entropy`` = ``log_softmax`` then ``nll_loss``, whose fp32 ``log_softmax``
-  output is saved for the backward (``4·V``). In the backward the fp32 gradient of the logits
-  (``4·V``) takes the place of the freed upcast copy, so the peak stays ``2 + 4 + 4 = 10`` bytes per
-  vocabulary entry and token. For V = 152,064 (Qwen2.5) that is 1.52 MB per token — more than the
-  28 layers' checkpointed activations of a 7B model (0.32 MB) — and LoRA on one 80 GB GPU then fits
-  ~28.6k tokens, not the whole 32k context (with the earlier ``6·V``: 42.7k).
+  16 bytes per trained parameter (LLaMA-Factory upcasts trainable parameters to fp32 outside ZeRO-3,
+  ``model/adapter.py`` ``init_adapter``: weights 4 + grads 4 + moments 8; under ZeRO-3 bf16 weights 2 +
+  bf16 grads 2 + fp32 master 4 + moments 8). Full fine-tuning over several GPUs shards it with DeepSpeed
+  ZeRO-3 (``16·P / N``) and each GPU also holds the parameters ZeRO-3 has gathered: up to
+  ``stage3_max_live_parameters`` (1e9 in ``configs/deepspeed/ds_z3_config.json``), 2 bytes each
+  (:data:`ZERO3_MAX_LIVE_PARAMS`; DeepSpeed ``runtime/zero/partitioned_param_coordinator.py`` releases a
+  gathered parameter only past ``stage3_max_reuse_distance``, also 1e9). LoRA/QLoRA keep the frozen
+  base on every GPU (data parallel, no sharding): 2 bytes/param (bf16), or for 4-bit NF4 0.516 bytes
+  per quantized parameter (0.5 + an 8-bit absmax per 64 + an fp32 one per 256 blocks: bitsandbytes
+  ``quantize_4bit`` blocksize 64 with LLaMA-Factory's default ``double_quantization: true``) while
+  ``embed_tokens`` and an untied ``lm_head`` stay 16-bit (``architecture.embedding_params``); plus 16
+  bytes per adapter parameter.
+* **activations per token** (not sharded: every GPU holds its own sequence), bf16, flash/SDPA attention
+  (no T² scores). One decoder layer saves for its backward (:func:`layer_bytes`): its input and the
+  norm's output, the rotated query, key and value, the attention output, the residual and the second
+  norm's output, and four MLP tensors of the intermediate width (gate, its activation, up, their
+  product): ``2·(4h + 2q + 2kv + 4i)`` bytes, plus two intermediate-width gradients while the layer's
+  backward runs. With gradient checkpointing (LLaMA-Factory's default; LoRA and QLoRA always) only each
+  layer's bf16 input is kept (``2·h`` per layer) and one layer is recomputed at a time; without it every
+  layer keeps its tensors. Plus the loss peak: ``14·V`` bytes per token (``16·V`` with gemma-2's logit
+  soft-capping; ``architecture.logits_bytes_per_token``, measured). For V = 152,064 (Qwen2.5) that is
+  2.1 MB per token, far more than a 7B model's 28 checkpointed layers (0.2 MB).
 * **usable memory per GPU**: ``0.9 · per_gpu_gb − 1.5 GB`` (CUDA context, allocator fragmentation).
 
 ``max_seq_len = (usable − static) / per_token`` and a method "fits" when at least 512 tokens fit.
@@ -34,8 +37,10 @@ the DeepSpeed config it needs (``configs/deepspeed/``) or none:
 
 * full / full_gc on several GPUs: ZeRO-3 (``ds_z3_config.json``), the sharding assumed above;
 * full / full_gc that does not fit even so: ZeRO-3 with optimizer and parameters offloaded to CPU
-  RAM (``ds_z3_offload_config.json``) when the host has ``18·P`` bytes to spare (fp32 master weights,
-  moments and gradients plus a bf16 copy); the GPU then keeps at most the bf16 weight shard ``2·P/N``;
+  RAM (``ds_z3_offload_config.json``), only where offload is allowed (the user asked, or DeepSpeed's
+  CPU Adam is built in the tool env: :mod:`ftagent.tools.launch.offload`) and the host has ``18·P``
+  bytes to spare (fp32 master weights, moments and gradients plus a bf16 copy); the GPU then keeps the
+  gathered parameters only (at most ``stage3_max_live_parameters``, 2 bytes each);
 * full / full_gc on one GPU that fits: no DeepSpeed (a plain single-process run);
 * LoRA / QLoRA: no DeepSpeed (data parallel; bitsandbytes QLoRA does not combine with ZeRO-3).
 
@@ -51,6 +56,14 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from ftagent.tools.llamafactory.architecture import (
+    LOGITS_BYTES,
+    attention_dims,
+    embedding_params,
+    logits_bytes_per_token,
+    params_from_config,
+)
+
 Method = Literal["full", "full_gc", "lora", "qlora"]
 DeepSpeedConfig = Literal["ds_z2_config.json", "ds_z3_config.json", "ds_z3_offload_config.json"]
 DS_Z2: DeepSpeedConfig = "ds_z2_config.json"
@@ -59,7 +72,9 @@ DS_Z3_OFFLOAD: DeepSpeedConfig = "ds_z3_offload_config.json"
 DEEPSPEED_CONFIGS: tuple[DeepSpeedConfig, ...] = (DS_Z2, DS_Z3, DS_Z3_OFFLOAD)
 DEEPSPEED_STAGES: dict[str, str] = {DS_Z2: "ZeRO-2", DS_Z3: "ZeRO-3", DS_Z3_OFFLOAD: "ZeRO-3 + CPU offload"}
 OFFLOAD_CPU_BYTES = 18.0  # per parameter on the host: fp32 master 4 + moments 8 + fp32 grads 4 + bf16 copy 2
-OFFLOAD_GPU_BYTES = 2.0  # per parameter and GPU at most: the bf16 weight shard
+# configs/deepspeed/ds_z3*_config.json stage3_max_live_parameters: the parameters ZeRO-3 keeps gathered
+ZERO3_MAX_LIVE_PARAMS = 1_000_000_000
+GATHERED_BYTES = 2.0  # bf16, per gathered parameter
 CPU_USABLE_FRACTION = 0.8
 METHODS: tuple[Method, ...] = ("full", "full_gc", "lora", "qlora")
 GB = 1e9
@@ -67,8 +82,9 @@ MIN_SEQ = 512
 USABLE_FRACTION = 0.9
 RESERVED_GB = 1.5
 ADAM_BYTES = 16.0
-LOGITS_BYTES_PER_VOCAB = 10.0  # bf16 logits 2 + fp32 upcast 4 + fp32 log_softmax 4 (module docstring)
-FROZEN_BYTES = {"lora": 2.0, "qlora": 0.55}
+FROZEN_BYTES = {"lora": 2.0, "qlora": 0.516}  # bf16; NF4 with double quantization (module docstring)
+EMBEDDING_BYTES = 2.0  # embed_tokens / untied lm_head under 4-bit LoRA: kept 16-bit
+CHECKPOINT_BYTES = 2.0  # per hidden unit and layer: the bf16 input a checkpointed layer keeps
 # (max params in billions, hidden, layers): rough architecture by size when config.json is absent
 _SIZE_BUCKETS = ((0.2, 576, 30), (0.6, 1024, 24), (1.0, 1536, 28), (2.0, 2048, 28), (4.0, 2560, 36),
                  (9.0, 4096, 36), (15.0, 5120, 40), (35.0, 5120, 64), (80.0, 8192, 80), (1e9, 8192, 96))
@@ -86,27 +102,15 @@ class ModelSpec(BaseModel):
     num_heads: int = 0
     num_kv_heads: int = 0
     max_position_embeddings: int | None = None
+    q_dim: int = Field(0, description="heads x head_dim (0: hidden_size)")
+    kv_dim: int = Field(0, description="kv heads x head_dim (0: hidden_size)")
+    embedding_params: int = Field(0, description="embed_tokens + untied lm_head (0: vocab x hidden, untied)")
+    logits_bytes: float = Field(LOGITS_BYTES, description="bytes per vocab entry and token at the loss peak")
     from_config: bool = Field(False, description="False when guessed from the name")
 
     @property
     def params_b(self) -> float:
         return self.params / 1e9
-
-
-def params_from_config(cfg: dict) -> int:
-    """Parameter count of a decoder-only transformer from a HF ``config.json`` dict."""
-    h, layers, vocab = cfg["hidden_size"], cfg["num_hidden_layers"], cfg["vocab_size"]
-    inter = cfg.get("intermediate_size") or 4 * h
-    heads = cfg.get("num_attention_heads") or max(h // 128, 1)
-    kv_heads = cfg.get("num_key_value_heads") or heads
-    head_dim = cfg.get("head_dim") or h // heads
-    attn = h * heads * head_dim * 2 + h * kv_heads * head_dim * 2
-    if cfg.get("attention_bias", cfg.get("model_type") == "qwen2"):  # Qwen2 has q/k/v biases
-        attn += (heads + 2 * kv_heads) * head_dim
-    mlp = 3 * h * inter
-    per_layer = attn + mlp + 2 * h
-    embed = vocab * h * (1 if cfg.get("tie_word_embeddings", False) else 2)
-    return layers * per_layer + embed + h
 
 
 def parse_param_count(name: str) -> int | None:
@@ -125,12 +129,14 @@ def spec_from_config(cfg: dict, name: str) -> ModelSpec:
         KeyError: the config lacks ``hidden_size``, ``num_hidden_layers`` or ``vocab_size``.
     """
     cfg = cfg.get("text_config", cfg) if "hidden_size" not in cfg else cfg
+    q_dim, kv_dim = attention_dims(cfg)
     return ModelSpec(
         name=name, params=params_from_config(cfg), hidden_size=cfg["hidden_size"],
         num_layers=cfg["num_hidden_layers"], vocab_size=cfg["vocab_size"],
         intermediate_size=cfg.get("intermediate_size") or 4 * cfg["hidden_size"],
         num_heads=cfg.get("num_attention_heads") or 0, num_kv_heads=cfg.get("num_key_value_heads") or 0,
-        max_position_embeddings=cfg.get("max_position_embeddings"), from_config=True,
+        max_position_embeddings=cfg.get("max_position_embeddings"), q_dim=q_dim, kv_dim=kv_dim,
+        embedding_params=embedding_params(cfg), logits_bytes=logits_bytes_per_token(cfg), from_config=True,
     )
 
 
@@ -241,17 +247,40 @@ def _size_text(gb: float) -> str:
     return f"{gb * 1e9:.0f} B"
 
 
+def _gathered_bytes(spec: ModelSpec) -> float:
+    """What ZeRO-3 keeps gathered on each GPU: up to ``stage3_max_live_parameters`` bf16 parameters."""
+    return GATHERED_BYTES * min(spec.params, ZERO3_MAX_LIVE_PARAMS)
+
+
+def _embeddings(spec: ModelSpec) -> int:
+    return spec.embedding_params or 2 * spec.vocab_size * spec.hidden_size
+
+
 def _static_bytes(spec: ModelSpec, method: Method, num_gpus: int, rank: int) -> float:
     if method in ("full", "full_gc"):
-        return ADAM_BYTES * spec.params / max(num_gpus, 1)
-    return FROZEN_BYTES[method] * spec.params + ADAM_BYTES * lora_params(spec, rank)
+        sharded = ADAM_BYTES * spec.params / max(num_gpus, 1)
+        return sharded + (_gathered_bytes(spec) if num_gpus > 1 else 0.0)
+    adapter = ADAM_BYTES * lora_params(spec, rank)
+    if method == "qlora":  # linear layers in 4 bits, the embeddings in 16 (module docstring)
+        embed = min(_embeddings(spec), spec.params)
+        return FROZEN_BYTES["qlora"] * (spec.params - embed) + EMBEDDING_BYTES * embed + adapter
+    return FROZEN_BYTES[method] * spec.params + adapter
+
+
+def layer_bytes(spec: ModelSpec) -> tuple[float, float]:
+    """(saved, backward transient) bytes per token of one decoder layer, bf16 (module docstring)."""
+    h, inter = spec.hidden_size, spec.intermediate_size or 4 * spec.hidden_size
+    q, kv = spec.q_dim or h, spec.kv_dim or h
+    return 2.0 * (4 * h + 2 * q + 2 * kv + 4 * inter), 2.0 * 2 * inter
 
 
 def _per_token_bytes(spec: ModelSpec, method: Method) -> float:
-    h, layers = spec.hidden_size, spec.num_layers
-    checkpointing = method != "full"
-    per_layer = 2 * h * layers + 34 * h if checkpointing else 34 * h * layers
-    return per_layer + LOGITS_BYTES_PER_VOCAB * spec.vocab_size
+    saved, transient = layer_bytes(spec)
+    if method == "full":  # no checkpointing: every layer keeps its tensors
+        activations = saved * spec.num_layers + transient
+    else:  # each layer's input, plus one layer recomputed at a time
+        activations = CHECKPOINT_BYTES * spec.hidden_size * spec.num_layers + saved + transient
+    return activations + spec.logits_bytes * spec.vocab_size
 
 
 def _max_seq(usable: float, static: float, per_token: float) -> int:
@@ -276,7 +305,7 @@ def _estimate(spec: ModelSpec, method: Method, per_gpu_gb: float, num_gpus: int,
     offload = False
     if full and max_seq < MIN_SEQ and cpu_ram_gb and (
             OFFLOAD_CPU_BYTES * spec.params <= CPU_USABLE_FRACTION * cpu_ram_gb * GB):
-        off_static = OFFLOAD_GPU_BYTES * spec.params / max(num_gpus, 1)
+        off_static = _gathered_bytes(spec)  # the partitions live in host RAM
         off_seq = _max_seq(usable, off_static, per_token)
         if off_seq >= MIN_SEQ:
             static, max_seq, deepspeed, offload = off_static, off_seq, DS_Z3_OFFLOAD, True
