@@ -7,6 +7,7 @@ layer boundaries without re-validation. The component protocols live in
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
@@ -223,3 +224,14 @@ class ScenarioInfo(BaseModel):
     force_think_token: bool = False  # outputs are "<think>reasoning</think>answer" (FT_FORCE_THINK_TOKEN)
     eval_decoding: EvalDecoding | None = None  # how the evaluation generates (None: not known yet)
     forecast: Forecast | None = None  # the session's forecast (finetune.forecast), recorded after the baseline
+    # the session's own frozen copy of its benchmark items (ftagent.benchmarks.frozen, issue 39 item 6): the root
+    # every evaluation, scan and guard of the session reads (``<root>/<benchmark>``), and its content digest
+    benchmark_root: str | None = None
+    benchmark_digest: str | None = None
+
+    def items_root(self) -> Path:
+        """Where the session's benchmark items are: its frozen copy; ``FT_FILE_PATH/benchmarks`` for a scenario
+        recorded before copies existed (an older snapshot)."""
+        from ftagent.core.paths import benchmarks_dir
+
+        return Path(self.benchmark_root) if self.benchmark_root else benchmarks_dir(self.file_path)

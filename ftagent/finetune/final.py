@@ -74,7 +74,8 @@ def _evaluate_full(session: Session, settings: Settings, run: ResolvedRun, runne
     assert scenario is not None  # final_evaluation returns before this without one
     evaluate = partial(evaluate_splits_of_path, benchmark=run.adapter, splits=("full",), settings=settings,
                        runner=runner, timeout=timeout, gpu_count=scenario.hardware.gpu_count,
-                       inference=run.model.inference, model_name=scenario.base_model)
+                       inference=run.model.inference, model_name=scenario.base_model,
+                       items_root=scenario.items_root())
     base = evaluate(scenario.base_model_path, None,
                     work_dir=baseline_dir(settings.ft.file_path, run.benchmark)).require("full")
     exp = state.trace.sota()
@@ -97,7 +98,7 @@ def final_evaluation(session: Session, settings: Settings, run: ResolvedRun, run
     trace, scenario = state.trace, state.scenario
     if mode == "none" or scenario is None:
         return None
-    full_n, test_n = extra_items(run.data_dir)
+    full_n, test_n = extra_items(scenario.items_root() / run.benchmark)
     exp = trace.sota()
     use_test = mode == "split" or full_n <= test_n
     note = ""

@@ -44,11 +44,13 @@ _T = TypeVar("_T")
 
 
 class Prepared:
-    """What :meth:`FinetuneScenario.prepare` found: the selected datasets and the model folder."""
+    """What :meth:`FinetuneScenario.prepare` found: the selected datasets, the model folder and the session's
+    frozen copy of its benchmark items (``(root, digest)``, :mod:`ftagent.benchmarks.frozen`)."""
 
-    def __init__(self, datasets: dict[str, Path], model_path: Path) -> None:
+    def __init__(self, datasets: dict[str, Path], model_path: Path, benchmark_copy: tuple[Path, str]) -> None:
         self.datasets = datasets
         self.model_path = model_path
+        self.benchmark_copy = benchmark_copy
 
 
 class FinetuneScenario:
@@ -87,7 +89,7 @@ class FinetuneScenario:
         from ftagent.datasets.prepare import prepare_datasets
         from ftagent.finetune.forecast import machine_load
         from ftagent.models.builtin import fetch_base_model
-        from ftagent.tools.opencompass.runs import prepare_benchmark
+        from ftagent.tools.opencompass.runs import prepare_session_copy
 
         machine_load()  # sampled before this start-up's own work: the forecast's cache key (plan = session)
         ft = self.settings.ft
@@ -103,10 +105,10 @@ class FinetuneScenario:
         prepared = self._stage("datasets", lambda: prepare_datasets(selection.datasets, file_path, token=token),
                                dataset=self.run.dataset, selected=selection.datasets, selected_by=selection.source,
                                reason=selection.reason)
-        self._stage("benchmark_data", lambda: prepare_benchmark(self.run.adapter, self.run.benchmarks_root,
-                                                                ft.benchmark_limit), benchmark=self.run.benchmark)
+        copy = self._stage("benchmark_data", lambda: prepare_session_copy(self.run.adapter, self.run.benchmarks_root,
+                                                                       ft.benchmark_limit), benchmark=self.run.benchmark)
         self._check_user_datasets(list(prepared), file_path)
-        return Prepared(prepared, Path(model_path))
+        return Prepared(prepared, Path(model_path), copy)
 
     def _check_user_datasets(self, names: list[str], file_path: Path) -> None:
         """A user's own file (``--dataset ./my_data.jsonl``): scan it for benchmark items, say what was found."""
@@ -179,6 +181,7 @@ class FinetuneScenario:
                                    benchmark_timeout=ft.benchmark_timeout_s),
             parameter_catalogue=parameter_catalogue_text(catalogue, hardware.gpu_count > 0),
             force_think_token=ft.force_think_token,
+            benchmark_root=str(prepared.benchmark_copy[0]), benchmark_digest=prepared.benchmark_copy[1],
             eval_decoding=eval_decoding(base_model, hardware.gpu_count, spec.max_out_len,
                                         inference=self.run.model.inference,
                                         model_config=read_model_config(model_path)),
@@ -229,12 +232,12 @@ def constant_answer(info: ScenarioInfo, bench: BenchmarkAdapter, split: str) -> 
     beside the base model's score for the report; None when it cannot be computed (no prepared split,
     a plug-in benchmark, a scorer that fails) — a fact for the reader, never a reason to fail the session."""
     from ftagent.benchmarks.baselines import stored_constant_baseline
-    from ftagent.core.paths import benchmarks_dir, eval_cache_dir
+    from ftagent.core.paths import eval_cache_dir
 
     if not info.file_path:
         return None
     try:
-        base = stored_constant_baseline(bench, benchmarks_dir(info.file_path), eval_cache_dir(info.file_path),
+        base = stored_constant_baseline(bench, info.items_root(), eval_cache_dir(info.file_path),
                                         split)
     except Exception:  # noqa: BLE001 - see the docstring
         return None

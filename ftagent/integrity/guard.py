@@ -38,7 +38,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ftagent.core.paths import baseline_dir, benchmark_data_dir
+from ftagent.core.paths import baseline_dir
 from ftagent.core.trace import Experiment
 from ftagent.core.types import ScenarioInfo
 from ftagent.engine.events import CheckVerdict
@@ -64,7 +64,7 @@ class IntegrityGuard:
         self.base = Path(scenario.base_model_path)
         self.benchmark = scenario.benchmark
         self.file_path = Path(scenario.file_path or ".").absolute()
-        self.data_dir = benchmark_data_dir(self.file_path, scenario.benchmark)
+        self.data_dir = scenario.items_root() / scenario.benchmark  # the session's own frozen copy (issue 39.6)
         self.input_columns = input_columns
         self.answer_field = answer_field
         self.start_hashes: dict[str, str] | None = None

@@ -38,7 +38,8 @@ def _session(tmp: Path, *, best: bool = True):
     trace = Trace(core_metric="accuracy", baseline_test=0.0, baseline_test_items=base_test,
                   experiments=[exp], sota_loop=1 if best else None)
     scenario = SimpleNamespace(base_model_path=str(tmp / "base"), base_model="builtin/tiny-qwen2",
-                               hardware=SimpleNamespace(gpu_count=0))
+                               hardware=SimpleNamespace(gpu_count=0),
+                               items_root=lambda: tmp / "files" / "benchmarks")  # the session's items (_bench)
     (tmp / "sess").mkdir()
     # the real state class (final.py checks it), built unvalidated around the fake scenario
     state = FinetuneSessionState.model_construct(trace=trace, scenario=scenario)

@@ -91,11 +91,18 @@ def metric_maximum(metric: str, direction: str) -> float | None:
     return 100.0 if direction == "max" and is_percent(metric) else None
 
 
-def validation_items(file_path: str | None, benchmark: str) -> int | None:
+def _folder(file_path: str | None, benchmark: str, root: Path | None) -> Path | None:
+    """The benchmark's prepared folder: ``root/<key>`` (the session's frozen copy), else under ``file_path``."""
+    if root is not None:
+        return Path(root) / benchmark
+    return benchmark_data_dir(file_path, benchmark) if file_path else None
+
+
+def validation_items(file_path: str | None, benchmark: str, *, root: Path | None = None) -> int | None:
     """Number of validation items of ``benchmark`` under ``FT_FILE_PATH/benchmarks/<key>`` (never the test)."""
-    if not file_path:
+    root = _folder(file_path, benchmark, root)
+    if root is None:
         return None
-    root = benchmark_data_dir(file_path, benchmark)
     files = sorted(root.glob("validation.jsonl")) + sorted(root.glob("*/validation.jsonl"))
     if not files:
         return None
@@ -109,14 +116,15 @@ EXAMPLE_CHARS = 1500
 
 
 def validation_example(file_path: str | None, benchmark: str, input_column: str = "prompt",
-                       output_column: str = "answer") -> tuple[str, str]:
+                       output_column: str = "answer", *, root: Path | None = None) -> tuple[str, str]:
     """The first validation item's prompt and reference answer (never the test), each clipped at a line.
 
     Returns ``("", "")`` when the validation file or the columns are missing.
     """
-    if not file_path:
+    folder = _folder(file_path, benchmark, root)
+    if folder is None:
         return "", ""
-    path = benchmark_data_dir(file_path, benchmark) / "validation.jsonl"
+    path = folder / "validation.jsonl"
     try:
         with path.open(encoding="utf-8") as fh:
             first = next((line for line in fh if line.strip()), "")
@@ -127,15 +135,16 @@ def validation_example(file_path: str | None, benchmark: str, input_column: str 
     return _clip_lines(prompt, EXAMPLE_CHARS), _clip_lines(answer, 300)
 
 
-def space_warning(file_path: str | None, benchmark: str, input_column: str) -> str:
+def space_warning(file_path: str | None, benchmark: str, input_column: str, *, root: Path | None = None) -> str:
     """A warning when the benchmark's items (validation and test, counted, never shown) fill most of a
     templated question space (:func:`ftagent.datasets.makeup.input_space_coverage`), else ""."""
     from ftagent.datasets.makeup import input_space_coverage
 
-    if not file_path:
+    folder = _folder(file_path, benchmark, root)
+    if folder is None:
         return ""
     questions = []
-    for path in sorted(benchmark_data_dir(file_path, benchmark).glob("**/*.jsonl")):
+    for path in sorted(folder.glob("**/*.jsonl")):
         if path.stem not in ("validation", "test"):
             continue
         try:
@@ -311,7 +320,7 @@ def _memory_rows(memory: dict[str, Any], context: int | None) -> list[MemoryRow]
     return rows
 
 
-def constant_baseline_words(file_path: str | None, bench: Any) -> str:
+def constant_baseline_words(file_path: str | None, bench: Any, *, root: Path | None = None) -> str:
     """One line: what the best constant answer scores on the prepared validation split ('' when it
     cannot be computed: no prepared split, a plug-in benchmark, a scorer that fails)."""
     if not file_path or bench is None:
@@ -320,7 +329,7 @@ def constant_baseline_words(file_path: str | None, bench: Any) -> str:
     from ftagent.core.paths import benchmarks_dir, eval_cache_dir
 
     try:
-        base = stored_constant_baseline(bench, benchmarks_dir(file_path), eval_cache_dir(file_path))
+        base = stored_constant_baseline(bench, root or benchmarks_dir(file_path), eval_cache_dir(file_path))
     except Exception:  # noqa: BLE001 - a fact of the brief, never a reason to fail the planner
         return ""
     return base.line() if base is not None and base.score is not None else ""
@@ -367,21 +376,23 @@ def brief_facts(scenario: ScenarioInfo, *, benchmark: Any, catalogue: dict[str, 
     think = getattr(scenario, "force_think_token", False) if force_think_token is None else force_think_token
     memory = scenario.memory or {}
     per_item = _per_item_prompt(bench)
+    items = scenario.items_root() if scenario.file_path else None  # the session's own copy (issue 39 item 6)
     example = validation_example(scenario.file_path, scenario.benchmark,
-                                 *((spec.input_columns[0], spec.output_column) if spec and spec.input_columns else ()))
+                                 *((spec.input_columns[0], spec.output_column) if spec and spec.input_columns else ()),
+                                 root=items)
     return BriefFacts(
         benchmark=scenario.benchmark, description=scenario.benchmark_description or (spec.description if spec else ""),
         prompt_format=("" if per_item or not spec or not says_more(spec.prompt) else spec.prompt),
         prompt_example=example[0], answer_example=example[1], answer_rule=(spec.answer_rule if spec else ""),
         space_warning=space_warning(scenario.file_path, scenario.benchmark,
-                                    spec.input_columns[0] if spec and spec.input_columns else "prompt"),
+                                    spec.input_columns[0] if spec and spec.input_columns else "prompt", root=items),
         contamination_rule=contamination_rule_words(),
         max_out_len=_max_out_len(scenario, spec), decoding=decoding_words(scenario.eval_decoding),
         core_metric=scenario.core_metric,
         direction="higher is better" if scenario.direction == "max" else "lower is better",
         user_target=scenario.user_target_scenario, baseline=base, metric_scale=metric_scale(metric),
-        constant_baseline=constant_baseline_words(scenario.file_path, bench),
-        validation_items=validation_items(scenario.file_path, scenario.benchmark),
+        constant_baseline=constant_baseline_words(scenario.file_path, bench, root=items),
+        validation_items=validation_items(scenario.file_path, scenario.benchmark, root=items),
         model_name=scenario.base_model, model_path=scenario.base_model_path, parameters=params,
         size_note=size_note(model.num_parameters),
         origin=model_origin(scenario.base_model), template_overhead=overhead.line() if overhead else "",

@@ -186,7 +186,7 @@ class DataProcessor:
 def benchmark_items(scenario: ScenarioInfo, input_columns: list[str]) -> dict[str, list[str]]:
     """The input fields (question first) of the benchmark's validation and test items, keyed by
     ``subset/split:index``."""
-    return benchmark_items_for(scenario.benchmark, Path(scenario.file_path), input_columns)
+    return items_of(scenario.items_root() / scenario.benchmark, input_columns)
 
 
 def benchmark_items_for(benchmark: str, file_path: Path, input_columns: list[str]) -> dict[str, list[str]]:
@@ -194,10 +194,15 @@ def benchmark_items_for(benchmark: str, file_path: Path, input_columns: list[str
 
     ``input_columns``: the resolved benchmark spec's.
     """
-    from ftagent.benchmarks.base import read_jsonl
     from ftagent.core.paths import benchmark_data_dir
 
-    root = benchmark_data_dir(file_path, benchmark)
+    return items_of(benchmark_data_dir(file_path, benchmark), input_columns)
+
+
+def items_of(root: Path, input_columns: list[str]) -> dict[str, list[str]]:
+    """:func:`benchmark_items` of one prepared benchmark folder (a session's frozen copy, or the shared one)."""
+    from ftagent.benchmarks.base import read_jsonl
+
     items: dict[str, list[str]] = {}
     for split in ("validation", "test"):
         for path in sorted(root.glob(f"**/{split}.jsonl")):

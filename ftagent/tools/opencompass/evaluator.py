@@ -94,6 +94,7 @@ class OpenCompassEvaluator:
             base_path=model.adapter_of, model_name=self.scenario.base_model,
             timeout=ctx.limit(self.settings.ft.benchmark_timeout_s), gpu_count=_gpu_count(self.scenario),
             on_progress=on_progress, on_warning=_warner(ctx), inference=self.inference,
+            items_root=self.scenario.items_root(),
         )
 
     def evaluate(self, model: TrainResult, split: str, ctx: StepContext) -> EvalResult:
@@ -127,7 +128,8 @@ def evaluate_baseline(scenario: ScenarioInfo, settings: Settings, runner: Runner
         out = evaluate_splits_of_path(
             scenario.base_model_path, None, benchmark=benchmark,
             splits=SPLITS, settings=settings, runner=runner, work_dir=work, model_name=scenario.base_model, timeout=timeout,
-            gpu_count=_gpu_count(scenario), on_progress=on_progress, on_warning=on_warning, inference=inference)
+            gpu_count=_gpu_count(scenario), on_progress=on_progress, on_warning=on_warning, inference=inference,
+            items_root=scenario.items_root())
         results = {split: out.require(split) for split in SPLITS}
     except StepError as exc:
         failure = exc.to_failure("baseline")

@@ -68,11 +68,15 @@ WarningCallback = Callable[[str], None]
 JUDGE_BUDGET_NOTE = "not judged: the session's llm budget is spent"
 
 
-def prepare_benchmark(adapter: BenchmarkAdapter, root: Path, limit: int | None) -> Path:
-    """Prepare ``root/<key>`` once per ``limit``, split rule and scoring rules (a marker records them).
+def _prepare_lock(root: Path, key: str):
+    """One preparation of ``root/<key>`` at a time across processes (sessions, ``ftagent eval``)."""
+    from filelock import FileLock
 
-    ``adapter``: the resolved benchmark (the session's, from start-up; a tool looks its key up itself).
-    """
+    Path(root).mkdir(parents=True, exist_ok=True)
+    return FileLock(str(Path(root) / f".{key}.prepare.lock"), timeout=6 * 3600)
+
+
+def _prepare(adapter: BenchmarkAdapter, root: Path, limit: int | None) -> Path:
     key = adapter.spec.key
     out = Path(root) / key
     if is_prepared(root, key, limit):
@@ -80,6 +84,29 @@ def prepare_benchmark(adapter: BenchmarkAdapter, root: Path, limit: int | None) 
     adapter.prepare(root, limit=limit)
     (out / "prepared.json").write_text(json.dumps(_wanted(limit)), encoding="utf-8")
     return out
+
+
+def prepare_benchmark(adapter: BenchmarkAdapter, root: Path, limit: int | None) -> Path:
+    """Prepare ``root/<key>`` once per ``limit``, split rule and scoring rules (a marker records them).
+
+    ``adapter``: the resolved benchmark (the session's, from start-up; a tool looks its key up itself).
+    """
+    with _prepare_lock(root, adapter.spec.key):
+        return _prepare(adapter, root, limit)
+
+
+def prepare_session_copy(adapter: BenchmarkAdapter, root: Path, limit: int | None) -> tuple[Path, str]:
+    """Prepare ``root/<key>`` and freeze it as the session's own copy (:mod:`ftagent.benchmarks.frozen`), under
+    the preparation lock, so no other command's preparation can interleave with the copy.
+
+    Returns:
+        ``(frozen root, content digest)``.
+    """
+    from ftagent.benchmarks.frozen import freeze
+
+    with _prepare_lock(root, adapter.spec.key):
+        _prepare(adapter, root, limit)
+        return freeze(root, adapter.spec.key)
 
 
 def _wanted(limit: int | None) -> dict:
@@ -295,7 +322,7 @@ def evaluate_splits_of_path(
     base_path: Path | str | None = None, model_name: str = "", timeout: float | None = None, gpu_count: int = 0,
     on_progress: ProgressCallback | None = None, on_warning: WarningCallback | None = None,
     isolate_tasks: bool = False, serve_command: ServeCommand | None = None,
-    inference: InferenceSettings | None = None, sample: int | None = None,
+    inference: InferenceSettings | None = None, sample: int | None = None, items_root: Path | None = None,
 ) -> SplitResults:
     """Evaluate one model folder (full model or LoRA adapter of ``base_path``) on ``splits`` in one
     OpenCompass run (cached splits are not run again).
@@ -314,6 +341,9 @@ def evaluate_splits_of_path(
         isolate_tasks: the earlier layout: one run per split, one subprocess per task (reference).
         serve_command: the model server's command line for the ``vllm-server`` backend (default:
             vLLM's api_server from the session's vLLM env, ``FT_VLLM_ENV``).
+        items_root: a session's frozen copy of its items (:mod:`ftagent.benchmarks.frozen`): evaluate from
+            ``items_root/<key>`` and prepare nothing (None: prepare ``FT_FILE_PATH/benchmarks/<key>`` as a
+            command without a session does, ``ftagent eval``).
         sample: cap each split at this many items per sub-dataset (the split rule's seeded first ones,
             :func:`ftagent.benchmarks.splits.split_indices`), prepared in a folder of its own
             (``benchmarks/.sample<n>/<key>``) so the full one is never re-prepared: the forgetting guard.
@@ -335,7 +365,13 @@ def evaluate_splits_of_path(
     if sample is not None:
         limit = sample if limit is None else min(limit, sample)
         root = root / f".sample{limit}"  # "." : never a benchmark key
-    bench_dir = prepare_benchmark(adapter, root, limit)
+    if items_root is not None and sample is None:  # the session's own copy: never prepared again (issue 39.6)
+        root, bench_dir = Path(items_root), Path(items_root) / key
+        if not (bench_dir / "validation.jsonl").is_file():
+            raise StepError(f"the session's copy of benchmark {key} is missing ({bench_dir})", error_type=ErrorType.EVAL,
+                            suggestion="it lives under FT_FILE_PATH/benchmarks/.frozen; start a new session")
+    else:
+        bench_dir = prepare_benchmark(adapter, root, limit)
     model_path = Path(model_path)
     if not (model_path / "config.json").exists() and not is_lora_adapter(model_path):
         raise StepError(f"model folder {model_path} has no config.json or adapter files",

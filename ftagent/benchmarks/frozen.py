@@ -1,0 +1,108 @@
+"""A session's own immutable, content-hashed copy of its benchmark items (issue 39 item 6).
+
+``FT_FILE_PATH/benchmarks/<key>`` is shared: ``ftagent eval`` without a limit, another session with another
+``FT_BENCHMARK_LIMIT`` or a newer split rule prepares it again (issue 39: two running sessions' next
+candidates were then flagged ``benchmark_files``, scored on other items than their baseline, and lost their
+interval). **Rule: a session evaluates on its own copy, and preparing for another command never changes
+it.** Mechanism:
+
+* at start-up, right after the shared folder is prepared, :func:`freeze` copies every prepared file (the
+  split files, ``spec.json``, ``prepared.json``; not ``raw/``, the downloaded sources, which stays a link to
+  the shared one: only the few-shot rounds of FinanceIQ read it, on ftagent's side) into
+  ``FT_FILE_PATH/benchmarks/.frozen/<key>-<digest>/<key>``, named by the SHA-256 of its contents
+  (:func:`content_digest`), written into a temporary folder and renamed into place (atomic), its files and
+  files made read-only;
+* the session records the copy's root and digest (``ScenarioInfo.benchmark_root`` / ``benchmark_digest``,
+  in the snapshot: a resume uses the same copy), and every evaluation of the session -- the baseline, each
+  loop, the final evaluation -- renders its OpenCompass datasets from that root and never prepares;
+  the contamination scan, the integrity guard (its ``benchmark_files`` hashes) and the brief read it too;
+* nothing writes into ``.frozen``: preparation writes ``benchmarks/<key>`` only, a copy with the same
+  contents is the same folder (two sessions share it), another content is another folder.
+
+:func:`verify` re-hashes a copy: the guard's ``benchmark_files`` check still catches an edit of it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import stat
+from pathlib import Path
+
+FROZEN = ".frozen"  # under FT_FILE_PATH/benchmarks; "." : never a benchmark key
+RAW = "raw"
+
+
+def _files(bench_dir: Path) -> list[Path]:
+    """The prepared files of ``bench_dir`` (relative, sorted): no ``raw/``, no hidden temp or lock files."""
+    out = []
+    for path in sorted(bench_dir.rglob("*")):
+        rel = path.relative_to(bench_dir)
+        if rel.parts[0] == RAW or any(p.startswith(".") for p in rel.parts) or not path.is_file():
+            continue
+        out.append(rel)
+    return out
+
+
+def _sha(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def content_digest(bench_dir: Path) -> str:
+    """SHA-256 over every prepared file's relative path and SHA-256."""
+    h = hashlib.sha256()
+    for rel in _files(Path(bench_dir)):
+        h.update(f"{rel.as_posix()}\0{_sha(Path(bench_dir) / rel)}\n".encode())
+    return h.hexdigest()
+
+
+def frozen_root(benchmarks_root: Path, key: str, digest: str) -> Path:
+    """The root a frozen copy is evaluated from (it holds ``<key>/``, as ``benchmarks_root`` does)."""
+    return Path(benchmarks_root) / FROZEN / f"{key}-{digest[:16]}"
+
+
+def _read_only(folder: Path) -> None:
+    """Files read-only (folders stay writable, so that a user's ``rm -rf`` of old copies works)."""
+    for path in folder.rglob("*"):
+        if path.is_file() and not path.is_symlink():
+            path.chmod(stat.S_IMODE(path.stat().st_mode) & ~0o222)
+
+
+def freeze(benchmarks_root: Path, key: str) -> tuple[Path, str]:
+    """Copy the prepared ``benchmarks_root/<key>`` into its content-addressed frozen folder (once).
+
+    Returns:
+        ``(root, digest)``: evaluate with ``root`` as the benchmarks root (``root/<key>`` holds the items).
+    """
+    source = Path(benchmarks_root) / key
+    digest = content_digest(source)
+    root = frozen_root(benchmarks_root, key, digest)
+    if (root / key).is_dir() and content_digest(root / key) == digest:
+        return root, digest
+    staging = root.with_name(f".{root.name}.{os.getpid()}.partial")
+    shutil.rmtree(staging, ignore_errors=True)
+    for rel in _files(source):
+        (staging / key / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source / rel, staging / key / rel)
+    (staging / key).mkdir(parents=True, exist_ok=True)
+    if (source / RAW).is_dir():  # the downloaded sources: read by ftagent only (few-shot rounds), never copied
+        (staging / key / RAW).symlink_to((source / RAW).resolve(), target_is_directory=True)
+    _read_only(staging / key)
+    try:
+        staging.rename(root)
+    except OSError:  # another session froze the same content first: theirs is ours
+        shutil.rmtree(staging, ignore_errors=True)
+        if content_digest(root / key) != digest:
+            raise
+    return root, digest
+
+
+def verify(root: Path, key: str, digest: str) -> bool:
+    """The frozen copy still holds what it was frozen with."""
+    folder = Path(root) / key
+    return folder.is_dir() and content_digest(folder) == digest
