@@ -20,7 +20,7 @@ PROFILES = ("1xA10G", "1xL40S", "2xL40S", "4xA100-40GB", "8xH100", "1xT4")
 START, END = "<!-- launch-plan-matrix:start -->", "<!-- launch-plan-matrix:end -->"
 
 
-REASONS = {"ftagent.memory": "no method fits", "vllm.memory": "weights too big for vLLM"}
+REASONS = {"ftagent.memory": "no method fits", "vllm.memory": "no room for vLLM's KV cache"}
 
 
 def plans() -> list[LaunchPlan]:

@@ -92,9 +92,12 @@ def test_bf16_on_pre_ampere_is_refused(hardware: str) -> None:
 
 
 def test_gemma2_on_v100_serves_float32() -> None:
-    """gemma2 refuses float16 in vLLM and a V100 has no bf16: the one right answer is float32."""
-    plan = _plan("google__gemma-2-9b-it", "1xV100")
-    assert plan.vllm_dtype == "float32" and not plan.refused
+    """gemma2 refuses float16 in vLLM and a V100 has no bf16: the one right answer is float32, whose 4-byte
+    weights (37 GB) one V100 cannot hold (issue 42 item 3); two serve it at TP 2."""
+    one = _plan("google__gemma-2-9b-it", "1xV100")
+    assert one.vllm_dtype == "float32" and [v.rule for v in one.refused] == ["vllm.memory"]
+    two = _plan("google__gemma-2-9b-it", "2xV100")
+    assert two.vllm_dtype == "float32" and two.tensor_parallel_size == 2 and not two.refused
 
 
 def test_dora_and_lora_rank_are_refused() -> None:

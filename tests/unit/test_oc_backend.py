@@ -133,7 +133,7 @@ def test_tensor_parallel_size_follows_visible_gpus(tmp_path, monkeypatch, gpus, 
 
     (tmp_path / "m").mkdir(exist_ok=True)
     shutil.copy(Path(__file__).parents[1] / "fixtures/model_configs/Qwen__Qwen2.5-7B/config.json", tmp_path / "m")
-    monkeypatch.setattr(runs, "_gpu_facts", lambda n: (24.0, (8, 6)))
+    monkeypatch.setattr(runs, "_gpu_facts", lambda n: (24.0, (8, 6), "NVIDIA A10G"))
     spec = _spec(tmp_path, gpus, "vllm", "cuda")
     assert spec.tensor_parallel_size == tp
     src = render_config([BLOCK], spec, benchmark="demo_add", split="validation", in_process=True)

@@ -32,12 +32,7 @@ from ftagent.tools.llamafactory.memory import (
     spec_from_config,
 )
 from ftagent.tools.opencompass import vllm_rules
-from ftagent.tools.opencompass.inference import (
-    inference_settings,
-    max_model_len,
-    tensor_parallel_size,
-    weights_gb,
-)
+from ftagent.tools.opencompass.inference import InferenceSettings, inference_settings, weights_gb
 
 # The preferred method first: full fine-tuning when it fits a useful length, else LoRA, else 4-bit LoRA.
 METHOD_ORDER: tuple[Method, ...] = ("full_gc", "lora", "qlora")
@@ -55,7 +50,7 @@ class LaunchPlan(BaseModel):
     compute_capability: tuple[int, int] | None
     precision: Precision = Field(description="bf16 / fp16 training and serving; fp32 only without a GPU")
     params_b: float
-    weights_gb: float = Field(description="16-bit weights")
+    weights_gb: float = Field(description="the weights as vLLM serves them (vllm_dtype: 2 or 4 bytes each)")
     method: Method = Field(description="the memory estimator's row: full_gc = full with gradient checkpointing")
     finetuning_type: Literal["full", "lora"]
     quantization_bit: int | None = None
@@ -67,6 +62,11 @@ class LaunchPlan(BaseModel):
     tensor_parallel_fixed_from: int | None = Field(None, description="models.yaml's size, which vLLM would refuse")
     data_parallel_size: int = Field(description="vLLM replicas over the GPUs left: gpu_count // TP")
     max_model_len: int | None
+    max_model_len_wanted: int | None = Field(None, description="models.yaml's length (within the context) when "
+                                                              "the KV cache made it shorter")
+    kv_cache_gb: float = Field(0.0, description="KV cache of one max_model_len sequence, per GPU")
+    kv_memory_gb: float = Field(0.0, description="what vLLM finds for the KV cache per GPU: utilization x "
+                                                 "memory - weights - the profiled forward pass")
     vllm_dtype: str
     gpu_memory_utilization: float = Field(0.9, description="vLLM's share of each GPU (models.yaml)")
     lora_rank: int | None = Field(description="the rank the memory plan assumes (LoRA methods)")
@@ -94,12 +94,27 @@ def _choose_method(report: MemoryReport, context: int | None) -> Method:
     return fitting[0] if fitting else "qlora" if report.device == "gpu" else "lora"
 
 
-def _vllm_dtype(hardware: HardwareProfile, model_config: dict[str, Any]) -> tuple[str, str | None]:
-    """vLLM's ``--dtype`` on these GPUs (:func:`vllm_rules.serving_dtype`), with a note when not bf16."""
-    dtype = vllm_rules.serving_dtype(model_config, hardware.compute_capability) if hardware.gpu_count else "float32"
-    if dtype == "float32" and hardware.gpu_count:
-        return dtype, "vLLM dtype float32: this model type refuses float16 and these GPUs have no bf16"
-    return dtype, None
+def _serving(values: dict[str, Any], model_config: dict[str, Any], hardware: HardwareProfile) -> dict[str, Any]:
+    """What evaluation will serve with: models.yaml resolved by the evaluator's own
+    :meth:`InferenceSettings.for_gpus` (dtype, TP, ``max_model_len`` within the context and the KV cache),
+    plus the KV-cache figures of that length."""
+    gpu = hardware.gpu_count > 0
+    merged = InferenceSettings(model="plan", values=values).for_gpus(
+        hardware.gpu_count, model_config, per_gpu_memory_gb=hardware.memory_gb,
+        compute_capability=hardware.compute_capability if gpu else None, gpu_name=hardware.gpu_name)
+    dtype = str(merged.get("dtype", "bfloat16")) if gpu else "float32"
+    merged["vllm_dtype"] = dtype
+    merged["weights_gb"] = weights_gb(model_config, vllm_rules.dtype_bytes(dtype)) if gpu else weights_gb(model_config)
+    length, tp = merged.get("max_seq_len"), int(merged["tensor_parallel_size"])
+    if gpu and length and model_config:
+        merged["kv_cache_gb"] = vllm_rules.kv_cache_bytes(model_config, int(length), tensor_parallel_size=tp,
+                                                          dtype=dtype) / 1e9
+        merged["kv_memory_gb"] = vllm_rules.kv_memory_bytes(
+            model_config, weights_bytes=merged["weights_gb"] * 1e9, tensor_parallel_size=tp, dtype=dtype,
+            per_gpu_memory_gb=hardware.memory_gb, gpu_memory_utilization=float(merged.get("gpu_memory_utilization",
+                                                                                           0.9)),
+            gpu_name=hardware.gpu_name) / 1e9
+    return merged
 
 
 def launch_plan(model_config: dict[str, Any], hardware: HardwareProfile, *, name: str = "",
@@ -134,24 +149,29 @@ def launch_plan(model_config: dict[str, Any], hardware: HardwareProfile, *, name
     if hardware.capability_assumed:
         notes.append(f"compute capability of {hardware.gpu_name or 'these GPUs'} not known: 8.0 assumed (bf16)")
     configured_tp = values.get("tensor_parallel_size", "auto")
-    tp = tensor_parallel_size(configured_tp, hardware.gpu_count, model_config, per_gpu_memory_gb=hardware.memory_gb)
+    serving = _serving(values, model_config, hardware)
+    tp = int(serving["tensor_parallel_size"])
     fixed_from = int(configured_tp) if configured_tp != "auto" and int(configured_tp) != tp else None
-    dtype, dtype_note = _vllm_dtype(hardware, model_config)
-    if dtype_note:
-        notes.append(dtype_note)
+    if serving["vllm_dtype"] == "float32" and gpu:
+        notes.append("vLLM dtype float32: this model type refuses float16 and these GPUs have no bf16 "
+                     "(weights and KV cache at 4 bytes)")
+    if serving.get("max_seq_len_wanted"):
+        notes.append(f"max_model_len {serving['max_seq_len']:,} instead of {serving['max_seq_len_wanted']:,}: the KV "
+                     f"cache of one longer sequence does not fit what the weights leave of each GPU")
     full = method in ("full", "full_gc")
     trained_gb = (2.0 * spec.params if full else 2.0 * lora_params(spec, rank)) / GB
     plan = LaunchPlan(
         model=name or spec.name, hardware=hardware, gpu_count=hardware.gpu_count,
         per_gpu_memory_gb=hardware.memory_gb, compute_capability=hardware.compute_capability if gpu else None,
-        precision=precision, params_b=round(spec.params_b, 3), weights_gb=round(weights_gb(model_config), 2),
+        precision=precision, params_b=round(spec.params_b, 3), weights_gb=round(serving["weights_gb"], 2),
         method=method, finetuning_type="full" if full else "lora",
         quantization_bit=4 if method == "qlora" else None, deepspeed=est.deepspeed,
         static_gb_per_gpu=round(est.static_gb_per_gpu, 2),
         max_cutoff_len=min(est.max_seq_len, context) if context else est.max_seq_len, model_context_len=context,
         tensor_parallel_size=tp, tensor_parallel_fixed_from=fixed_from, data_parallel_size=max(1, hardware.gpu_count // tp) if gpu else 1,
-        max_model_len=max_model_len(values.get("max_seq_len"), model_config), vllm_dtype=dtype,
-        gpu_memory_utilization=float(values.get("gpu_memory_utilization", 0.9)),
+        max_model_len=serving.get("max_seq_len"), max_model_len_wanted=serving.get("max_seq_len_wanted"),
+        kv_cache_gb=round(serving.get("kv_cache_gb", 0.0), 3), kv_memory_gb=round(serving.get("kv_memory_gb", 0.0), 3),
+        vllm_dtype=serving["vllm_dtype"], gpu_memory_utilization=float(values.get("gpu_memory_utilization", 0.9)),
         lora_rank=None if full else rank, max_lora_rank=max_rank,
         disk_per_loop_gb=round(2 * trained_gb, 3), memory=report, notes=notes)
     if any(int(vllm_rules.text_config(model_config).get(k) or 0) > 1 for k in MOE_KEYS):

@@ -68,19 +68,42 @@ def _vllm_verdicts(plan: LaunchPlan, model_config: dict[str, Any], use_dora: boo
     ]
     for rule, setting, kwargs, ok, source in checks:
         out.append(_verdict(rule, setting, vllm_rules.refusals(model_config, **kwargs), ok, source))
-    usable = plan.per_gpu_memory_gb * plan.gpu_memory_utilization
-    share = plan.weights_gb / max(1, plan.tensor_parallel_size)
-    out.append(_verdict("vllm.memory", "tensor_parallel_size / GPU memory", [
-        f"the 16-bit weights take {share:.1f} GB per GPU at TP {plan.tensor_parallel_size}, more than vLLM's "
-        f"{plan.gpu_memory_utilization:g} x {plan.per_gpu_memory_gb:g} GB: no room for the KV cache"]
-        if plan.gpu_count and share >= usable else [],
-        f"{share:.1f} GB of weights per GPU of {usable:.1f} GB usable",
-        "vllm/v1/core/kv_cache_utils.py check_enough_kv_cache_memory ('No available memory for the cache blocks')"))
+    out.append(_memory_verdict(plan))
     if plan.tensor_parallel_fixed_from is not None and out[0].status == "ok":
         out[0] = Verdict(rule=out[0].rule, setting=out[0].setting, status="fixed", source=out[0].source,
                          message=f"{plan.tensor_parallel_fixed_from} (models.yaml) does not divide the heads: "
                                  f"{plan.tensor_parallel_size} instead")
     return out
+
+
+KV_SOURCE = ("vllm/v1/core/kv_cache_utils.py check_enough_kv_cache_memory; vllm/v1/worker/gpu_worker.py "
+             "Worker.determine_available_memory")
+
+
+def _memory_verdict(plan: LaunchPlan) -> Verdict:
+    """vLLM starts only when one ``max_model_len`` sequence's KV cache fits ``utilization x memory`` minus
+    the profiled peak (weights at the served dtype, one forward pass, the sampler): refused when even
+    :data:`vllm_rules.MIN_SERVE_LEN` tokens do not fit, fixed when ``max_model_len`` was lowered to fit."""
+    rule, setting = "vllm.memory", "max_model_len / tensor_parallel_size / GPU memory"
+    share = plan.weights_gb / max(1, plan.tensor_parallel_size)
+    usable = plan.per_gpu_memory_gb * plan.gpu_memory_utilization
+    if not plan.gpu_count or not plan.max_model_len:
+        return Verdict(rule=rule, setting=setting, status="ok", message="no GPU: nothing served by vLLM",
+                       source=KV_SOURCE)
+    facts = (f"{share:.1f} GB of {plan.vllm_dtype} weights per GPU at TP {plan.tensor_parallel_size} leave "
+             f"{max(plan.kv_memory_gb, 0.0):.2f} GB of vLLM's {usable:.1f} GB for the KV cache")
+    if plan.kv_memory_gb <= 0 or plan.kv_cache_gb > plan.kv_memory_gb:
+        return Verdict(rule=rule, setting=setting, status="refused", source=KV_SOURCE, message=(
+            f"{facts}; one {plan.max_model_len:,}-token sequence needs {plan.kv_cache_gb:.2f} GB, and fewer than "
+            f"{vllm_rules.MIN_SERVE_LEN:,} tokens would fit: vLLM stops at start-up ('No available memory for the "
+            "cache blocks' / 'To serve at least one request with the models's max seq len'); more GPUs (a larger "
+            "TP) or a larger GPU"))
+    if plan.max_model_len_wanted:
+        return Verdict(rule=rule, setting=setting, status="fixed", source=KV_SOURCE, message=(
+            f"{facts}: {plan.max_model_len_wanted:,} tokens (models.yaml) do not fit one sequence's KV cache, "
+            f"max_model_len {plan.max_model_len:,} does ({plan.kv_cache_gb:.2f} GB)"))
+    return Verdict(rule=rule, setting=setting, status="ok", source=KV_SOURCE,
+                   message=f"{facts}; one {plan.max_model_len:,}-token sequence needs {plan.kv_cache_gb:.2f} GB")
 
 
 def _training_verdicts(plan: LaunchPlan, config: dict[str, Any]) -> list[Verdict]:

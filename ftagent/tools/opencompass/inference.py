@@ -2,7 +2,10 @@
 
 ``tensor_parallel_size: auto`` and ``max_seq_len`` (vLLM's ``max_model_len``) depend on the model's own
 ``config.json``: vLLM refuses a TP size that does not divide the attention heads and a length above
-the model's context (:mod:`ftagent.tools.opencompass.vllm_rules`, issue 30).
+the model's context (:mod:`ftagent.tools.opencompass.vllm_rules`, issue 30), and stops at start-up when
+one ``max_model_len`` sequence's KV cache does not fit what the weights leave of the GPU (issue 42:
+``max_seq_len`` is lowered to the longest that fits, :func:`vllm_rules.longest_servable_len`). Weights
+are counted at the dtype vLLM serves: 4 bytes for ``float32`` (gemma-2 on a GPU without bf16).
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ftagent.core.paths import config_file
 from ftagent.core.types import EvalDecoding
-from ftagent.tools.llamafactory.memory import params_from_config
+from ftagent.tools.llamafactory.architecture import params_from_config
 from ftagent.tools.opencompass import vllm_rules
 
 MODELS_YAML = config_file("models.yaml")
@@ -50,7 +53,7 @@ def read_model_config(model_dir: str | Path | None) -> dict[str, Any]:
 
 
 def weights_gb(model_config: dict[str, Any], bytes_per_param: float = 2.0) -> float:
-    """The weights in GB at 16 bits (what vLLM loads with dtype bfloat16/float16); 0 when unknown."""
+    """The weights in GB at ``bytes_per_param`` (2: bfloat16/float16, 4: float32); 0 when unknown."""
     cfg = vllm_rules.text_config(model_config)
     try:
         return params_from_config(cfg) * bytes_per_param / 1e9
@@ -59,16 +62,27 @@ def weights_gb(model_config: dict[str, Any], bytes_per_param: float = 2.0) -> fl
 
 
 def tensor_parallel_size(value: Any, gpu_count: int, model_config: dict[str, Any], *,
-                         per_gpu_memory_gb: float = 0.0) -> int:
-    """``auto`` → the smallest TP size vLLM accepts for this model that fits its weights
+                         per_gpu_memory_gb: float = 0.0, dtype: str = "bfloat16") -> int:
+    """``auto`` → the smallest TP size vLLM accepts for this model that fits its weights at ``dtype``
     (:func:`vllm_rules.choose_tensor_parallel`; 1 without GPUs). A number passes through unless vLLM
     would refuse it for this model (it does not divide the heads): then the ``auto`` choice."""
     if value != "auto" and vllm_rules.tp_divides(model_config, max(1, int(value))):
         return max(1, int(value))
     if gpu_count <= 0:
         return 1
-    return vllm_rules.choose_tensor_parallel(model_config, gpu_count, weights_gb=weights_gb(model_config),
-                                             per_gpu_memory_gb=per_gpu_memory_gb)
+    return vllm_rules.choose_tensor_parallel(
+        model_config, gpu_count, weights_gb=weights_gb(model_config, vllm_rules.dtype_bytes(dtype)),
+        per_gpu_memory_gb=per_gpu_memory_gb)
+
+
+def servable_len(merged: dict[str, Any], model_config: dict[str, Any], *, per_gpu_memory_gb: float,
+                 gpu_name: str) -> int:
+    """The longest ``max_model_len`` whose KV cache fits next to the weights (resolved settings ``merged``)."""
+    dtype = str(merged.get("dtype", "bfloat16"))
+    return vllm_rules.longest_servable_len(
+        model_config, weights_bytes=weights_gb(model_config, vllm_rules.dtype_bytes(dtype)) * 1e9,
+        tensor_parallel_size=int(merged["tensor_parallel_size"]), dtype=dtype, per_gpu_memory_gb=per_gpu_memory_gb,
+        gpu_memory_utilization=float(merged.get("gpu_memory_utilization", 0.9)), gpu_name=gpu_name)
 
 
 def max_model_len(configured: Any, model_config: dict[str, Any]) -> int | None:
@@ -93,17 +107,25 @@ class InferenceSettings(BaseModel):
     values: dict[str, Any] = Field(description="{**default, **exact entry or longest prefix}")
 
     def for_gpus(self, gpu_count: int, model_config: dict[str, Any], *, per_gpu_memory_gb: float = 0.0,
-                 compute_capability: tuple[int, int] | None = None) -> dict[str, Any]:
+                 compute_capability: tuple[int, int] | None = None, gpu_name: str = "") -> dict[str, Any]:
         """The settings resolved for ``gpu_count`` GPUs and the model's ``config.json`` (``model_config``,
         {} when unknown): ``tensor_parallel_size`` divides its heads, ``max_seq_len`` fits its context,
-        a ``bfloat16`` dtype becomes what a GPU below compute capability 8.0 runs."""
+        a ``bfloat16`` dtype becomes what a GPU below compute capability 8.0 runs, and with the memory per
+        GPU known, ``max_seq_len`` is lowered to the longest one sequence's KV cache fits (the wanted
+        length stays under ``max_seq_len_wanted``; one below :data:`vllm_rules.MIN_SERVE_LEN` is left for
+        the launch plan to refuse)."""
         merged = dict(self.values)
         if str(merged.get("dtype", "")).lower() == "bfloat16" and gpu_count > 0:
             merged["dtype"] = vllm_rules.serving_dtype(model_config, compute_capability)
-        merged["tensor_parallel_size"] = tensor_parallel_size(merged.get("tensor_parallel_size", 1), gpu_count,
-                                                              model_config, per_gpu_memory_gb=per_gpu_memory_gb)
+        merged["tensor_parallel_size"] = tensor_parallel_size(
+            merged.get("tensor_parallel_size", 1), gpu_count, model_config, per_gpu_memory_gb=per_gpu_memory_gb,
+            dtype=str(merged.get("dtype", "bfloat16")))
         if merged.get("max_seq_len") or model_config:
             merged["max_seq_len"] = max_model_len(merged.get("max_seq_len"), model_config)
+        if gpu_count > 0 and per_gpu_memory_gb > 0 and model_config and merged.get("max_seq_len"):
+            fits = servable_len(merged, model_config, per_gpu_memory_gb=per_gpu_memory_gb, gpu_name=gpu_name)
+            if fits < int(merged["max_seq_len"]) and fits >= vllm_rules.MIN_SERVE_LEN:
+                merged["max_seq_len_wanted"], merged["max_seq_len"] = int(merged["max_seq_len"]), fits
         return merged
 
 
@@ -116,8 +138,8 @@ def inference_settings(model_name: str, path: Path | None = None) -> InferenceSe
 
 def inference_config(model_name: str, gpu_count: int, path: Path | None = None, *,
                      inference: InferenceSettings | None = None, model_config: dict[str, Any] | None = None,
-                     per_gpu_memory_gb: float = 0.0,
-                     compute_capability: tuple[int, int] | None = None) -> dict[str, Any]:
+                     per_gpu_memory_gb: float = 0.0, compute_capability: tuple[int, int] | None = None,
+                     gpu_name: str = "") -> dict[str, Any]:
     """``{**default, **specific}`` for ``model_name`` resolved by :meth:`InferenceSettings.for_gpus`.
 
     ``inference``: the session's settings, resolved at start-up (models.yaml is then not read again).
@@ -125,7 +147,8 @@ def inference_config(model_name: str, gpu_count: int, path: Path | None = None, 
     context is not capped).
     """
     return (inference or inference_settings(model_name, path)).for_gpus(
-        gpu_count, model_config or {}, per_gpu_memory_gb=per_gpu_memory_gb, compute_capability=compute_capability)
+        gpu_count, model_config or {}, per_gpu_memory_gb=per_gpu_memory_gb, compute_capability=compute_capability,
+        gpu_name=gpu_name)
 
 
 SAMPLING_BACKENDS = ("vllm", "vllm-server")  # the HF backend always decodes greedily

@@ -171,9 +171,9 @@ def model_spec(model_path: Path, base_path: Path | None, model_name: str, gpu_co
     adapter = model_path if serve_adapter else None
     full = base_path if serve_adapter else model_path
     # TP and max_model_len follow the served model's own config.json (vllm_rules, issue 30)
-    memory_gb, capability = _gpu_facts(gpu_count)
+    memory_gb, capability, gpu_name = _gpu_facts(gpu_count)
     inf = inference_config(model_name, gpu_count, inference=inference, model_config=read_model_config(full),
-                           per_gpu_memory_gb=memory_gb, compute_capability=capability)
+                           per_gpu_memory_gb=memory_gb, compute_capability=capability, gpu_name=gpu_name)
     cpu = backend == "hf" and device == "cpu"
     return ModelSpec(
         backend=backend, device=device, abbr=abbr, path=str(Path(full).resolve()),  # type: ignore[arg-type]
@@ -189,15 +189,16 @@ def model_spec(model_path: Path, base_path: Path | None, model_name: str, gpu_co
     )
 
 
-def _gpu_facts(gpu_count: int) -> tuple[float, tuple[int, int] | None]:
-    """GB per GPU (TP choice) and compute capability (vLLM dtype) from NVML; (0, None) without GPUs."""
+def _gpu_facts(gpu_count: int) -> tuple[float, tuple[int, int] | None, str]:
+    """GB per GPU (TP choice, KV cache), compute capability (vLLM dtype) and the GPU's name (vLLM's batch
+    defaults) from NVML; (0, None, "") without GPUs."""
     if gpu_count <= 0:
-        return 0.0, None
+        return 0.0, None, ""
     from ftagent.core.hardware import detect_gpus
     from ftagent.tools.launch.profiles import profile_of
 
     profile = profile_of(detect_gpus())
-    return profile.memory_gb, profile.compute_capability if profile.gpu_count else None
+    return profile.memory_gb, profile.compute_capability if profile.gpu_count else None, profile.gpu_name
 
 
 def _count_rows(path: str) -> int:

@@ -23,6 +23,16 @@ Upstream (vllm-project/vllm, the version pinned in ``configs/envs/vllm.txt``):
 - ``vllm/config/lora.py`` ``MaxLoRARanks = Literal[1, 8, 16, 32, 64, 128, 256, 320, 512]``.
 - ``vllm/lora/peft_helper.py`` ``PEFTHelper.validate_legal`` / ``_validate_features``: "LoRA rank R is
   greater than max_lora_rank M", "vLLM does not yet support DoRA".
+- ``vllm/v1/core/kv_cache_utils.py`` ``check_enough_kv_cache_memory``: "To serve at least one request
+  with the models's max seq len (L), (X GiB KV cache is needed, which is larger than the available KV
+  cache memory (Y GiB)" — vLLM stops at start-up when ONE sequence of ``max_model_len`` tokens does not
+  fit the KV-cache memory ``gpu_memory_utilization x total - profiled peak`` (``vllm/v1/worker/
+  gpu_worker.py`` ``Worker.determine_available_memory``). :func:`longest_servable_len` mirrors it.
+- ``max_model_len`` and the tokenizer: ``ModelConfig.get_and_verify_max_len`` passes the tokenizer's
+  ``tokenizer_config.json`` to ``_get_and_verify_max_len`` only for pooling models with absolute position
+  embeddings ("Consider max_model_len in tokenizer_config only when pooling models use absolute
+  position_embedding"); a generation model's ``max_model_len`` is never capped by the tokenizer's
+  ``model_max_length``, so :func:`model_context_len` does not read it either.
 """
 
 from __future__ import annotations
@@ -45,6 +55,18 @@ ALLOW_LONG_ENV = "VLLM_ALLOW_LONG_MAX_MODEL_LEN"
 # The share of a GPU the weights may take: vLLM's gpu_memory_utilization default is 0.9
 # (vllm/config/cache.py), and the KV cache, activations and CUDA graphs need the rest of it.
 WEIGHTS_FRACTION = 0.6
+# bytes per element of a --dtype (vllm/utils/torch_utils.py STR_DTYPE_TO_TORCH_DTYPE + get_dtype_size);
+# the KV cache has the model's dtype (CacheConfig.cache_dtype "auto")
+DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "half": 2, "float32": 4, "float": 4}
+KV_BLOCK_SIZE = 16  # vllm/config/cache.py CacheConfig.block_size on CUDA
+# vllm/engine/arg_utils.py EngineArgs.get_batch_defaults, the LLM class (the larger of its two contexts):
+# GPUs of >= 70 GiB other than A100 profile 16,384 tokens and 1,024 sequences, the others 8,192 and 256
+LARGE_GPU_GIB = 70
+BATCH_DEFAULTS = {"large": (16384, 1024), "other": (8192, 256)}
+# Not upstream: what vLLM's profile counts besides the weights, the forward pass and the sampler (NCCL and
+# cuBLAS workspaces, CUDA graphs), an allowance in GB per GPU
+SERVING_OVERHEAD_GB = 1.0
+MIN_SERVE_LEN = 2048  # a shorter max_model_len leaves no room for a benchmark prompt and its answer
 
 
 def long_len_allowed() -> bool:
@@ -219,3 +241,84 @@ def refusals(model_config: dict, *, tensor_parallel_size: int, max_model_len: in
     out += _dtype_refusals(model_config, dtype, compute_capability)
     out += _lora_refusals(lora_rank, max_lora_rank, use_dora)
     return out
+
+
+# --- serving memory (vllm/v1/core/kv_cache_utils.py check_enough_kv_cache_memory) -------------------
+
+
+def dtype_bytes(dtype: str) -> int:
+    """Bytes per weight and KV element of a vLLM ``--dtype`` (``auto`` is counted as 16-bit)."""
+    return DTYPE_BYTES.get(str(dtype).lower(), 2)
+
+
+def batch_defaults(per_gpu_memory_gb: float, gpu_name: str) -> tuple[int, int]:
+    """(max_num_batched_tokens, max_num_seqs) vLLM profiles with on this GPU (EngineArgs.get_batch_defaults)."""
+    large = per_gpu_memory_gb * 1e9 >= LARGE_GPU_GIB * 2**30 and "a100" not in gpu_name.lower()
+    return BATCH_DEFAULTS["large" if large else "other"]
+
+
+def kv_bytes_per_token(model_config: dict, *, tensor_parallel_size: int, dtype: str) -> int:
+    """KV-cache bytes one token takes on each GPU, summed over the layers.
+
+    vllm/v1/kv_cache_interface.py ``AttentionSpec.real_page_size_bytes``: 2 (K and V) x block x KV heads
+    x head size x dtype bytes per page; KV heads per GPU ``max(1, kv_heads // tp)``
+    (vllm/config/model.py ``get_num_kv_heads``). Sliding-window layers count as full attention:
+    ``SlidingWindowSpec.max_memory_usage_bytes`` keeps ``min(window - 1 + max_num_batched_tokens,
+    max_model_len)`` tokens, which is every token whenever the window plus the batch reaches the length
+    (gemma-2: 4,096 + 8,192 > 8,192), an upper bound otherwise.
+    """
+    cfg = text_config(model_config)
+    heads = attention_heads(model_config) or 1
+    kv = max(1, int(kv_heads(model_config) or heads) // max(1, int(tensor_parallel_size)))
+    head = int(cfg.get("head_dim") or int(cfg.get("hidden_size") or 0) // heads)
+    return 2 * kv * head * dtype_bytes(dtype) * int(cfg.get("num_hidden_layers") or 0)
+
+
+def kv_cache_bytes(model_config: dict, max_model_len: int, *, tensor_parallel_size: int, dtype: str) -> int:
+    """What one ``max_model_len`` sequence needs (``FullAttentionSpec.max_memory_usage_bytes``: whole blocks)."""
+    blocks = -(-int(max_model_len) // KV_BLOCK_SIZE)
+    return blocks * KV_BLOCK_SIZE * kv_bytes_per_token(model_config, tensor_parallel_size=tensor_parallel_size,
+                                                       dtype=dtype)
+
+
+def profile_peak_bytes(model_config: dict, *, weights_bytes: float, tensor_parallel_size: int, dtype: str,
+                       per_gpu_memory_gb: float, gpu_name: str = "") -> float:
+    """The peak vLLM's start-up profile records on each GPU (``Worker.determine_available_memory``).
+
+    The weights' share, one decoder layer's forward over ``max_num_batched_tokens`` tokens (input,
+    residual, and the MLP's gate-up output and activation, ``2h + 3·intermediate/tp`` elements per
+    token), the dummy sampler's fp32 logits over ``max_num_seqs`` rows (three copies: logits, the
+    softmax, a sort), and :data:`SERVING_OVERHEAD_GB`.
+    """
+    cfg = text_config(model_config)
+    tp = max(1, int(tensor_parallel_size))
+    tokens, seqs = batch_defaults(per_gpu_memory_gb, gpu_name)
+    h = int(cfg.get("hidden_size") or 0)
+    inter = int(cfg.get("intermediate_size") or 4 * h)
+    forward = tokens * (2 * h + 3 * inter / tp) * dtype_bytes(dtype)
+    sampler = seqs * int(cfg.get("vocab_size") or 0) * 4 * 3
+    return weights_bytes / tp + forward + sampler + SERVING_OVERHEAD_GB * 1e9
+
+
+def kv_memory_bytes(model_config: dict, *, weights_bytes: float, tensor_parallel_size: int, dtype: str,
+                    per_gpu_memory_gb: float, gpu_memory_utilization: float, gpu_name: str = "") -> float:
+    """The KV-cache memory vLLM finds on each GPU: ``utilization x total - profiled peak``."""
+    peak = profile_peak_bytes(model_config, weights_bytes=weights_bytes, tensor_parallel_size=tensor_parallel_size,
+                              dtype=dtype, per_gpu_memory_gb=per_gpu_memory_gb, gpu_name=gpu_name)
+    return float(gpu_memory_utilization) * float(per_gpu_memory_gb) * 1e9 - peak
+
+
+def longest_servable_len(model_config: dict, *, weights_bytes: float, tensor_parallel_size: int, dtype: str,
+                         per_gpu_memory_gb: float, gpu_memory_utilization: float, gpu_name: str = "") -> int:
+    """The longest ``max_model_len`` whose one sequence fits the KV-cache memory, in whole blocks (0: none).
+
+    vLLM's own suggestion when it refuses ("the estimated maximum model length is N",
+    ``estimate_max_model_len``) is this number for its measured memory.
+    """
+    memory = kv_memory_bytes(model_config, weights_bytes=weights_bytes, tensor_parallel_size=tensor_parallel_size,
+                             dtype=dtype, per_gpu_memory_gb=per_gpu_memory_gb,
+                             gpu_memory_utilization=gpu_memory_utilization, gpu_name=gpu_name)
+    per_token = kv_bytes_per_token(model_config, tensor_parallel_size=tensor_parallel_size, dtype=dtype)
+    if memory <= 0 or per_token <= 0:
+        return 0
+    return int(memory // (per_token * KV_BLOCK_SIZE)) * KV_BLOCK_SIZE
