@@ -7,7 +7,8 @@ Public API:
 * ``resolve_benchmark(key_or_file)`` — the key to use from then on (the file's ``name`` for a file).
 * ``open_benchmark(key_or_file)`` — both, ``(key, benchmark)``, from one registry lookup (a session's
   start-up, :func:`ftagent.finetune.startup.resolve_run`).
-* ``benchmark_keys()``, ``describe_all()``, ``describe(key_or_file)`` — ``ftagent benchmarks list|show``.
+* ``benchmark_keys()``, ``benchmark_specs()``, ``describe_all()``, ``describe(key_or_file)`` — ``ftagent benchmarks
+  list|show`` and the MCP server's ``benchmarks`` tool.
 * ``default_description(key)`` — the description given to the planner when none is passed.
 
 Everything is lazy: nothing is parsed until first used.
@@ -18,9 +19,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ftagent.benchmarks.base import BenchmarkAdapter
+    from ftagent.benchmarks.base import BenchmarkAdapter, BenchmarkSpec
 
-__all__ = ["benchmark_keys", "default_description", "describe", "describe_all", "get_benchmark",
+__all__ = ["benchmark_keys", "benchmark_specs", "default_description", "describe", "describe_all", "get_benchmark",
            "open_benchmark", "resolve_benchmark"]
 
 
@@ -74,6 +75,11 @@ def get_benchmark(key: str) -> BenchmarkAdapter:
 def default_description(key: str) -> str:
     """The benchmark's ``description`` ('' when it has none)."""
     return get_benchmark(key).spec.description or ""
+
+
+def benchmark_specs() -> list[BenchmarkSpec]:
+    """Every registered benchmark's spec (``ftagent benchmarks list --json``, the MCP server's ``benchmarks``)."""
+    return [get_benchmark(k).spec for k in benchmark_keys()]
 
 
 def describe_all() -> list[str]:

@@ -9,11 +9,16 @@ app = typer.Typer(help="List and inspect benchmarks (configs/benchmarks/*.yaml, 
 
 
 @app.command("list")
-def benchmarks_list() -> None:
+def benchmarks_list(
+    as_json: bool = typer.Option(False, "--json", help="every benchmark's spec as JSON"),
+) -> None:
     """List benchmark keys with their category and core metric."""
-    from ftagent.benchmarks import describe_all
+    from ftagent.benchmarks import benchmark_specs, describe_all
     from ftagent.benchmarks.base import DESCRIBE_HEADER
 
+    if as_json:
+        typer.echo("[" + ",\n".join(s.model_dump_json() for s in benchmark_specs()) + "]")
+        return
     typer.echo(DESCRIBE_HEADER)
     for row in describe_all():
         typer.echo(row)

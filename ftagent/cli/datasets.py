@@ -20,19 +20,19 @@ def _file_path():
 @app.command("list")
 def datasets_list(
     benchmark: str | None = typer.Option(None, "--benchmark", help="only datasets related to this key"),
+    as_json: bool = typer.Option(False, "--json", help="the rows as JSON"),
 ) -> None:
     """List registered datasets: name, source repo, related benchmarks, prepared or not."""
-    from ftagent.datasets.prepare import is_prepared
-    from ftagent.datasets.registry import dataset_names, datasets_for_benchmark, get_source
+    from ftagent.datasets.listing import dataset_rows
 
-    file_path = _file_path()
-    names = datasets_for_benchmark(benchmark, _related(benchmark)) if benchmark else dataset_names()
+    rows = dataset_rows(_file_path(), benchmark)
+    if as_json:
+        typer.echo("[" + ",\n".join(r.model_dump_json() for r in rows) + "]")
+        return
     typer.echo(_LIST_LINE.format("NAME", "SOURCE", "STATE", "BENCHMARKS"))
-    for name in names:
-        spec = get_source(name).spec
-        state = "prepared" if is_prepared(name, file_path) else "-"
-        typer.echo(_LIST_LINE.format(name, spec.repo_id or "(generated locally)", state,
-                                     ", ".join(spec.related_benchmarks)))
+    for row in rows:
+        typer.echo(_LIST_LINE.format(row.name, row.source, "prepared" if row.prepared else "-",
+                                     ", ".join(row.related_benchmarks)))
 
 
 @app.command("prepare")
@@ -88,7 +88,6 @@ def datasets_show(
 
 
 def _related(benchmark: str) -> list[str]:
-    """The benchmark's ``related_datasets`` (a key or a YAML file; an unknown one: exit 2, did-you-mean)."""
-    from ftagent.benchmarks import open_benchmark
+    from ftagent.datasets.listing import related_datasets
 
-    return list(open_benchmark(benchmark)[1].spec.related_datasets)
+    return related_datasets(benchmark)

@@ -11,12 +11,11 @@ import sys
 
 import typer
 
-from ftagent.cli import benchmarks, datasets, env, export, job, models, prompts, run, ui
+from ftagent.cli import benchmarks, config, datasets, env, export, job, models, prompts, run, status, ui
 from ftagent.cli.common import print_error
 from ftagent.cli.doctor import doctor
 from ftagent.cli.eval import eval_model
 from ftagent.cli.help import CONTEXT_SETTINGS, tidy_help
-from ftagent.core.errors import EnvironmentFailure, StepError, UserInputError
 
 app = typer.Typer(
     name="ftagent",
@@ -48,9 +47,11 @@ app.command("llm_finetune")(run.llm_finetune)
 app.command("demo")(run.demo)
 app.command("plan")(run.plan)
 app.command("report")(run.report)
+app.command("status")(status.status)
 app.command("doctor")(doctor)
 app.command("ui")(ui.ui)
 app.add_typer(benchmarks.app, name="benchmarks")
+app.add_typer(config.app, name="config")
 app.add_typer(datasets.app, name="datasets")
 app.add_typer(env.app, name="env")
 app.add_typer(models.app, name="models")
@@ -62,33 +63,15 @@ tidy_help(app)
 
 
 def main() -> None:
-    """Console-script entry point: user errors exit 2 with one clear message."""
-    from pydantic import ValidationError
-    from pydantic_settings import SettingsError
+    """Console-script entry point: user errors exit 2 with one clear message, a broken environment 1
+    (:func:`ftagent.core.errors.exit_message`, the MCP server's tool errors use the same words)."""
+    from ftagent.core.errors import exit_message
 
     try:
         app()
-    except UserInputError as exc:
-        print_error(str(exc))
-        sys.exit(2)
-    except ValidationError as exc:
-        print_error(str(UserInputError.from_validation(exc, "invalid setting")))
-        sys.exit(2)
-    except SettingsError as exc:
-        cause = f": {exc.__cause__}" if exc.__cause__ else ""
-        print_error(f"invalid setting ({exc}){cause}")
-        sys.exit(2)
-    except EnvironmentFailure as exc:
-        print_error(str(exc))
-        sys.exit(1)
-    except StepError as exc:  # a tool run outside a session (`eval`, `export`'s merge): one line, no traceback
-        print_error(step_error_line(exc))
-        sys.exit(1)
-
-
-def step_error_line(exc: StepError) -> str:
-    """A :class:`StepError` as the CLI's one error line: its type, message, suggestion and log file."""
-    log = exc.details.get("log_file") if isinstance(exc.details, dict) else None
-    text = f"[{exc.error_type.value}] {exc.message}" + (f"; {exc.suggestion}" if exc.suggestion else "") + (
-        f" (log: {log})" if log else "")
-    return " ".join(text.split())
+    except Exception as exc:
+        known = exit_message(exc)
+        if known is None:
+            raise
+        print_error(known[0])
+        sys.exit(known[1])

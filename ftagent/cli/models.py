@@ -32,11 +32,19 @@ def models_build(
 
 
 @app.command("list")
-def models_list() -> None:
+def models_list(
+    as_json: bool = typer.Option(False, "--json", help="the rows as JSON"),
+) -> None:
     """List built-in models (with build status) and model folders under FT_FILE_PATH/models."""
+    import json
+
     from ftagent.core.settings import load_settings
     from ftagent.models.builtin import list_models
 
     prepare_env()
-    for row in list_models(load_settings().ft.file_path):
+    rows = list_models(load_settings().ft.file_path)
+    if as_json:
+        typer.echo(json.dumps(rows, indent=1))
+        return
+    for row in rows:
         typer.echo(f"{row['name']:40s} {row['status']:10s} {row['description']}")

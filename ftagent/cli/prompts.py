@@ -64,6 +64,7 @@ def _load(benchmark, base_model, path, dataset):
         run = state.config.get("run", {})
         # as a resumed session: its benchmark FILE (a user YAML is registered again), its base model
         startup = start(benchmark=run.get("benchmark_file") or run.get("benchmark"), base_model=run.get("base_model"),
+                        file_settings={},
                         planner="heuristic", check_datasets=False)
         loop = state.current
         hypothesis = loop.hypothesis if loop is not None else None
@@ -71,7 +72,7 @@ def _load(benchmark, base_model, path, dataset):
         return startup.settings, state.scenario, state.trace, hypothesis, workspace
     if not benchmark or not base_model:
         fail("pass --benchmark and --base-model (or --path SESSION)")
-    startup = start(benchmark=benchmark, base_model=base_model, dataset=dataset, planner="heuristic")
+    startup = start(benchmark=benchmark, base_model=base_model, dataset=dataset, file_settings={}, planner="heuristic")
     return startup.settings, _scenario(startup), None, None, None
 
 

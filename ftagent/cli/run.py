@@ -24,8 +24,12 @@ def option_key(param) -> str:
     return long.removeprefix("--").replace("-", "_")
 
 
+RUN_FILE = "ftagent.run_file"  # ctx.meta: the RunFile that --config read
+
+
 def _read_run_file(ctx: typer.Context, _param, value: Path | None) -> Path | None:
-    """``--config run.yaml``: the file's values become the defaults of this command, so flags override them.
+    """``--config run.yaml``: the file's options become the defaults of this command, so flags override them; its
+    settings reach the command through ``ctx.meta`` (:func:`file_settings`), below the environment.
 
     ``plan`` reads the same file as ``llm_finetune`` (a user plans, then runs, one run.yaml): the keys that say
     how a run is carried out (step_n, checkout, quiet, plan) have nothing to forecast and are skipped there;
@@ -34,24 +38,34 @@ def _read_run_file(ctx: typer.Context, _param, value: Path | None) -> Path | Non
     if value is None or ctx.resilient_parsing:
         return value
     from ftagent.core.errors import UserInputError
-    from ftagent.core.run_config import load_run_config
+    from ftagent.core.run_config import effective_options, load_run_file
 
     by_key = {option_key(p): p.name for p in ctx.command.params if p.name != "config"}
-    values = {key: v for key, v in load_run_config(value).items() if v is not None}
+    run_file = load_run_file(value)
+    values = effective_options(run_file)
     if "path" in values and "path" not in by_key:
         raise UserInputError(f"run file {value}: 'path' resumes a session; `ftagent {ctx.info_name}` forecasts a "
                              "new one (a resumed session's forecast is in `ftagent report`)")
     ctx.default_map = {**(ctx.default_map or {}), **{by_key[key]: v for key, v in values.items() if key in by_key}}
+    ctx.meta[RUN_FILE] = run_file
     return value
+
+
+def file_settings(ctx: typer.Context) -> dict:
+    """The settings of the run file ``--config`` read (by settings name), ``{}`` without one."""
+    run_file = ctx.meta.get(RUN_FILE)
+    return dict(run_file.settings) if run_file is not None else {}
 
 
 def config_option():
     """``--config run.yaml`` (core/run_config.py owns the file's format)."""
     return typer.Option(None, "--config", is_eager=True, callback=_read_run_file,
-                        help="a YAML file of these options (base_model: ..., loop_n: 3); flags given here override it")
+                        help="a run file: YAML of these options and any setting by name (base_model: ..., loop_n: 3, "
+                             "planner: heuristic); flags and the environment override it")
 
 
 def llm_finetune(
+    ctx: typer.Context,
     config: Path | None = config_option(),
     benchmark: str | None = typer.Option(None, "--benchmark", help="benchmark key (e.g. aime25) or a benchmark YAML file (./my_bench.yaml)"),
     benchmark_description: str | None = typer.Option(
@@ -81,7 +95,7 @@ def llm_finetune(
         benchmark=benchmark, benchmark_description=benchmark_description, base_model=base_model,
         dataset=dataset, upper_data_size_limit=upper_data_size_limit, loop_n=loop_n, step_n=step_n,
         timeout=timeout, path=path, checkout=checkout, user_target_scenario=user_target_scenario,
-        quiet=plan_only or quiet,
+        quiet=plan_only or quiet, settings=file_settings(ctx),
     )
     if plan_only:
         _print_forecast(options)
@@ -101,6 +115,7 @@ def llm_finetune(
 
 
 def plan(
+    ctx: typer.Context,
     config: Path | None = config_option(),
     benchmark: str | None = typer.Option(None, "--benchmark", help="benchmark key or a benchmark YAML file"),
     benchmark_description: str | None = typer.Option(
@@ -115,7 +130,7 @@ def plan(
     hardware: str | None = typer.Option(
         None, "--hardware", help="plan for GPUs described, not detected: 8xH100, 1xA10G, 4xA100-40GB, 8x80GB "
                                  "(no GPU, no baseline, no training probe; --base-model may hold only config.json)"),
-    json_out: bool = typer.Option(False, "--json", help="with --hardware: the launch plan as JSON"),
+    json_out: bool = typer.Option(False, "--json", help="the forecast (with --hardware: the launch plan) as JSON"),
 ) -> None:
     """Forecast a session (llm_finetune's options) without running it: time per loop, memory, LLM use, fit."""
     from ftagent.finetune.app import FinetuneOptions
@@ -124,16 +139,14 @@ def plan(
     if hardware is not None:
         _print_launch_plan(base_model, hardware, benchmark=benchmark, as_json=json_out)
         return
-    if json_out:
-        fail("--json goes with --hardware (the launch plan); the forecast prints as a table")
     _print_forecast(FinetuneOptions(
         benchmark=benchmark, benchmark_description=benchmark_description, base_model=base_model,
         dataset=dataset, upper_data_size_limit=upper_data_size_limit, loop_n=loop_n, timeout=timeout,
-        user_target_scenario=user_target_scenario, quiet=True,
-    ))
+        user_target_scenario=user_target_scenario, quiet=True, settings=file_settings(ctx),
+    ), as_json=json_out)
 
 
-def _print_forecast(options: FinetuneOptions) -> None:
+def _print_forecast(options: FinetuneOptions, as_json: bool = False) -> None:
     """Measure (or read the cached probes) and print the forecast of a session with these options."""
     from rich.console import Console
 
@@ -144,6 +157,9 @@ def _print_forecast(options: FinetuneOptions) -> None:
     status = Console(stderr=True, width=140)  # progress on stderr: stdout holds only the forecast
     with Heartbeat(lambda text: status.print(text, markup=False, highlight=False, soft_wrap=True)) as beat:
         forecast = plan_finetune(options, progress=beat.stage)
+    if as_json:
+        typer.echo(forecast.model_dump_json(indent=1))
+        return
     print_forecast(forecast, Console(width=140))
 
 
@@ -211,11 +227,12 @@ def exit_for(summary) -> None:
         raise typer.Exit(codes[summary.status])
 
 
-def report(session: Path = typer.Argument(..., help="session directory")) -> None:
+def report(session: Path = typer.Argument(..., help="session directory"),
+           as_json: bool = typer.Option(False, "--json", help="print report.json (scores, intervals, SOTA, costs)")) -> None:
     """Write and print report.md / report.json for a session."""
     from ftagent.views.report import write_report
 
     if not (session / "events.jsonl").exists():
         fail(f"{session} is not a session directory (no events.jsonl)")
-    md, _ = write_report(session)
-    typer.echo(md.read_text(encoding="utf-8"))
+    md, js = write_report(session)
+    typer.echo((js if as_json else md).read_text(encoding="utf-8"))

@@ -15,6 +15,27 @@ from dotenv.parser import parse_stream
 
 from ftagent.core.errors import UserInputError
 
+_loaded: dict[str, str] = {}  # key → digest of the value .env put into this process's environment
+# the same, handed to child processes (an MCP server's run, a job's task): "KEY:digest,..."; a key counts only
+# while its value is still the one .env gave (a parent that sets LOG_PATH for its child made it the environment's)
+MARK = "FTAGENT_DOTENV_KEYS"
+
+
+def _digest(value: str) -> str:
+    import hashlib
+
+    return hashlib.sha256(value.encode()).hexdigest()[:12]
+
+
+def dotenv_keys() -> frozenset[str]:
+    """The variables ``.env`` put into this process's environment (:func:`load_env_file`, here or in a parent):
+    a run file overrides those, not the others (docs/configuration.md, "A run described by one file")."""
+    given = dict(_loaded)
+    for item in os.environ.get(MARK, "").split(","):
+        key, _, digest = item.partition(":")
+        given.setdefault(key, digest)
+    return frozenset(k for k, digest in given.items() if k in os.environ and _digest(os.environ[k]) == digest)
+
 
 def load_env_file(path: Path | None = None) -> dict[str, str]:
     """Validate and load ``path`` (default ``./.env``); return the keys it set. Missing file: no-op.
@@ -46,4 +67,7 @@ def load_env_file(path: Path | None = None) -> dict[str, str]:
         if key not in os.environ:
             os.environ[key] = value
             loaded[key] = value
+            _loaded[key] = _digest(value)
+    if loaded:
+        os.environ[MARK] = ",".join(f"{k}:{_digest(os.environ[k])}" for k in sorted(dotenv_keys()))
     return loaded

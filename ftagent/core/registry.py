@@ -7,12 +7,15 @@ entry-point group given to the registry (e.g. ``ftagent.benchmarks``).
 
 from __future__ import annotations
 
-import difflib
 import importlib
 from collections.abc import Iterator
 from importlib.metadata import entry_points
 from typing import Any, Generic, TypeVar
 
+# the did-you-mean lives in core/didyoumean.py (errors.py uses it too); callers import it from here as before
+from ftagent.core.didyoumean import DID_YOU_MEAN_CUTOFF as DID_YOU_MEAN_CUTOFF
+from ftagent.core.didyoumean import closest as closest
+from ftagent.core.didyoumean import did_you_mean as did_you_mean
 from ftagent.core.errors import UserInputError
 
 T = TypeVar("T")
@@ -40,16 +43,6 @@ def load_object(path: str) -> Any:
     except AttributeError as exc:
         raise UserInputError(f"'{module_name}' has no attribute '{attr}' (from '{path}')") from exc
     return obj
-
-
-# difflib's own default: at 0.5 an unrelated key got a hint ('nope_bench' -> 'bioprobench_pqa', ratio 0.56)
-DID_YOU_MEAN_CUTOFF = 0.6
-
-
-def did_you_mean(name: str, options: list[str] | tuple[str, ...]) -> str:
-    """A short hint naming the closest valid option, or '' when none is close (similarity >= 0.6)."""
-    close = difflib.get_close_matches(name, list(options), n=1, cutoff=DID_YOU_MEAN_CUTOFF)
-    return f" Did you mean '{close[0]}'?" if close else ""
 
 
 class Registry(Generic[T]):

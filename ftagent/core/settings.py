@@ -14,6 +14,7 @@ is a user error, exit code 2). Env var names are case-insensitive, as in the ref
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -273,7 +274,7 @@ class Settings:
 
 
 # a command's option whose flag is not ``--<field-with-dashes>`` (ftagent/cli/run.py)
-_FLAG_NAMES = {"target_benchmark": "--benchmark"}
+FLAG_NAMES = {"target_benchmark": "--benchmark"}
 
 
 def env_var_name(group: type[BaseSettings], field: str) -> str:
@@ -289,21 +290,59 @@ def env_var_name(group: type[BaseSettings], field: str) -> str:
     return f"{group.model_config.get('env_prefix') or ''}{field}".upper()
 
 
-def _build(group: type[BaseSettings], overrides: dict[str, Any]) -> Any:
+GROUPS: tuple[type[BaseSettings], ...] = (FTSettings, LLMSettings, PathSettings)
+
+
+def setting_groups() -> dict[str, type[BaseSettings]]:
+    """Every setting by its settings name (the field: ``planner``, ``chat_model``, ``log_path``) → its group."""
+    return {name: group for group in GROUPS for name in group.model_fields}
+
+
+def environment_names(group: type[BaseSettings], field: str) -> list[str]:
+    """Every environment variable pydantic-settings reads ``field`` from (its aliases too), upper case."""
+    alias = group.model_fields[field].validation_alias
+    if isinstance(alias, AliasChoices):
+        return [str(c).upper() for c in alias.choices if isinstance(c, str)]
+    return [env_var_name(group, field)]
+
+
+def set_in_environment(field: str) -> str | None:
+    """The variable of the process environment that sets ``field``, or None (a value ``.env`` put there
+    does not count: a run file overrides ``.env``, the environment overrides a run file)."""
+    import os
+
+    from ftagent.core.envfile import dotenv_keys
+
+    names = set(environment_names(setting_groups()[field], field))
+    from_dotenv = {k.upper() for k in dotenv_keys()}
+    return next((k for k in os.environ if k.upper() in names and k.upper() not in from_dotenv), None)
+
+
+def _build(group: type[BaseSettings], overrides: dict[str, Any], flags: dict[str, Any]) -> Any:
     """One settings group; an invalid value is named as the user set it (env var, or the command's flag)."""
     try:
-        return group(**overrides)
+        return group(**(overrides | flags))
     except ValidationError as exc:
         names = {f: env_var_name(group, f) for f in group.model_fields}
-        names |= {f: _FLAG_NAMES.get(f, "--" + f.replace("_", "-")) for f in overrides}
+        names |= {f: FLAG_NAMES.get(f, "--" + f.replace("_", "-")) for f in flags}
         raise UserInputError.from_validation(exc, "invalid setting", names) from None
 
 
-def load_settings(**ft_overrides: Any) -> Settings:
-    """Read all settings groups; keyword arguments override ``FT_*`` values (e.g. from the CLI).
+def load_settings(file_settings: Mapping[str, Any] | None = None, **ft_overrides: Any) -> Settings:
+    """Read all settings groups.
+
+    Precedence (docs/configuration.md): keyword arguments (the command's flags, ``FT_*`` fields) > the process
+    environment > ``file_settings`` (a run file's settings by name, :func:`ftagent.core.run_config.load_run_file`)
+    > ``.env`` > defaults.
 
     Raises:
         UserInputError: when a value is invalid, naming the variable or flag the user set (exit code 2).
     """
-    overrides = {k: v for k, v in ft_overrides.items() if v is not None}
-    return Settings(_build(FTSettings, overrides), _build(LLMSettings, {}), _build(PathSettings, {}))
+    flags = {k: v for k, v in ft_overrides.items() if v is not None}
+    from_file: dict[type[BaseSettings], dict[str, Any]] = {group: {} for group in GROUPS}
+    groups = setting_groups()
+    for name, value in (file_settings or {}).items():
+        if set_in_environment(name) is None:
+            from_file[groups[name]][name] = value
+    return Settings(_build(FTSettings, from_file[FTSettings], flags), _build(LLMSettings, from_file[LLMSettings], {}),
+                    _build(PathSettings, from_file[PathSettings], {}))

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 from rich.console import Console
 
 from ftagent.core.disk import check_disk_full
@@ -57,6 +57,8 @@ class FinetuneOptions(BaseModel):
     checkout: bool = True
     user_target_scenario: str | None = None
     quiet: bool = False  # no live progress (the report is still printed)
+    # a run file's settings by name (core/run_config.RunFile.settings): below the flags and the environment
+    settings: dict[str, Any] = Field(default_factory=dict)
 
 
 class SessionEmitter:
@@ -132,6 +134,7 @@ def run_finetune(options: FinetuneOptions) -> RunSummary:
         dataset=options.dataset, upper_data_size_limit=options.upper_data_size_limit,
         user_target_scenario=options.user_target_scenario,
         benchmark_description=options.benchmark_description, check_datasets=resumed is None,
+        file_settings=options.settings,
     )
     settings, run, planner = startup.settings, startup.run, startup.planner
     from ftagent.finetune.forgetting import guard_adapters

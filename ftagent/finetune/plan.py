@@ -51,6 +51,7 @@ def plan_finetune(options: FinetuneOptions, progress: Callable[[str], None] | No
     started = time.monotonic()
     timeout_s = parse_duration(options.timeout) if options.timeout else None
     startup = start(benchmark=options.benchmark, base_model=options.base_model, dataset=options.dataset,
+                    file_settings=options.settings,
                     upper_data_size_limit=options.upper_data_size_limit,
                     user_target_scenario=options.user_target_scenario,
                     benchmark_description=options.benchmark_description)

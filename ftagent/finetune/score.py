@@ -243,7 +243,7 @@ def run_eval(model: str, benchmark: str | None, split: str = "test", against: st
     bench = benchmark or ref.benchmark or (other.benchmark if other else None)
     if not bench:
         raise UserInputError("no benchmark: pass --benchmark KEY|FILE (a session directory as --model names its own)")
-    startup = start(benchmark=bench, base_model=ref.name, check_datasets=False, check_data=True)
+    startup = start(benchmark=bench, base_model=ref.name, file_settings={}, check_datasets=False, check_data=True)
     settings, run = startup.settings, startup.run  # the session's checks and look-ups
     against_model = None
     if other is not None:

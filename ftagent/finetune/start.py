@@ -12,7 +12,7 @@ checks that each command calls :func:`start`.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ftagent.core.errors import UserInputError
@@ -57,14 +57,15 @@ class Startup:
         return self.builder.prepare()
 
 
-def start(*, benchmark: str | None, base_model: str | None, dataset: str | None = None,
+def start(*, benchmark: str | None, base_model: str | None, file_settings: Mapping[str, Any], dataset: str | None = None,
           upper_data_size_limit: int | None = None, user_target_scenario: str | None = None,
           benchmark_description: str | None = None, planner: str | None = None, check_datasets: bool = True,
           check_data: bool | None = None, fetchable: bool = True) -> Startup:
     """Load the settings with the command's options and resolve them (nothing is written).
 
-    ``planner`` replaces ``FT_PLANNER`` (``prompts``: ``heuristic``); the check flags are
-    :func:`~ftagent.finetune.startup.resolve_run`'s.
+    ``file_settings``: a run file's settings by name (:class:`ftagent.core.run_config.RunFile`; ``{}`` without
+    one), below the options and the environment; ``planner`` replaces ``FT_PLANNER`` (``prompts``: ``heuristic``);
+    the check flags are :func:`~ftagent.finetune.startup.resolve_run`'s.
 
     Raises:
         UserInputError: bad options (exit 2).
@@ -72,7 +73,7 @@ def start(*, benchmark: str | None, base_model: str | None, dataset: str | None 
     from ftagent.core.settings import load_settings
     from ftagent.finetune.startup import resolve_run
 
-    settings = load_settings(target_benchmark=benchmark, base_model=base_model, dataset=dataset,
+    settings = load_settings(file_settings, target_benchmark=benchmark, base_model=base_model, dataset=dataset,
                              upper_data_size_limit=upper_data_size_limit,
                              user_target_scenario=user_target_scenario,
                              benchmark_description=benchmark_description)
@@ -94,7 +95,7 @@ def resolve_tasks(tasks: list[Any]) -> tuple[list[ResolvedRun], list[str]]:
     runs, errors = [], []
     for i, task in enumerate(tasks):
         try:
-            runs.append(start(benchmark=task.benchmark, base_model=task.model,
+            runs.append(start(benchmark=task.benchmark, base_model=task.model, file_settings={},
                               benchmark_description=task.benchmark_description, check_datasets=False,
                               check_data=True, fetchable=False).run)
         except UserInputError as exc:

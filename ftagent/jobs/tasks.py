@@ -21,7 +21,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ftagent.core.durations import parse_duration
-from ftagent.core.errors import UserInputError
+from ftagent.core.errors import UserInputError, validation_lines
 from ftagent.core.settings import MAX_DESCRIPTION_CHARS
 
 DEFAULT_TIMEOUT = "12h"
@@ -108,20 +108,6 @@ class JobPlan(BaseModel):
     tasks: list[TaskPlan]
 
 
-def _pydantic_errors(exc: ValidationError, where: str) -> list[str]:
-    out = []
-    for err in exc.errors():
-        field = ".".join(str(p) for p in err["loc"])
-        msg = err["msg"].removeprefix("Value error, ")
-        if err["type"] == "extra_forbidden":
-            allowed = ", ".join(TaskSpec.model_fields) if where.startswith("task") else "tasks"
-            msg = f"unknown field (allowed: {allowed})"
-        elif err["type"] == "missing":
-            msg = "is required"
-        out.append(" ".join(p for p in (where, f"'{field}'" if field else "", msg) if p))
-    return out
-
-
 def _check_benchmark(i: int, item: dict[str, Any], base_dir: Path | None) -> list[str]:
     """Validate ``item["benchmark"]`` against the benchmark registry; a benchmark file becomes absolute."""
     from ftagent.benchmarks import resolve_benchmark
@@ -177,14 +163,14 @@ _TASK_FIELD = {"base_model": "model", "user_target_scenario": "scenario"}
 def _with_run_file(item: dict[str, Any], base_dir: Path | None) -> dict[str, Any]:
     """A task with ``config``: the run file's values under the task's field names, the task's own fields on top;
     ``config`` made absolute (the task's command gets ``--config``)."""
-    from ftagent.core.run_config import load_run_config
+    from ftagent.core.run_config import effective_options, load_run_file
 
     if not isinstance(item.get("config"), str) or not item["config"]:
         return item
     path = Path(item["config"]).expanduser()
     if not path.is_absolute() and base_dir is not None:
         path = (base_dir / path).resolve()
-    from_file = {_TASK_FIELD.get(k, k): v for k, v in load_run_config(path).items() if v is not None}
+    from_file = {_TASK_FIELD.get(k, k): v for k, v in effective_options(load_run_file(path)).items()}
     return {**{k: v for k, v in from_file.items() if k in TaskSpec.model_fields}, **item, "config": str(path)}
 
 
@@ -228,7 +214,7 @@ def validate_tasks(raw: Any, base_dir: Path | None = None) -> tuple[TasksFile | 
         try:
             specs.append((i, TaskSpec.model_validate(item)))
         except ValidationError as exc:
-            errors += _pydantic_errors(exc, f"task {i}")
+            errors += validation_lines(exc, f"task {i}", known=list(TaskSpec.model_fields))
     for a, (i, ta) in enumerate(specs):
         for j, tb in specs[a + 1:]:
             shared = ta.gpu_set() & tb.gpu_set()

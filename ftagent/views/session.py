@@ -118,6 +118,9 @@ class SessionView(BaseModel):
     warnings: list[str] = Field(default_factory=list)
     forecast: dict[str, Any] | None = None  # the ``forecast`` event's Forecast (core.forecast) as JSON
     settings: dict[str, Any] = Field(default_factory=dict)  # the latest session_start's (redacted) settings
+    progress: dict[str, Any] | None = None  # the last ``progress`` event (the running command's steps or items)
+    reforecast: dict[str, Any] | None = None  # the latest re-forecast, for an event that records one (views/status.py)
+    gpu_busy_fraction: float | None = None  # GPU busy share, for an event that records it (views/status.py)
 
     @property
     def running(self) -> bool:
@@ -275,6 +278,8 @@ def _apply(view: SessionView, loops: dict[int, LoopView], ev: dict[str, Any]) ->
         view.runs.append(ev)
     elif kind == "forecast":
         view.forecast = ev.get("forecast")
+    elif kind == "progress":
+        view.progress = ev
     elif lp is not None:
         _apply_loop(view, lp, ev)
 

@@ -70,10 +70,10 @@ def test_dry_run_prints_plan_and_starts_nothing(tmp_path):
 
 
 @pytest.mark.parametrize("tasks, message", [
-    ({"tasks": [{"benchmark": "demo_add"}]}, "task 0 'model' is required"),
-    ({"tasks": [{"model": "m/x"}]}, "task 0 'benchmark' is required"),
+    ({"tasks": [{"benchmark": "demo_add"}]}, "task 0: 'model' is required"),
+    ({"tasks": [{"model": "m/x"}]}, "task 0: 'benchmark' is required"),
     ({"tasks": [{"model": "m/x", "benchmark": "aime2"}]}, "unknown benchmark 'aime2'. Did you mean 'aime25'"),
-    ({"tasks": [{"model": "m/x", "benchmark": "demo_add", "gpu": "0"}]}, "task 0 'gpu' unknown field"),
+    ({"tasks": [{"model": "m/x", "benchmark": "demo_add", "gpu": "0"}]}, "task 0: unknown key 'gpu'. Did you mean 'gpus'?"),
     ({"tasks": [{"model": "m/a", "benchmark": "demo_add", "gpus": "0,1"},
                 {"model": "m/b", "benchmark": "aime25", "gpus": "1"}]}, "task 0 and task 1 share GPU(s) 1"),
     ({"tasks": [{"model": "m/a", "benchmark": "demo_add", "gpus": "a"}]}, "comma-separated list of GPU"),

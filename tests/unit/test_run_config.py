@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from ftagent.cli.main import app
 from ftagent.cli.run import option_key
 from ftagent.core.errors import UserInputError
-from ftagent.core.run_config import RunConfig, load_run_config
+from ftagent.core.run_config import RunConfig, load_run_file
 from ftagent.jobs.tasks import build_plan, read_tasks_file
 
 RUN = """\
@@ -78,7 +78,7 @@ def test_relative_files_are_taken_beside_the_run_file(tmp_path, captured):
 @pytest.mark.parametrize("text, message", [
     ("lop_n: 3\n", "unknown key 'lop_n'. Did you mean 'loop_n'?"),
     ("base_modle: x\n", "Did you mean 'base_model'?"),
-    ("loop_n: 0\n", "'loop_n'"),
+    ("loop_n: 0\n", "loop_n=0: Input should be greater than or equal to 1"),
     ("- a list\n", "expected a mapping"),
     ("a: [\n", "not valid YAML"),
 ])
@@ -101,7 +101,7 @@ def test_bad_run_file_exits_2_from_the_console_script(tmp_path):
 
 def test_missing_run_file(tmp_path):
     with pytest.raises(UserInputError, match="no such file"):
-        load_run_config(tmp_path / "nope.yaml")
+        load_run_file(tmp_path / "nope.yaml")
 
 
 def test_a_task_described_by_a_run_file(tmp_path, monkeypatch):
@@ -133,14 +133,14 @@ def test_a_task_with_a_bad_run_file(tmp_path):
 
 
 def test_one_owner_of_the_did_you_mean_and_the_validation_message():
-    """core.registry.did_you_mean is the one did-you-mean, UserInputError.from_validation the one shaping of a
+    """core.didyoumean.did_you_mean (re-exported by core.registry) is the one did-you-mean, UserInputError.from_validation the one shaping of a
     pydantic error for a user (run file, snapshot, setting): no module writes its own."""
     from pydantic import BaseModel, ValidationError
 
     root = Path(__file__).resolve().parents[2] / "ftagent"
     for source in root.rglob("*.py"):
         text = source.read_text(encoding="utf-8")
-        if source.name != "registry.py" or source.parent.name != "core":
+        if source.name != "didyoumean.py" or source.parent.name != "core":
             assert "get_close_matches" not in text, source
 
     class Inner(BaseModel):
@@ -161,8 +161,8 @@ def test_one_owner_of_the_did_you_mean_and_the_validation_message():
 def test_a_bad_value_names_its_key(tmp_path):
     (tmp_path / "run.yaml").write_text("loop_n: 0\n")
     with pytest.raises(UserInputError) as info:
-        load_run_config(tmp_path / "run.yaml")
-    assert str(info.value) == f"run file {tmp_path / 'run.yaml'}: 'loop_n': Input should be greater than or equal to 1"
+        load_run_file(tmp_path / "run.yaml")
+    assert str(info.value) == f"run file {tmp_path / 'run.yaml'}: loop_n=0: Input should be greater than or equal to 1"
 
 
 @pytest.fixture
@@ -172,7 +172,7 @@ def planned(tmp_path, monkeypatch):
 
     monkeypatch.chdir(tmp_path)
     seen = []
-    monkeypatch.setattr(cli_run, "_print_forecast", seen.append)
+    monkeypatch.setattr(cli_run, "_print_forecast", lambda options, as_json=False: seen.append(options))
     return seen
 
 
