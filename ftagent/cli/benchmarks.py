@@ -10,7 +10,7 @@ app = typer.Typer(help="List and inspect benchmarks (configs/benchmarks/*.yaml, 
 
 @app.command("list")
 def benchmarks_list(
-    as_json: bool = typer.Option(False, "--json", help="every benchmark's spec as JSON"),
+    as_json: bool = typer.Option(False, "--json", help="every benchmark's spec as JSON (the MCP benchmarks tool)"),
 ) -> None:
     """List benchmark keys with their category and core metric."""
     from ftagent.benchmarks import benchmark_specs, describe_all

@@ -20,7 +20,7 @@ def _file_path():
 @app.command("list")
 def datasets_list(
     benchmark: str | None = typer.Option(None, "--benchmark", help="only datasets related to this key"),
-    as_json: bool = typer.Option(False, "--json", help="the rows as JSON"),
+    as_json: bool = typer.Option(False, "--json", help="the rows as JSON (the MCP server's datasets tool)"),
 ) -> None:
     """List registered datasets: name, source repo, related benchmarks, prepared or not."""
     from ftagent.datasets.listing import dataset_rows

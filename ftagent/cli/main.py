@@ -11,7 +11,7 @@ import sys
 
 import typer
 
-from ftagent.cli import benchmarks, config, datasets, env, export, job, models, prompts, run, status, ui
+from ftagent.cli import benchmarks, config, datasets, env, export, job, mcp, models, prompts, run, status, ui
 from ftagent.cli.common import print_error
 from ftagent.cli.doctor import doctor
 from ftagent.cli.eval import eval_model
@@ -59,6 +59,7 @@ app.add_typer(job.app, name="job")
 app.command("prompts")(prompts.prompts)
 app.command("export")(export.export)
 app.command("eval")(eval_model)
+app.command("mcp")(mcp.mcp)
 tidy_help(app)
 
 

@@ -33,7 +33,7 @@ def models_build(
 
 @app.command("list")
 def models_list(
-    as_json: bool = typer.Option(False, "--json", help="the rows as JSON"),
+    as_json: bool = typer.Option(False, "--json", help="the rows as JSON (the MCP server's models tool)"),
 ) -> None:
     """List built-in models (with build status) and model folders under FT_FILE_PATH/models."""
     import json

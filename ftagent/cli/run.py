@@ -157,7 +157,7 @@ def _print_forecast(options: FinetuneOptions, as_json: bool = False) -> None:
     status = Console(stderr=True, width=140)  # progress on stderr: stdout holds only the forecast
     with Heartbeat(lambda text: status.print(text, markup=False, highlight=False, soft_wrap=True)) as beat:
         forecast = plan_finetune(options, progress=beat.stage)
-    if as_json:
+    if as_json:  # the MCP server's plan tool returns the same object
         typer.echo(forecast.model_dump_json(indent=1))
         return
     print_forecast(forecast, Console(width=140))

@@ -11,7 +11,7 @@ from ftagent.cli.common import prepare_env
 
 def status(
     session: str | None = typer.Argument(None, help="a session folder, or its id under LOG_PATH; none: every session"),
-    as_json: bool = typer.Option(False, "--json", help="the status as JSON"),
+    as_json: bool = typer.Option(False, "--json", help="the status as JSON (the MCP server's status tool returns it)"),
 ) -> None:
     """Where a session is: running or how it ended, the current loop and step, scores with their 95 % intervals,
     the SOTA, the forecast. Without SESSION: one line per session under LOG_PATH."""

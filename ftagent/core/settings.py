@@ -161,6 +161,11 @@ class FTSettings(BaseSettings):
                     "over it, the least useful sections are left out whole",
     )
 
+    # --- ftagent mcp ---------------------------------------------------------------------------------
+    mcp_token: SecretStr | None = Field(
+        None, description="bearer token `ftagent mcp --http` requires of every request (needed to listen beyond "
+                          "127.0.0.1; docs/agents.md)")
+
     # --- paths -----------------------------------------------------------------------------------
     file_path: Path = Field(default_factory=lambda: _cwd_path("git_ignore_folder", "finetune_files"))
 

@@ -1,5 +1,5 @@
-"""A session's state for scripts and agents: ``ftagent status SESSION --json`` returns this one object, built from
-the one projection (:func:`ftagent.views.session.load_session`).
+"""A session's state for scripts and agents: ``ftagent status SESSION --json`` and the MCP server's ``status`` tool
+return this one object, built from the one projection (:func:`ftagent.views.session.load_session`).
 
 What it says: whether a process still works in the session (its lock holder), the current loop, step and the
 running command's progress, the baseline, every loop's scores with their 95 % paired intervals and the SOTA
@@ -62,7 +62,7 @@ class Sota(BaseModel):
 
 
 class SessionStatus(BaseModel):
-    """One session's machine-readable state (``ftagent status SESSION --json``)."""
+    """One session's machine-readable state (docs/agents.md, "status")."""
 
     session_id: str
     dir: str
