@@ -209,3 +209,13 @@ def test_a_run_dies_with_the_server_unless_detached(tmp_path):
     detached[0].send_signal(signal.SIGTERM)
     detached[0].wait(timeout=10)
     assert (tmp_path / "detached").read_text() == "TERM"
+
+
+def test_catalogue_tools_are_the_clis_json(log):
+    benchmarks, datasets, models = _calls(("benchmarks", {}), ("datasets", {"benchmark": "demo_add"}), ("models", {}))
+    cli = {name: json.loads(CliRunner().invoke(app, [*name.split(), "--json"]).output)
+           for name in ("benchmarks list", "datasets list", "models list")}
+    assert benchmarks.structured_content["benchmarks"] == cli["benchmarks list"]
+    assert "demo_add" in {b["key"] for b in benchmarks.structured_content["benchmarks"]}
+    assert [d["name"] for d in datasets.structured_content["datasets"]] == ["demo_add"]
+    assert models.structured_content["models"] == cli["models list"]
