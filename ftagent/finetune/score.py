@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field
 
-from ftagent.core.errors import UserInputError
+from ftagent.core.errors import StepError, UserInputError
 from ftagent.core.stats import Difference, ItemScores, load_items, paired_bootstrap
 from ftagent.core.types import EvalResult
 
@@ -133,27 +133,43 @@ def resolve_model(given: str, option: str = "--model") -> ModelRef:
     be checked without a tool.
 
     Raises:
-        UserInputError: a missing folder, a folder that is no model, a session without a best model.
+        UserInputError: a missing folder, a folder that is no model, a session without a best model, weight
+            files that are not whole.
     """
-    from ftagent.tools.opencompass.merge import is_lora_adapter
-
     text = given.strip()
     folder = Path(text).expanduser()
     if folder.is_dir():
-        if _is_session(folder):
-            return _session_model(folder)
-        if (folder / "config.json").is_file():
-            return ModelRef(given=given, name=str(folder.absolute()), path=folder.absolute(), what="model folder")
-        if is_lora_adapter(folder):
-            base = _adapter_base(folder, option)
-            return ModelRef(given=given, name=str(base), path=folder.absolute(), base_path=base, what="LoRA adapter")
-        raise UserInputError(f"{option} {given}: the folder has no config.json or adapter files (a model folder, a "
-                             "session directory, builtin/<name> or an HF repo id)")
+        ref = _session_model(folder) if _is_session(folder) else _folder_model(folder, given, option)
+        _check_whole(ref, option)
+        return ref
     from ftagent.models.builtin import is_hub_id
 
     if not is_hub_id(text):  # Qwen/Qwen2.5-7B-Instruct is an id: its dots are a version, not a file suffix
         raise UserInputError(f"{option} {given}: no such folder (nor builtin/<name> or an HF repo id)")
     return ModelRef(given=given, name=text, what="base model")
+
+
+def _check_whole(ref: ModelRef, option: str) -> None:
+    """The weight files are whole (issue 43: a cut model.safetensors failed after a full OpenCompass run)."""
+    from ftagent.models.checkpoint import checkpoint_problems
+
+    for folder in (ref.path, ref.base_path):
+        problems = checkpoint_problems(folder) if folder is not None else []
+        if problems:
+            raise UserInputError(f"{option} {ref.given}: the model in {folder} cannot be loaded: {'; '.join(problems)}")
+
+
+def _folder_model(folder: Path, given: str, option: str) -> ModelRef:
+    """A model folder or a LoRA adapter folder (UserInputError: neither)."""
+    from ftagent.tools.opencompass.merge import is_lora_adapter
+
+    if (folder / "config.json").is_file():
+        return ModelRef(given=given, name=str(folder.absolute()), path=folder.absolute(), what="model folder")
+    if is_lora_adapter(folder):
+        base = _adapter_base(folder, option)
+        return ModelRef(given=given, name=str(base), path=folder.absolute(), base_path=base, what="LoRA adapter")
+    raise UserInputError(f"{option} {given}: the folder has no config.json or adapter files (a model folder, a "
+                         "session directory, builtin/<name> or an HF repo id)")
 
 
 def _zero(items: ItemScores) -> ItemScores:
@@ -255,17 +271,29 @@ def run_eval(model: str, benchmark: str | None, split: str = "test", against: st
         def make_runner() -> Runner:
             return get_runner(settings)
     runner = make_runner()
-    first = _evaluate(ref, run.model, run, split, settings, runner)
+    first = _refusing_misfits(lambda: _evaluate(ref, run.model, run, split, settings, runner), "--model", model)
     report = EvalReport(benchmark=run.benchmark, split=split, core_metric=first.core_metric,
                         model=score_of(ref, first, split))
     if other is not None and against_model is not None:
-        second = _evaluate(other, against_model, run, split, settings, runner)
+        second = _refusing_misfits(lambda: _evaluate(other, against_model, run, split, settings, runner),
+                                   "--against", other.given)
         report.against = score_of(other, second, split)
         report.difference = paired_bootstrap(load_items(first.items_file), load_items(second.items_file),
                                              against=other.given, split=split, reference_name=other.given,
                                              diff=None if first.score is None or second.score is None
                                              else first.score - second.score)
     return report
+
+
+def _refusing_misfits(evaluate: Callable[[], EvalResult], option: str, given: str) -> EvalResult:
+    """``evaluate()``; weights that do not fit their config (found before any OpenCompass run:
+    :mod:`ftagent.tools.opencompass.weights`) are bad input here (exit 2), not an evaluation failure."""
+    try:
+        return evaluate()
+    except StepError as exc:
+        if not exc.details.get("weights_misfit"):
+            raise
+        raise UserInputError(f"{option} {given}: {exc.message}") from None
 
 
 def report_lines(report: EvalReport) -> list[str]:

@@ -276,9 +276,14 @@ def check_model_folder(folder: Path, name: str | None = None) -> None:
     object with ``model_type``), weights (``*.safetensors`` / ``*.bin``, every shard an index names) and a
     tokenizer file.
 
+    The safetensors files must be whole (issue 43: a cut file was found only by the evaluation, after a whole
+    OpenCompass run; :func:`ftagent.models.checkpoint.checkpoint_problems`).
+
     Raises:
         UserInputError: one message naming the folder and everything missing.
     """
+    from ftagent.models.checkpoint import checkpoint_problems
+
     folder = Path(folder)
     problems = []
     config = folder / "config.json"
@@ -293,15 +298,7 @@ def check_model_folder(folder: Path, name: str | None = None) -> None:
             if not isinstance(data, dict) or not data.get("model_type"):
                 problems.append("config.json has no model_type")
     weights = [p for p in folder.iterdir() if p.suffix in (".safetensors", ".bin") and p.is_file()]
-    for index in list(folder.glob("*.safetensors.index.json")) + list(folder.glob("*.bin.index.json")):
-        try:
-            shards = set(json.loads(index.read_text(encoding="utf-8")).get("weight_map", {}).values())
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError, AttributeError):
-            problems.append(f"{index.name} is not readable JSON")
-            continue
-        missing = sorted(s for s in shards if not (folder / s).is_file())
-        if missing:
-            problems.append(f"{index.name} names {len(missing)} missing shard(s): {', '.join(missing[:3])}")
+    problems += checkpoint_problems(folder)  # every safetensors file whole, every shard an index names there
     if not weights:
         problems.append("no weights (*.safetensors or *.bin)")
     if not any((folder / f).is_file() for f in TOKENIZER_FILES):

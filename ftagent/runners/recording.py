@@ -11,7 +11,8 @@ from ftagent.runners.base import Mount, Runner, RunResult, ToolEnv
 
 
 def purpose_of(cmd: list[str], tool: str) -> str:
-    """A short label for the event: train, train_micro_batch, export, eval, data, data_debug, track, <tool>."""
+    """A short label for the event: train, train_micro_batch, export, eval, data, data_debug, track,
+    weights_check, <tool>."""
     head = Path(cmd[0]).name if cmd else ""
     if head == "llamafactory-cli" and len(cmd) > 2:
         sub = cmd[1]
@@ -22,6 +23,8 @@ def purpose_of(cmd: list[str], tool: str) -> str:
         return "eval"
     if any(part.endswith("tracking_script.py") for part in cmd):  # scores to the tracker: not training time
         return "track"
+    if any(part.endswith("weights_script.py") for part in cmd):  # the weights check before an evaluation (issue 43)
+        return "weights_check"
     if "process_data.py" in cmd:
         return "data_debug" if "--debug" in cmd else "data"
     return tool

@@ -24,7 +24,7 @@ pytestmark = pytest.mark.integration
 
 
 class CountingRunner:
-    """Wraps the local runner and counts OpenCompass invocations."""
+    """Wraps the local runner and counts OpenCompass invocations (and, apart, the weights checks before them)."""
 
     name = "counting"
 
@@ -32,10 +32,13 @@ class CountingRunner:
         from ftagent.runners.local import LocalRunner
 
         self.inner = LocalRunner(tools_env, sandbox="none")
-        self.calls = 0
+        self.calls = self.weight_checks = 0
 
     def run(self, cmd, **kwargs):
-        self.calls += 1
+        if str(cmd[1]).endswith("weights_script.py"):
+            self.weight_checks += 1
+        else:
+            self.calls += 1
         return self.inner.run(cmd, **kwargs)
 
 
@@ -47,7 +50,7 @@ def test_untrained_scores_zero_then_cache_hit(tools_env, tiny_model, tmp_path):
     t0 = time.monotonic()
     first = evaluate_model_path(tiny_model, None, **kwargs)
     cold = time.monotonic() - t0
-    assert runner.calls == 1 and not first.cached
+    assert runner.calls == 1 and not first.cached and runner.weight_checks == 1  # issue 43: checked first
     assert first.score == 0.0 and first.metrics == {"demo_add": {"accuracy": 0.0}}
     assert len(first.error_samples) == 10 and "What is" in first.error_samples[0]["question"]
     t0 = time.monotonic()
@@ -57,12 +60,14 @@ def test_untrained_scores_zero_then_cache_hit(tools_env, tiny_model, tmp_path):
 
 
 def test_broken_model_is_step_error(tools_env, tiny_model, tmp_path):
+    """A model whose weights fit (the weights check passes, issue 43) but that OpenCompass cannot load: its
+    tokenizer file is broken. A cut weight file never gets this far (tests/*/test_weights_check.py)."""
     broken = tmp_path / "broken"
     broken.mkdir()
     for f in tiny_model.iterdir():
-        if f.name != "model.safetensors":
+        if f.name != "tokenizer.json":
             (broken / f.name).write_bytes(f.read_bytes())
-    (broken / "model.safetensors").write_bytes(b"not a safetensors file")
+    (broken / "tokenizer.json").write_bytes(b"not a tokenizer file")
     settings = load_settings(file_path=tmp_path / "ft", benchmark_limit=4)
     with pytest.raises(StepError) as err:
         evaluate_model_path(broken, None, benchmark=get_benchmark("demo_add"), split="validation", settings=settings,

@@ -39,7 +39,7 @@ def fake_snapshot_download(repo_id, local_dir, **kw):  # a slow "download": conf
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.json").write_text(json.dumps({"model_type": "qwen2", "repo": repo_id}))
     time.sleep(1.5)
-    (out / "model.safetensors").write_bytes(b"w" * 4096)
+    (out / "model.safetensors").write_bytes(safetensors_bytes(b"w" * 4096))
     return str(out)
 
 huggingface_hub.snapshot_download = fake_snapshot_download

@@ -11,6 +11,7 @@ from ftagent.core.settings import load_settings
 from ftagent.runners.base import RunResult
 from ftagent.tools.opencompass.merge import merge_reasons
 from ftagent.tools.opencompass.runs import evaluate_splits_of_path
+from tests.helpers.weights import safetensors_bytes
 from tests.unit.test_oc_vllm_server import HostOpenCompass, MiniServe
 
 
@@ -27,7 +28,7 @@ class MergingHost(HostOpenCompass):
             out = Path(cmd[5])
             out.mkdir(parents=True, exist_ok=True)
             (out / "config.json").write_text("{}")
-            (out / "model.safetensors").write_bytes(b"merged")
+            (out / "model.safetensors").write_bytes(safetensors_bytes(b"merged"))
             return RunResult(exit_code=0, duration_s=0.1)
         return super().run(cmd, **kwargs)
 
@@ -36,7 +37,7 @@ def _adapter(tmp_path: Path, **cfg) -> Path:
     adapter = tmp_path / "adapter"
     adapter.mkdir()
     (adapter / "adapter_config.json").write_text(json.dumps({"r": 8, **cfg}))
-    (adapter / "adapter_model.safetensors").write_bytes(b"lora")
+    (adapter / "adapter_model.safetensors").write_bytes(safetensors_bytes(b"lora"))
     (adapter / "chat_template.jinja").write_text("{{ messages }}")
     return adapter
 

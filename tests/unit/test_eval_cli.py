@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.weights import safetensors_bytes
 from tests.unit.test_export_sessions import exportable_session, no_sota_plan
 
 REPO = Path(__file__).resolve().parents[2]
@@ -114,7 +115,7 @@ def test_eval_computes_each_base_models_folder_once(tmp_path, monkeypatch):
     folder = tmp_path / "other"
     folder.mkdir()
     (folder / "config.json").write_text('{"model_type": "qwen2"}')
-    (folder / "model.safetensors").write_bytes(b"weights")
+    (folder / "model.safetensors").write_bytes(safetensors_bytes(b"weights"))
     (folder / "tokenizer.json").write_text("{}")
     computed: list[str] = []
     real_dir = builtin.base_model_dir

@@ -13,6 +13,7 @@ from pathlib import Path
 from ftagent.engine.session import list_snapshots
 from ftagent.finetune.state import FinetuneSessionState
 from tests.helpers.make_sessions import LoopPlan, SessionPlan, make_session
+from tests.helpers.weights import safetensors_bytes
 
 HUB_TOKEN = "hf_FAKEexportTOKEN123"
 
@@ -22,10 +23,10 @@ def fake_model(folder: Path, *, lora: bool) -> Path:
     folder.mkdir(parents=True)
     if lora:
         (folder / "adapter_config.json").write_text(json.dumps({"r": 8, "peft_type": "LORA"}))
-        (folder / "adapter_model.safetensors").write_bytes(b"\0" * 64)
+        (folder / "adapter_model.safetensors").write_bytes(safetensors_bytes(b"\0" * 64))
     else:
         (folder / "config.json").write_text(json.dumps({"model_type": "qwen2"}))
-        (folder / "model.safetensors").write_bytes(b"\0" * 64)
+        (folder / "model.safetensors").write_bytes(safetensors_bytes(b"\0" * 64))
     (folder / "tokenizer_config.json").write_text(json.dumps({"chat_template": "{{ messages }}"}))
     (folder / "trainer_log.jsonl").write_text("{}\n")
     (folder / "checkpoint-10").mkdir()

@@ -21,6 +21,7 @@ from ftagent.core.stats import ItemScores, paired_bootstrap
 from ftagent.core.trace import Experiment, Trace
 from ftagent.core.types import EvalResult, TrainResult
 from ftagent.finetune.forgetting import ForgettingGuard, compare, guard_adapters
+from tests.helpers.weights import safetensors_bytes
 
 N = 50
 
@@ -187,7 +188,7 @@ def test_the_sample_is_prepared_and_cached_apart_from_the_full_split(tmp_path):
     model = tmp_path / "model"
     model.mkdir()
     (model / "config.json").write_text("{}")
-    (model / "model.safetensors").write_bytes(b"weights")
+    (model / "model.safetensors").write_bytes(safetensors_bytes(b"weights"))
     (model / "chat_template.jinja").write_text("{{ messages }}")
     settings = load_settings(file_path=tmp_path / "ft", benchmark_limit=6)
     runner = FakeOpenCompass()

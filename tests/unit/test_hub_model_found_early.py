@@ -16,6 +16,7 @@ import pytest
 
 from ftagent.core.errors import EnvironmentFailure
 from ftagent.models.builtin import offline_unfetchable
+from tests.helpers.weights import safetensors_bytes
 
 
 def _env(tmp_path: Path) -> dict[str, str]:
@@ -43,7 +44,7 @@ def test_offline_is_fine_for_a_model_already_in_its_folder(tmp_path: Path, monke
     folder = tmp_path / "models" / "org" / "m"
     folder.mkdir(parents=True)
     (folder / "config.json").write_text("{}")
-    (folder / "model.safetensors").write_bytes(b"x")
+    (folder / "model.safetensors").write_bytes(safetensors_bytes(b"x"))
     assert offline_unfetchable("org/m", tmp_path) is None
     assert offline_unfetchable("builtin/tiny-qwen2", tmp_path) is None
     monkeypatch.setenv("HF_HUB_OFFLINE", "0")

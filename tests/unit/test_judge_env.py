@@ -17,6 +17,7 @@ from ftagent.core.settings import load_settings
 from ftagent.tools.opencompass.judge import TIKTOKEN_FILES, cache_name, prefill_tiktoken_cache
 from ftagent.tools.opencompass.render import JUDGE_PROMPT, ModelSpec, render_config
 from ftagent.tools.opencompass.runs import evaluate_splits_of_path
+from tests.helpers.weights import safetensors_bytes
 from tests.unit.test_oc_splits import FakeOpenCompass
 
 QWEN3_THINKING_CAP = 38_912  # Qwen3's answer cap for thinking (models.yaml / answer_token_limit)
@@ -79,8 +80,9 @@ class _Recording(FakeOpenCompass):
         self.mounts: list[list] = []
 
     def run(self, cmd, *, tool, workdir, env=None, mounts=None, **kw):
-        self.envs.append(dict(env or {}))
-        self.mounts.append(list(mounts or []))
+        if cmd[0] == "opencompass":  # not the weights check before it (issue 43)
+            self.envs.append(dict(env or {}))
+            self.mounts.append(list(mounts or []))
         return super().run(cmd, tool=tool, workdir=workdir, env=env, mounts=mounts, **kw)
 
 
@@ -92,7 +94,7 @@ def test_judged_run_gets_the_cache_and_the_proxies(tmp_path, monkeypatch):
     model = tmp_path / "model"
     model.mkdir()
     (model / "config.json").write_text("{}")
-    (model / "model.safetensors").write_bytes(b"weights")
+    (model / "model.safetensors").write_bytes(safetensors_bytes(b"weights"))
     (model / "chat_template.jinja").write_text("{{ messages }}")
     settings = load_settings(file_path=tmp_path / "ft", benchmark_limit=4)
     runner = _Recording()

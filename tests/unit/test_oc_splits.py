@@ -24,6 +24,7 @@ from ftagent.tools.opencompass.evaluator import (
 )
 from ftagent.tools.opencompass.inference import inference_settings
 from ftagent.tools.opencompass.runs import evaluate_splits_of_path
+from tests.helpers.weights import answer_weights_check, safetensors_bytes
 
 MODEL_ABBR = "ft-demo_add"
 SCORES = {"validation": 50.0, "test": 25.0}
@@ -39,8 +40,13 @@ class FakeOpenCompass:
         self.fail, self.timed_out, self.crash = fail, timed_out, crash
         self.runs: list[list[str]] = []
         self.configs: list[str] = []
+        self.weight_checks = 0
 
     def run(self, cmd, *, tool, workdir, env=None, mounts=None, gpus=None, timeout=None, log_file=None):
+        checked = answer_weights_check(cmd, log_file)  # ftagent's weights check before any run (issue 43)
+        if checked is not None:
+            self.weight_checks += 1
+            return checked
         if self.crash is not None:
             raise self.crash
         assert cmd[0] == "opencompass" and tool == "eval"
@@ -93,7 +99,7 @@ def model(tmp_path) -> Path:
     folder = tmp_path / "model"
     folder.mkdir()
     (folder / "config.json").write_text("{}")
-    (folder / "model.safetensors").write_bytes(b"weights")
+    (folder / "model.safetensors").write_bytes(safetensors_bytes(b"weights"))
     (folder / "chat_template.jinja").write_text("{{ messages }}")
     return folder
 
@@ -208,7 +214,7 @@ class MergingOpenCompass(FakeOpenCompass):
         self.merges = 0
 
     def run(self, cmd, **kwargs):
-        if cmd[0] == "python":
+        if cmd[0] == "python" and answer_weights_check(cmd, None) is None:
             self.merges += 1
             out = Path(cmd[-1])
             out.mkdir(parents=True, exist_ok=True)
@@ -227,7 +233,7 @@ def test_vllm_serves_lora_natively_or_merges_first(model, tmp_path, monkeypatch,
     adapter = tmp_path / "adapter"
     adapter.mkdir()
     (adapter / "adapter_config.json").write_text(json.dumps({"r": 8, "modules_to_save": modules_to_save}))
-    (adapter / "adapter_model.safetensors").write_bytes(b"lora")
+    (adapter / "adapter_model.safetensors").write_bytes(safetensors_bytes(b"lora"))
     (adapter / "chat_template.jinja").write_text("{{ messages }}")
     runner = MergingOpenCompass()
     settings = load_settings(file_path=tmp_path / "ft", benchmark_limit=4)

@@ -21,6 +21,7 @@ from ftagent.tools.opencompass.backend import ServerCheck, choose_backend, runs_
 from ftagent.tools.opencompass.render import ModelSpec, render_config
 from ftagent.tools.opencompass.runs import evaluate_splits_of_path, model_spec
 from ftagent.tools.opencompass.serving import ServeRequest, VllmServeCommand, model_server, served_model
+from tests.helpers.weights import safetensors_bytes
 from tests.unit.test_oc_backend import _probe
 from tests.unit.test_oc_render import BLOCK
 from tests.unit.test_oc_splits import FakeOpenCompass
@@ -393,7 +394,7 @@ def test_adapter_is_served_natively(model, tmp_path, monkeypatch):
     adapter = tmp_path / "adapter"
     adapter.mkdir()
     (adapter / "adapter_config.json").write_text(json.dumps({"r": 8}))
-    (adapter / "adapter_model.safetensors").write_bytes(b"lora")
+    (adapter / "adapter_model.safetensors").write_bytes(safetensors_bytes(b"lora"))
     (adapter / "chat_template.jinja").write_text("{{ messages }}")
     monkeypatch.setenv("FT_EVAL_BACKEND", "vllm-server")
     runner, serve = HostOpenCompass(), MiniServe()

@@ -41,6 +41,7 @@ from ftagent.finetune.state import FinetuneSessionState
 from ftagent.finetune.workflow import Components, FinetuneWorkflow
 from ftagent.planners.heuristic.planner import HeuristicCoder, HeuristicProposer
 from ftagent.runners.base import RunResult
+from tests.helpers.weights import safetensors_bytes
 
 REPO = Path(__file__).resolve().parents[2]
 STEPS = ["propose", "code", "validate", "train", "evaluate", "feedback"]
@@ -330,6 +331,11 @@ class SilentOpenCompass:
     def run(self, cmd, *, tool, workdir, env=None, mounts=None, gpus=None, timeout=None, log_file=None):
         import re
 
+        from tests.helpers.weights import answer_weights_check
+
+        checked = answer_weights_check(cmd, log_file)  # ftagent's weights check before any run (issue 43)
+        if checked is not None:
+            return checked
         self.runs += 1
         cfg = Path(cmd[1]).read_text(encoding="utf-8")
         abbrs = re.findall(r"abbr='([^']*)',\n\s*type=CustomDataset", cfg)
@@ -350,7 +356,7 @@ def test_opencompass_exit_0_without_results_is_an_eval_error(tmp_path):
     model = tmp_path / "model"
     model.mkdir()
     (model / "config.json").write_text("{}")
-    (model / "model.safetensors").write_bytes(b"weights")
+    (model / "model.safetensors").write_bytes(safetensors_bytes(b"weights"))
     (model / "chat_template.jinja").write_text("{{ messages }}")
     runner = SilentOpenCompass()
     settings = load_settings(file_path=tmp_path / "ft", benchmark_limit=4)

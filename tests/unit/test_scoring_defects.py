@@ -4,6 +4,7 @@ half runs in the tool env, ``tests/parity``)."""
 from __future__ import annotations
 
 from ftagent.benchmarks import get_benchmark
+from tests.helpers.weights import safetensors_bytes
 
 
 def test_mbpp_asserts_are_type_aware_as_stock_and_humaneval_plain_as_the_official_program():
@@ -35,6 +36,8 @@ class _TimedOutVerifications:
         from pathlib import Path
 
         res = self.inner.run(cmd, **kwargs)
+        if cmd[0] != "opencompass":  # the weights check before the run (issue 43)
+            return res
         (summary,) = sorted(Path(cmd[3]).glob("*/summary/summary_*.csv"))[-1:]
         with summary.open(encoding="utf-8", newline="") as fh:
             rows = list(csv.DictReader(fh))
@@ -53,7 +56,7 @@ def test_unverified_answers_warn_and_are_not_cached(tmp_path):
     model = tmp_path / "model"
     model.mkdir()
     (model / "config.json").write_text("{}")
-    (model / "model.safetensors").write_bytes(b"weights")
+    (model / "model.safetensors").write_bytes(safetensors_bytes(b"weights"))
     (model / "chat_template.jinja").write_text("{{ messages }}")
     settings = load_settings(file_path=tmp_path / "ft", benchmark_limit=4)
     runner, warnings = _TimedOutVerifications(), []

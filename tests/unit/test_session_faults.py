@@ -32,6 +32,7 @@ from ftagent.engine.session import Session
 from ftagent.finetune.state import FinetuneSessionState
 from ftagent.finetune.workflow import Components, FinetuneWorkflow
 from ftagent.planners.heuristic.planner import HeuristicCoder, HeuristicProposer
+from tests.helpers.weights import safetensors_bytes
 from tests.unit.test_finetune_workflow import (
     FakeData,
     FakeEvaluator,
@@ -197,7 +198,7 @@ def _model_folder(root: Path, *, config: str | None = '{"model_type": "qwen2"}',
     if config is not None:
         (root / "config.json").write_text(config)
     if weights:
-        (root / "model.safetensors").write_bytes(b"\0" * 16)
+        (root / "model.safetensors").write_bytes(safetensors_bytes(b"\0" * 16))
     if tokenizer:
         (root / "tokenizer.json").write_text("{}")
     return root

@@ -19,6 +19,7 @@ from ftagent.core.settings import load_settings
 from ftagent.core.trace import Trace
 from ftagent.core.types import ScenarioInfo, TrainResult
 from tests.bench.startup_lookups import counting
+from tests.helpers.weights import safetensors_bytes
 from tests.unit.test_oc_splits import FakeOpenCompass
 
 MAX_LOOKUPS_BEFORE_LOOP0 = 3
@@ -29,7 +30,7 @@ def model(tmp_path) -> Path:
     folder = tmp_path / "model"
     folder.mkdir()
     (folder / "config.json").write_text("{}")
-    (folder / "model.safetensors").write_bytes(b"weights")
+    (folder / "model.safetensors").write_bytes(safetensors_bytes(b"weights"))
     (folder / "chat_template.jinja").write_text("{{ messages }}")
     return folder
 

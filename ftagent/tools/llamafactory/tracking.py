@@ -220,7 +220,7 @@ def check_at_start(report_to: str, runner: Runner, timeout: float = 180.0) -> st
     with tempfile.TemporaryDirectory(prefix="ftagent-tracker-check-") as scratch:
         root = Path(scratch)
         store = _user_store(report_to, dict(os.environ)) or root / ("mlruns" if report_to == "mlflow" else "wandb")
-        run = TrackingRun(report_to=report_to, run_name="ftagent-start-check",  # type: ignore[arg-type]
+        run = TrackingRun(report_to=report_to, run_name="ftagent-start-check",
                           logging_dir=str(root / "tensorboard"), store_dir=str(store))
         try:
             return check_tracker(run, runner, workdir=root, log_file=root / "tracker_check.log", timeout=timeout)

@@ -54,6 +54,7 @@ from ftagent.tools.opencompass.progress import (
 )
 from ftagent.tools.opencompass.render import TEMPLATE_VERSION, ModelSpec, render_config, template_folder
 from ftagent.tools.opencompass.serving import ServeCommand, VllmServeCommand, served_model, server_check
+from ftagent.tools.opencompass.weights import weights_problem
 
 if TYPE_CHECKING:
     from ftagent.benchmarks.base import BenchmarkAdapter, DatasetBlock
@@ -307,6 +308,20 @@ def _merge(adapter: Path, base: Path | None, out: Path, runner: Runner, timeout:
     return out
 
 
+def _refuse_misfit_weights(model: Path, base: Path | None, runner: Runner, work_dir: Path, cache_dir: Path,
+                           digest: str, timeout: float | None, on_warning: WarningCallback | None) -> None:
+    """Issue 43: weights that do not fit their config.json are never evaluated (:mod:`.weights`)."""
+    if is_lora_adapter(model) and base is None:
+        return  # an adapter without its base: the merge or the run says so
+    problem = weights_problem(model, base, runner, work_dir=work_dir / "weights_check", cache_dir=cache_dir,
+                              digest=digest, timeout=min(timeout or 600.0, 600.0), on_warning=on_warning)
+    if problem is not None:
+        raise StepError(f"the model was not evaluated: {problem}", error_type=ErrorType.EVAL,
+                        suggestion="Evaluate a folder whose config.json describes the architecture its weights were "
+                                   "saved from (save_pretrained writes both); never edit config.json or the weights "
+                                   "by hand", details={"weights_misfit": True})
+
+
 def _result(run: Path, split: str, spec: Any, benchmark: str, duration: float, one_split: bool) -> EvalResult:
     which = None if one_split else split
     metrics = parse.read_metrics(run, which)
@@ -400,6 +415,8 @@ def evaluate_splits_of_path(
     missing = [s for s in splits if s not in out.results]
     if not missing:
         return out
+    _refuse_misfit_weights(model_path, base if is_lora else None, runner, Path(work_dir), eval_cache_dir(ft.file_path),
+                           digest, timeout, on_warning)
     if is_lora and mspec.backend in VLLM_LIKE and merge_reasons(model_path, backend="vllm",
                                                                  max_lora_rank=mspec.max_lora_rank):
         safe_call(on_progress, "merge")
