@@ -28,6 +28,7 @@ from ftagent.integrity.guard import IntegrityGuard
 from ftagent.runners.base import RunResult
 from ftagent.tools.llamafactory.data_script import benchmark_items
 from ftagent.tools.opencompass.runs import evaluate_splits_of_path, prepare_session_copy
+from tests.helpers.weights import answer_weights_check, safetensors_bytes
 
 REPO = Path(__file__).resolve().parents[2]
 KEY = "demo_add"
@@ -39,7 +40,7 @@ def _fake_model(folder: Path) -> Path:
     (folder / "config.json").write_text(json.dumps({"model_type": "qwen2", "architectures": ["Qwen2ForCausalLM"],
                                                     "hidden_size": 8, "num_hidden_layers": 1, "vocab_size": 10,
                                                     "num_attention_heads": 1, "max_position_embeddings": 64}))
-    (folder / "model.safetensors").write_bytes(b"")
+    (folder / "model.safetensors").write_bytes(safetensors_bytes(b"w"))  # whole (issue 43's check)
     (folder / "tokenizer.json").write_text("{}")
     return folder
 
@@ -65,6 +66,9 @@ class CapturingRunner:
         self.calls: list[tuple[list[str], list]] = []
 
     def run(self, cmd, *, tool, workdir, env=None, mounts=None, gpus=None, timeout=None, log_file=None, **_):
+        checked = answer_weights_check(cmd, log_file)  # the weights check before the run (issue 43)
+        if checked is not None:
+            return checked
         self.calls.append((list(cmd), list(mounts or [])))
         return RunResult(exit_code=1, duration_s=0.0, log_tail="captured")
 
