@@ -214,6 +214,16 @@ def _symlinks_to_binds(given: list[tuple[Path, Path]], targets: list[Path]) -> l
     return argv
 
 
+def _refuse_writable_inside(binds: list[tuple[Path, Path, bool]], protected: list[Path]) -> None:
+    """A writable bind inside the tool env (or its Python, or another read-only tool folder) would let confined
+    code plant a ``.pth`` file that every later tool process runs: refused."""
+    for _, target, ro in binds:
+        for folder in protected:
+            if not ro and (target == folder or folder in target.parents):
+                raise EnvironmentFailure(f"refusing to run a command that may write {target}: it lies inside the "
+                                         f"tool environment {folder}, which sandboxed commands only read")
+
+
 def bwrap_argv(
     cmd: list[str],
     *,
@@ -239,29 +249,30 @@ def bwrap_argv(
         argv += ["--dev-bind", str(node), f"/dev/{Path(node).name}"]
     if devices:
         argv += ["--ro-bind", "/sys", "/sys"]
+    protected: list[Path] = []  # the tool env, its Python and the extra read-only folders: never writable
     if tools_env is not None:
         env_real = Path(tools_env).resolve()
         home = _python_home(env_real)
         if home is not None and not _under_system(home.resolve()):
-            argv += ["--ro-bind", str(home.resolve()), str(home.resolve())]
-        argv += ["--ro-bind", str(env_real), str(env_real)]
+            protected.append(home.resolve())
+        protected.append(env_real)
         if Path(tools_env).absolute() != env_real:
             argv += ["--symlink", str(env_real), str(Path(tools_env).absolute())]
-    for extra in read_only or []:
-        real = Path(extra).resolve()
-        if not _under_system(real):
-            argv += ["--ro-bind", str(real), str(real)]
+    protected += [Path(extra).resolve() for extra in read_only or [] if not _under_system(Path(extra).resolve())]
     wd = Path(workdir).resolve()
-    binds = [(wd, wd, False)]
+    binds = [(wd, wd, False)] + [(p, p, True) for p in dict.fromkeys(protected)]
     given = [(wd, Path(workdir).absolute())]
     for mount in with_hf_blobs(mounts or [], resolve_sources=True):
         source = Path(mount.source).resolve()
         binds.append((source, Path(mount.target) if mount.target is not None else source, mount.read_only))
         if mount.target is None:
             given.append((source, Path(mount.source).absolute()))
+    _refuse_writable_inside(binds, protected)
     # Parents before children, so a nested bind stays visible (e.g. a read-only model folder inside a
-    # writable workdir, or a writable workdir inside a read-only mount).
-    for source, target, ro in sorted(binds, key=lambda b: len(b[1].parts)):
+    # writable workdir, or a writable workdir inside a read-only mount); at one depth read-only last. The tool
+    # env is in this order too (issue 39 item 9): a writable folder that contains it (an export's parent
+    # folder, a workspace set above the clone) is bound first, and the env's read-only bind covers it after.
+    for source, target, ro in sorted(binds, key=lambda b: (len(b[1].parts), b[2])):
         argv += ["--ro-bind" if ro else "--bind", str(source), str(target)]
     argv += _symlinks_to_binds(given, [b[1] for b in binds])
     argv += ["--chdir", str(wd), "--"]

@@ -128,6 +128,34 @@ def test_isolation_probe(engine, tool_image, file_tree: Path, tmp_path: Path) ->
     assert ev["model_readable"] and not ev["model_writable"]
 
 
+PLANT_PTH = """
+import site, sys
+for target in [site.getsitepackages()[0] + "/zz_planted.pth", sys.argv[1]]:
+    try:
+        open(target, "w").write("import sys; print('PTH-RAN', file=sys.stderr)\\n")
+        print("WROTE", target)
+    except OSError as exc:
+        print("REFUSED", target, exc.strerror)
+"""
+
+
+def test_a_container_cannot_change_the_tool_image(engine, tool_image, tmp_path: Path) -> None:
+    """Issue 39 item 9: a .pth file planted in the image's site-packages dies with its container, and ftagent's
+    evaluator sources (mounted as the OpenCompass run mounts them) are read-only."""
+    runner = _runner(engine, tool_image)
+    ws, pkg = tmp_path / "ws", tmp_path / "pkg" / "ftagent"
+    ws.mkdir()
+    pkg.mkdir(parents=True)
+    (pkg / "oc_ext.py").write_text("SCORER = 'honest'\n")
+    first = runner.run(["python", "-c", PLANT_PTH, str(pkg / "oc_ext.py")], tool="eval", workdir=ws,
+                       mounts=[Mount(source=pkg)], timeout=120)
+    assert first.ok and f"REFUSED {pkg / 'oc_ext.py'} Read-only file system" in first.log_tail, first.log_tail
+    assert (pkg / "oc_ext.py").read_text() == "SCORER = 'honest'\n"
+    second = runner.run(["python", "-c", "import site; print(sorted(__import__('os').listdir(site.getsitepackages()[0])))"],
+                        tool="eval", workdir=ws, timeout=120)
+    assert second.ok and "PTH-RAN" not in second.log_tail and "zz_planted.pth" not in second.log_tail, second.log_tail
+
+
 def test_timeout_kills_the_container_and_the_log_streams(engine, tool_image, tmp_path: Path) -> None:
     runner = _runner(engine, tool_image)
     log = tmp_path / "logs" / "slow.log"
