@@ -131,5 +131,6 @@ class Approved(BaseModel):
                 out[name] = str(self.code_dir / name)
         out.update({CONFIG: str(self.config_path), VALIDATED_RUN: str(self.validated_run)})
         if self.data is not None:
-            out.update(data=str(self.data_file), **{DATASET_INFO: str(Path(self.data_dir) / DATASET_INFO)})
+            out.update(data=str(self.data_file), data_log=str(Path(self.data_dir) / "logs" / "process_data.log"),
+                       **{DATASET_INFO: str(Path(self.data_dir) / DATASET_INFO)})
         return out

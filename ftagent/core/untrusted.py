@@ -160,6 +160,13 @@ def read_tail_from(root: Path | str, path: Path | str, offset: int, *, limit: in
         return fh.read(limit), size
 
 
+def read_last(root: Path | str, path: Path | str, *, limit: int) -> bytes:
+    """The last ``limit`` bytes of a regular file inside ``root`` (a log's tail); see :func:`open_beneath`."""
+    with os.fdopen(open_beneath(root, path), "rb") as fh:
+        fh.seek(max(0, os.fstat(fh.fileno()).st_size - limit))
+        return fh.read(limit)
+
+
 def read_text(root: Path | str, path: Path | str, *, limit: int) -> str:
     """:func:`read_bytes` decoded as UTF-8 (invalid bytes replaced)."""
     return read_bytes(root, path, limit=limit).decode("utf-8", errors="replace")

@@ -32,6 +32,17 @@ from ftagent.engine.events import (
     ValidationEvent,
 )
 from ftagent.engine.loop import Goto, StepContext, StepFn
+from ftagent.finetune.approval import (
+    approve,
+    data_run_dir,
+    freeze_code,
+    frozen_dir,
+    prepare_data_run,
+    require_unchanged,
+    scrub_workspace,
+    seal_data,
+    seal_model,
+)
 from ftagent.finetune.forgetting import ForgettingGuard
 from ftagent.finetune.protocols import (
     Coder,
@@ -132,6 +143,7 @@ class FinetuneWorkflow:
         feedback = previous.failure if previous is not None and not previous.passed else None
         workspace = self.workspace(ctx.state.session_id, loop.index)
         workspace.mkdir(parents=True, exist_ok=True)
+        scrub_workspace(workspace, ctx)
         result = self.c.coder.code(loop.hypothesis, ctx.state.trace, workspace, feedback, ctx)
         result.round = loop.gotos.get("code", 0) + 1
         loop.code, loop.report = result, None
@@ -140,9 +152,15 @@ class FinetuneWorkflow:
     def validate(self, ctx: StepContext) -> Goto | None:
         loop = self._loop(ctx)
         assert loop.code is not None and loop.hypothesis is not None
+        frozen = frozen_dir(self.workspace_root, ctx.state.session_id, loop.index)
         try:
+            scrub_workspace(Path(loop.code.workspace), ctx)
+            freeze_code(loop.code, frozen)  # what the debug run runs is what the full run will run
             self.c.data.prepare(loop.code, loop.hypothesis, ctx.state.trace, ctx, debug=True)
             report = self.c.validator.validate(loop.code, ctx)
+            if report.passed:  # what validation approved, frozen outside the workspace (issue 39 item 2)
+                report.approved = approve(loop.code, report, frozen,
+                                          data_run_dir(self.workspace_root, ctx.state.session_id, loop.index))
         except StepError as exc:
             report = ValidationReport(passed=False, failure=exc.to_failure("validate"))
         loop.report = report
@@ -163,10 +181,18 @@ class FinetuneWorkflow:
     def train(self, ctx: StepContext) -> None:
         loop = self._loop(ctx)
         assert loop.code is not None and loop.report is not None and loop.hypothesis is not None
-        rows = self.c.data.prepare(loop.code, loop.hypothesis, ctx.state.trace, ctx, debug=False)
+        approved = loop.report.approved
+        scrub_workspace(Path(loop.code.workspace), ctx)
+        require_unchanged(approved, "training")
+        # the full data run in its own fresh folder, from the frozen code: it can write only its own output
+        data_code = prepare_data_run(loop.code, approved) if approved is not None else loop.code
+        rows = self.c.data.prepare(data_code, loop.hypothesis, ctx.state.trace, ctx, debug=False)
         if rows is not None:
             loop.report.data_stats["train_rows"] = rows
+        if approved is not None:
+            seal_data(approved)
         result = self.c.trainer.train(loop.code, loop.report, ctx)
+        seal_model(approved, Path(result.model_path))
         loop.model = result
         ctx.emit(TrainingEvent(output_dir=result.output_dir, finetuning_type=result.finetuning_type,
                                loss_history=result.loss_history, train_runtime_s=result.train_runtime_s,
@@ -176,6 +202,8 @@ class FinetuneWorkflow:
         """Validation drives the loop; the test split is only recorded (its failure never fails the loop)."""
         loop = self._loop(ctx)
         assert loop.model is not None
+        scrub_workspace(Path(loop.code.workspace if loop.code else loop.model.output_dir), ctx)
+        require_unchanged(loop.report.approved if loop.report is not None else None, "evaluation")
         out = self.c.evaluator.evaluate_splits(loop.model, ctx, ("validation", "test"),
                                                on_progress=progress_events(ctx.emit))
         loop.scores.validation = out.require("validation")  # its failure fails the loop
@@ -261,6 +289,9 @@ def experiment_of(loop: FinetuneLoop) -> Experiment:
         exp.plan = dict(loop.code.plan or (hyp.plan if hyp else {}))
     elif hyp is not None:
         exp.plan = dict(hyp.plan)
+    if loop.report is not None and loop.report.approved is not None:  # readers use the frozen copies
+        exp.approved = loop.report.approved
+        exp.artefacts.update(loop.report.approved.artefacts())
     if loop.report is not None:
         exp.system_changes = list(loop.report.changes) or [f"dropped {k}" for k in loop.report.dropped_keys] + [
             f"set {k}" for k in loop.report.injected_keys]
@@ -355,9 +386,11 @@ def fork_workspace(state: FinetuneSessionState, workspace_root: Path, old_sessio
     loop = state.current
     if loop is None:
         return
-    old = workspace_dir(workspace_root, old_session_id, loop.index)
-    new = workspace_dir(workspace_root, state.session_id, loop.index)
-    if old.is_dir():
-        shutil.copytree(old, new, dirs_exist_ok=True)
-    text = loop.model_dump_json().replace(str(old), str(new))
+    text = loop.model_dump_json()
+    for folder in (workspace_dir, frozen_dir, data_run_dir):  # the workspace and what validation froze
+        old = folder(workspace_root, old_session_id, loop.index)
+        new = folder(workspace_root, state.session_id, loop.index)
+        if old.is_dir():
+            shutil.copytree(old, new, dirs_exist_ok=True, symlinks=True)  # a link is copied as a link, never followed
+        text = text.replace(str(old), str(new))
     state.current = FinetuneLoop.model_validate_json(text)

@@ -8,7 +8,8 @@ an ``integrity`` event with every verdict, and a flagged candidate cannot become
 
 * ``tokenizer``, ``chat_template``, ``architecture``, ``weights`` — the model files against the declared
   base (:mod:`ftagent.integrity.model_files`, :mod:`ftagent.integrity.weights`); the chat template may also equal the validated debug run's
-  (``<workspace>/debug/output``: what LLaMA-Factory wrote for the template the validator checked).
+  (its frozen copy, :attr:`ftagent.core.approved.Approved.validated_run`: what LLaMA-Factory wrote for the
+  template the validator checked, copied out of the workspace when validation passed).
 * ``benchmark_files`` — every file of the prepared benchmark folder (data, ``spec.json``,
   ``prepared.json``) and ftagent's evaluator sources (the scorers and the OpenCompass config renderer:
   ``ftagent/benchmarks``, ``ftagent/tools/opencompass``) hashed when the session's workflow is built (after
@@ -100,9 +101,11 @@ class IntegrityGuard:
         checks: list[CheckVerdict] = []
         model = art.get("model") or art.get("output_dir")
         workspace = Path(art["workspace"]) if art.get("workspace") else None
+        approved = experiment.approved  # what validation approved, frozen outside the workspace (issue 39 item 2)
         if model and Path(model).is_dir():
             cand = Path(model)
-            validated = [workspace / "debug" / "output"] if workspace is not None else []
+            validated = [approved.validated_run] if approved is not None else \
+                [workspace / "debug" / "output"] if workspace is not None else []
             checks += [tokenizer_check(self.base, cand, validated), chat_template_check(self.base, cand, validated),
                        architecture_check(self.base, cand), weight_distance_check(self.base, cand)]
         checks.append(benchmark_files_check(self.start_hashes, self.hashes()))
@@ -110,8 +113,14 @@ class IntegrityGuard:
         if output_dir:
             checks.append(eval_config_check(Path(output_dir) / "oc", baseline_dir(self.file_path, self.benchmark)))
         if workspace is not None:
-            checks.append(data_script_check(workspace, self.data_dir, self.benchmark))
-            checks.append(contamination_check(workspace / DATA_FILE, self._bench_items(),
+            # the script that ran (frozen before the debug run), the full data run's own folder (its log, its
+            # recorded reads) and the data that trained; a loop from before the freeze kept all in its workspace
+            data_file = approved.data_file if approved is not None and approved.data is not None else \
+                workspace / DATA_FILE
+            checks.append(data_script_check(
+                workspace, self.data_dir, self.benchmark, code_dir=approved.code_dir if approved else None,
+                data_run=Path(approved.data_dir) if approved is not None else None))
+            checks.append(contamination_check(data_file, self._bench_items(),
                                               benchmark_answers(self.data_dir, self.answer_field)))
         checks.append(constant_answers_check(experiment.val_answers))
         return IntegrityVerdict(checks=checks)

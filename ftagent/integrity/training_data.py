@@ -16,18 +16,18 @@ DATA_FILE = "data.json"
 _DENIED = re.compile(r"No such file or directory|Permission denied|Read-only file system")
 
 
-def _text_warnings(workspace: Path, data_dir: Path, benchmark: str) -> list[str]:
+def _text_warnings(script: Path, log_dirs: list[Path], data_dir: Path, benchmark: str) -> list[str]:
     """What the script's text and logs say about the benchmark folder: warnings only (issue 39 item 7: an
     honest comment naming ``benchmarks/<key>`` was flagged; a split string, a glob, a read of the baseline's
     saved predictions were missed)."""
-    text = (workspace / DATA_SCRIPT).read_text(encoding="utf-8", errors="replace")
+    text = script.read_text(encoding="utf-8", errors="replace")
     named = re.compile(re.escape(str(data_dir)) + "|" + re.escape(str(data_dir.parent)) + "|benchmarks['\"]?\\s*"
                        r"[,/+]\s*(?:os\.sep\s*\+\s*)?['\"/]?" + re.escape(benchmark) + r"\b")
     out = []
     found = named.search(text)
     if found:
         out.append(f"{DATA_SCRIPT} names the benchmark folder ({found.group(0)!r})")
-    for log in sorted((workspace / "logs").glob("process_data*.log")):
+    for log in sorted(p for folder in log_dirs for p in folder.glob("process_data*.log")):
         for line in log.read_text(encoding="utf-8", errors="replace").splitlines():
             if _DENIED.search(line) and (str(data_dir) in line or f"benchmarks/{benchmark}" in line):
                 out.append(f"{log.name} prints a failed read naming the benchmark folder")
@@ -35,19 +35,27 @@ def _text_warnings(workspace: Path, data_dir: Path, benchmark: str) -> list[str]
     return out
 
 
-def data_script_check(workspace: Path, data_dir: Path, benchmark: str) -> CheckVerdict:
+def data_script_check(workspace: Path, data_dir: Path, benchmark: str, *, code_dir: Path | None = None,
+                      data_run: Path | None = None) -> CheckVerdict:
     """Flagged only by the sandbox's own record: the data script opened a decoy of a folder it must not read
     (benchmark items, saved predictions, logs; :mod:`ftagent.runners.decoys`). What its text or logs say
     about the benchmark folder is a warning in the detail, never a flag: the sandbox, not a pattern, is the
-    guarantee (those folders are not visible to the script)."""
+    guarantee (those folders are not visible to the script).
+
+    ``code_dir``: the script as validation froze it (what ran; default the workspace's copy); ``data_run``: the
+    full data run's own folder (its log and its recorded reads; :mod:`ftagent.core.approved`).
+    """
     from ftagent.runners.decoys import read_attempts
 
     workspace, data_dir = Path(workspace), Path(data_dir)
-    if not (workspace / DATA_SCRIPT).is_file():
+    script = Path(code_dir or workspace) / DATA_SCRIPT
+    if not script.is_file():
         return CheckVerdict(name="data_script", passed=None, detail="no generated data script")
-    warnings = _text_warnings(workspace, data_dir, benchmark)
+    runs = [workspace, *([Path(data_run)] if data_run is not None else [])]
+    warnings = _text_warnings(script, [run / "logs" for run in runs], data_dir, benchmark)
     note = f" (warning, not a flag: {'; '.join(warnings)})" if warnings else ""
-    record = read_attempts(workspace)
+    records = [r for r in (read_attempts(run) for run in runs) if r is not None]
+    record = {run: found for r in records for run, found in r.items()} if records else None
     if record is None:
         return CheckVerdict(name="data_script", passed=None,
                             detail=f"no sandbox record: the data script ran without bubblewrap's decoys{note}")

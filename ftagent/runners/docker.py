@@ -32,6 +32,7 @@ from pathlib import Path
 
 from ftagent.core.errors import EnvironmentFailure
 from ftagent.core.paths import docker_logs_dir
+from ftagent.core.untrusted import UnsafeEntry
 from ftagent.runners import reaper
 from ftagent.runners.base import Mount, RunResult, ToolEnv, tool_uses_gpu
 from ftagent.runners.images import ImageSpec, build_image, image_exists
@@ -297,11 +298,19 @@ class DockerRunner:
         workdir = Path(workdir).absolute()
         workdir.mkdir(parents=True, exist_ok=True)
         options = self.container_options(tool=tool, workdir=workdir, env=env, mounts=mounts, gpus=gpus)
+        try:  # opened before the container starts, never through a link it could plant (issue 39 item 1)
+            sink = LogSink(log_file, root=workdir)
+        except UnsafeEntry as exc:
+            return RunResult(exit_code=None, duration_s=0.0, log_tail=f"[ftagent] not run: its log {exc.strerror}")
         self._ensure_watcher()
-        container = self.client.containers.run(image, command=list(cmd), **options)
+        try:
+            container = self.client.containers.run(image, command=list(cmd), **options)
+        except BaseException:
+            sink.close()
+            raise
         record = reaper.record_container(container.id, list(cmd))
         try:
-            return self._wait(container, timeout, log_file, stop)
+            return self._wait(container, timeout, log_file, stop, sink)
         finally:  # also on KeyboardInterrupt / SIGTERM
             try:
                 container.remove(force=True)
@@ -310,10 +319,10 @@ class DockerRunner:
             reaper.forget(record)
 
     def _wait(self, container, timeout: float | None, log_file: Path | None,
-              stop: threading.Event | None = None) -> RunResult:
+              stop: threading.Event | None = None, sink: LogSink | None = None) -> RunResult:
         import requests
 
-        sink = LogSink(log_file)
+        sink = sink if sink is not None else LogSink(log_file)
         start = time.monotonic()
         pump = threading.Thread(target=_stream_logs, args=(container, sink), daemon=True)
         pump.start()

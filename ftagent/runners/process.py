@@ -18,7 +18,9 @@ import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
+from typing import IO
 
+from ftagent.core.untrusted import UnsafeEntry, open_append
 from ftagent.runners import reaper
 from ftagent.runners.base import RunResult
 from ftagent.runners.supervise import supervised_argv
@@ -80,16 +82,32 @@ def kill_tree(pid: int, sig: int = signal.SIGKILL) -> None:
     psutil.wait_procs(procs, timeout=5)
 
 
+def open_log(log_file: Path, root: Path | None) -> IO[str]:
+    """Append to a command's log without following a link or opening a special file (issue 39 item 1).
+
+    ``root`` is the command's working folder, which its sandbox can write (a loop workspace): a log inside it
+    is reached from ``root`` one folder at a time with ``O_NOFOLLOW`` (:func:`ftagent.core.untrusted.open_append`),
+    so a ``logs/train.log`` that an earlier command left as a link to ``~/.bashrc`` is refused, never appended to.
+
+    Raises:
+        UnsafeEntry: the log or a folder on its way is a link, a FIFO or another special file.
+    """
+    path = Path(log_file).absolute()
+    base = Path(root).absolute() if root is not None and Path(root).absolute() in path.parents else path.parent
+    base.mkdir(parents=True, exist_ok=True)
+    return open_append(base, path.relative_to(base))
+
+
 class LogSink:
     """Writes lines to a log file as they arrive and keeps the last ``TAIL_LINES`` in memory."""
 
-    def __init__(self, log_file: Path | None, tail_lines: int = TAIL_LINES) -> None:
+    def __init__(self, log_file: Path | None, tail_lines: int = TAIL_LINES, *, root: Path | None = None) -> None:
+        """``root``: the command's working folder (see :func:`open_log`). Raises UnsafeEntry for a planted log."""
         self.log_file = log_file
         self.tail: collections.deque[str] = collections.deque(maxlen=tail_lines)
-        self._fh = None
+        self._fh: IO[str] | None = None
         if log_file is not None:
-            Path(log_file).parent.mkdir(parents=True, exist_ok=True)
-            self._fh = open(log_file, "a", encoding="utf-8", errors="replace")  # noqa: SIM115
+            self._fh = open_log(Path(log_file), root)
 
     def write(self, line: str) -> None:
         """Record one line (with or without its newline)."""
@@ -159,8 +177,11 @@ def run_process(
     Returns:
         RunResult; ``exit_code`` is None when the command could not be started or was killed.
     """
-    sink = LogSink(log_file)
     start = time.monotonic()
+    try:
+        sink = LogSink(log_file, root=cwd)
+    except UnsafeEntry as exc:  # never run with a log ftagent would have to follow a link to write
+        return RunResult(exit_code=None, duration_s=0.0, log_tail=f"[ftagent] not run: its log {exc.strerror}")
     try:
         proc = start_supervised(
             argv, cwd=str(cwd), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,

@@ -176,6 +176,10 @@ class _DivergingRunner:
         self.calls.append({"cmd": cmd, "env": dict(env or {}), "config": config})
         out = Path(config["output_dir"])
         out.mkdir(parents=True, exist_ok=True)
+        for step in getattr(self, "checkpoints", ()):  # HF Trainer's save_steps folders (the run writes them)
+            (out / f"checkpoint-{step}").mkdir()
+            (out / f"checkpoint-{step}" / "config.json").write_text("{}")
+            (out / f"checkpoint-{step}" / "model.safetensors").write_text("")
         Path(log_file).write_text("training...\n")
         total = len(self.losses)
         with open(out / "trainer_log.jsonl", "a") as fh:
@@ -244,14 +248,11 @@ def test_trainer_stops_a_diverging_run_and_says_where(tmp_path: Path) -> None:
 def test_a_stopped_run_with_a_checkpoint_before_the_rise_is_evaluated(tmp_path: Path) -> None:
     """The last checkpoint saved before the loss left its bar is the loop's model, not a lost loop."""
     ws, scenario, report = _trainer_setup(tmp_path)
-    for step in (2, 3, 10):  # 10 is after the rise (step 4): not good
-        ck = ws / "output" / f"checkpoint-{step}"
-        ck.mkdir(parents=True)
-        (ck / "config.json").write_text("{}")
-        (ck / "model.safetensors").write_text("")
+    runner = _DivergingRunner([3.0, 2.0, 1.0] + [50.0] * 60)
+    runner.checkpoints = (2, 3, 10)  # saved by the run; 10 is after the rise (step 4): not good
     ctx = _Ctx()
     trainer = LlamaFactoryTrainer(scenario, load_settings(file_path=str(tmp_path)),
-                                  RecordingRunner(_DivergingRunner([3.0, 2.0, 1.0] + [50.0] * 60), lambda e: None))
+                                  RecordingRunner(runner, lambda e: None))
     result = trainer.train(CodeResult(workspace=str(ws)), report, ctx)  # type: ignore[arg-type]
     assert result.model_path == str(ws / "output" / "checkpoint-3") and result.finetuning_type == "full"
     event = next(e for e in ctx.events if getattr(e, "type", "") == "training")

@@ -89,11 +89,11 @@ def test_trainer_switches_to_ray_for_multi_node_tasks(tmp_path, monkeypatch):
     config = {"stage": "sft", "finetuning_type": "lora"}
     env: dict[str, str] = {}
     monkeypatch.delenv("FT_RAY_TASK_GPUS", raising=False)
-    assert LlamaFactoryTrainer._apply_ray(dict(config), cfg_path, env) == cfg_path and env == {}
+    assert LlamaFactoryTrainer._apply_ray(dict(config), cfg_path, env, tmp_path) == cfg_path and env == {}
     monkeypatch.setenv("FT_RAY_TASK_GPUS", "16")
     monkeypatch.setenv("FT_RAY_NODE_GPUS", "8")
     monkeypatch.setenv("RAY_ADDRESS", "10.0.0.1:6379")
-    ray_path = LlamaFactoryTrainer._apply_ray(dict(config), cfg_path, env)
+    ray_path = LlamaFactoryTrainer._apply_ray(dict(config), cfg_path, env, tmp_path)
     written = yaml.safe_load(ray_path.read_text())
     assert ray_path.name == "train.ray.yaml" and written["ray_num_workers"] == 16
     assert env["USE_RAY"] == "1"

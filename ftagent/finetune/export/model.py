@@ -39,7 +39,8 @@ def copy_model(src: Path, dst: Path) -> None:
     """Copy a model or adapter folder's top-level files (no checkpoints, no training bookkeeping)."""
     dst.mkdir(parents=True, exist_ok=True)
     for path in sorted(Path(src).iterdir()):
-        if path.is_file() and path.name not in TRAINING_FILES:
+        # a link is never followed (issue 39: a session's output folder is written by sandboxed commands)
+        if path.is_file() and not path.is_symlink() and path.name not in TRAINING_FILES:
             shutil.copyfile(path, dst / path.name)  # not copy2: training leaves some files 0600
 
 

@@ -136,8 +136,8 @@ def write_reproduce(facts: ExportFacts, out: Path, dataset_root: Path | None) ->
     target.mkdir(parents=True)
     workspace = Path(facts.workspace)
     for name in ("process_data.py", "dataset_info.json"):
-        src = Path(facts.files.get(name) or workspace / name)
-        if src.is_file():
+        src = Path(facts.files.get(name) or workspace / name)  # the frozen copy (issue 39), else the workspace's
+        if src.is_file() and not src.is_symlink():
             shutil.copy2(src, target / name)
     source, note = model_source(facts)
     config, dropped = portable_config(facts.config, facts, source)

@@ -286,7 +286,9 @@ def _parent_data_part(workspace: Path | None, parent: Any, scenario: ScenarioInf
     prompt said "not produced yet" while loop 0's data was known)."""
     if parent is None or (workspace is not None and (Path(workspace) / "data.json").is_file()):
         return []
-    source = parent.artefacts.get("workspace")
+    # the data the parent trained on (its full data run's folder), else its workspace (a loop from before the freeze)
+    source = str(Path(parent.artefacts["data"]).parent) if parent.artefacts.get("data") else \
+        parent.artefacts.get("workspace")
     stats = debug_data_stats(Path(source), scenario.base_model_path, written_by=f"loop {parent.loop}'s data "
                              "script") if source else ""
     if not stats:

@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 import yaml
 from pydantic import BaseModel
 
+from ftagent.core.untrusted import read_last
+
 if TYPE_CHECKING:
     from ftagent.planners.llm.view import PlannerExperiment
 
@@ -127,12 +129,15 @@ def _duration(seconds: float) -> str:
 
 
 def data_script_output(exp: Any, lines: int = 20) -> str:
-    """The last ``lines`` lines the data script printed (``<workspace>/logs/process_data.log``)."""
-    workspace = (getattr(exp, "artefacts", {}) or {}).get("workspace")
-    if not workspace:
+    """The last ``lines`` lines the data script printed: the full data run's log (``data_log``, in its own folder,
+    :mod:`ftagent.core.approved`), else ``<workspace>/logs/process_data.log`` (a loop from before the freeze)."""
+    artefacts = getattr(exp, "artefacts", {}) or {}
+    log = artefacts.get("data_log") or (Path(artefacts["workspace"]) / "logs" / "process_data.log"
+                                        if artefacts.get("workspace") else None)
+    if not log:
         return ""
-    try:
-        text = (Path(workspace) / "logs" / "process_data.log").read_text(encoding="utf-8", errors="replace")
+    try:  # the data script's own folder: never through a link, its last 1 MB
+        text = read_last(Path(log).parent, Path(log).name, limit=1 << 20).decode("utf-8", errors="replace")
     except OSError:
         return ""
     kept = [line.rstrip()[:300] for line in text.splitlines() if line.strip()]

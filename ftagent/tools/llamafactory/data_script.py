@@ -13,10 +13,13 @@ from typing import Any
 from ftagent.core.errors import ErrorType, StepError
 from ftagent.core.trace import Trace
 from ftagent.core.types import CodeResult, Hypothesis, ScenarioInfo
+from ftagent.core.untrusted import UnsafeEntry, read_bytes
 from ftagent.engine.events import Message
 from ftagent.runners.base import Mount, Runner
 
 DATA_FILE = "data.json"
+#: the largest data.json ftagent reads (16 GiB: far above what a fine-tuning run trains on in one loop)
+MAX_DATA_BYTES = 16 << 30
 
 
 class DataProcessor:
@@ -129,20 +132,35 @@ class DataProcessor:
         return Path(path).absolute() if path and Path(path).is_dir() else None
 
     def _reuse_parent(self, hypothesis: Hypothesis, trace: Trace, workspace: Path) -> bool:
+        """Copy the parent's training data: the data it trained on (its frozen ``data/loop_<n>/data.json``,
+        checked against the hash recorded when it trained), else its workspace's ``data.json``."""
         parent = trace.get(hypothesis.parent) if hypothesis.parent is not None else None
-        src = Path(parent.artefacts.get("workspace", "")) / DATA_FILE if parent else None
-        if src is None or not src.is_file() or src.parent == workspace:
+        if parent is None:
             return False
-        (workspace / DATA_FILE).write_bytes(src.read_bytes())
+        if parent.approved is not None and parent.approved.data is not None:
+            changed = parent.approved.data.changes()
+            if changed:
+                raise StepError(f"the data of loop {parent.loop} changed since it trained on it: {'; '.join(changed)}",
+                                error_type=ErrorType.ENV, suggestion="Process the data again (skip_data_processing "
+                                                                      "false).")
+            src = parent.approved.data_file
+        else:
+            src = Path(parent.artefacts.get("workspace", "")) / DATA_FILE
+        if not src.is_file() or src.parent == workspace:
+            return False
+        (workspace / DATA_FILE).write_bytes(read_bytes(src.parent, src.name, limit=MAX_DATA_BYTES))
         return True
 
     def _load(self, workspace: Path) -> list[dict]:
-        try:
-            rows = json.loads((workspace / DATA_FILE).read_text(encoding="utf-8"))
+        try:  # written by the data script: read without following a link, bounded (issue 39 item 1)
+            rows = json.loads(read_bytes(workspace, DATA_FILE, limit=MAX_DATA_BYTES).decode("utf-8"))
         except UnicodeDecodeError as exc:  # a ValueError, not a JSONDecodeError: once an UNKNOWN failure
             raise StepError(f"data.json is not valid UTF-8 (byte {exc.start}: {exc.reason}); write it with "
                             "encoding='utf-8' (json.dump(..., ensure_ascii=False) into a file opened so)",
                             error_type=ErrorType.DATA) from exc
+        except UnsafeEntry as exc:
+            raise StepError(f"data.json: {exc.strerror}", error_type=ErrorType.DATA,
+                            suggestion="Write data.json as a regular file in the current directory (no link).") from exc
         except (OSError, json.JSONDecodeError) as exc:
             raise StepError(f"data.json is not readable JSON: {exc}", error_type=ErrorType.DATA) from exc
         if not isinstance(rows, list):

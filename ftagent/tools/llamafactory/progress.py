@@ -4,19 +4,22 @@ LLaMA-Factory appends one JSON line per logging step (``current_steps``, ``total
 ``lr``, ``remaining_time`` …). :class:`TrainerLogFollower` reads new lines as they appear and hands
 each to ``on_point`` — at most one call per ``min_interval_s`` (the last point is always delivered on
 :meth:`stop`) — and every point, unthrottled, to ``on_each`` (the early-stop watch must not miss a NaN).
-It only reads a file, so it works for every runner that mounts the workspace.
+It only reads a file, so it works for every runner that mounts the workspace. The training command can write
+that folder while it is followed: the file is opened below ``root`` without following links, only as a
+regular file, and at most 4 MB per poll (:func:`ftagent.core.untrusted.read_tail_from`).
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from ftagent.core.untrusted import read_tail_from
 
 log = logging.getLogger(__name__)
 TRAINER_LOG = "trainer_log.jsonl"
@@ -45,13 +48,14 @@ class TrainerLogFollower:
 
     def __init__(self, output_dir: Path, on_point: Callable[[dict[str, Any]], None], *,
                  poll_s: float = 1.0, min_interval_s: float = 2.0,
-                 on_each: Callable[[dict[str, Any]], None] | None = None) -> None:
+                 on_each: Callable[[dict[str, Any]], None] | None = None, root: Path | None = None) -> None:
         self.path = Path(output_dir) / TRAINER_LOG
+        self.root = Path(root) if root is not None else Path(output_dir)  # the untrusted tree it lies in
         self.on_point, self.on_each = on_point, on_each
         self.poll_s, self.min_interval_s = poll_s, min_interval_s
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="trainer-log", daemon=True)
-        self._offset = self.path.stat().st_size if self.path.exists() else 0  # old runs are not progress
+        self._offset = self.path.lstat().st_size if self.path.is_file() else 0  # old runs are not progress
         self._last_sent = 0.0
         self._pending: dict[str, Any] | None = None
 
@@ -76,12 +80,11 @@ class TrainerLogFollower:
 
     def _read(self) -> None:
         try:
-            with open(self.path, "rb") as fh:
-                if os.fstat(fh.fileno()).st_size < self._offset:  # LLaMA-Factory replaced an old run's log
-                    self._offset = 0
-                fh.seek(self._offset)
-                data = fh.read()
-        except OSError:
+            data, size = read_tail_from(self.root, self.path, self._offset)
+            if size < self._offset:  # LLaMA-Factory replaced an old run's log
+                self._offset = 0
+                data, size = read_tail_from(self.root, self.path, 0)
+        except OSError:  # missing yet, or a link / FIFO the command planted: never followed, never opened
             return
         complete = data[: data.rfind(b"\n") + 1]
         self._offset += len(complete)

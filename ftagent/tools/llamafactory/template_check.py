@@ -23,6 +23,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from ftagent.runners.base import Mount, Runner
+from ftagent.runners.scrubbed import run_scrubbed
 
 SCRIPT = Path(__file__).with_name("template_probe_script.py")
 RESULT_FILE = "template_check.json"
@@ -71,10 +72,10 @@ def probe_template(model_dir: Path, config: dict[str, Any], runner: Runner, work
     out = workdir / RESULT_FILE
     out.unlink(missing_ok=True)
     data_args = {k: config[k] for k in DATA_KEYS if k in config}
-    result = runner.run(
-        ["python", str(SCRIPT), str(Path(model_dir).absolute()), str(out), str(config["template"]),
-         json.dumps(data_args)],
-        tool="train", workdir=workdir, env={"OMP_NUM_THREADS": "1", "DISABLE_VERSION_CHECK": "1",
+    result = run_scrubbed(
+        runner, ["python", str(SCRIPT), str(Path(model_dir).absolute()), str(out), str(config["template"]),
+                 json.dumps(data_args)],
+        tree=workdir, tool="train", workdir=workdir, env={"OMP_NUM_THREADS": "1", "DISABLE_VERSION_CHECK": "1",
                                             "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"},
         mounts=[Mount(source=SCRIPT.parent), Mount(source=Path(model_dir)), Mount(source=workdir, read_only=False)],
         timeout=timeout, log_file=workdir / LOG_FILE)

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import BaseModel
 
 from ftagent.runners.base import Mount, Runner, RunResult
+from ftagent.runners.scrubbed import run_scrubbed
 
 if TYPE_CHECKING:
     from ftagent.engine.loop import StepContext
@@ -180,10 +181,10 @@ def check_tracker(run: TrackingRun, runner: Runner, *, workdir: Path, log_file: 
     Returns None when it starts, else its cause (the script's last error line), for a CONFIG error.
     """
     cmd = ["python", str(SCRIPT), "check", run.report_to, run.run_name, run.logging_dir]
-    result = runner.run(cmd, tool="train", workdir=workdir, env=tracker_env(run),
-                        mounts=[Mount(source=SCRIPT.parent), Mount(source=Path(workdir), read_only=False),
-                                *tracker_mounts(run)],
-                        timeout=timeout, log_file=log_file)
+    result = run_scrubbed(runner, cmd, tree=Path(workdir), tool="train", workdir=workdir, env=tracker_env(run),
+                          mounts=[Mount(source=SCRIPT.parent), Mount(source=Path(workdir), read_only=False),
+                                  *tracker_mounts(run)],
+                          timeout=timeout, log_file=log_file)
     if result.ok:
         return None
     text = Path(result.log_file).read_text(encoding="utf-8", errors="replace") if result.log_file else ""
@@ -232,7 +233,7 @@ def log_scores(run: TrackingRun, scalars: dict[str, float], step: int, runner: R
                log_file: Path, timeout: float = 300.0) -> RunResult:
     """Write ``scalars`` at ``step`` (the run's last training step) into the loop's tracker run."""
     cmd = ["python", str(SCRIPT), run.report_to, run.run_name, run.logging_dir, str(int(step)), json.dumps(scalars)]
-    return runner.run(cmd, tool="train", workdir=workdir, env=tracker_env(run),
-                      mounts=[Mount(source=SCRIPT.parent), Mount(source=Path(workdir), read_only=False),
-                              *tracker_mounts(run)],
-                      timeout=timeout, log_file=log_file)
+    return run_scrubbed(runner, cmd, tree=Path(workdir), tool="train", workdir=workdir, env=tracker_env(run),
+                        mounts=[Mount(source=SCRIPT.parent), Mount(source=Path(workdir), read_only=False),
+                                *tracker_mounts(run)],
+                        timeout=timeout, log_file=log_file)

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import inspect
+import shutil
 import threading
 import time
 from pathlib import Path
@@ -23,6 +24,7 @@ from ftagent.core.disk import check_disk_full
 from ftagent.core.errors import ErrorType, StepError
 from ftagent.core.types import CodeResult, TrainResult, ValidationReport
 from ftagent.runners.base import Mount, Runner, RunResult
+from ftagent.runners.scrubbed import run_scrubbed
 from ftagent.tools.llamafactory import tracking
 from ftagent.tools.llamafactory.config import DATA_FILE, system_env
 from ftagent.tools.llamafactory.defaults import load_lf_defaults
@@ -78,8 +80,9 @@ def run_llamafactory(subcommand: str, config_path: Path, runner: Runner, *, work
     ``stop``: ends the run early, passed only to a runner that takes it)."""
     log_file.parent.mkdir(parents=True, exist_ok=True)
     extra = {"stop": stop} if stop is not None and accepts_stop(runner) else {}
-    return runner.run(["llamafactory-cli", subcommand, str(config_path)], tool="train", workdir=workdir,
-                      env=env, mounts=mounts, gpus=gpus, timeout=timeout, log_file=log_file, **extra)
+    return run_scrubbed(runner, ["llamafactory-cli", subcommand, str(config_path)], tree=workdir, tool="train",
+                        workdir=workdir, env=env, mounts=mounts, gpus=gpus, timeout=timeout, log_file=log_file,
+                        **extra)
 
 
 def run_data_processing(workspace: Path, runner: Runner, timeout: float, debug: bool = False,
@@ -93,9 +96,9 @@ def run_data_processing(workspace: Path, runner: Runner, timeout: float, debug: 
     cmd = ["python", "process_data.py"] + (["--debug"] if debug else [])
     log_file = workspace / "logs" / f"process_data{'_debug' if debug else ''}.log"
     log_file.parent.mkdir(parents=True, exist_ok=True)
-    result = runner.run(cmd, tool="data", workdir=workspace, env=env,
-                        mounts=[Mount(source=workspace, read_only=False), *(mounts or [])],
-                        timeout=timeout, log_file=log_file)
+    result = run_scrubbed(runner, cmd, tree=workspace, tool="data", workdir=workspace, env=env,
+                          mounts=[Mount(source=workspace, read_only=False), *(mounts or [])],
+                          timeout=timeout, log_file=log_file)
     if result.timed_out:
         raise StepError(f"process_data.py did not finish within {timeout:.0f} s", error_type=ErrorType.TIMEOUT,
                         log_tail=relevant_lines(read_run_log(result)),
@@ -110,6 +113,28 @@ def run_data_processing(workspace: Path, runner: Runner, timeout: float, debug: 
                         log_tail=result.log_tail[-2000:],
                         suggestion="Write the Alpaca list to data.json in the current directory.")
     return result
+
+
+def read_only_inputs(config_path: Path, config: dict[str, Any], workspace: Path) -> list[Mount]:
+    """The frozen config's folder and the training data's folder, read-only, where they lie outside the
+    workspace (a workflow froze what validation approved: :mod:`ftagent.core.approved`)."""
+    folders = [Path(config_path).parent.absolute()]
+    if config.get("dataset_dir"):
+        folders.append(Path(str(config["dataset_dir"])).absolute())
+    outside = [f for f in dict.fromkeys(folders) if f != workspace and workspace not in f.parents]
+    return [Mount(source=f) for f in outside]
+
+
+def fresh_output(output_dir: Path, workspace: Path) -> None:
+    """Remove what an earlier command left at the output folder, so that the trained model's folder holds only
+    what this training writes (issue 39 item 2: a data script planted ``output/model_zz.safetensors``)."""
+    output_dir = Path(output_dir).absolute()
+    if workspace not in output_dir.parents:
+        return  # never outside the workspace (the validator sets output_dir; a plug-in may not)
+    if output_dir.is_symlink() or (output_dir.exists() and not output_dir.is_dir()):
+        output_dir.unlink()
+    elif output_dir.is_dir():
+        shutil.rmtree(output_dir)  # never follows a link (shutil.rmtree.avoids_symlink_attacks on Linux)
 
 
 def model_kind(output_dir: Path) -> str | None:
@@ -152,7 +177,7 @@ class LlamaFactoryTrainer:
         self._tracker_started = False  # check_tracker passed once: the tracker's library and store work
 
     @staticmethod
-    def _apply_ray(config: dict[str, Any], config_path: Path, env: dict[str, str]) -> Path:
+    def _apply_ray(config: dict[str, Any], config_path: Path, env: dict[str, str], workspace: Path) -> Path:
         """Multi-node trials: when the Ray executor marked this task as larger than one node, train
         through LLaMA-Factory's Ray integration (``USE_RAY=1``, ``ray_num_workers`` ...)."""
         from ftagent.jobs.ray_training import overrides_from_env
@@ -162,23 +187,23 @@ class LlamaFactoryTrainer:
             return config_path
         config.update(overrides)
         env.update(ray_env)
-        ray_path = config_path.with_name("train.ray.yaml")
+        ray_path = workspace / "train.ray.yaml"
         ray_path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
         return ray_path
 
     @staticmethod
     def _run_config(config: dict[str, Any], config_path: Path, run: tracking.TrackingRun | None,
-                    rule: EarlyStopRule) -> tuple[dict[str, Any], Path]:
+                    rule: EarlyStopRule, workspace: Path) -> tuple[dict[str, Any], Path]:
         """The full run's config: the validated one plus the tracker keys and, with early stop on,
         ``logging_nan_inf_filter: false`` (transformers would otherwise log a NaN step as the mean of the
-        others, and the watch could not see it). Written next to train.yaml, which stays as validated."""
+        others, and the watch could not see it). Written into the workspace; the validated config stays as it is."""
         extra: dict[str, Any] = tracking.config_overrides(run)
         if rule.enabled:
             extra["logging_nan_inf_filter"] = False
         if not extra:
             return config, config_path
         run_config = {**config, **extra}
-        path = config_path.with_name("train.run.yaml")
+        path = workspace / "train.run.yaml"
         path.write_text(yaml.safe_dump(run_config, sort_keys=False), encoding="utf-8")
         return run_config, path
 
@@ -258,19 +283,25 @@ class LlamaFactoryTrainer:
         """
         scenario = self.scenario
         workspace = Path(code.workspace).absolute()
-        config_path = Path(report.config_path or workspace / "train.yaml")
+        # what validation approved, frozen outside the workspace (issue 39 item 2); a trainer used on its own
+        # (no workflow froze anything) runs the workspace's validated train.yaml
+        approved = report.approved
+        config_path = approved.config_path if approved is not None else Path(report.config_path or
+                                                                             workspace / "train.yaml")
         config: dict[str, Any] = yaml.safe_load(config_path.read_text(encoding="utf-8")) or {}
         output_dir = Path(config.get("output_dir") or workspace / "output")
+        inputs = read_only_inputs(config_path, config, workspace)
+        fresh_output(output_dir, workspace)
         timeout = ctx.limit(self.settings.ft.full_timeout) if ctx else float(self.settings.ft.full_timeout)
         run = tracking.tracking_run(self.settings.ft.report_to, workspace, ctx)
         self._start_tracker(run, workspace)
         env = lf_env(workspace, {**system_env(scenario.hardware), **launch_env(scenario.hardware, config),
                                  **tracking.tracker_env(run)})
         watch = DivergenceWatch(EarlyStopRule.from_settings(self.settings.ft))
-        run_config, config_path = self._run_config(config, config_path, run, watch.rule)
-        config_path = self._apply_ray(run_config, config_path, env)  # after launch_env: Ray overrides torchrun
+        run_config, config_path = self._run_config(config, config_path, run, watch.rule, workspace)
+        config_path = self._apply_ray(run_config, config_path, env, workspace)  # after launch_env: Ray overrides torchrun
         mounts = [Mount(source=workspace, read_only=False), Mount(source=Path(scenario.base_model_path)),
-                  *tracking.tracker_mounts(run)]
+                  *inputs, *tracking.tracker_mounts(run)]
         stop = threading.Event()
 
         def on_each(point: dict[str, Any]) -> None:
@@ -278,7 +309,7 @@ class LlamaFactoryTrainer:
                 stop.set()
 
         start = time.monotonic()
-        with TrainerLogFollower(output_dir, _progress_emitter(ctx), on_each=on_each):
+        with TrainerLogFollower(output_dir, _progress_emitter(ctx), on_each=on_each, root=workspace):
             result = run_llamafactory("train", config_path, self.runner, workdir=workspace, mounts=mounts,
                                       env=env, timeout=timeout, log_file=workspace / "logs" / "train.log",
                                       gpus=visible_gpus(scenario.hardware), stop=stop)

@@ -31,6 +31,7 @@ import yaml
 from ftagent.core.errors import ErrorType, StepFailure, UserInputError
 from ftagent.core.paths import llama_factory_info_dir
 from ftagent.core.types import CodeResult, ValidationReport
+from ftagent.core.untrusted import UnsafeEntry, read_text
 from ftagent.core.yamlio import load_yaml_text
 from ftagent.runners.base import Mount, Runner
 from ftagent.tools.llamafactory.alpaca import check_alpaca, describe
@@ -130,7 +131,12 @@ class LlamaFactoryValidator:
         if not path.is_file():
             _fail(report, ErrorType.CONFIG, "train.yaml was not written", suggestion="Write train.yaml.")
             return None
-        text = path.read_text(encoding="utf-8", errors="replace")
+        try:  # written in a folder sandboxed code can write: no link followed, at most 4 MB read (issue 39 item 1)
+            text = read_text(workspace, CONFIG_FILE, limit=4 << 20)
+        except UnsafeEntry as exc:
+            _fail(report, ErrorType.CONFIG, f"train.yaml: {exc.strerror}", suggestion="Write train.yaml as a small "
+                  "regular file.")
+            return None
         try:  # the bounded loader of every input YAML: an alias bomb or a 1 MB file is a CONFIG error
             config = load_yaml_text(text, "train.yaml")
         except UserInputError as exc:
@@ -219,7 +225,8 @@ class LlamaFactoryValidator:
         # the weights LLaMA-Factory always saves are read by nothing (a full copy per loop otherwise)
         freed = drop_weights(Path(micro["output_dir"]))
         report.micro_batch.update(
-            config_path=str(path), exit_code=result.exit_code, timed_out=result.timed_out,
+            config_path=str(path), output_dir=str(micro["output_dir"]), exit_code=result.exit_code,
+            timed_out=result.timed_out,
             duration_s=round(time.monotonic() - start, 2), steps_logged=len(points),
             losses=[p.loss for p in points], log_file=str(debug / "train_micro.log"),
             weights_removed_mb=round(freed / 2**20, 1),

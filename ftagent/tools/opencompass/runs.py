@@ -29,6 +29,7 @@ from ftagent.core.errors import ErrorType, StepError
 from ftagent.core.paths import benchmarks_dir, eval_cache_dir, package_root
 from ftagent.core.types import EvalResult, SplitResults
 from ftagent.runners.base import Mount, Runner
+from ftagent.runners.scrubbed import run_scrubbed
 from ftagent.runners.vllmenv import vllm_env_path
 from ftagent.tools.opencompass import cache as cache_mod
 from ftagent.tools.opencompass import parse
@@ -273,9 +274,9 @@ class _Job:
         tracker = ProgressTracker(infos, self.mspec.batch_size, self.on_progress)
         refused = route.refused if route is not None else 0
         with LogFollower(log_file, tracker):
-            res = self.runner.run(["opencompass", str(cfg), "--work-dir", str(out_dir)], tool="eval",
-                                  workdir=self.work_dir, env=env, mounts=mounts, timeout=self.timeout,
-                                  log_file=log_file)
+            res = run_scrubbed(self.runner, ["opencompass", str(cfg), "--work-dir", str(out_dir)],
+                               tree=self.work_dir, tool="eval", workdir=self.work_dir, env=env, mounts=mounts,
+                               timeout=self.timeout, log_file=log_file)
         run = parse.latest_run(out_dir)
         skipped = route.refused - refused if route is not None else 0
         self.judge_skipped = skipped > 0  # a rule-only score: shown, never cached as the judged one
@@ -300,9 +301,9 @@ def _merge(adapter: Path, base: Path | None, out: Path, runner: Runner, timeout:
         raise StepError("LoRA adapter without a base model path", error_type=ErrorType.EVAL)
     if (out / "config.json").exists():
         return out
-    res = runner.run(merge_command(base, adapter, out), tool="eval", workdir=out.parent,
-                     mounts=[Mount(source=base), Mount(source=adapter), Mount(source=out.parent, read_only=False)],
-                     timeout=timeout, log_file=out.parent / "merge.log")
+    res = run_scrubbed(runner, merge_command(base, adapter, out), tree=out.parent, tool="eval", workdir=out.parent,
+                       mounts=[Mount(source=base), Mount(source=adapter), Mount(source=out.parent, read_only=False)],
+                       timeout=timeout, log_file=out.parent / "merge.log")
     if not res.ok:
         raise StepError("merging the LoRA adapter failed", error_type=ErrorType.EVAL, log_tail=res.log_tail)
     return out
