@@ -99,6 +99,7 @@ class RunManager:
 
     def spawn(self, args: list[str], log_path: Path, detach: bool | None) -> Child:
         """Start ``ftagent <args>`` (call on the event loop's thread: PR_SET_PDEATHSIG follows the forking thread)."""
+        self.reap()
         detached = self.detach if detach is None else detach
         folder = Path(log_path) / RUNS_DIR
         folder.mkdir(parents=True, exist_ok=True)
@@ -155,6 +156,11 @@ class RunManager:
             return RunRecord.model_validate(json.loads(text))
         except (OSError, ValueError):
             return None
+
+    def reap(self) -> None:
+        """Collect the exit status of the runs that ended (no zombie is left behind for the server's lifetime)."""
+        for child in self.children:
+            child.proc.poll()
 
     def stop_attached(self, grace_s: float = STOP_GRACE_S) -> None:
         """The server is shutting down: SIGTERM every run not detached (each ends as after Ctrl-C, on its own

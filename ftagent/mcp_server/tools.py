@@ -18,6 +18,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar, cast
 
+import anyio.from_thread
+from mcp.server.mcpserver import Context
 from mcp.types import CallToolResult, TextContent
 from pydantic import BaseModel, Field
 
@@ -149,19 +151,26 @@ class FtagentTools:
              upper_data_size_limit: Limit = None, user_target_scenario: Scenario = None,
              benchmark_description: Description = None,
              hardware: Annotated[str | None, Field(description="plan for GPUs described, not detected: 8xH100, "
-                                                               "4xA100-40GB (no probe)")] = None) -> PlanResult:
+                                                               "4xA100-40GB (no probe)")] = None,
+             ctx: Context | None = None) -> PlanResult:
         """Forecast a run (a run file and/or options) without running it: time per loop from a real training probe
         and the baseline's evaluation, memory, LLM calls and price, whether it fits the timeout (`ftagent plan
         --json`). With `hardware`: the launch plan for those GPUs and its preflight. Takes minutes the first time
-        (both measurements are cached)."""
+        (both measurements are cached); each stage is reported as progress when the client asks for it."""
         from ftagent.finetune.plan import plan_finetune, plan_hardware
+
+        stage = iter(range(1, 1000))
+
+        def progress(text: str) -> None:  # the CLI's heartbeat lines, as MCP progress (this runs in a worker thread)
+            if ctx is not None:
+                anyio.from_thread.run(functools.partial(ctx.report_progress, next(stage), None, text))
 
         options = _options(config, benchmark=benchmark, base_model=base_model, dataset=dataset, loop_n=loop_n,
                            timeout=timeout, upper_data_size_limit=upper_data_size_limit,
                            user_target_scenario=user_target_scenario, benchmark_description=benchmark_description)
         if hardware is not None:
             return PlanResult(launch_plan=plan_hardware(options.base_model, hardware, benchmark=options.benchmark))
-        return PlanResult(forecast=plan_finetune(options))
+        return PlanResult(forecast=plan_finetune(options, progress=progress))
 
     @tool
     async def start(self, config: Config = None, benchmark: Benchmark = None, base_model: BaseModelName = None,
@@ -271,6 +280,7 @@ class FtagentTools:
         deadline = time.monotonic() + wait_s
         while now.alive and time.monotonic() < deadline:
             await asyncio.sleep(0.5)
+            self.runs.reap()  # a run of this server's is its child: reaped, it is gone
             now = session_status(folder)
         return now
 

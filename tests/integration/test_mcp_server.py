@@ -7,9 +7,9 @@ One chain, its runs as short as a real session gets:
    final_eval: none) is planned (baseline + training probe, both cached for the sessions after);
 2. bad inputs are tool errors with the CLI's one-line messages; a secret in a run file is refused before
    anything is written;
-3. two runs start from that file; the second is cancelled mid-train (SIGTERM: ``interrupted``) while the first
-   runs to its end; the first's status and report carry scores with intervals, its settings are the file's
-   (its events say so, its TensorBoard folder exists), its loop is exported; the second is resumed and ends;
+3. two runs start from that file; the second is cancelled mid-train (SIGTERM: ``interrupted``) and resumed while
+   the first runs to its end; the first's status and report carry scores with intervals, its settings are the
+   file's (its events say so, its TensorBoard folder exists), its loop is exported; the resumed one ends;
 4. a run dies with the server, a detached one outlives it (and a second server cancels it).
 
 Cost: the heuristic planner's 300-step probe is shortened to ``PROBE_STEPS`` in the server and in every run it
@@ -116,7 +116,14 @@ async def _conversation(root: Path, env: dict[str, str], seen: dict) -> None:
 
     async with _server(root, env) as client:
         seen["tools"] = {t.name: t for t in (await client.list_tools()).tools}
-        seen["plan"] = await _call(client, "plan", config=str(root / "run.yaml"))
+        progress: list[str | None] = []
+
+        async def on_progress(done: float, total: float | None, message: str | None) -> None:
+            progress.append(message)
+
+        planned = await client.call_tool("plan", {"config": str(root / "run.yaml")}, progress_callback=on_progress)
+        assert not planned.is_error, planned.content[0].text
+        seen["plan"], seen["plan_progress"] = planned.structured_content, progress
         lap("plan")
         seen["errors"] = {
             "status": await _error(client, "status", session="no-such-session"),
@@ -130,7 +137,8 @@ async def _conversation(root: Path, env: dict[str, str], seen: dict) -> None:
         seen["started"] = (first, second)
         await _until(client, second["session_id"], _training, "the second run's training")
         seen["cancelled"] = await _call(client, "cancel", session=second["session_id"])
-        lap("start + cancel mid-train")
+        seen["resumed"] = await _call(client, "resume", session=second["session_id"])  # while the first runs on
+        lap("start + cancel mid-train + resume")
         seen["first"] = await _until(client, first["session_id"], _ended, "the first run's end")
         seen["report"] = await _call(client, "report", session=first["session_id"])
         seen["report_md"] = (await client.read_resource(f"ftagent://sessions/{first['session_id']}/report")
@@ -140,7 +148,6 @@ async def _conversation(root: Path, env: dict[str, str], seen: dict) -> None:
         seen["export"] = await _call(client, "export", session=first["session_id"], loop=0)
         seen["cancel_ended"] = await _error(client, "cancel", session=first["session_id"])
         lap("first run to its end, report, export")
-        seen["resumed"] = await _call(client, "resume", session=second["session_id"])
         seen["second"] = await _until(client, second["session_id"], _ended, "the resumed run's end")
         seen["sessions"] = await _call(client, "list_sessions")
         lap("resume to the end")
@@ -187,6 +194,7 @@ def test_the_tools_have_typed_schemas(chain):
 def test_plan_of_the_run_file(chain):
     forecast = chain["plan"]["forecast"]
     assert forecast["planner"] == "heuristic" and len(forecast["loops"]) == 1 and forecast["loops"][0]["train_s"] > 0
+    assert any(m and m.startswith("evaluating the base model") for m in chain["plan_progress"]), chain["plan_progress"]
 
 
 def test_bad_inputs_are_tool_errors_with_the_cli_messages(chain):
