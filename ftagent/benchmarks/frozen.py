@@ -106,3 +106,20 @@ def verify(root: Path, key: str, digest: str) -> bool:
     """The frozen copy still holds what it was frozen with."""
     folder = Path(root) / key
     return folder.is_dir() and content_digest(folder) == digest
+
+
+def keyed_items(where: str, split: str, rows: list[dict], input_columns: list[str]) -> dict[str, list[str]]:
+    """The contamination scan's items of one split file's rows: ``<where>/<split>:<index>`` → the input fields
+    (``where``: the folder of the split file, the benchmark's key for its merged ``<split>.jsonl``)."""
+    return {f"{where}/{split}:{i}": [str(row.get(f, "")) for f in input_columns] for i, row in enumerate(rows)}
+
+
+def scan_items(folder: Path, input_columns: list[str]) -> dict[str, list[str]]:
+    """Every validation and test item of a prepared benchmark folder, as the contamination scan keys them."""
+    from ftagent.benchmarks.base import read_jsonl
+
+    items: dict[str, list[str]] = {}
+    for split in ("validation", "test"):
+        for path in sorted(Path(folder).glob(f"**/{split}.jsonl")):
+            items.update(keyed_items(path.parent.name, split, read_jsonl(path), input_columns))
+    return items

@@ -135,6 +135,12 @@ class FTSettings(BaseSettings):
         "interval", description="interval: a candidate becomes SOTA only when the lower bound of the 95 % paired "
                                 "bootstrap interval of its validation gain is above FT_SOTA_MIN_DELTA (delta rule "
                                 "when no interval exists); delta: its point gain is (docs/benchmarks.md)")
+    selection_share: float = Field(
+        0.7, gt=0.0, lt=1.0, description="share of each validation sub-dataset's items in the selection part: never "
+                                         "shown to the planner, it alone decides SOTA; the rest is the feedback part "
+                                         "(docs/benchmarks.md, Feedback and selection)")
+    holdout_seed: int = Field(39005, description="seed of the validation split into feedback and selection parts "
+                                                 "(recorded in the session; the same for every session by default)")
     guard_benchmarks: Annotated[list[str], NoDecode] = Field(
         default_factory=list, description="forgetting guard: benchmark keys scored on a sample for the base model "
                                           "and each candidate that would become SOTA, e.g. mmlu,gsm8k,humaneval "

@@ -1,7 +1,9 @@
 """The SOTA rule (``FT_SOTA_RULE``), its one owner: when does a candidate replace the current best.
 
 * ``interval`` (default): the candidate becomes SOTA only when the lower bound of the paired bootstrap
-  interval (:mod:`ftagent.core.stats`) of its validation difference against the SOTA (or the baseline
+  interval (:mod:`ftagent.core.stats`) of its validation difference -- on validation's selection part, which
+  no planner sees, in a session that splits validation (:mod:`ftagent.core.holdout`, issue 39 item 5; the
+  whole split where the metric is not a mean over items) -- against the SOTA (or the baseline
   while there is no SOTA) is above 0, or above ``FT_SOTA_MIN_DELTA`` when that is > 0. A zero-gain
   candidate (the same model again: every item paired with itself) has the interval [0, 0] and never
   wins; a gain within the noise of 100 items does not either. With K trials at once (``Trace.family_size``
@@ -53,24 +55,47 @@ def _reference(trace: Trace) -> tuple[str, str]:
     return ("SOTA", f"loop {trace.sota_loop}") if trace.sota() is not None else ("baseline", "the baseline")
 
 
+def scored(holder: Experiment | None, trace: Trace, split: str) -> tuple[float | None, str | None]:
+    """``(score, per-item record)`` of an experiment (None: the baseline) on ``split``: validation, test, or a
+    validation part (selection, feedback; :mod:`ftagent.core.holdout`)."""
+    if split in ("selection", "feedback"):
+        part = (holder.parts if holder is not None else trace.baseline_parts).get(split)
+        return (part.score, part.items) if part is not None else (None, None)
+    if holder is None:
+        return (trace.baseline_val, trace.baseline_val_items) if split == "validation" else (
+            trace.baseline_test, trace.baseline_test_items)
+    return (holder.val_score, holder.val_items) if split == "validation" else (holder.test_score, holder.test_items)
+
+
+def deciding_split(experiment: Experiment, trace: Trace) -> str:
+    """``selection`` when the session splits validation and both the candidate and its incumbent have the
+    selection part's scores (issue 39 item 5: it alone decides); else ``validation`` (a metric that is not a
+    mean over items cannot be split by item, and a session recorded before the split has none)."""
+    if trace.holdout is None:
+        return "validation"
+    sota = trace.sota()
+    incumbent = sota if sota is not None and sota.loop != experiment.loop else None
+    ok = scored(experiment, trace, "selection")[1] and scored(incumbent, trace, "selection")[1]
+    return "selection" if ok else "validation"
+
+
 def differences(experiment: Experiment, trace: Trace) -> list[Difference]:
     """Candidate − baseline and candidate − SOTA (while there is a SOTA other than this loop), on
-    validation and on test, each with its interval or the reason it has none."""
+    validation, on its selection and feedback parts (a session that splits it) and on test, each with its
+    interval or the reason it has none."""
     out: list[Difference] = []
     sota = trace.sota()
     if sota is not None and sota.loop == experiment.loop:
         sota = None
-    for split, mine, own, base, base_score in (
-            ("validation", experiment.val_items, experiment.val_score, trace.baseline_val_items, trace.baseline_val),
-            ("test", experiment.test_items, experiment.test_score, trace.baseline_test_items, trace.baseline_test)):
+    splits = ["validation", *(["selection", "feedback"] if trace.holdout is not None else []), "test"]
+    for split in splits:
+        own, mine = scored(experiment, trace, split)
         if own is None:
             continue
         cand = load_items(mine)
-        refs = [("baseline", "the baseline", base, base_score)]
-        if sota is not None:
-            refs.append(("SOTA", f"loop {sota.loop}", sota.val_items if split == "validation" else sota.test_items,
-                         sota.val_score if split == "validation" else sota.test_score))
-        for against, name, path, score in refs:
+        refs = [("baseline", "the baseline", None)] + ([("SOTA", f"loop {sota.loop}", sota)] if sota is not None else [])
+        for against, name, holder in refs:
+            score, path = scored(holder, trace, split)
             diff = None if score is None else own - score
             out.append(paired_bootstrap(cand, load_items(path), against=against, split=split, reference_name=name,
                                         diff=diff))
@@ -78,13 +103,14 @@ def differences(experiment: Experiment, trace: Trace) -> list[Difference]:
 
 
 def incumbent_difference(experiment: Experiment, trace: Trace) -> Difference | None:
-    """The validation difference against the incumbent (SOTA, else baseline): from the experiment's
+    """The deciding split's difference against the incumbent (SOTA, else baseline): from the experiment's
     recorded ``intervals`` when they hold it, else computed now."""
     against, _ = _reference(trace)
+    split = deciding_split(experiment, trace)
     for diff in experiment.intervals:
-        if diff.split == "validation" and diff.against == against:
+        if diff.split == split and diff.against == against:
             return diff
-    found = [d for d in differences(experiment, trace) if d.split == "validation" and d.against == against]
+    found = [d for d in differences(experiment, trace) if d.split == split and d.against == against]
     return found[0] if found else None
 
 
@@ -109,8 +135,12 @@ def decide_sota(experiment: Experiment, trace: Trace, *, rule: str = "interval",
                                          "sota_loop": experiment.parent})
     metric = trace.core_metric
     _, name = _reference(trace)
-    incumbent = trace.incumbent_score()
-    head = f"Validation {metric} {_score(experiment.val_score)} vs {name} ({_score(incumbent)})"
+    split = deciding_split(experiment, trace)
+    sota = trace.sota()
+    own = scored(experiment, trace, split)[0]
+    incumbent = scored(sota, trace, split)[0] if split != "validation" else trace.incumbent_score()
+    what = _split_words(trace, split)
+    head = f"{what} {metric} {_score(own)} vs {name} ({_score(incumbent)})"
     diff = incumbent_difference(experiment, trace) if incumbent is not None else None
     judgment = judgment_of(experiment, trace) if incumbent is not None else None
     if rule == "interval" and diff is not None and (bounds := diff.gain_bounds(trace.direction)) is not None:
@@ -126,19 +156,28 @@ def decide_sota(experiment: Experiment, trace: Trace, *, rule: str = "interval",
                        + f" under {judgment.text()}")
         return SotaDecision(decision=won, rule="interval", difference=diff, judgment=judgment,
                             text=f"{head}: {diff.text()}: {verdict}.")
-    won = beats(experiment.val_score, incumbent, trace.direction, min_delta)
+    won = beats(own, incumbent, trace.direction, min_delta)
     why = ""
     if rule == "interval" and incumbent is not None:
         reason = diff.no_interval if diff is not None else "no per-item scores"
         why = f" No interval ({reason}), so the delta rule decides."
     shown = f" ({signed(diff.diff)})" if diff is not None and diff.diff is not None else ""
-    score = f"Validation {metric} {_score(experiment.val_score)}"
+    score = f"{what} {metric} {_score(own)}"
     if incumbent is None:
         text = f"{score}: nothing to beat yet."
     else:
         text = (f"{score} {'beats' if won else 'does not beat'} {name} ({_score(incumbent)}) by more than "
                 f"FT_SOTA_MIN_DELTA = {min_delta:g}{shown}.{why}")
     return SotaDecision(decision=won, rule="delta", difference=diff, judgment=judgment, text=text)
+
+
+def _split_words(trace: Trace, split: str) -> str:
+    """How the verdict names what decided: the selection part, or validation (and why, in a split session)."""
+    if split == "selection" and trace.holdout is not None:
+        return f"Selection part ({trace.holdout.size('selection')} validation items never shown to the planner)"
+    if trace.holdout is not None:
+        return "Validation (the selection part cannot be scored alone: no per-item scores that average to the metric)"
+    return "Validation"
 
 
 def judgment_of(experiment: Experiment, trace: Trace) -> Judgment:
@@ -170,13 +209,14 @@ def round_members(experiment: Experiment, trace: Trace, judgment: Judgment) -> l
 def _holm(experiment: Experiment, trace: Trace, judgment: Judgment, bar: float) -> tuple[bool, Judgment]:
     """Holm's step-down over the round (:func:`ftagent.core.sota_family.holm_step_down`)."""
     holder = trace.get(judgment.incumbent) if judgment.incumbent is not None else None
-    ref = trace.baseline_val_items if judgment.incumbent is None else (holder.val_items if holder else None)
-    found = distribution(experiment.val_items, ref)
+    split = deciding_split(experiment, trace)  # the selection part in a split session (issue 39 item 5)
+    ref = scored(holder, trace, split)[1] if judgment.incumbent is None or holder is not None else None
+    found = distribution(scored(experiment, trace, split)[1], ref)
     if isinstance(found, str):  # cannot happen when the interval exists (same records); decide nothing then
         return False, judgment
     members = []
     for other in round_members(experiment, trace, judgment):
-        theirs = distribution(other.val_items, ref)
+        theirs = distribution(scored(other, trace, split)[1], ref)
         members.append(gains(theirs[1], trace.direction) if not isinstance(theirs, str) else [bar])  # p = 1
     mine = gains(found[1], trace.direction)
     won, rank, tail = holm_step_down(mine, members, family_size=judgment.family_size, bar=bar)

@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field
 from ftagent.core.approved import Approved
 from ftagent.core.errors import StepFailure
 from ftagent.core.forgetting import GuardResult
+from ftagent.core.holdout import Holdout, PartResult
 from ftagent.core.sota_family import Judgment
 from ftagent.core.stats import Difference
 from ftagent.core.types import AnswerProfile, Hypothesis
@@ -34,6 +35,8 @@ class Experiment(BaseModel):
     val_metrics: dict[str, Any] = Field(default_factory=dict)
     test_score: float | None = None  # report only: never shown to a planner
     val_items: str | None = None  # per-item scores (ftagent.core.stats.ItemScores JSON) of the validation split
+    # the validation score of each part (feedback, selection; ftagent.core.holdout), from the one run's items
+    parts: dict[str, PartResult] = Field(default_factory=dict)
     test_items: str | None = None  # ... of the test split (report only)
     intervals: list[Difference] = Field(default_factory=list)  # vs baseline / SOTA, validation and test
     integrity_flags: list[str] = Field(default_factory=list)  # the integrity guard's flagged checks (issue 31.5)
@@ -73,6 +76,9 @@ class Trace(BaseModel):
     baseline_test: float | None = None
     baseline_val_items: str | None = None  # per-item scores of the baseline (ftagent.core.stats.ItemScores JSON)
     baseline_test_items: str | None = None
+    # validation's feedback and selection parts (issue 39 item 5): the split, and the baseline's part scores
+    holdout: Holdout | None = None
+    baseline_parts: dict[str, PartResult] = Field(default_factory=dict)
     experiments: list[Experiment] = Field(default_factory=list)
     sota_loop: int | None = None
     # candidates judged against one incumbent per round: the session's slots (FT_PARALLEL_TRIALS); the SOTA

@@ -16,6 +16,7 @@ from ftagent.core.approved import Approved
 from ftagent.core.errors import StepError, StepFailure
 from ftagent.core.forecast import Forecast
 from ftagent.core.hardware import HardwareInfo
+from ftagent.core.holdout import Holdout
 
 
 class Hypothesis(BaseModel):
@@ -228,6 +229,7 @@ class ScenarioInfo(BaseModel):
     # every evaluation, scan and guard of the session reads (``<root>/<benchmark>``), and its content digest
     benchmark_root: str | None = None
     benchmark_digest: str | None = None
+    holdout: Holdout | None = None  # validation's feedback and selection parts (ftagent.core.holdout, issue 39.5)
 
     def items_root(self) -> Path:
         """Where the session's benchmark items are: its frozen copy; ``FT_FILE_PATH/benchmarks`` for a scenario

@@ -34,55 +34,30 @@ the planner and the test split must stay hidden from it.
 
 from __future__ import annotations
 
-import math
-import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 
 from pydantic import BaseModel, Field
 
 from ftagent.core.errors import ErrorType, StepError
-from ftagent.datasets.textnorm import expand_contractions, fold, operators_to_words, words_to_digits
+from ftagent.datasets.scan_text import (  # noqa: F401 - re-exported: the scan's text, one owner
+    STOPWORDS,
+    TEMPLATE_SHARE,
+    Item,
+    clean,
+    ngrams,
+    normalise,
+    segments,
+    sentences,
+    template_threshold,
+)
 
-_TOKEN = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]|[^\W_]+", re.UNICODE)
+_segments, _sentences = segments, sentences
+
 ROW_FIELDS = ("instruction", "input", "output")
-Item = str | Sequence[str]
+
 
 # An option label: "(A)", "A.", "A)", "A:", "A、" (capital A-H), "a)" / "(a)"; never inside a word or number.
-_OPTION_LABEL = re.compile(r"(?<![A-Za-z0-9])(?:\(\s*[A-Ha-h]\s*\)|[A-H]\s*[.):、]|[a-h]\))(?!\d)")
-# A list enumerator at a line start: "1.", "2)", "(3)", "Step 4:".
-_ENUMERATOR = re.compile(r"(?im)^[ \t]*(?:step[ \t]*\d{1,3}[ \t]*[.):]?|\(?\d{1,3}[.):、](?=\s))")
-_THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
-_APOSTROPHE = re.compile(r"(?<=[^\W\d_])['\u2019\u02bc](?=[^\W\d_])")
-_LATEX_LAYOUT = re.compile(r"\\(?:left|right|displaystyle|big|Big|bigg|Bigg|mathrm|mathbf|mathit|text|textbf"
-                           r"|operatorname)(?![A-Za-z])")
-_LATEX_FRAC = re.compile(r"\\[dt]frac(?![A-Za-z])")
-
-
-def clean(text: str) -> str:
-    """The text :func:`normalise` tokenises: :func:`~ftagent.datasets.textnorm.fold` (NFKC, invisible and
-    format characters, marks, any script's digits, confusable letters), contractions, labels, separators,
-    LaTeX, spelled-out numbers and operator symbols (:mod:`ftagent.datasets.textnorm`)."""
-    text = expand_contractions(fold(text))
-    text = _ENUMERATOR.sub(" ", text)
-    text = _OPTION_LABEL.sub(" ", text)
-    text = _THOUSANDS.sub("", text)
-    text = _APOSTROPHE.sub("", text)
-    text = _LATEX_FRAC.sub(r"\\frac", text)
-    text = _LATEX_LAYOUT.sub(" ", text)
-    return operators_to_words(words_to_digits(text))
-
-
-def normalise(text: str) -> list[str]:
-    """Word tokens of ``text`` after :func:`clean` and lower-casing (whitespace and punctuation dropped)."""
-    return _TOKEN.findall(clean(text).lower())
-
-
-def ngrams(tokens: list[str], n: int) -> set[tuple[str, ...]]:
-    """The set of n-grams of ``tokens`` (empty when shorter than ``n``)."""
-    return {tuple(tokens[i:i + n]) for i in range(len(tokens) - n + 1)}
-
-
 class Overlap(BaseModel):
     """One flagged training row."""
 
@@ -107,7 +82,6 @@ class ContaminationReport(BaseModel):
 
 
 _PRIMARY = "\x00primary:"
-TEMPLATE_SHARE = 0.05
 MIN_CORE_TOKENS = 4  # a shorter core is too generic to flag a row by (see the module doc)
 N_GRAM = 8  # the n of the n-gram test; shorter items must match whole
 MIN_COVERAGE = 0.5  # the share of an item's n-grams a row must hold
@@ -117,15 +91,6 @@ ANSWER_COVERAGE = 0.8  # the share of a long gold answer's n-grams an output mus
 
 def _row_text(row: Mapping) -> str:
     return "\n".join(str(row.get(k) or "") for k in ROW_FIELDS)
-
-
-def _segments(item: Item) -> list[str]:
-    return [item] if isinstance(item, str) else [str(part or "") for part in item]
-
-
-def template_threshold(n_items: int) -> int:
-    """An n-gram found in at least this many items is prompt boilerplate, not item content."""
-    return max(3, math.ceil(TEMPLATE_SHARE * n_items))
 
 
 def _index(items: Mapping[str, Item], n: int):
@@ -170,20 +135,6 @@ def _index(items: Mapping[str, Item], n: int):
         if MIN_CORE_TOKENS <= size < n and len(found) > 1:
             exact.setdefault(core, item_id)
     return index, sizes, exact
-
-
-_SENTENCE = re.compile(r"(?<=[.?!。？！])\s+|\n+")
-
-
-def _sentences(item: Item) -> list[str]:
-    """The item's sentences (and lines), each as its normalised tokens joined by spaces."""
-    out = []
-    for part in _segments(item):
-        for sentence in _SENTENCE.split(part):
-            toks = normalise(sentence)
-            if toks:
-                out.append(" ".join(toks))
-    return out
 
 
 def scan_rows(rows: Sequence[Mapping], items: Mapping[str, Item], *, n: int = N_GRAM,
@@ -274,12 +225,13 @@ def check_contamination(rows: Sequence[Mapping], items: Mapping[str, Item], *, n
     return report
 
 
-def rule_words(example: str = "") -> str:
+def rule_words(example: str = "", question: str = "") -> str:
     """The scan's rule as the planner reads it (the brief's Training data rules; issue 35: "never copy or
     paraphrase benchmark items" did not say what is compared, so a planner could not avoid it; issue 39: nor
     that a reworded item is one). Rendered from this module's constants: change a threshold here and the
     prompt follows. ``example``: the session's own benchmark item with hits and non-hits the scan itself
-    confirmed (:func:`ftagent.datasets.template_scan.rule_example`)."""
+    confirmed (:func:`ftagent.datasets.template_scan.rule_example`); ``question``: that item, for the
+    content-word example."""
     pct = f"{TEMPLATE_SHARE:.0%}"
     return (
         "Contamination check, exactly: every row of data.json (debug and full run) is compared with the question "
@@ -304,7 +256,8 @@ def rule_words(example: str = "") -> str:
         + "One such row fails the data step (a DATA error naming row numbers and item ids, never the text): no "
         "row is dropped for you, so filter in process_data.py. After training the integrity guard also checks "
         f"paraphrases (a row whose instruction + input has a content-word overlap, Jaccard, of {FUZZY_JACCARD:.0%} "
-        f"or more with an item's question, for items of {FUZZY_MIN_TOKENS}+ content words; {content_words_rule()}) "
+        f"or more with an item's question, for items of {FUZZY_MIN_TOKENS}+ content words; "
+        f"{content_words_rule(question)}) "
         "and outputs that copy "
         f"{ANSWER_COVERAGE:.0%} of a gold answer of {ANSWER_MIN_TOKENS}+ words: such a result is not eligible "
         "as best. So a script that generates questions in the benchmark's own form over its own value range "
@@ -326,12 +279,6 @@ def items_from_records(records: Iterable[Mapping], fields: Iterable[str], prefix
 
 
 # -- fuzzy: paraphrased items (issue 31 item 5, the integrity guard) ---------------------------------------
-#: words that carry no item content (a paraphrase swaps them freely)
-STOPWORDS = frozenset(
-    "a an the of to in on at for by with from and or but if then than that this these those is are was were be "
-    "been being it its as into out up down over under what which who whom whose when where why how do does did "
-    "can could would should will shall may might must have has had not no yes so such there their they them "
-    "we you your i he she his her our us me my all any each some find give let please answer question".split())
 FUZZY_MIN_TOKENS = 6  # items with fewer distinct content words are left to the exact scan (too generic)
 FUZZY_JACCARD = 0.6
 
@@ -341,17 +288,19 @@ def content_tokens(text: str) -> set[str]:
     return {t for t in normalise(text) if t not in STOPWORDS}
 
 
-def content_words_rule() -> str:
+def content_words_rule(question: str = "") -> str:
     """What a content word is, in words, for :func:`rule_words` (issue 35: a played planner could not tell
-    whether numbers count). The example is tokenised by :func:`content_tokens` itself, so it stays true."""
-    example = "What is 171 plus 11?"
+    whether numbers count). The example -- ``question``, the session's own benchmark item (issue 39: times3's
+    prompts carried plus11's), else a neutral one -- is tokenised by :func:`content_tokens` itself, so it stays
+    true."""
+    example = " ".join((question or "How many legs do 171 spiders have?").split())[:160]
     words = ", ".join(sorted(content_tokens(example), key=lambda t: (not t.isdigit(), len(t), t)))
     shown = ", ".join(f"`{w}`" for w in ("what", "is", "the", "answer") if w in STOPWORDS)
     return (f"content words are the distinct word tokens above, numbers included, each whole number one word "
             f"(`{example}` has {{{words}}}; `171` and `71` differ), less {len(STOPWORDS)} function words "
             f"({shown}, ...) and less the words found in {TEMPLATE_SHARE:.0%} of the items or more (the benchmark's "
-            "template: when every item reads `What is N plus 11? ...`, only N is left, fewer than "
-            f"{FUZZY_MIN_TOKENS} words, so only checks (1)-(3) above apply to those items)")
+            "template: when every item shares all its words but one number, only that number is left, fewer than "
+            f"{FUZZY_MIN_TOKENS} words, so only checks (1)-(4) above apply to those items)")
 
 
 def fuzzy_scan(rows: Sequence[Mapping], items: Mapping[str, Item], *, threshold: float = FUZZY_JACCARD,

@@ -32,6 +32,9 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
+from ftagent.datasets.scan_text import STOPWORDS, normalise, template_threshold
+from ftagent.datasets.scan_text import sentences as _sentences
+
 OPERATIONS = ("plus", "minus", "times", "over")
 COMMUTATIVE = ("plus", "times")
 SCAFFOLD = frozenset(
@@ -58,8 +61,6 @@ _PHRASES = tuple((re.compile(p), r) for p, r in (
 
 
 def _drop(tokens: list[str]) -> list[str]:
-    from ftagent.datasets.contamination import STOPWORDS
-
     return [t for t in tokens if t not in STOPWORDS and t not in SCAFFOLD]
 
 
@@ -79,8 +80,6 @@ def _signature_of(joined: str) -> list[str]:
 
 def signature(text: str) -> list[str]:
     """The signature of ``text`` (see the module docstring)."""
-    from ftagent.datasets.contamination import normalise
-
     return _signature_of(" ".join(normalise(text)))
 
 
@@ -112,8 +111,6 @@ class TemplateIndex:
     """Item signatures (with their commuted forms) → item id, and the benchmark's template sentences."""
 
     def __init__(self, items: Mapping[str, str | Sequence[str]]) -> None:
-        from ftagent.datasets.contamination import _sentences, template_threshold
-
         primary = {item_id: (item if isinstance(item, str) else (list(item) or [""])[0])
                    for item_id, item in items.items()}
         sentences = {item_id: _sentences(text) for item_id, text in primary.items()}
@@ -124,9 +121,11 @@ class TemplateIndex:
         limit = template_threshold(len(items))
         self.template = {s for s, n in shared.items() if n >= limit and len(items) > 1}
         self.index: dict[tuple[str, ...], str] = {}
+        self.originals: list[tuple[str, ...]] = []  # each item's own signature (no commuted forms)
         for item_id, found in sentences.items():
             sig = _sentence_signature(found, self.template)
             if is_template(sig):
+                self.originals.append(tuple(sig))
                 for form in variants(sig):
                     self.index.setdefault(form, item_id)
         self.lengths = sorted({len(k) for k in self.index})
@@ -139,8 +138,6 @@ class TemplateIndex:
         """``(item id, matched signature)`` of the first item whose template and numbers ``question`` asks."""
         if not self.index:
             return None
-        from ftagent.datasets.contamination import _sentences
-
         sig = _sentence_signature(_sentences(question), self.template)
         for start, first in enumerate(sig):
             if first not in self.firsts:

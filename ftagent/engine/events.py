@@ -20,6 +20,7 @@ from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 from ftagent.core.errors import StepFailure
 from ftagent.core.forecast import Forecast
 from ftagent.core.forgetting import GuardResult
+from ftagent.core.holdout import PartResult
 from ftagent.core.redact import mask_text
 from ftagent.core.sota_family import Judgment
 from ftagent.core.stats import Difference
@@ -181,6 +182,8 @@ class FeedbackEvent(_Event):
     verdict: str = ""  # the rule's one line ("+3.0 [-4.0, +10.0] on 100 items: not a significant gain")
     intervals: list[Difference] = Field(default_factory=list)  # vs baseline / SOTA, validation and test
     judgment: Judgment | None = None  # against whom, in which round of K (Holm: ftagent.core.sota_family)
+    # validation's parts (issue 39 item 5): part -> its score and items (the selection part decides)
+    parts: dict[str, PartResult] = Field(default_factory=dict)
 
 
 class LoopEnd(_Event):

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from ftagent.core.holdout import Holdout
 from ftagent.core.paths import llama_factory_info_dir
 from ftagent.core.trace import Trace
 from ftagent.core.types import EvalResult, ScenarioInfo, TimeLimits
@@ -51,6 +52,7 @@ class Prepared:
         self.datasets = datasets
         self.model_path = model_path
         self.benchmark_copy = benchmark_copy
+        self.holdout: Holdout | None = None  # validation's feedback and selection parts (issue 39 item 5)
 
 
 class FinetuneScenario:
@@ -108,7 +110,9 @@ class FinetuneScenario:
         copy = self._stage("benchmark_data", lambda: prepare_session_copy(self.run.adapter, self.run.benchmarks_root,
                                                                        ft.benchmark_limit), benchmark=self.run.benchmark)
         self._check_user_datasets(list(prepared), file_path)
-        return Prepared(prepared, Path(model_path), copy)
+        out = Prepared(prepared, Path(model_path), copy)
+        out.holdout = validation_holdout(self.run.adapter, copy[0], seed=ft.holdout_seed, share=ft.selection_share)
+        return out
 
     def _check_user_datasets(self, names: list[str], file_path: Path) -> None:
         """A user's own file (``--dataset ./my_data.jsonl``): scan it for benchmark items, say what was found."""
@@ -182,6 +186,7 @@ class FinetuneScenario:
             parameter_catalogue=parameter_catalogue_text(catalogue, hardware.gpu_count > 0),
             force_think_token=ft.force_think_token,
             benchmark_root=str(prepared.benchmark_copy[0]), benchmark_digest=prepared.benchmark_copy[1],
+            holdout=prepared.holdout,
             eval_decoding=eval_decoding(base_model, hardware.gpu_count, spec.max_out_len,
                                         inference=self.run.model.inference,
                                         model_config=read_model_config(model_path)),
@@ -208,6 +213,14 @@ class FinetuneScenario:
         trace.baseline_test = results["test"].score
         trace.baseline_val_items = results["validation"].items_file  # paired intervals (ftagent.core.sota)
         trace.baseline_test_items = results["test"].items_file
+        trace.holdout = info.holdout
+        if info.holdout is not None:  # the one run's items, split by id (issue 39 item 5)
+            from ftagent.core.holdout import split_record
+
+            trace.baseline_parts = split_record(results["validation"].items_file, info.holdout)
+            note = info.holdout.size_note()
+            self.emit(Message(level="warning" if note else "info",
+                              text=info.holdout.line() + (f" ({note})" if note else "")))
         info.description_text = render_brief(info, self.run)
 
     def _baseline(self, info: ScenarioInfo, timeout: float) -> dict[str, EvalResult]:
@@ -225,6 +238,21 @@ class FinetuneScenario:
             event.constant_baseline = constant_answer(info, run.adapter, res.split)
             self.emit(event)
         return results
+
+
+def validation_holdout(bench: BenchmarkAdapter, root: Path, *, seed: int, share: float) -> Holdout:
+    """The session's split of its validation items (:func:`ftagent.core.holdout.split_holdout`), per OpenCompass
+    dataset of the frozen copy at ``root`` (the names and row indices OpenCompass reports items by)."""
+    from ftagent.core.holdout import split_holdout
+
+    sizes, files = {}, {}
+    folder = Path(root) / bench.spec.key
+    for block in bench.dataset_blocks(Path(root), "validation"):
+        path = Path(block.path)
+        with path.open(encoding="utf-8") as fh:
+            sizes[block.abbr] = sum(1 for line in fh if line.strip())
+        files[block.abbr] = str(path.resolve().relative_to(folder.resolve()))
+    return split_holdout(sizes, seed=seed, share=share, files=files)
 
 
 def constant_answer(info: ScenarioInfo, bench: BenchmarkAdapter, split: str) -> ConstantAnswer | None:

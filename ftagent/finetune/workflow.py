@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from ftagent.core.disk import check_disk_full, is_disk_full
 from ftagent.core.errors import ErrorType, StepError, StepFailure
 from ftagent.core.gold_match import gold_matches
+from ftagent.core.holdout import split_record
 from ftagent.core.sota import decide_sota, differences
 from ftagent.core.trace import Experiment, Trace
 from ftagent.core.types import EvalResult, ScenarioInfo, ValidationReport
@@ -237,6 +238,8 @@ class FinetuneWorkflow:
         trace = ctx.state.trace
         trace.family_size = self.family_size  # before anything judges: K candidates per round
         experiment = experiment_of(loop)
+        if trace.holdout is not None:  # validation's parts, from the one run's items (issue 39 item 5)
+            experiment.parts = split_record(experiment.val_items, trace.holdout)
         # the paired intervals vs baseline / SOTA, computed once: the feedback component reads them
         experiment.intervals = differences(experiment, trace)
         if self.integrity is not None and experiment.succeeded:  # before anything decides: a flag vetoes SOTA
@@ -262,7 +265,7 @@ class FinetuneWorkflow:
         ctx.emit(FeedbackEvent(decision=numeric, reason=result.reason, next_step=result.next_step,
                                error_type=experiment.failure.error_type.value if experiment.failure else None,
                                score=experiment.val_score, sota_score=incumbent, rule=verdict.rule,
-                               verdict=verdict.text, intervals=experiment.intervals,
+                               verdict=verdict.text, intervals=experiment.intervals, parts=experiment.parts,
                                judgment=experiment.judged))
 
 

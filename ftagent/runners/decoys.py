@@ -78,13 +78,13 @@ class Decoys:
         from inotify_simple import INotify, flags
 
         self._scratch = Path(tempfile.mkdtemp(prefix="ftagent-decoys-"))  # 0700: only this user
-        self._watch = INotify(nonblocking=True)
+        watch = self._watch = INotify(nonblocking=True)
         mask = flags.OPEN | flags.ACCESS
         for i, root in enumerate(self.roots):
             decoy = self._scratch / str(i)
             for real, mirror in self._mirror(root, decoy):
                 try:
-                    self._wds[self._watch.add_watch(str(mirror), mask)] = (mirror, real)
+                    self._wds[watch.add_watch(str(mirror), mask)] = (mirror, real)
                 except OSError:  # fs.inotify.max_user_watches reached: deeper folders are hidden, not watched
                     self.unwatched += 1
         return self

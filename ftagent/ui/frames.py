@@ -33,8 +33,10 @@ def loop_cell(lp: LoopView | None) -> str:
 
 def interval_lines(lp: LoopView) -> list[str]:
     """``validation 62 (+3.0 [-4.0, +10.0] vs SOTA, 100 items; ...)`` for each split with recorded differences."""
-    return [interval_line(score, lp.intervals, split)
-            for split, score in (("validation", lp.val_score), ("test", lp.test_score))
+    parts = lp.parts
+    scores = [("validation", lp.val_score), *((p, (parts.get(p) or {}).get("score")) for p in ("selection", "feedback")),
+              ("test", lp.test_score)]
+    return [interval_line(score, lp.intervals, split) for split, score in scores
             if score is not None and any(d.get("split") == split for d in lp.intervals)]
 
 

@@ -116,6 +116,9 @@ class ConsoleProgress:
         if kind == "feedback":
             score = ("no validation score" if ev.score is None
                      else interval_line(ev.score, getattr(ev, 'intervals', []), 'validation'))
+            chosen = (getattr(ev, "parts", None) or {}).get("selection")
+            if chosen is not None and chosen.score is not None:  # what decided (issue 39 item 5)
+                score += "; " + interval_line(chosen.score, getattr(ev, "intervals", []), "selection")
             return f"{self._where()} feedback: {'new best' if ev.decision else 'not better'} ({score})"[:300]
         if kind == "contamination":  # every scan, passing or not (issue 35)
             verdict = "clean" if ev.passed else f"{ev.flagged_rows:,} row(s) hold benchmark items"

@@ -30,6 +30,8 @@ class LoopRow(BaseModel):
     verdict: str = ""  # the SOTA rule's line (ftagent.core.sota)
     rule: str | None = None  # what decided: interval | delta | failed | integrity | forgetting (None: older sessions)
     intervals: list[Difference] = Field(default_factory=list)  # paired 95 % intervals vs baseline / SOTA
+    # validation's parts: {"selection": {"score", "items", "count"}, "feedback": ...} (issue 39 item 5)
+    parts: dict[str, dict[str, Any]] = Field(default_factory=dict)
     status: str = "running"
     failure: str | None = None
     duration_s: float = 0.0
@@ -140,7 +142,7 @@ def _row(lp: LoopView) -> LoopRow:
                    config={k: config[k] for k in _KEY_CONFIG if k in config},
                    val_score=lp.val_score, test_score=lp.test_score, decision=lp.decision,
                    verdict=(lp.feedback or {}).get("verdict") or "", rule=(lp.feedback or {}).get("rule"),
-                   intervals=lp.intervals,
+                   intervals=lp.intervals, parts=lp.parts,
                    status=lp.status, failure=failed.failure if failed else None,
                    duration_s=(lp.end or {}).get("duration_s", 0.0),
                    contamination=[{k: e.get(k) for k in ("dataset", "rows_checked", "items_checked", "flagged_rows",
@@ -344,10 +346,13 @@ def _differences(r: Report) -> list[str]:
         return []
     lines = ["", "Differences: candidate − baseline and candidate − SOTA (the SOTA when the loop was judged), "
              "95 % paired bootstrap intervals over the same items (docs/benchmarks.md, Intervals); "
-             "\"no interval\" where the metric is not a mean over items.", ""]
+             "\"no interval\" where the metric is not a mean over items. In a session that splits validation, "
+             "the selection part (never shown to the planner) alone decides; the feedback part's items may be "
+             "shown (docs/benchmarks.md, Feedback and selection).", ""]
     for row in rows:
-        parts = [interval_line(s, row.intervals, split) for split, s in (("validation", row.val_score),
-                                                                           ("test", row.test_score)) if s is not None]
+        scores = [("validation", row.val_score), *((p, (row.parts.get(p) or {}).get("score"))
+                                                   for p in ("selection", "feedback")), ("test", row.test_score)]
+        parts = [interval_line(s, row.intervals, split) for split, s in scores if s is not None]
         lines.append(f"- loop {row.loop}: {'; '.join(parts)}" + (f" — {row.verdict}" if row.verdict else ""))
     return lines
 

@@ -83,6 +83,11 @@ class LoopView(BaseModel):
         return list((self.feedback or {}).get("intervals") or [])
 
     @property
+    def parts(self) -> dict[str, dict[str, Any]]:
+        """Validation's feedback and selection part scores the feedback recorded (issue 39 item 5; {} before)."""
+        return dict((self.feedback or {}).get("parts") or {})
+
+    @property
     def failed(self) -> bool:
         return self.status == "failed" or any(s.status == "failed" for s in self.steps)
 

@@ -75,6 +75,14 @@ def test_heuristic_demo_beats_the_baseline(workdir, monkeypatch):
     assert len(vs_base) == len(feedback) == 3 and all(d.has_interval and d.items == 30 for d in vs_base), vs_base
     assert all(e.rule == "interval" and e.verdict for e in feedback)
     assert "Differences: candidate" in (session / "report.md").read_text(encoding="utf-8")
+    # issue 39 item 5: one run per evaluation, split by item id: the selection part (21 of the 30 validation
+    # items, never shown) decides with its interval; both parts are reported
+    chosen = [d for e in feedback for d in e.intervals if d.split == "selection" and d.against == "baseline"]
+    assert len(chosen) == 3 and all(d.has_interval and d.items == 21 for d in chosen), chosen
+    assert all(set(e.parts) == {"selection", "feedback"} and e.parts["feedback"].count == 9 for e in feedback)
+    assert all(e.verdict.startswith("Selection part (21 validation items") for e in feedback), feedback[0].verdict
+    assert "selection " in (session / "report.md").read_text(encoding="utf-8")
+    assert all(set(r["parts"]) == {"selection", "feedback"} for r in report["loops"])
     # issue 31 item 5: the integrity guard ran on every candidate and flagged none of these honest loops
     integrity = [e for e in read_events(session / "events.jsonl") if e.type == "integrity"]
     assert len(integrity) == len(feedback) and all(e.flags == 0 for e in integrity), [

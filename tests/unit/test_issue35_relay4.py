@@ -26,7 +26,9 @@ def test_the_paraphrase_rule_says_numbers_count_and_the_guard_does_what_it_says(
 
     rule = c.rule_words()
     assert "numbers included" in rule and "`171` and `71` differ" in rule
-    assert "{11, 171, plus}" in rule and c.content_tokens("What is 171 plus 11?") == {"11", "171", "plus"}
+    # issue 39: the example is the session's own item (here none: a neutral one, never another benchmark's)
+    assert "{171, legs, many, spiders}" in rule and "plus 11" not in rule
+    assert "{11, 171, plus}" in c.rule_words(question="What is 171 plus 11?")
     assert f"less {len(c.STOPWORDS)} function words" in rule
     # the worked example is true: items of one template keep only N, so the paraphrase guard skips them
     items = {f"v:{n}": f"What is {n} plus 11? Put the final answer in \\boxed{{}}." for n in range(10, 70)}

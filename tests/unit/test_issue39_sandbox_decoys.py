@@ -146,3 +146,17 @@ def test_an_honest_script_naming_the_benchmark_folder_is_clean(world: World):
     assert read_attempts(world.ws) == {"debug": []}
     check = data_script_check(world.ws, world.bench, KEY)
     assert check.passed is True and "warning, not a flag" in check.detail
+
+
+def test_a_loop_run_again_cannot_read_its_earlier_evaluation(world: World):
+    """A resume from an earlier step of an evaluated loop: the workspace still held output/ (validation with
+    its selection part, and test predictions), and the sandbox binds the workspace. It is set aside first."""
+    old = world.ws / "output" / "oc" / "eval" / "validation_test"
+    old.mkdir(parents=True)
+    (old / "predictions.json").write_text(SECRET)
+    script = ("import glob, json\nfound = [open(p).read() for p in glob.glob('output/**/*.json', recursive=True)]\n"
+              "json.dump([{'instruction': 'q', 'input': '', 'output': json.dumps(found)}], open('data.json', 'w'))\n")
+    rows, _ = world.run(script)
+    assert SECRET not in rows[0]["output"] and not (world.ws / "output").exists()
+    (kept,) = (world.workspaces / "sess" / ".replaced").iterdir()
+    assert (kept / "oc" / "eval" / "validation_test" / "predictions.json").read_text() == SECRET

@@ -175,7 +175,8 @@ def test_isolated_layout_runs_one_split_per_run_without_suffix(model, tmp_path):
 
 def _scenario(model: Path):
     return SimpleNamespace(benchmark="demo_add", base_model="builtin/tiny-qwen2", base_model_path=str(model),
-                           hardware=SimpleNamespace(gpu_count=0))
+                           hardware=SimpleNamespace(gpu_count=0),
+                           items_root=lambda: None)  # no session copy: the shared folder is prepared
 
 
 def test_baseline_is_one_run_for_both_splits(model, tmp_path):

@@ -155,7 +155,8 @@ def test_a_bare_benchmark_question_inside_a_longer_row_is_caught_by_whole_tokens
             {"instruction": "What is 28 times 5?", "input": "", "output": "140"},
             {"instruction": "Compute 28 multiplied by 3.", "input": "", "output": "84"}]
     report = scan_rows(rows, items)
-    assert [(o.row_index, o.item_id) for o in report.flagged] == [(0, "validation:18")]
+    # issue 39: "Compute 28 multiplied by 3." asks the item again in other words (the template match's hit)
+    assert [(o.row_index, o.item_id) for o in report.flagged] == [(0, "validation:18"), (3, "validation:18")]
     # the template sentence alone (in every item) never flags a row
     assert not scan_rows([{"instruction": "Put the final answer in \\boxed{}.", "output": "1"}], items).flagged
 

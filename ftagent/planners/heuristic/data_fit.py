@@ -212,12 +212,8 @@ def _constant(kind: str, pairs: list[tuple[float, float]]) -> float | None:
     return found.most_common(1)[0][0] if found else None
 
 
-#: the benchmark's items there are for each validation item the planner sees (validation and test splits of
-#: one size): the space a few seen items leave free is mostly filled by the unseen ones
-SEEN_SHARE = 2.0
-
-
-def learn_wording(questions: list[str], golds: list[str], relation: Relation) -> Wording | None:
+def learn_wording(questions: list[str], golds: list[str], relation: Relation,
+                  seen_share: float = 2.0) -> Wording | None:
     """The validation questions' common wording (≥ HOLD of them share one shape), else None."""
     if not questions:
         return None
@@ -236,7 +232,7 @@ def learn_wording(questions: list[str], golds: list[str], relation: Relation) ->
 
     return Wording(parts=parts, numbers=numbers_of(first), answer_parts=re.split(NUMBER_PATTERN, gold),
                    answer_numbers=numbers_of(gold), digits=digits, renders=varying == set(relation.slots),
-                   tail=_tail(parts[-1]), crowded=bool(input_space_coverage(same, scale=SEEN_SHARE)))
+                   tail=_tail(parts[-1]), crowded=bool(input_space_coverage(same, scale=seen_share)))
 
 
 def _tail(text: str) -> str:
@@ -295,42 +291,60 @@ def _judge(template: str, pairs: list[tuple[str, str]], relation: Relation | Non
 
 # ------------------------------------------------------------------------------------------ the entry
 
-def validation_pairs(file_path: str, benchmark: str) -> tuple[list[str], list[str]]:
-    """The benchmark's validation questions (its first input column) and golds; never the test split."""
+Feedback = tuple[tuple[str, tuple[int, ...]], ...]  # (validation file in the benchmark folder, its rows)
+
+
+def validation_pairs(file_path: str, benchmark: str, *, root: str | None = None,
+                     feedback: Feedback | None = None) -> tuple[list[str], list[str]]:
+    """The benchmark's validation questions (its first input column) and golds; never the test split.
+
+    ``root``: the session's copy of its items (issue 39 item 6); ``feedback``: only validation's feedback part
+    (issue 39 item 5: the selection part is never read into anything a script holds)."""
     from ftagent.benchmarks import get_benchmark
     from ftagent.benchmarks.base import read_jsonl
     from ftagent.core.paths import benchmark_data_dir
 
     spec = get_benchmark(benchmark).spec
     column = (list(spec.input_columns) or ["question"])[0]
-    root = benchmark_data_dir(file_path, benchmark)
-    files = sorted(root.glob("validation.jsonl")) or sorted(root.glob("*/validation.jsonl"))
-    items = [row for path in files for row in read_jsonl(path)]
+    folder = Path(root) / benchmark if root else benchmark_data_dir(file_path, benchmark)
+    if feedback is not None:
+        items = []
+        for rel, rows in feedback:
+            found = read_jsonl(folder / rel)
+            items += [found[i] for i in rows if i < len(found)]
+    else:
+        files = sorted(folder.glob("validation.jsonl")) or sorted(folder.glob("*/validation.jsonl"))
+        items = [row for path in files for row in read_jsonl(path)]
     return [str(r.get(column) or "") for r in items], [str(r.get(spec.output_column) or "") for r in items]
 
 
-def select(rows: list[dict[str, Any]], questions: list[str], golds: list[str], dataset: str = "") -> Selection:
+def select(rows: list[dict[str, Any]], questions: list[str], golds: list[str], dataset: str = "",
+           seen_share: float = 2.0) -> Selection:
     """The decision for one file's rows against the benchmark's validation items."""
     relation = learn_relation(questions, golds)
     clusters, unusable, duplicates = judge_rows(rows, relation)
-    wording = learn_wording(questions, golds, relation) if relation is not None else None
+    wording = learn_wording(questions, golds, relation, seen_share) if relation is not None else None
     return Selection(dataset=dataset, rows=len(rows), unusable=unusable, duplicates=duplicates, relation=relation,
                      wording=wording, clusters=clusters)
 
 
 @lru_cache(maxsize=8)
-def select_for(dataset_dir: str, file_path: str, benchmark: str) -> Selection | None:
+def select_for(dataset_dir: str, file_path: str, benchmark: str, root: str | None = None,
+               feedback: Feedback | None = None) -> Selection | None:
     """:func:`select` for a registered user file (its copy under ``dataset_dir``), None when the file or
     the benchmark's validation items cannot be read, or there are none (the converter then keeps every
     row)."""
     try:
         rows = _raw_rows(Path(dataset_dir))
-        questions, golds = validation_pairs(file_path, benchmark)
+        questions, golds = validation_pairs(file_path, benchmark, root=root, feedback=feedback)
+        every = len(validation_pairs(file_path, benchmark, root=root)[0]) if feedback is not None else len(questions)
     except Exception:  # noqa: BLE001 - the data step stays optional: no selection, the old conversion
         return None
     if not questions:  # no validation items to learn from (not prepared): the old conversion
         return None
-    return select(rows, questions, golds, Path(dataset_dir).name)
+    # the items there are (validation and test, of one size) for each one seen: the space the seen ones leave
+    # free is mostly filled by the unseen ones
+    return select(rows, questions, golds, Path(dataset_dir).name, seen_share=2.0 * every / len(questions))
 
 
 def _raw_rows(folder: Path) -> list[dict[str, Any]]:

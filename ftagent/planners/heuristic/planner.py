@@ -239,7 +239,11 @@ def data_selections(scenario: ScenarioInfo) -> dict[str, Any]:
     if not benchmark or not file_path:
         return {}
     root = Path(getattr(scenario, "dataset_root", None) or datasets_dir(file_path))
-    found = {name: select_for(str(root / name), str(file_path), benchmark)
+    items = scenario.items_root() if hasattr(scenario, "items_root") else None  # the session's own copy
+    holdout = getattr(scenario, "holdout", None)  # only the feedback part is read (issue 39 item 5)
+    feedback = (tuple((holdout.files[d], tuple(int(i) for i in ids)) for d, ids in holdout.feedback.items()
+                      if d in holdout.files) if holdout is not None else None)
+    found = {name: select_for(str(root / name), str(file_path), benchmark, str(items) if items else None, feedback)
              for name in scenario.datasets if is_user_dataset(name)}
     return {name: sel for name, sel in found.items() if sel is not None}
 

@@ -22,6 +22,12 @@ from pydantic import BaseModel
 
 from ftagent.core.durations import format_duration
 from ftagent.core.paths import benchmark_data_dir
+from ftagent.planners.llm.rules import (
+    _rule_example,
+    contamination_rule_words,
+    feedback_example,
+    holdout_words,
+)
 from ftagent.planners.llm.templates import render
 
 if TYPE_CHECKING:
@@ -116,19 +122,22 @@ EXAMPLE_CHARS = 1500
 
 
 def validation_example(file_path: str | None, benchmark: str, input_column: str = "prompt",
-                       output_column: str = "answer", *, root: Path | None = None) -> tuple[str, str]:
-    """The first validation item's prompt and reference answer (never the test), each clipped at a line.
+                       output_column: str = "answer", *, root: Path | None = None,
+                       at: tuple[str, int] | None = None) -> tuple[str, str]:
+    """A validation item's prompt and reference answer (never the test), each clipped at a line: the first
+    one, or the one ``at`` names (file, row: the feedback part's, :func:`feedback_example`).
 
     Returns ``("", "")`` when the validation file or the columns are missing.
     """
     folder = _folder(file_path, benchmark, root)
-    if folder is None:
+    if folder is None or (at is not None and at[1] < 0):
         return "", ""
-    path = folder / "validation.jsonl"
+    path = folder / (at[0] if at is not None else "validation.jsonl")
+    row_index = at[1] if at is not None else 0
     try:
         with path.open(encoding="utf-8") as fh:
-            first = next((line for line in fh if line.strip()), "")
-        row = json.loads(first) if first else {}
+            lines = [line for line in fh if line.strip()]
+        row = json.loads(lines[row_index]) if row_index < len(lines) else {}
     except (OSError, ValueError):
         return "", ""
     prompt, answer = str(row.get(input_column) or ""), str(row.get(output_column) or "")
@@ -163,13 +172,6 @@ def space_warning(file_path: str | None, benchmark: str, input_column: str, *, r
             "the template and the numbers, not the words (its check 4). Train the skill on numbers outside "
             f"those ranges ({top.ranges_text()} are the items' own) or on related tasks, instead of enumerating "
             "this template.")
-
-
-def contamination_rule_words() -> str:
-    """The contamination scan's rule, from its owner (:func:`ftagent.datasets.contamination.rule_words`)."""
-    from ftagent.datasets.contamination import rule_words
-
-    return rule_words()
 
 
 def _clip_lines(text: str, limit: int) -> str:
@@ -266,6 +268,7 @@ class BriefFacts(BaseModel):
     answer_example: str = ""
     space_warning: str = ""  # the benchmark's items fill most of their templated input space
     contamination_rule: str = ""  # what the contamination scan compares (ftagent.datasets.contamination)
+    holdout_rule: str = ""  # validation's feedback and selection parts (ftagent.core.holdout, issue 39 item 5)
     answer_rule: str = ""
     max_out_len: int | None = None
     decoding: str = ""  # how evaluation generates, in words
@@ -377,16 +380,20 @@ def brief_facts(scenario: ScenarioInfo, *, benchmark: Any, catalogue: dict[str, 
     memory = scenario.memory or {}
     per_item = _per_item_prompt(bench)
     items = scenario.items_root() if scenario.file_path else None  # the session's own copy (issue 39 item 6)
-    example = validation_example(scenario.file_path, scenario.benchmark,
-                                 *((spec.input_columns[0], spec.output_column) if spec and spec.input_columns else ()),
-                                 root=items)
+    holdout = getattr(scenario, "holdout", None)
+    columns = (spec.input_columns[0], spec.output_column) if spec and spec.input_columns else ()
+    example = validation_example(scenario.file_path, scenario.benchmark, *columns, root=items,
+                                 at=feedback_example(holdout))
     return BriefFacts(
         benchmark=scenario.benchmark, description=scenario.benchmark_description or (spec.description if spec else ""),
         prompt_format=("" if per_item or not spec or not says_more(spec.prompt) else spec.prompt),
         prompt_example=example[0], answer_example=example[1], answer_rule=(spec.answer_rule if spec else ""),
         space_warning=space_warning(scenario.file_path, scenario.benchmark,
                                     spec.input_columns[0] if spec and spec.input_columns else "prompt", root=items),
-        contamination_rule=contamination_rule_words(),
+        contamination_rule=contamination_rule_words(_rule_example(example[0], items, scenario.benchmark,
+                                                                  list(spec.input_columns) if spec else []),
+                                                    example[0]),
+        holdout_rule=holdout_words(holdout),
         max_out_len=_max_out_len(scenario, spec), decoding=decoding_words(scenario.eval_decoding),
         core_metric=scenario.core_metric,
         direction="higher is better" if scenario.direction == "max" else "lower is better",

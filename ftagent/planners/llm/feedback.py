@@ -126,7 +126,7 @@ def feedback_messages(scenario: ScenarioInfo, settings: Any, experiment: Experim
         from ftagent.planners.llm.brief import format_score
 
         metric = view.core_metric
-        lines = [f"- This experiment: {format_score(exp.val_score, metric)}",
+        lines = [f"- This experiment: {format_score(exp.val_score, metric)}", *_part_lines(exp, metric),
                  f"- {who}: {format_score(incumbent_score, metric)}",
                  f"- Decision by the numbers (final, not yours to change): {'new best' if decision else 'not better'}",
                  f"- Why: {short_paths(_verdict(experiment, trace, settings))}",
@@ -162,6 +162,21 @@ def feedback_messages(scenario: ScenarioInfo, settings: Any, experiment: Experim
                     evaluation_suspect=not failed and gold_matches(exp.error_samples) is not None)
     sections.append(text_part("answer", "Answer", answer, required=True))
     return [{"role": "user", "content": fit(sections, settings).text}]
+
+
+def _part_lines(exp: Any, metric: str) -> list[str]:
+    """The two parts' scores of validation (issue 39 item 5): which one the shown items come from, which decides."""
+    from ftagent.planners.llm.brief import format_score
+
+    parts = getattr(exp, "parts", None) or {}
+    out = []
+    for part, what in (("feedback", "the wrong items below are from it"),
+                       ("selection", "never shown to you; it alone decides")):
+        found = parts.get(part)
+        if found:
+            out.append(f"- {part.capitalize()} part ({found.get('count', 0)} items, {what}): "
+                       f"{format_score(found.get('score'), metric)}")
+    return out
 
 
 def evaluation_suspect_words(found: GoldMatch) -> str:

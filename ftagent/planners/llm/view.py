@@ -33,6 +33,7 @@ class PlannerExperiment(BaseModel):
     next_step: str = ""
     failure: StepFailure | None = None
     integrity_flags: list[str] = []  # the integrity guard's flags ("<check>: <detail>"): not eligible as best
+    parts: dict[str, Any] = {}  # validation's feedback and selection part scores (aggregates only; issue 39.5)
 
 
 class PlannerView(BaseModel):

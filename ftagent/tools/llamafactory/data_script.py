@@ -105,6 +105,7 @@ class DataProcessor:
         if getattr(self.runner, "sandboxed", False) is not True:  # unconfined: nothing to detect (or docker's own)
             run_data_processing(workspace, self.runner, timeout, debug=debug, env=self.script_env(), mounts=mounts)
             return
+        _set_aside_old_output(workspace)
         tools = getattr(self.runner, "tools_env", None)
         bound = [workspace, *(m.source for m in mounts), *([Path(tools)] if tools else [])]
         decoys = Decoys(self.forbidden(), bound=bound, workdir=workspace)
@@ -201,6 +202,23 @@ class DataProcessor:
                 ctx.emit(event)
 
 
+REPLACED_DIR = ".replaced"  # beside the loop workspaces: earlier runs' outputs of a loop run again
+
+
+def _set_aside_old_output(workspace: Path) -> None:
+    """A loop run again (a resume from an earlier step) still holds its earlier run's ``output/`` -- the model
+    and its evaluation: validation (selection part included) and test predictions. The data script's
+    sandbox binds the workspace, so that folder is moved out of it first, beside the loop workspaces
+    (``WORKSPACE_PATH/<session>/.replaced/<loop>-<time>``), where no sandbox looks (issue 39 item 5)."""
+    import time
+
+    old = workspace / "output"
+    if old.is_dir() and not old.is_symlink():
+        dest = workspace.parent / REPLACED_DIR / f"{workspace.name}-{time.strftime('%Y%m%d_%H%M%S')}-{os.getpid()}"
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(old, dest)
+
+
 def benchmark_items(scenario: ScenarioInfo, input_columns: list[str]) -> dict[str, list[str]]:
     """The input fields (question first) of the benchmark's validation and test items, keyed by
     ``subset/split:index``."""
@@ -219,13 +237,9 @@ def benchmark_items_for(benchmark: str, file_path: Path, input_columns: list[str
 
 def items_of(root: Path, input_columns: list[str]) -> dict[str, list[str]]:
     """:func:`benchmark_items` of one prepared benchmark folder (a session's frozen copy, or the shared one)."""
-    from ftagent.benchmarks.base import read_jsonl
+    from ftagent.benchmarks.frozen import scan_items
 
-    items: dict[str, list[str]] = {}
-    for split in ("validation", "test"):
-        for path in sorted(root.glob(f"**/{split}.jsonl")):
-            items.update(keyed_items(path.parent.name, split, read_jsonl(path), input_columns))
-    return items
+    return scan_items(root, input_columns)
 
 
 def keyed_items(where: str, split: str, rows: list[dict], input_columns: list[str]) -> dict[str, list[str]]:
@@ -233,4 +247,6 @@ def keyed_items(where: str, split: str, rows: list[dict], input_columns: list[st
 
     ``where``: the folder of the split file (the benchmark's key for its merged ``<split>.jsonl``).
     """
-    return {f"{where}/{split}:{i}": [str(row.get(f, "")) for f in input_columns] for i, row in enumerate(rows)}
+    from ftagent.benchmarks.frozen import keyed_items as keyed
+
+    return keyed(where, split, rows, input_columns)

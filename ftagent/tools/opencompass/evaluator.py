@@ -88,7 +88,7 @@ class OpenCompassEvaluator:
         split is a :class:`StepFailure` in ``.failures`` (``.require(split)`` raises it), so a test
         failure never takes the validation result with it.
         """
-        return evaluate_splits_of_path(
+        out = evaluate_splits_of_path(
             model.model_path, model.template, benchmark=self.benchmark, splits=splits, settings=self.settings,
             runner=self.runner, work_dir=Path(model.output_dir) / "oc",
             base_path=model.adapter_of, model_name=self.scenario.base_model,
@@ -96,6 +96,7 @@ class OpenCompassEvaluator:
             on_progress=on_progress, on_warning=_warner(ctx), inference=self.inference,
             items_root=self.scenario.items_root(),
         )
+        return _planner_view(out, self.scenario)
 
     def evaluate(self, model: TrainResult, split: str, ctx: StepContext) -> EvalResult:
         """One split (the :class:`~ftagent.finetune.protocols.Evaluator` protocol)."""
@@ -137,11 +138,23 @@ def evaluate_baseline(scenario: ScenarioInfo, settings: Settings, runner: Runner
     except Exception as exc:  # noqa: BLE001 - a baseline crash must be one clear error, not a traceback
         failure = StepFailure(stage="baseline", message=f"{type(exc).__name__}: {exc}")
         raise BaselineEvaluationError(_baseline_message(what, failure), failure) from exc
+    results = _planner_view(SplitResults(results=results), scenario).results
     if results["validation"].score is None:
         failure = StepFailure(stage="baseline", message="no validation score (core metric missing from the "
                               f"results in {results['validation'].run_dir})")
         raise BaselineEvaluationError(_baseline_message(what, failure), failure)
     return results
+
+
+def _planner_view(out: SplitResults, scenario: ScenarioInfo) -> SplitResults:
+    """The validation result's item-level parts (error samples, answer profile) from validation's feedback
+    part only, in a session that splits validation (issue 39 item 5: the planner reads them)."""
+    holdout = getattr(scenario, "holdout", None)
+    if holdout is not None and "validation" in out.results:
+        from ftagent.tools.opencompass.feedback_view import feedback_only
+
+        out.results["validation"] = feedback_only(out.results["validation"], holdout)
+    return out
 
 
 def _baseline_message(what: str, failure: StepFailure, tail_lines: int = 15) -> str:

@@ -22,7 +22,7 @@ import json
 import random
 import re
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -198,8 +198,18 @@ def _scored(run: Path, split: str | None) -> Iterator[tuple[str, int, dict[str, 
                 yield name, idx, one, preds.get(str(r * len(entries) + idx), {})
 
 
+ItemFilter = Callable[[str, str], bool]  # (dataset, item id) -> keep
+
+
+def item_id(idx: int, detail: dict[str, Any]) -> str:
+    """The item's id as :mod:`~ftagent.tools.opencompass.items` keys it: ``example_abbr``'s index, else ``idx``."""
+    abbr = detail.get("example_abbr")
+    match = re.search(r"_(\d+)$", abbr) if isinstance(abbr, str) else None
+    return match[1] if match else str(idx)
+
+
 def error_samples(run: Path, max_samples: int = 10, seed: int = 0,
-                  split: str | None = None) -> list[dict[str, Any]]:
+                  split: str | None = None, keep: ItemFilter | None = None) -> list[dict[str, Any]]:
     """Up to ``max_samples`` wrong answers ``{dataset, question, gold, model_output}`` (seeded choice)
     of ``split`` when given (see :func:`split_of`).
 
@@ -209,7 +219,7 @@ def error_samples(run: Path, max_samples: int = 10, seed: int = 0,
     wrong: list[dict[str, Any]] = []
     seen: set[tuple[str, int, str]] = set()
     for name, idx, det, p in _scored(run, split):
-        if is_correct(det):
+        if is_correct(det) or (keep is not None and not keep(name, item_id(idx, det))):
             continue
         sample = {
             "dataset": name,
@@ -229,7 +239,7 @@ TOP_PREDICTIONS = 5
 PREDICTION_CHARS = 60
 
 
-def prediction_profile(run: Path, split: str | None = None) -> AnswerProfile | None:
+def prediction_profile(run: Path, split: str | None = None, keep: ItemFilter | None = None) -> AnswerProfile | None:
     """How the model answered ``split``: scored answers, wrong ones, and the predictions (as scored,
     whitespace collapsed, clipped) given most often, only those given more than once; None without
     scored answers.
@@ -242,6 +252,8 @@ def prediction_profile(run: Path, split: str | None = None) -> AnswerProfile | N
     counts: Counter[str] = Counter()
     distinct: set[tuple[Any, Any]] = set()
     for abbr, index, det, p in _scored(run, split):
+        if keep is not None and not keep(abbr, item_id(index, det)):
+            continue
         items += 1
         distinct.add((abbr, index))
         wrong += not is_correct(det)
