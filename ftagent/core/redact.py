@@ -9,9 +9,14 @@ settings all pass through :func:`mask_text` / :func:`mask_obj` before they reach
 - common API-key shapes (``sk-...``, ``hf_...``, ``Bearer ...``, AWS / Google ids, ``api_key=...``);
 - the userinfo of any URL (``https://user:password@host/v1`` -> ``https://***REDACTED***@host/v1``),
   e.g. credentials written into ``OPENAI_API_BASE``;
-- URL query parameters whose name looks like a credential (``?api_key=``, ``&token=``, ``&sig=`` ...).
+- URL query parameters whose name looks like a credential (``?api_key=``, ``&token=``, ``&sig=`` ...);
+- what detect-secrets' detectors find (issue 43: a ``ghp_…`` GitHub token and ``password=…`` in a run file's
+  ``user_target_scenario`` reached events and snapshots in clear): GitHub/GitLab/Slack/Stripe/… tokens, AWS
+  keys, private-key blocks, basic-auth URLs, ``password=``/``secret:``-style assignments, high-entropy
+  tokens — :mod:`ftagent.core.secret_shapes` says which detectors, with what exceptions, and why.
 
-Add a new shape here, never in a writer: a writer only calls :func:`mask_text` / :func:`mask_obj`.
+Add a new shape here (or in :mod:`ftagent.core.secret_shapes`), never in a writer: a writer only calls
+:func:`mask_text` / :func:`mask_obj`.
 """
 
 from __future__ import annotations
@@ -19,6 +24,8 @@ from __future__ import annotations
 import re
 import threading
 from typing import Any
+
+from ftagent.core.secret_shapes import mask_spans
 
 REDACTED = "***REDACTED***"
 
@@ -75,7 +82,7 @@ class Redactor:
                 value = pattern.sub(lambda m: m.group(1) + REDACTED, value)
             else:
                 value = pattern.sub(REDACTED, value)
-        return value
+        return mask_spans(value, REDACTED)
 
     def obj(self, value: Any) -> Any:
         """Redact every string inside dicts/lists/tuples (keys included)."""
