@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import inspect
+import os
 import shutil
 import threading
 import time
@@ -133,8 +134,12 @@ def fresh_output(output_dir: Path, workspace: Path) -> None:
         return  # never outside the workspace (the validator sets output_dir; a plug-in may not)
     if output_dir.is_symlink() or (output_dir.exists() and not output_dir.is_dir()):
         output_dir.unlink()
-    elif output_dir.is_dir():
-        shutil.rmtree(output_dir)  # never follows a link (shutil.rmtree.avoids_symlink_attacks on Linux)
+    elif output_dir.is_dir():  # emptied, not removed: the folder may be a mount point (a volume for the model)
+        for entry in os.scandir(output_dir):
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path)  # never follows a link (shutil.rmtree.avoids_symlink_attacks on Linux)
+            else:
+                os.unlink(entry.path)
 
 
 def model_kind(output_dir: Path) -> str | None:
