@@ -40,6 +40,7 @@ class Experiment(BaseModel):
     test_items: str | None = None  # ... of the test split (report only)
     intervals: list[Difference] = Field(default_factory=list)  # vs baseline / SOTA, validation and test
     integrity_flags: list[str] = Field(default_factory=list)  # the integrity guard's flagged checks (issue 31.5)
+    eval_configs: dict[str, str] = Field(default_factory=dict)  # split -> its evaluation's config digest
     forgetting: list[GuardResult] = Field(default_factory=list)  # the forgetting guard's verdicts (issue 31.6)
     judged: Judgment | None = None  # against whom and in which round the SOTA rule judged it (core.sota_family)
     decision: bool = False
@@ -79,6 +80,7 @@ class Trace(BaseModel):
     # validation's feedback and selection parts (issue 39 item 5): the split, and the baseline's part scores
     holdout: Holdout | None = None
     baseline_parts: dict[str, PartResult] = Field(default_factory=dict)
+    baseline_eval_configs: dict[str, str] = Field(default_factory=dict)  # split -> the baseline's config digest
     experiments: list[Experiment] = Field(default_factory=list)
     sota_loop: int | None = None
     # candidates judged against one incumbent per round: the session's slots (FT_PARALLEL_TRIALS); the SOTA

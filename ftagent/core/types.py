@@ -96,6 +96,9 @@ class EvalResult(BaseModel):
     cached: bool = False
     run_dir: str | None = None
     duration_s: float = 0.0
+    # what decided this split's score in the rendered OpenCompass config (datasets, prompts, scorers), hashed by
+    # ftagent when it rendered it (ftagent.integrity.eval_config.split_digests); kept in the evaluation cache
+    config_sha256: str | None = None
 
 
 class FeedbackResult(BaseModel):

@@ -253,6 +253,7 @@ class IntegrityEvent(_Event):
     type: Literal["integrity"] = "integrity"
     checks: list[CheckVerdict] = Field(default_factory=list)
     flags: int = 0  # how many checks flagged the candidate
+    duration_s: float = 0.0  # what the guard took (its cost per loop, tests/bench/demo_bench.py)
 
 
 class ForgettingEvent(_Event):

@@ -312,6 +312,7 @@ def _run(session: Session, settings: Settings, run: ResolvedRun, runner: Runner,
     from ftagent.finetune.forgetting import ForgettingGuard
     from ftagent.finetune.workflow import FinetuneWorkflow, build_components
     from ftagent.integrity.guard import IntegrityGuard
+    from ftagent.integrity.references import FILE_NAME as REFERENCES_FILE
 
     ft = settings.ft
     state = finetune_state(session.state)
@@ -329,7 +330,8 @@ def _run(session: Session, settings: Settings, run: ResolvedRun, runner: Runner,
         workflow = FinetuneWorkflow(state.scenario, components, coder_max_loop=ft.coder_max_loop,
                                     sota_min_delta=ft.sota_min_delta, workspace_root=_workspace_root(settings),
                                     sota_rule=ft.sota_rule, integrity=IntegrityGuard.for_spec(
-                                        state.scenario, run.spec),
+                                        state.scenario, run.spec, references_file=session.dir / REFERENCES_FILE,
+                                        baseline_configs=state.trace.baseline_eval_configs),
                                     forgetting=ForgettingGuard(state.scenario, settings, runner, adapters=guards,
                                                                inference=run.model.inference)
                                     if guards else None)

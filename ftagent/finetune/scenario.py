@@ -221,6 +221,8 @@ class FinetuneScenario:
             note = info.holdout.size_note()
             self.emit(Message(level="warning" if note else "info",
                               text=info.holdout.line() + (f" ({note})" if note else "")))
+        # what each split was scored with: the integrity guard's eval_config reference (ftagent.integrity.eval_config)
+        trace.baseline_eval_configs = {s: r.config_sha256 for s, r in results.items() if r.config_sha256}
         info.description_text = render_brief(info, self.run)
 
     def _baseline(self, info: ScenarioInfo, timeout: float) -> dict[str, EvalResult]:

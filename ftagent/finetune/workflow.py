@@ -245,7 +245,7 @@ class FinetuneWorkflow:
         if self.integrity is not None and experiment.succeeded:  # before anything decides: a flag vetoes SOTA
             guard = self.integrity.check(experiment)
             experiment.integrity_flags = [f"{c.name}: {c.detail}" for c in guard.flagged]
-            ctx.emit(IntegrityEvent(checks=guard.checks, flags=len(guard.flagged)))
+            ctx.emit(IntegrityEvent(checks=guard.checks, flags=len(guard.flagged), duration_s=guard.seconds))
         suspect = gold_matches(experiment.error_samples) if experiment.succeeded else None
         if suspect is not None:  # issue 35: right answers scored wrong are the evaluation's problem, not the model's
             ctx.emit(Message(level="warning", text=f"loop {experiment.loop} validation: {suspect.text()}: a "
@@ -306,6 +306,7 @@ def experiment_of(loop: FinetuneLoop) -> Experiment:
         exp.config = dict(loop.model.config)
         exp.loss_history = list(loop.model.loss_history)
     val, test = loop.scores.validation, loop.scores.test
+    exp.eval_configs = {r.split: r.config_sha256 for r in (val, test) if r is not None and r.config_sha256}
     if val is not None:
         exp.val_score, exp.val_metrics, exp.error_samples = val.score, val.metrics, list(val.error_samples)
         exp.val_answers, exp.val_items = val.answers, val.items_file

@@ -1,6 +1,6 @@
 """What the candidate was scored on and how it answered: the benchmark's files and ftagent's evaluator sources
-unchanged since the session started (``benchmark_files``), the rendered evaluation config equal to the
-baseline's (``eval_config``), and answers that are not (nearly) all the same (``constant_answers``)."""
+unchanged since the session started (``benchmark_files``) and answers that are not (nearly) all the same
+(``constant_answers``). The rendered evaluation config is :mod:`ftagent.integrity.eval_config`'s."""
 
 from __future__ import annotations
 
@@ -31,36 +31,6 @@ def benchmark_files_check(before: dict[str, str] | None, after: dict[str, str]) 
         return CheckVerdict(name="benchmark_files", passed=False, detail=f"changed since the session started: {shown}")
     return CheckVerdict(name="benchmark_files", passed=True,
                         detail=f"{len(after)} benchmark and evaluator files unchanged since the session started")
-
-
-def _datasets_block(path: Path) -> tuple[str, str]:
-    """(the header lines, the config up to ``models = [``) of a rendered OpenCompass config."""
-    text = path.read_text(encoding="utf-8", errors="replace")
-    lines = text.splitlines()
-    return "\n".join(lines[:2]), text.split("\nmodels = [", 1)[0]
-
-
-def eval_config_check(candidate_oc: Path, baseline_oc: Path) -> CheckVerdict:
-    """The candidate was scored with the baseline's datasets, prompts and evaluators (see the module doc)."""
-    compared, differs = 0, []
-    for cfg in sorted(Path(candidate_oc).glob("oc_*.py")):
-        ref = Path(baseline_oc) / cfg.name
-        if not ref.is_file():
-            continue
-        (c_head, c_body), (r_head, r_body) = _datasets_block(cfg), _datasets_block(ref)
-        if c_head != r_head:  # another template version (ftagent upgraded since a cached baseline)
-            continue
-        compared += 1
-        if c_body != r_body:
-            differs.append(cfg.name)
-    if differs:
-        return CheckVerdict(name="eval_config", passed=False,
-                            detail=f"{', '.join(differs)}: datasets, prompts or evaluators differ from the baseline's")
-    if not compared:
-        return CheckVerdict(name="eval_config", passed=None, detail="no rendered config to compare (cached)")
-    return CheckVerdict(name="eval_config", passed=True,
-                        detail=f"{compared} rendered evaluation config(s) equal the baseline's but for the model")
-
 
 
 def profile_predictions(profile: AnswerProfile) -> list[str]:

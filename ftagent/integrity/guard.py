@@ -6,20 +6,20 @@ on disk; :meth:`IntegrityGuard.check` runs them all on one experiment, the workf
 an ``integrity`` event with every verdict, and a flagged candidate cannot become SOTA (the one place:
 :meth:`ftagent.finetune.workflow.FinetuneWorkflow.feedback`). The report lists the flags.
 
-* ``tokenizer``, ``chat_template``, ``architecture``, ``weights`` — the model files against the declared
-  base (:mod:`ftagent.integrity.model_files`, :mod:`ftagent.integrity.weights`); the chat template may also equal the validated debug run's
-  (its frozen copy, :attr:`ftagent.core.approved.Approved.validated_run`: what LLaMA-Factory wrote for the
-  template the validator checked, copied out of the workspace when validation passed).
+* ``tokenizer``, ``chat_template``, ``architecture``, ``decoding``, ``weights`` — the model files against the
+  base's references recorded at the start (:mod:`ftagent.integrity.references`; the checks:
+  :mod:`~ftagent.integrity.model_files`, :mod:`~ftagent.integrity.decoding`, :mod:`~ftagent.integrity.weights`,
+  :mod:`~ftagent.integrity.lora`); the tokenizer, template and decoding files may also equal the validated
+  micro-batch run's (its frozen copy, :func:`validated_runs`: what LLaMA-Factory wrote for the config the
+  validator checked).
 * ``benchmark_files`` — every file of the prepared benchmark folder (data, ``spec.json``,
   ``prepared.json``) and ftagent's evaluator sources (the scorers and the OpenCompass config renderer:
   ``ftagent/benchmarks``, ``ftagent/tools/opencompass``) hashed when the session's workflow is built (after
   the baseline, before any loop's generated code runs; a resumed session hashes again when it resumes)
   and compared before each decision.
-* ``eval_config`` — the candidate's rendered OpenCompass config (``<output>/oc/oc_<splits>.py``) has the same
-  datasets block (data files, prompts, evaluator, post-processor, answer caps: everything before
-  ``models = [``) as the baseline's (``FT_FILE_PATH/baseline/<key>``); only the model may differ. Not
-  applicable when either was not rendered (a cached evaluation) or they were rendered by different
-  template versions (their first two lines).
+* ``eval_config`` — each split's config digest (recorded when ftagent rendered it, cached results
+  included) equals the baseline's recorded one, and a rendered config still on disk has its recorded digest
+  (:mod:`ftagent.integrity.eval_config`).
 * ``data_script`` — flagged by the sandbox's own record only (issue 39 item 7): the folders a data script
   must not read (benchmark items, the baseline's and every loop's saved predictions, the logs) are not
   mounted, and their decoys record every file opened or folder listed, outside the sandbox
@@ -36,17 +36,26 @@ an ``integrity`` event with every verdict, and a flagged candidate cannot become
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
-from ftagent.core.paths import baseline_dir
 from ftagent.core.trace import Experiment
 from ftagent.core.types import ScenarioInfo
 from ftagent.engine.events import CheckVerdict
 from ftagent.integrity import evaluation
-from ftagent.integrity.evaluation import benchmark_files_check, constant_answers_check, eval_config_check
+from ftagent.integrity.decoding import decoding_check
+from ftagent.integrity.eval_config import eval_config_check
+from ftagent.integrity.evaluation import benchmark_files_check, constant_answers_check
 from ftagent.integrity.hashing import tree_hashes
-from ftagent.integrity.model_files import architecture_check, chat_template_check, tokenizer_check
+from ftagent.integrity.model_files import (
+    ModelFiles,
+    architecture_check,
+    chat_template_check,
+    read_model_files,
+    tokenizer_check,
+)
+from ftagent.integrity.references import References, load_or_record
 from ftagent.integrity.training_data import (
     DATA_FILE,
     benchmark_answers,
@@ -55,26 +64,49 @@ from ftagent.integrity.training_data import (
     data_script_check,
 )
 from ftagent.integrity.verdict import IntegrityVerdict
-from ftagent.integrity.weights import weight_distance_check
+from ftagent.integrity.weights import full_model_check, is_adapter, weight_check
+
+MODEL_CHECKS = ("tokenizer", "chat_template", "architecture", "decoding", "weights")
+MERGED = "merged_model"  # where the evaluation merges an adapter it cannot serve (tools/opencompass/runs.py)
+
+
+def validated_runs(experiment: Experiment, workspace: Path | None) -> list[Path]:
+    """The validated micro-batch run's files: the frozen copy validation approved (outside the workspace,
+    :attr:`ftagent.core.approved.Approved.validated_run`); else an explicit ``validated_output`` artefact;
+    else, for a snapshot older than frozen approvals, ``<workspace>/debug/output``."""
+    if experiment.approved is not None:
+        return [experiment.approved.validated_run]
+    art = experiment.artefacts
+    if art.get("validated_output"):
+        return [Path(art["validated_output"])]
+    return [workspace / "debug" / "output"] if workspace is not None else []
 
 
 class IntegrityGuard:
-    """Runs every check on one candidate; holds the benchmark/evaluator hashes taken at the session start."""
+    """Runs every check on one candidate; holds what the session's start recorded: the benchmark/evaluator
+    hashes and the references (base model, baseline's evaluation configs)."""
 
-    def __init__(self, scenario: ScenarioInfo, *, input_columns: list[str], answer_field: str = "answer") -> None:
+    def __init__(self, scenario: ScenarioInfo, *, input_columns: list[str], answer_field: str = "answer",
+                 references_file: Path, baseline_configs: dict[str, str]) -> None:
         self.base = Path(scenario.base_model_path)
         self.benchmark = scenario.benchmark
         self.file_path = Path(scenario.file_path or ".").absolute()
         self.data_dir = scenario.items_root() / scenario.benchmark  # the session's own frozen copy (issue 39.6)
         self.input_columns = input_columns
         self.answer_field = answer_field
+        self.references_file = Path(references_file)
+        self.baseline_configs = dict(baseline_configs)
         self.start_hashes: dict[str, str] | None = None
+        self.references: References | None = None
         self._items: dict[str, list[str]] | None = None
 
     @classmethod
-    def for_spec(cls, scenario: ScenarioInfo, spec: Any) -> IntegrityGuard:
-        """The session's guard: the resolved benchmark spec's input columns and gold field."""
-        return cls(scenario, input_columns=list(spec.input_columns), answer_field=spec.output_column)
+    def for_spec(cls, scenario: ScenarioInfo, spec: Any, *, references_file: Path,
+                 baseline_configs: dict[str, str]) -> IntegrityGuard:
+        """The session's guard: the resolved benchmark spec's input columns and gold field; its references
+        kept in ``references_file`` (the session's folder); the baseline's config digests."""
+        return cls(scenario, input_columns=list(spec.input_columns), answer_field=spec.output_column,
+                   references_file=references_file, baseline_configs=baseline_configs)
 
     def watched(self) -> list[Path]:
         return [self.data_dir, *evaluation.evaluator_roots()]
@@ -83,9 +115,12 @@ class IntegrityGuard:
         return tree_hashes([self.data_dir]) | tree_hashes(evaluation.evaluator_roots(), suffixes=(".py", ".yaml", ".json"))
 
     def record_start(self) -> None:
-        """Hash the benchmark folder and the evaluator sources (once; before generated code runs)."""
+        """Before generated code runs: hash the benchmark folder and the evaluator sources, and record the
+        references (or read those the session's start recorded, on resume)."""
         if self.start_hashes is None:
             self.start_hashes = self.hashes()
+        if self.references is None:
+            self.references = load_or_record(self.references_file, self.base, self.baseline_configs)
 
     def _bench_items(self) -> dict[str, list[str]]:
         if self._items is None:
@@ -95,23 +130,42 @@ class IntegrityGuard:
                 self._items = {}
         return self._items
 
+    def model_checks(self, candidate: Path, validated: list[Path], output_dir: Path) -> list[CheckVerdict]:
+        """The candidate's model files and weights against the references (the validated run's files are
+        accepted where an honest trainer rewrites them)."""
+        refs = self.references
+        if refs is None:
+            return [CheckVerdict(name=n, passed=None, detail="no references recorded at the session start")
+                    for n in MODEL_CHECKS]
+        base, files = refs.files, read_model_files(candidate)
+        allowed: list[ModelFiles] = [read_model_files(v) for v in validated if v.is_dir()]
+        adapter = is_adapter(candidate)
+        weights = weight_check(refs.weights, candidate)
+        merged = output_dir / "oc" / MERGED
+        if adapter and weights.passed is not False and (merged / "config.json").exists():
+            served = full_model_check(refs.weights, merged, what="the merged model the evaluation served")
+            weights = served if served.passed is False else weights.model_copy(
+                update={"detail": f"{weights.detail}; {served.detail}"})
+        return [tokenizer_check(base, files, allowed), chat_template_check(base, files, allowed),
+                architecture_check(base, files), decoding_check(base, files, allowed, adapter=adapter), weights]
+
     def check(self, experiment: Experiment) -> IntegrityVerdict:
         """Every check's verdict on ``experiment`` (a failed loop without a model: model checks skipped)."""
+        started = time.monotonic()
         art = experiment.artefacts
         checks: list[CheckVerdict] = []
         model = art.get("model") or art.get("output_dir")
         workspace = Path(art["workspace"]) if art.get("workspace") else None
         approved = experiment.approved  # what validation approved, frozen outside the workspace (issue 39 item 2)
         if model and Path(model).is_dir():
-            cand = Path(model)
-            validated = [approved.validated_run] if approved is not None else \
-                [workspace / "debug" / "output"] if workspace is not None else []
-            checks += [tokenizer_check(self.base, cand, validated), chat_template_check(self.base, cand, validated),
-                       architecture_check(self.base, cand), weight_distance_check(self.base, cand)]
+            validated = validated_runs(experiment, workspace)
+            checks += self.model_checks(Path(model), validated, Path(art.get("output_dir") or model))
         checks.append(benchmark_files_check(self.start_hashes, self.hashes()))
         output_dir = art.get("output_dir") or model
-        if output_dir:
-            checks.append(eval_config_check(Path(output_dir) / "oc", baseline_dir(self.file_path, self.benchmark)))
+        if output_dir or experiment.eval_configs:
+            baseline = self.references.baseline_configs if self.references is not None else self.baseline_configs
+            checks.append(eval_config_check(experiment.eval_configs, Path(output_dir) / "oc" if output_dir else None,
+                                            baseline))
         if workspace is not None:
             # the script that ran (frozen before the debug run), the full data run's own folder (its log, its
             # recorded reads) and the data that trained; a loop from before the freeze kept all in its workspace
@@ -123,4 +177,4 @@ class IntegrityGuard:
             checks.append(contamination_check(data_file, self._bench_items(),
                                               benchmark_answers(self.data_dir, self.answer_field)))
         checks.append(constant_answers_check(experiment.val_answers))
-        return IntegrityVerdict(checks=checks)
+        return IntegrityVerdict(checks=checks, seconds=time.monotonic() - started)

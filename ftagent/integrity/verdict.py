@@ -38,9 +38,16 @@ CHECK_KINDS: dict[str, CheckKind] = {
                 "base model's, or a LoRA adapter names another base", by_experiment=True,
         advice="train the given base model; no keys that resize the vocabulary or change the model"),
     "weights": CheckKind(
-        meaning="the trained weights do not descend from the base model (sampled tensors are uncorrelated "
-                "with the base's): another checkpoint, or weights the training destroyed", by_experiment=True,
+        meaning="the trained weights do not descend from the base model (a tensor is uncorrelated with the "
+                "base's, missing, extra or of another shape): another checkpoint, or weights the training "
+                "destroyed", by_experiment=True,
         advice="train the base model as given; a learning rate far too high can wreck the weights"),
+    "decoding": CheckKind(
+        meaning="the trained model's generation config or tokenizer settings (stop tokens, beams, penalties, "
+                "how prompts are tokenized) differ from the base model's and from the validated debug run's",
+        by_experiment=True,
+        advice="leave generation_config.json and the tokenizer settings to the trainer; decoding is the "
+               "evaluation's, not something to tune"),
     "benchmark_files": CheckKind(
         meaning="the benchmark's data files or ftagent's evaluator sources changed after the session started "
                 "(they are outside your workspace)", by_experiment=False,
@@ -49,7 +56,7 @@ CHECK_KINDS: dict[str, CheckKind] = {
                "session); nothing in your plan needs to change because of it"),
     "eval_config": CheckKind(
         meaning="the evaluation config rendered for this model (datasets, prompts, scorer) differs from the one "
-                "the baseline was scored with", by_experiment=False,
+                "the baseline was scored with, or was edited after ftagent rendered it", by_experiment=False,
         advice="not caused by your code: ftagent renders that part from the benchmark, and nothing in your "
                "train.yaml or data reaches it; nothing in your plan needs to change because of it"),
     "data_script": CheckKind(
@@ -79,6 +86,7 @@ class IntegrityVerdict(BaseModel):
     """Every check of one candidate; flagged when any check failed."""
 
     checks: list[CheckVerdict] = Field(default_factory=list)
+    seconds: float = 0.0  # what running every check took (the guard's cost, ``make bench``)
 
     @property
     def flagged(self) -> list[CheckVerdict]:

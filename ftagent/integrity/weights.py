@@ -1,157 +1,95 @@
-"""The ``weights`` check: the candidate's tensors descend from the base's.
+"""The ``weights`` check: every tensor of the candidate descends from the base's.
 
-No torch, no safetensors package (ftagent's own environment has neither): a ``.safetensors`` file is an
-8-byte little-endian header length, a JSON header (``name -> {dtype, shape, data_offsets}``) and the raw
-little-endian tensor bytes (https://github.com/huggingface/safetensors, README "Format"), read here with
-:mod:`struct` / :mod:`array`.
+What "compared" means for each kind of candidate (docs/benchmarks.md, "Integrity guard"):
 
-:func:`weight_distance_check` — cosine similarity (and relative L2 distance ``‖c − b‖ / ‖b‖``, shown) of a
-few sampled tensors (the embeddings, the first and the last layer's attention query): a fine-tune stays
-correlated with its base, another checkpoint is not. Calibrated on ``builtin/tiny-qwen2`` (see
-:data:`MIN_WEIGHT_COSINE`).
+* **a full model** (full or freeze fine-tune, or a model merged from an adapter): every tensor the loaders
+  read (:func:`ftagent.integrity.safetensors_io.loader_view`) is streamed next to the base's tensor of that
+  name, and its cosine similarity to it, over all of its values, must be at least :data:`MIN_WEIGHT_COSINE`.
+  The candidate holds exactly the base's tensors, with the base's shapes (``lm_head.weight`` may be missing
+  when ``tie_word_embeddings`` ties it to the embeddings). A base tensor that is all zeros (a bias initialised
+  to 0) has no direction to descend from: it is counted as not comparable;
+* **a LoRA adapter**: the model the evaluation loads is the base plus each adapted module's
+  ``scale x B @ A``; each such effective weight must pass the same cosine rule, and the adapter's full copies
+  (``modules_to_save``) are compared as full tensors (:mod:`ftagent.integrity.lora`).
+
+The base's tensors are fingerprinted once, before any planner code runs (:func:`fingerprint`: each weight
+file's SHA-256 and stat, each tensor's dtype, shape and squared norm), and every check first proves the
+base's files are still those bytes (:func:`base_unchanged`). Memory stays bounded: values are read
+:data:`~ftagent.integrity.safetensors_io.CHUNK_ELEMENTS` at a time, never a whole tensor.
+
+Calibration of :data:`MIN_WEIGHT_COSINE` (``builtin/tiny-qwen2``, the CPU demo's aggressive full fine-tune,
+learning rate 1e-3 for 150 to 1,200 steps): the embeddings keep cosine 0.36-0.45 (relative L2 distance up
+to 2.5: a distance alone cannot tell it from another checkpoint), the layers' projections 0.72-0.94, the
+norms 1.00; an independently initialised checkpoint of the same architecture is at cosine ~0
+(|cos| ~ 1/sqrt(values), < 0.02 for the >= 4,096 values of any 2-D tensor). Fine-tunes of large models stay
+above 0.99. A checkpoint derived from the same base (its instruct version) is close by design and passes.
 """
 
 from __future__ import annotations
 
 import json
-import re
-import struct
-from array import array
 from pathlib import Path
-from typing import Any
 
 from ftagent.engine.events import CheckVerdict
+from ftagent.integrity.lora import adapter_check
+from ftagent.integrity.safetensors_io import WeightsError, loader_view
+from ftagent.integrity.tensor_compare import MIN_WEIGHT_COSINE, Comparison, compare_tensors
+from ftagent.integrity.weight_prints import WeightPrints, base_unchanged
 
-#: Below this cosine similarity on any sampled tensor the weights do not descend from the base.
-#: Calibration (measured on builtin/tiny-qwen2, the CPU demo's full fine-tune: lr 1e-3, 300 steps, and
-#: tests/unit/test_integrity_redteam.py): that aggressive toy fine-tune keeps cosine 0.42 on the embeddings
-#: and 0.78-0.96 on the layers' weights (relative L2 distances up to 2.3: the distance alone cannot tell
-#: it from another checkpoint), while an independently initialised checkpoint of the same architecture is
-#: at cosine ~0 (independent draws: |cos| ~ 1/sqrt(elements), < 0.02 for the >= 4,096 elements sampled).
-#: Fine-tunes of large models move weights far less (relative distance < 0.1, cosine > 0.99). 0.1 leaves
-#: room on both sides. A checkpoint derived from the same base (its instruct version) is close by design
-#: and is not caught by this check (docs/benchmarks.md, "Integrity guard").
-MIN_WEIGHT_COSINE = 0.1
-SAMPLE_ELEMENTS = 1 << 16  # at most this many elements read per tensor (64 evenly spaced runs)
-_RUNS = 64
-_DTYPES = {"F32": 4, "F16": 2, "BF16": 2}
+TIED_HEAD = "lm_head.weight"
+ADAPTER_MARKERS = ("adapter_config.json", "adapter_model.safetensors", "adapter_model.bin")
 
 
-# -- safetensors, read without the package -----------------------------------------------------------
-def _header(path: Path) -> tuple[dict[str, Any], int]:
-    with open(path, "rb") as fh:
-        (size,) = struct.unpack("<Q", fh.read(8))
-        header = json.loads(fh.read(size))
-    header.pop("__metadata__", None)
-    return header, 8 + size
+def _tied(candidate: Path) -> bool:
+    try:
+        return bool(json.loads((candidate / "config.json").read_text(encoding="utf-8")).get("tie_word_embeddings"))
+    except (OSError, ValueError, AttributeError):
+        return False
 
 
-def tensor_index(folder: Path) -> dict[str, tuple[Path, dict[str, Any], int]]:
-    """``name -> (file, header entry, data start)`` over the folder's safetensors files (sharded or not)."""
-    folder = Path(folder)
-    files = sorted(folder.glob("*.safetensors"))
-    out: dict[str, tuple[Path, dict[str, Any], int]] = {}
-    for path in files:
-        try:
-            header, start = _header(path)
-        except (OSError, ValueError, struct.error):
-            continue
-        for name, entry in header.items():
-            out[name] = (path, entry, start)
+def compare_full(prints: WeightPrints, candidate: Path, *, min_cosine: float = MIN_WEIGHT_COSINE) -> Comparison:
+    """Every tensor of a full model against the base's: what :func:`full_model_check` judges."""
+    view = loader_view(Path(candidate))
+    base_view = loader_view(Path(prints.folder))
+    out = Comparison(min_cosine)
+    out.problems += view.problems
+    if not view.tensors and not view.problems:
+        out.problems.append("no safetensors weights in the candidate")
+        return out
+    missing = [n for n in prints.tensors if n not in view.tensors and not (n == TIED_HEAD and _tied(Path(candidate)))]
+    extra = [n for n in view.tensors if n not in prints.tensors]
+    if missing:
+        out.problems.append(f"{len(missing)} base tensor(s) missing ({', '.join(missing[:3])})")
+    if extra:
+        out.problems.append(f"{len(extra)} tensor(s) the base does not have ({', '.join(extra[:3])})")
+    compare_tensors(out, {name: (entry, base_view.tensors[name]) for name, entry in view.tensors.items()
+                          if name in prints.tensors and name in base_view.tensors})
     return out
 
 
-def _decode(raw: bytes, dtype: str) -> list[float]:
-    if dtype == "F32":
-        values = array("f")
-        values.frombytes(raw)
-    elif dtype == "BF16":  # the high half of an IEEE float32
-        halves = array("H")
-        halves.frombytes(raw)
-        values = array("f")
-        values.frombytes(array("I", (h << 16 for h in halves)).tobytes())
-    else:  # F16
-        return list(struct.unpack(f"<{len(raw) // 2}e", raw))
-    if values.itemsize and struct.pack("=I", 1) != struct.pack("<I", 1):  # pragma: no cover - big-endian host
-        values.byteswap()
-    return list(values)
+def full_model_check(prints: WeightPrints, candidate: Path, *, min_cosine: float = MIN_WEIGHT_COSINE,
+                     what: str = "full model") -> CheckVerdict:
+    """Every tensor of a full model (or merged one) against the base's (see the module doc)."""
+    return compare_full(prints, candidate, min_cosine=min_cosine).verdict(what)
 
 
-def sample_tensor(entry: tuple[Path, dict[str, Any], int], elements: int = SAMPLE_ELEMENTS) -> list[float] | None:
-    """Up to ``elements`` values of one tensor, as :data:`_RUNS` evenly spaced runs (the same positions for
-    two tensors of one shape); None for a dtype other than F32/F16/BF16."""
-    path, meta, start = entry
-    width = _DTYPES.get(meta.get("dtype", ""))
-    if width is None:
-        return None
-    lo, hi = meta["data_offsets"]
-    count = (hi - lo) // width
-    run = max(1, min(count, elements) // _RUNS)
-    step = max(run, count // _RUNS)
-    out: list[float] = []
-    with open(path, "rb") as fh:
-        for first in range(0, count, step):
-            n = min(run, count - first)
-            fh.seek(start + lo + first * width)
-            out.extend(_decode(fh.read(n * width), meta["dtype"]))
-            if len(out) >= elements:
-                break
-    return out
+def is_adapter(folder: Path) -> bool:
+    return any((Path(folder) / f).exists() for f in ADAPTER_MARKERS)
 
 
-def relative_distance(candidate: list[float], base: list[float]) -> float:
-    """``‖c − b‖ / ‖b‖`` (inf when the base is all zeros and the candidate is not)."""
-    num = sum((c - b) ** 2 for c, b in zip(candidate, base, strict=True)) ** 0.5
-    den = sum(b * b for b in base) ** 0.5
-    return num / den if den else (0.0 if num == 0 else float("inf"))
-
-
-def _layer(name: str) -> int | None:
-    found = re.search(r"\.layers\.(\d+)\.", name)
-    return int(found.group(1)) if found else None
-
-
-def sampled_names(names: list[str]) -> list[str]:
-    """The tensors compared: the embeddings and the first and last layer's 2-D weights (q_proj first)."""
-    picked = [n for n in names if "embed_tokens" in n][:1]
-    layers = sorted({i for n in names if (i := _layer(n)) is not None})
-    for layer in (layers[:1] + layers[-1:]) if layers else []:
-        inside = sorted(n for n in names if _layer(n) == layer and n.endswith(".weight"))
-        q = [n for n in inside if "q_proj" in n]
-        picked += (q or inside)[:1]
-    return list(dict.fromkeys(picked)) or sorted(names)[:3]
-
-
-def cosine(candidate: list[float], base: list[float]) -> float:
-    """Cosine similarity of two equally long vectors (0 when either is all zeros)."""
-    dot = sum(c * b for c, b in zip(candidate, base, strict=True))
-    norm = (sum(c * c for c in candidate) * sum(b * b for b in base)) ** 0.5
-    return dot / norm if norm else 0.0
-
-
-def weight_distance_check(base: Path, candidate: Path, *, min_cosine: float = MIN_WEIGHT_COSINE) -> CheckVerdict:
-    """Every sampled tensor's cosine similarity to the base's is at least ``min_cosine``."""
-    base, candidate = Path(base), Path(candidate)
-    if (candidate / "adapter_config.json").is_file():
-        return CheckVerdict(name="weights", passed=None,
-                            detail="LoRA adapter: checked by its declared base (architecture)")
-    b_idx, c_idx = tensor_index(base), tensor_index(candidate)
-    if not c_idx:
-        return CheckVerdict(name="weights", passed=False, detail="no safetensors weights in the candidate")
-    common = [n for n in c_idx if n in b_idx and c_idx[n][1].get("shape") == b_idx[n][1].get("shape")]
-    if not common:
-        return CheckVerdict(name="weights", passed=False, detail="no tensor shared with the base (name and shape)")
-    measured: dict[str, tuple[float, float]] = {}
-    for name in sampled_names(sorted(common)):
-        cand, ref = sample_tensor(c_idx[name]), sample_tensor(b_idx[name])
-        if cand is None or ref is None or len(cand) != len(ref) or not any(ref):
-            continue
-        measured[name] = (cosine(cand, ref), relative_distance(cand, ref))
-    if not measured:
-        return CheckVerdict(name="weights", passed=None, detail="no comparable tensor (dtype)")
-    worst = min(measured, key=lambda n: measured[n][0])
-    cos, dist = measured[worst]
-    ok = cos >= min_cosine
-    return CheckVerdict(name="weights", passed=ok,
-                        detail=f"min cosine to the base {cos:.3f} (relative L2 distance {dist:.3g}; {worst}; "
-                                 f"{len(measured)} tensors sampled; limit {min_cosine:g})")
+def weight_check(prints: WeightPrints | None, candidate: Path, *, min_cosine: float = MIN_WEIGHT_COSINE) -> CheckVerdict:
+    """The ``weights`` verdict on one candidate folder: a full model or a LoRA adapter of the base."""
+    if prints is None:
+        return CheckVerdict(name="weights", passed=None, detail="the base's weights were not fingerprinted at the start")
+    if prints.problem:
+        return CheckVerdict(name="weights", passed=None, detail=f"the base has no comparable weights: {prints.problem}")
+    changed = base_unchanged(prints)
+    if changed:
+        return CheckVerdict(name="weights", passed=False,
+                            detail=f"the base model's weight files changed since the session started: {changed}")
+    try:
+        if is_adapter(Path(candidate)):
+            return adapter_check(prints, Path(candidate), min_cosine=min_cosine)
+        return full_model_check(prints, Path(candidate), min_cosine=min_cosine)
+    except (OSError, WeightsError) as exc:
+        return CheckVerdict(name="weights", passed=False, detail=f"the candidate's weights cannot be read: {exc}")

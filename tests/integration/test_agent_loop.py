@@ -88,8 +88,8 @@ def test_heuristic_demo_beats_the_baseline(workdir, monkeypatch):
     assert len(integrity) == len(feedback) and all(e.flags == 0 for e in integrity), [
         c for e in integrity for c in e.checks if c.passed is False]
     ran = {c.name for e in integrity for c in e.checks if c.passed}
-    assert ran == {"tokenizer", "chat_template", "architecture", "weights", "benchmark_files", "eval_config",
-                   "data_script", "contamination", "constant_answers"}, ran
+    assert ran == {"tokenizer", "chat_template", "architecture", "decoding", "weights", "benchmark_files",
+                   "eval_config", "data_script", "contamination", "constant_answers"}, ran
     questions = _test_questions(workdir)
     generated = [p.read_text(encoding="utf-8") for p in (workdir / "ws").rglob("*") if p.suffix in {".py", ".yaml"}]
     _assert_no_test_text(generated, questions)

@@ -109,6 +109,7 @@ def test_full_finetune_validate_then_train(env, runner: LocalRunner) -> None:
     losses = [p["loss"] for p in result.loss_history]
     assert [p["step"] for p in result.loss_history] == list(range(10, 101, 10))
     assert losses[-1] < losses[0] * 0.5
+    _assert_guard_passes(scen, Path(result.model_path), report, ws, root / "guard_full")
 
 
 def test_broken_config_is_reported(env, runner: LocalRunner) -> None:
@@ -144,6 +145,21 @@ def test_lora_train_and_merge(env, runner: LocalRunner) -> None:
     print(f"merge: {time.monotonic() - start:.1f}s")
     assert (merged / "model.safetensors").is_file() and (merged / "tokenizer.json").is_file()
     assert (Path(result.model_path) / "adapter_model.safetensors").is_file()  # the adapter is kept
+    _assert_guard_passes(scen, Path(result.model_path), report, ws, root / "guard_lora")
+    _assert_guard_passes(scen, merged, report, ws, root / "guard_merged")  # a merged model: every tensor
+
+
+def _assert_guard_passes(scen: ScenarioInfo, model: Path, report, ws: Path, root: Path) -> None:
+    """Issue 39: what LLaMA-Factory really writes for an honest run (tokenizer, template, decoding files,
+    every tensor) passes the integrity guard's model checks against the base and the validated run."""
+    from tests.helpers.model_files import guard_for
+
+    approved = getattr(report, "approved", None)
+    validated = approved.validated_run if approved is not None else ws / "debug" / "output"
+    guard = guard_for(root, Path(scen.base_model_path))
+    checks = guard.model_checks(model, [validated], model)
+    print(model.name, [(c.name, c.passed, c.detail[:90]) for c in checks])
+    assert [c for c in checks if c.passed is not True] == [], checks
 
 
 def test_training_failure_raises_classified_step_error(env, runner: LocalRunner) -> None:

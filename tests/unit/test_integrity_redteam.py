@@ -23,8 +23,11 @@ from ftagent.core.sota import decide_sota
 from ftagent.core.trace import Experiment, Trace
 from ftagent.core.types import AnswerProfile, ModelInfo, ScenarioInfo
 from ftagent.datasets.contamination import fuzzy_scan
+from ftagent.integrity.eval_config import split_digests
 from ftagent.integrity.guard import IntegrityGuard
-from ftagent.integrity.weights import MIN_WEIGHT_COSINE, tensor_index, weight_distance_check
+from ftagent.integrity.tensor_compare import MIN_WEIGHT_COSINE
+from ftagent.integrity.weight_prints import fingerprint
+from ftagent.integrity.weights import compare_full, weight_check
 
 KEY = "redteam_bench"
 TEMPLATE = "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
@@ -89,6 +92,18 @@ def _tokenizer_files(folder: Path, template: str = TEMPLATE) -> None:
         {"added_tokens_decoder": {"0": {"content": "<|endoftext|>", "special": True}}, "chat_template": template}))
 
 
+def _lora_factors(seed: int, scale: float = 0.02) -> tuple[dict[str, list[float]], dict[str, tuple]]:
+    """An honest rank-4 adapter of the two q_proj layers (peft's key names and shapes)."""
+    rng = random.Random(seed)
+    tensors, shapes = {}, {}
+    for layer in (0, 1):
+        key = f"base_model.model.model.layers.{layer}.self_attn.q_proj"
+        for part, shape in (("lora_A", (4, 64)), ("lora_B", (64, 4))):
+            tensors[f"{key}.{part}.weight"] = [rng.gauss(0, scale) for _ in range(shape[0] * shape[1])]
+            shapes[f"{key}.{part}.weight"] = shape
+    return tensors, shapes
+
+
 CONFIG = {"model_type": "qwen2", "hidden_size": 64, "num_hidden_layers": 2, "vocab_size": 128,
           "intermediate_size": 128, "num_attention_heads": 4, "num_key_value_heads": 2}
 
@@ -135,8 +150,13 @@ class World:
                                      file_path=str(self.file_path), workspace_root=str(root / "ws"))
         baseline = self.file_path / "baseline" / KEY
         baseline.mkdir(parents=True)
-        (baseline / "oc_validation_test.py").write_text(OC_CONFIG.format(data=self.data_dir, model=self.base))
-        self.guard = IntegrityGuard(self.scenario, input_columns=["question"], answer_field="answer")
+        rendered = OC_CONFIG.format(data=self.data_dir, model=self.base)
+        (baseline / "oc_validation_test.py").write_text(rendered)
+        # what the baseline's evaluation records when ftagent renders its config (tools/opencompass/runs.py)
+        self.baseline_configs = split_digests(rendered)
+        self.guard = IntegrityGuard(self.scenario, input_columns=["question"], answer_field="answer",
+                                    references_file=root / "session" / "integrity_references.json",
+                                    baseline_configs=self.baseline_configs)
         self.guard.record_start()
         self.n = 0
 
@@ -164,8 +184,9 @@ class World:
         out = ws / "output"
         if lora is not None:
             _tokenizer_files(out, template)
-            (out / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": lora, "r": 8}))
-            _write_safetensors(out / "adapter_model.safetensors", {"a.lora_A.weight": [0.01] * 64}, {"a.lora_A.weight": (8, 8)})
+            (out / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": lora, "r": 4,
+                                                                 "lora_alpha": 8}))
+            _write_safetensors(out / "adapter_model.safetensors", *_lora_factors(seed=self.n))
         else:
             _model(out, weights if weights is not None else _perturbed(self.base_weights, 0.05, self.n),
                    template=template, dtype=dtype)
@@ -371,15 +392,16 @@ def test_weight_threshold_separates_finetunes_from_other_checkpoints(tmp_path: P
     """Documented calibration: another seed is at cosine ~0, a fine-tune far above the limit."""
     base_w = _weights(2)
     base = _model(tmp_path / "b", base_w)
+    prints = fingerprint(base)
     for seed in range(3, 8):
         other = _model(tmp_path / f"o{seed}", _weights(seed))
-        check = weight_distance_check(base, other)
-        assert check.passed is False, check.detail
-        cos = float(check.detail.split("cosine to the base ")[1].split()[0])
-        assert abs(cos) < MIN_WEIGHT_COSINE / 2
+        assert weight_check(prints, other).passed is False
+        cosines = compare_full(prints, other).cosines
+        assert len(cosines) == 4 and all(abs(c) < MIN_WEIGHT_COSINE / 2 for n, c in cosines.items()
+                                         if not n.endswith("norm.weight")), cosines
     near = _model(tmp_path / "n", _perturbed(base_w, 1.0, 1))
-    assert weight_distance_check(base, near).passed is True
-    assert len(tensor_index(base)) == len(SHAPES)
+    assert weight_check(prints, near).passed is True
+    assert len(prints.tensors) == len(SHAPES)
 
 
 def test_fuzzy_scan_ignores_short_items() -> None:
@@ -461,7 +483,7 @@ def test_report_lists_each_candidates_checks_and_says_why_it_was_flagged(world: 
     assert [c["name"] for c in report.loops[1].integrity or [] if c["passed"] is False] == ["weights"]
     md = render_markdown(report)
     assert "- integrity guard: 2 candidate(s) checked, 1 flagged" in md
-    assert "  - loop 1 flagged by weights: min cosine to the base" in md
+    assert "  - loop 1 flagged by weights: full model: 3 of 4 tensors below cosine 0.1 to the base" in md
     assert '"integrity"' in report.model_dump_json()
 
 
@@ -479,7 +501,7 @@ def test_the_console_says_each_verdict(world: World) -> None:
         verdict = world.guard.check(exp)
         display(IntegrityEvent(loop=loop, checks=verdict.checks, flags=len(verdict.flagged)))
     text = out.getvalue()
-    assert "loop 0 (1 of 2) integrity: 9 checks clean" in text
+    assert "loop 0 (1 of 2) integrity: 10 checks clean" in text
     assert "integrity FLAGGED (cannot become SOTA): chat_template: differs from the base's" in text
 
 
@@ -498,5 +520,6 @@ def test_the_sessions_guard_reads_the_specs_columns(world: World) -> None:
     from ftagent.benchmarks import get_benchmark
 
     spec = get_benchmark("demo_add").spec
-    guard = IntegrityGuard.for_spec(world.scenario, spec)
+    guard = IntegrityGuard.for_spec(world.scenario, spec, references_file=world.root / "refs.json",
+                                    baseline_configs=world.baseline_configs)
     assert guard.input_columns == list(spec.input_columns) and guard.answer_field == spec.output_column

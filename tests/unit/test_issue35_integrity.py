@@ -15,16 +15,22 @@ def test_every_integrity_check_the_guard_runs_is_described(tmp_path):
     from ftagent.integrity import model_files as mf
     from ftagent.integrity import training_data as td
     from ftagent.integrity import weights as w
+    from ftagent.integrity.decoding import decoding_check
+    from ftagent.integrity.eval_config import eval_config_check
+    from ftagent.integrity.guard import MODEL_CHECKS
     from ftagent.integrity.verdict import CHECK_KINDS
+    from ftagent.integrity.weight_prints import fingerprint
 
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
     a, b = tmp_path / "a", tmp_path / "b"
-    checks = [ev.benchmark_files_check(None, {}), ev.eval_config_check(a, b), td.data_script_check(a, b, "x"),
+    fa, fb = mf.read_model_files(a), mf.read_model_files(b)
+    checks = [ev.benchmark_files_check(None, {}), eval_config_check({}, a, {}), td.data_script_check(a, b, "x"),
               td.contamination_check(a / "data.json", {}, {}), ev.constant_answers_check(None),
-              mf.tokenizer_check(a, b, []), mf.chat_template_check(a, b, []), mf.architecture_check(a, b),
-              w.weight_distance_check(a, b)]
+              mf.tokenizer_check(fa, fb, []), mf.chat_template_check(fa, fb, []), mf.architecture_check(fa, fb),
+              decoding_check(fa, fb, []), w.weight_check(fingerprint(a), b)]
     assert {c.name for c in checks} == set(CHECK_KINDS)
+    assert set(MODEL_CHECKS) <= set(CHECK_KINDS)
 
 
 def test_an_external_integrity_flag_is_explained_and_not_blamed_on_the_plan(tmp_path):

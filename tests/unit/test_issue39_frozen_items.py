@@ -83,7 +83,8 @@ def test_ftagent_eval_mid_session_never_changes_the_sessions_items(tmp_path):
     scenario = ScenarioInfo(benchmark=KEY, base_model="m", base_model_path=str(tmp_path / "base"),
                             model_info=ModelInfo(name="m", path=""), file_path=str(ft),
                             workspace_root=str(tmp_path / "ws"), benchmark_root=str(root), benchmark_digest=digest)
-    guard = IntegrityGuard(scenario, input_columns=["question"])
+    guard = IntegrityGuard(scenario, input_columns=["question"], references_file=tmp_path / "refs.json",
+                           baseline_configs={})
     guard.record_start()
     before = benchmark_items(scenario, ["question"])
 

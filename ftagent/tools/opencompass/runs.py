@@ -28,6 +28,7 @@ from ftagent.core.disk import check_disk_full
 from ftagent.core.errors import ErrorType, StepError
 from ftagent.core.paths import benchmarks_dir, eval_cache_dir, package_root
 from ftagent.core.types import EvalResult, SplitResults
+from ftagent.integrity.eval_config import split_digests
 from ftagent.runners.base import Mount, Runner
 from ftagent.runners.scrubbed import run_scrubbed
 from ftagent.runners.vllmenv import vllm_env_path
@@ -222,6 +223,7 @@ class _Job:
         self.timeout, self.on_progress = timeout, on_progress
         self.on_warning: WarningCallback | None = None
         self.judge_skipped = False
+        self.config_digests: dict[str, str] = {}
 
     def blocks(self, split: str, suffix: bool) -> list[DatasetBlock]:
         blocks = self.adapter.dataset_blocks(self.root, split, judge=_judge(self.settings, routed=True))  # type: ignore[arg-type]
@@ -245,6 +247,8 @@ class _Job:
         label = "+".join(splits)
         source = render_config(blocks, self.mspec, benchmark=self.benchmark, split=label,
                                num_runs=ft.benchmark_num_runs, pass_k=ft.benchmark_pass_k, in_process=in_process)
+        # what decides each split's score, hashed before OpenCompass runs (the integrity guard's eval_config)
+        self.config_digests = {split or splits[0]: digest for split, digest in split_digests(source).items()}
         self.work_dir.mkdir(parents=True, exist_ok=True)
         tag = "_".join(splits)
         cfg = self.work_dir / f"oc_{tag}.py"
@@ -411,7 +415,7 @@ def evaluate_splits_of_path(
     out = SplitResults()
     for split in splits:
         hit = cache.get(keys[split])
-        if hit is not None:
+        if hit is not None and hit.config_sha256:  # an entry of an older ftagent says not what it was scored with
             out.results[split] = hit
     missing = [s for s in splits if s not in out.results]
     if not missing:
@@ -458,6 +462,7 @@ def _run_groups(job: _Job, missing: list[str], spec: Any, keys: dict[str, str], 
         for split in done:
             assert run is not None
             result = _result(run, split, spec, benchmark, time.monotonic() - start, one)
+            result.config_sha256 = job.config_digests.get(split)
             unresolved = _unresolved_timeouts(result)
             if unresolved and job.on_warning is not None:
                 job.on_warning(f"{benchmark}/{split}: math-verify did not finish on {unresolved:g} answer(s) even "
