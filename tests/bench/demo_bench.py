@@ -6,7 +6,9 @@
   included) — target ≤ 1.05;
 * final validation/test scores;
 * forecast ÷ actual per loop and in total (the report's "Forecast vs actual", issue 23): the total's
-  target is 0.7–1.3.
+  target is 0.7–1.3;
+* per loop: the integrity guard's time (its ``integrity`` event's ``duration_s``) ÷ the loop's training runs
+  (RunEvent purposes ``train*``) — target ≤ 0.05 (issue 39: every tensor is compared).
 
 ``--run-demo`` runs ``ftagent demo`` in a scratch folder first and analyses the session it wrote.
 """
@@ -28,6 +30,7 @@ from tests.bench.common import BenchResults
 SECTION = "demo"
 TRAIN_EVAL = ("train", "eval")
 FORECAST_BAND = (0.7, 1.3)  # issue 23: the demo's forecast within ±30 % of what it took
+GUARD_MAX = 0.05  # issue 39: the integrity guard's time per loop / the loop's training time
 
 
 class LoopTiming(BaseModel):
@@ -38,6 +41,8 @@ class LoopTiming(BaseModel):
     train_eval_s: float
     all_subprocess_s: float
     status: str = ""
+    train_s: float = 0.0  # the loop's training runs (purposes train*)
+    integrity_s: float | None = None  # the integrity guard's time (None: no integrity event, or an older one)
 
 
 class DemoSummary(BaseModel):
@@ -80,6 +85,7 @@ def loop_timings(events: list[dict[str, Any]]) -> list[LoopTiming]:
     spans: dict[int, list[float]] = {}
     runs: dict[int, list[dict[str, Any]]] = {}
     ends: dict[int, dict[str, Any]] = {}
+    guard: dict[int, float] = {}
     for ev in events:
         loop = ev.get("loop")
         if loop is None:
@@ -90,6 +96,8 @@ def loop_timings(events: list[dict[str, Any]]) -> list[LoopTiming]:
             runs.setdefault(loop, []).append(ev)
         elif ev.get("type") == "loop_end":
             ends[loop] = ev
+        elif ev.get("type") == "integrity" and ev.get("duration_s"):
+            guard[loop] = guard.get(loop, 0.0) + float(ev["duration_s"])
     out = []
     for loop in sorted(spans):
         end = ends.get(loop)
@@ -99,7 +107,8 @@ def loop_timings(events: list[dict[str, Any]]) -> list[LoopTiming]:
             loop=loop, wall_s=wall,
             train_eval_s=sum(r["duration_s"] for r in loop_runs if _is_train_or_eval(r.get("purpose", ""))),
             all_subprocess_s=sum(r["duration_s"] for r in loop_runs),
-            status=end.get("status", "") if end else "running"))
+            train_s=sum(r["duration_s"] for r in loop_runs if r.get("purpose", "").startswith("train")),
+            integrity_s=guard.get(loop), status=end.get("status", "") if end else "running"))
     return out
 
 
@@ -149,6 +158,9 @@ def record(res: BenchResults, s: DemoSummary) -> None:
         res.add_ratio(SECTION, f"loop {lt.loop} wall / train+eval", lt.wall_s, lt.train_eval_s, target_max=1.05)
         res.add_ratio(SECTION, f"loop {lt.loop} wall / all subprocesses", lt.wall_s, lt.all_subprocess_s,
                       target_max=1.05)
+        if lt.integrity_s is not None:
+            res.add_ratio(SECTION, f"loop {lt.loop} integrity guard / training", lt.integrity_s, lt.train_s,
+                          target_max=GUARD_MAX)
     total_wall = sum(lt.wall_s for lt in s.loops)
     if s.loops:
         res.add_ratio(SECTION, "all loops wall / train+eval", total_wall, sum(lt.train_eval_s for lt in s.loops),

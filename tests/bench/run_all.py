@@ -2,7 +2,7 @@
 
 Usage::
 
-    FT_TOOLS_ENV=/tmp/warm/tools python -m tests.bench.run_all [--quick] [--only train|eval|demo|gpu]
+    FT_TOOLS_ENV=/tmp/warm/tools python -m tests.bench.run_all [--quick] [--only train|eval|demo|guard|gpu]
         [--session DIR | --run-demo] [--gpu] [--work DIR] [--out bench-results.json]
 
 Each measurement is printed as it is taken; the end prints a Markdown table and writes the JSON.
@@ -21,14 +21,14 @@ from pathlib import Path
 
 from tests.bench.common import BenchResults, load_average, machine_info, summary_table, tools_env_from_environ
 
-SECTIONS = ("train", "eval", "demo", "gpu")
+SECTIONS = ("train", "eval", "demo", "guard", "gpu")
 DEFAULT_SESSION_ROOT = Path(os.environ.get("LOG_PATH", "log"))  # where `make demo` writes sessions
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The command line (see the module docstring)."""
     p = argparse.ArgumentParser(prog="python -m tests.bench.run_all", description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true", help="200 training steps, 10/40 eval items")
+    p.add_argument("--quick", action="store_true", help="200 training steps, 10/40 eval items, a 1-layer guard checkpoint")
     p.add_argument("--only", choices=SECTIONS, help="run one section")
     p.add_argument("--session", type=Path, help="demo session folder (holding events.jsonl) to analyse")
     p.add_argument("--run-demo", action="store_true", help="run `ftagent demo` first and analyse its session")
@@ -41,10 +41,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def selected(args: argparse.Namespace) -> list[str]:
-    """The sections to run: ``--only``, else train/eval/demo (+ gpu with ``--gpu``)."""
+    """The sections to run: ``--only``, else train/eval/demo/guard (+ gpu with ``--gpu``)."""
     if args.only:
         return [args.only]
-    return ["train", "eval", "demo"] + (["gpu"] if args.gpu else [])
+    return ["train", "eval", "demo", "guard"] + (["gpu"] if args.gpu else [])
 
 
 def find_session(args: argparse.Namespace, work: Path, tools_env: Path | None) -> Path | None:
@@ -99,6 +99,10 @@ def main(argv: list[str] | None = None) -> int:
             from tests.bench import eval_bench
 
             _section(res, name, lambda: eval_bench.run(res, tools_env, work, args.quick))
+        elif name == "guard":
+            from tests.bench import guard_bench
+
+            _section(res, name, lambda: guard_bench.run(res, work, args.quick))
         elif name == "gpu":
             from tests.bench import eval_bench
 

@@ -179,6 +179,22 @@ def test_run_all_demo_section_on_a_session(tmp_path: Path) -> None:
 
 
 def test_selected_sections() -> None:
-    assert selected(parse_args([])) == ["train", "eval", "demo"]
+    assert selected(parse_args([])) == ["train", "eval", "demo", "guard"]
     assert selected(parse_args(["--gpu"]))[-1] == "gpu"
     assert selected(parse_args(["--only", "eval", "--quick"])) == ["eval"]
+
+
+def test_the_integrity_guards_cost_per_loop_is_a_ratio_to_its_training() -> None:
+    """Issue 39: the ``integrity`` event's duration over the loop's ``train*`` runs, target <= 0.05."""
+    events = [_ev(0.0, "session_start"), _ev(1.0, "run", 0, purpose="train", duration_s=40.0),
+              _ev(2.0, "run", 0, purpose="eval", duration_s=10.0), _ev(3.0, "integrity", 0, duration_s=0.5),
+              _ev(4.0, "loop_end", 0, status="succeeded", duration_s=60.0),
+              _ev(5.0, "run", 1, purpose="train_retry", duration_s=10.0), _ev(6.0, "integrity", 1, duration_s=1.0),
+              _ev(7.0, "loop_end", 1, status="succeeded", duration_s=20.0)]
+    l0, l1 = loop_timings(events)
+    assert (l0.train_s, l0.integrity_s, l1.train_s, l1.integrity_s) == (40.0, 0.5, 10.0, 1.0)
+    res = BenchResults()
+    record(res, summarize(events))
+    guard = {r.name: r for r in res.ratios if "integrity" in r.name}
+    assert guard["loop 0 integrity guard / training"].value == pytest.approx(0.0125)
+    assert guard["loop 0 integrity guard / training"].ok is True and guard["loop 1 integrity guard / training"].ok is False
