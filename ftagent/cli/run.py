@@ -131,14 +131,18 @@ def plan(
         None, "--hardware", help="plan for GPUs described, not detected: 8xH100, 1xA10G, 4xA100-40GB, 8x80GB "
                                  "(no GPU, no baseline, no training probe; --base-model may hold only config.json)"),
     json_out: bool = typer.Option(False, "--json", help="the forecast (with --hardware: the launch plan) as JSON"),
+    ram: float | None = typer.Option(
+        None, "--ram", help="with --hardware: the host's RAM in GB, for ZeRO-3 CPU offload (unknown: not considered)"),
 ) -> None:
     """Forecast a session (llm_finetune's options) without running it: time per loop, memory, LLM use, fit."""
     from ftagent.finetune.app import FinetuneOptions
 
     prepare_env()
     if hardware is not None:
-        _print_launch_plan(base_model, hardware, benchmark=benchmark, as_json=json_out)
+        _print_launch_plan(base_model, hardware, benchmark=benchmark, as_json=json_out, ram_gb=ram)
         return
+    if ram is not None:
+        fail("--ram goes with --hardware (the launch plan)")
     _print_forecast(FinetuneOptions(
         benchmark=benchmark, benchmark_description=benchmark_description, base_model=base_model,
         dataset=dataset, upper_data_size_limit=upper_data_size_limit, loop_n=loop_n, timeout=timeout,
@@ -163,23 +167,25 @@ def _print_forecast(options: FinetuneOptions, as_json: bool = False) -> None:
     print_forecast(forecast, Console(width=140))
 
 
-def _print_launch_plan(base_model: str | None, hardware: str, *, benchmark: str | None, as_json: bool) -> None:
+def _print_launch_plan(base_model: str | None, hardware: str, *, benchmark: str | None, as_json: bool,
+                       ram_gb: float | None) -> None:
     """``ftagent plan --hardware``: the launch plan and its preflight verdicts (text or JSON)."""
     from ftagent.finetune.plan import plan_hardware
 
-    plan = plan_hardware(base_model, hardware, benchmark=benchmark)
+    plan = plan_hardware(base_model, hardware, benchmark=benchmark, ram_gb=ram_gb)
     if as_json:
         typer.echo(plan.model_dump_json(indent=1, exclude={"memory"}))
         if plan.refused:  # printed in full, and the exit status says upstream would refuse it
             raise typer.Exit(2)
         return
     cc = ".".join(map(str, plan.compute_capability)) if plan.compute_capability else "-"
-    rows = [("hardware", f"{plan.hardware.spec}: {plan.gpu_count} x {plan.per_gpu_memory_gb:g} GB, compute "
+    rows = [("hardware", f"{plan.hardware.spec}: {plan.gpu_count} x {plan.per_gpu_memory_gb:.2f} GB, compute "
                          f"capability {cc}"),
             ("model", f"{plan.model}: {plan.params_b:g}B parameters, context {plan.model_context_len}"),
             ("training", f"finetuning_type {plan.finetuning_type}" + (" + quantization_bit 4" if plan.quantization_bit
                          else "") + f", {plan.precision}, deepspeed {plan.deepspeed or 'none'}"),
             ("memory", f"{plan.static_gb_per_gpu:g} GB static per GPU; cutoff_len up to {plan.max_cutoff_len:,}"),
+            ("host RAM", f"{plan.cpu_ram_gb:g} GB" if plan.cpu_ram_gb is not None else "unknown (--ram GB)"),
             ("evaluation", f"vLLM tensor_parallel_size {plan.tensor_parallel_size} x data parallel "
                            f"{plan.data_parallel_size}, max_model_len {plan.max_model_len}, dtype {plan.vllm_dtype}, "
                            f"max_lora_rank {plan.max_lora_rank}"),

@@ -21,13 +21,20 @@ class GPUInfo(BaseModel):
     index: int = Field(description="NVML (physical) index")
     name: str
     uuid: str = ""
-    memory_total_gb: float = Field(description="GiB")
+    memory_total_gb: float = Field(description="GiB, rounded (for people)")
     memory_used_gb: float = Field(description="GiB")
+    memory_total_bytes: int = Field(0, description="NVML's total, exact: what plans count (0: not recorded, "
+                                                   "as in snapshots from before issue 42)")
     compute_capability: tuple[int, int] | None = Field(None, description="CUDA compute capability (NVML)")
 
     @property
     def memory_free_gb(self) -> float:
         return max(self.memory_total_gb - self.memory_used_gb, 0.0)
+
+    @property
+    def total_bytes(self) -> int:
+        """NVML's total in bytes (the rounded GiB for an older record)."""
+        return self.memory_total_bytes or round(self.memory_total_gb * GIB)
 
 
 class HardwareInfo(BaseModel):
@@ -126,6 +133,7 @@ def _read_gpus(pynvml: ModuleType, cvd: str | None) -> HardwareInfo:
         mem = pynvml.nvmlDeviceGetMemoryInfo(handles[idx])
         gpus.append(GPUInfo(index=idx, name=_text(pynvml.nvmlDeviceGetName(handles[idx])), uuid=uuids[idx],
                             memory_total_gb=round(mem.total / GIB, 2), memory_used_gb=round(mem.used / GIB, 2),
+                            memory_total_bytes=int(mem.total),
                             compute_capability=_capability(pynvml, handles[idx])))
     return HardwareInfo(gpus=gpus, driver_version=_text(pynvml.nvmlSystemGetDriverVersion()),
                         cuda_version=_cuda_version(pynvml), cuda_visible_devices=cvd,

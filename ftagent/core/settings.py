@@ -100,6 +100,10 @@ class FTSettings(BaseSettings):
         3.0, gt=1.0, description="a logged loss above this × the run's best loss so far counts as diverging")
     early_stop_patience_steps: int = Field(
         20, ge=0, description="optimizer steps the loss must stay above that bar before the run is stopped")
+    cpu_offload: bool = Field(
+        False, description="allow DeepSpeed ZeRO-3 CPU offload for a full fine-tune that does not fit the GPUs (its "
+                           "optimizer step runs on the CPU: torch AdamW, several times slower, unless DeepSpeed's "
+                           "CPU Adam is built in the tool env, which allows offload by itself)")
     report_to: Literal["none", "tensorboard", "wandb", "mlflow"] = Field(
         "none", description="experiment tracker of full training runs (LLaMA-Factory report_to); one run per "
                             "loop named <session>-loop<n>, with ftagent's validation score logged to it")

@@ -215,6 +215,9 @@ class ScenarioInfo(BaseModel):
     dataset_root: str | None = None  # FT_FILE_PATH/datasets
     hardware: HardwareInfo = Field(default_factory=HardwareInfo)
     memory: dict[str, Any] = Field(default_factory=dict)  # MemoryReport as JSON (tools.llamafactory.memory)
+    # the session's LaunchPlan as JSON (tools.launch.plan; its .memory is `memory`): every train.yaml is
+    # checked against it (tools.launch.train_rules); {} when config.json could not be planned
+    launch_plan: dict[str, Any] = Field(default_factory=dict)
     memory_report: str = ""
     llama_factory_info_dir: str | None = None
     llama_factory_version: str | None = None

@@ -79,31 +79,40 @@ def plan_finetune(options: FinetuneOptions, progress: Callable[[str], None] | No
                          timeout_s=timeout_s, baseline_needed=True, probe_cost_s=time.monotonic() - started)
 
 
-def plan_hardware(base_model: str | None, hardware: str, *, benchmark: str | None = None) -> LaunchPlan:
+def plan_hardware(base_model: str | None, hardware: str, *, benchmark: str | None = None,
+                  ram_gb: float | None = None) -> LaunchPlan:
     """``ftagent plan --hardware SPEC``: the launch plan of ``base_model`` on hardware described, not
-    detected (no GPU, no baseline, no training probe); its preflight verdicts included.
+    detected (no GPU, no baseline, no training probe); its preflight verdicts included. The same function
+    makes the session's own plan (:func:`ftagent.finetune.hardware_plan.make_plan`).
 
     ``base_model``: a local folder holding (at least) ``config.json``, a folder already under
-    ``FT_FILE_PATH/models``, or an HF id whose ``config.json`` alone is fetched.
+    ``FT_FILE_PATH/models``, or an HF id whose ``config.json`` alone is fetched. ``ram_gb``: the host's
+    RAM (``--ram``); None: unknown, and CPU offload is not considered (the plan says so).
 
     Raises:
         UserInputError: bad SPEC, no --base-model, an unknown benchmark, an unreadable config.json (exit 2).
         EnvironmentFailure: the Hub could not be reached for an HF id's config.json (exit 1).
     """
     from ftagent.core.errors import UserInputError
-    from ftagent.tools.launch.plan import launch_plan
+    from ftagent.core.settings import load_settings
+    from ftagent.finetune.hardware_plan import make_plan
     from ftagent.tools.launch.profiles import parse_hardware_spec
+    from ftagent.tools.opencompass.inference import inference_settings
 
     profile = parse_hardware_spec(hardware)
     if not base_model:
         raise UserInputError("--hardware needs --base-model (a folder holding config.json, or an HF id)")
+    if ram_gb is not None and not 0 < ram_gb < 1e6:
+        raise UserInputError(f"--ram {ram_gb:g}: the host's RAM in GB, more than 0 and below 1,000,000")
     if benchmark:
         from ftagent.benchmarks import get_benchmark
 
         get_benchmark(benchmark)  # an unknown key is one clear error, as for llm_finetune
     config = _model_config(base_model)
+    name = base_model.rstrip("/")
     try:
-        plan = launch_plan(config, profile, name=base_model.rstrip("/"))
+        plan = make_plan(config, profile, name=name, inference=inference_settings(name).values, cpu_ram_gb=ram_gb,
+                         settings=load_settings())
     except (KeyError, TypeError) as exc:
         raise UserInputError(f"config.json of {base_model} lacks {exc} (hidden_size, num_hidden_layers and "
                              "vocab_size are needed)") from exc

@@ -35,10 +35,8 @@ if TYPE_CHECKING:
     from ftagent.llm.client import LLMClient
     from ftagent.planners.llm.select import Selection
     from ftagent.runners.base import Runner
-    from ftagent.tools.launch.plan import LaunchPlan
     from ftagent.tools.llamafactory.catalogue import LFCatalogue
     from ftagent.tools.llamafactory.memory import MemoryReport
-    from ftagent.tools.opencompass.inference import InferenceSettings
 
 Emit = Callable[[Any], None]
 _T = TypeVar("_T")
@@ -151,7 +149,10 @@ class FinetuneScenario:
         from ftagent.core.hardware import detect_gpus
         from ftagent.core.paths import datasets_dir
         from ftagent.datasets.catalogue import build_catalogue
+        from ftagent.finetune.hardware_plan import host_ram_gb, session_plan
         from ftagent.models.describe import describe_model
+        from ftagent.tools.launch.preflight import check_plan
+        from ftagent.tools.launch.profiles import profile_of
         from ftagent.tools.llamafactory.catalogue import load_or_build_catalogue
         from ftagent.tools.opencompass.inference import eval_decoding, read_model_config
 
@@ -168,16 +169,21 @@ class FinetuneScenario:
         if model.template is None and _is_chatml(model_path):
             model.template = "chatml"
         hardware = self._stage("hardware", detect_gpus)
-        memory = self._stage("memory", lambda: _memory(model_path, hardware))
-        if hardware.gpu_count:  # upstream's refusals before any GPU work (UserInputError: exit 2)
-            self._stage("preflight", lambda: launch_preflight(model_path, hardware, base_model,
-                                                              self.run.model.inference))
+        gpus = profile_of(hardware)
+        ram_gb = host_ram_gb()
+        plan = self._stage("memory", lambda: session_plan(
+            model_path, hardware, name=base_model, inference=self.run.model.inference, cpu_ram_gb=ram_gb,
+            settings=self.settings))
+        memory = plan.memory if plan else _memory(model_path, hardware, ram_gb, self.settings)
+        if hardware.gpu_count and plan:  # upstream's refusals before any GPU work (UserInputError: exit 2)
+            self._stage("preflight", lambda: check_plan(plan))
         info = ScenarioInfo(
             benchmark=self.run.benchmark, benchmark_description=self.run.description,
             user_target_scenario=ft.user_target_scenario, core_metric=spec.core_metric,
             direction=spec.direction, base_model=base_model, base_model_path=str(model_path),
             model_info=model, datasets=sorted(prepared.datasets), dataset_root=str(datasets_dir(file_path)),
             hardware=hardware, memory=memory.model_dump(mode="json"), memory_report=memory.to_markdown(),
+            launch_plan=plan.model_dump(mode="json") if plan else {},
             llama_factory_info_dir=str(info_dir), llama_factory_version=catalogue.version,
             file_path=str(file_path), workspace_root=str(Path(paths.workspace_path).absolute()),
             upper_data_size_limit=ft.upper_data_size_limit,
@@ -189,7 +195,9 @@ class FinetuneScenario:
             holdout=prepared.holdout,
             eval_decoding=eval_decoding(base_model, hardware.gpu_count, spec.max_out_len,
                                         inference=self.run.model.inference,
-                                        model_config=read_model_config(model_path)),
+                                        model_config=read_model_config(model_path),
+                                        per_gpu_memory_gb=gpus.memory_gb, gpu_name=gpus.gpu_name,
+                                        compute_capability=gpus.compute_capability if gpus.gpu_count else None),
         )
         info.description_text = render_brief(info, self.run)  # again after the baseline (it shows the score)
         return info
@@ -308,30 +316,12 @@ def _is_chatml(model_path: Path) -> bool:
     return "<|im_start|>" in text
 
 
-def launch_preflight(model_path: Path, hardware: HardwareInfo, name: str,
-                     inference: InferenceSettings) -> LaunchPlan | None:
-    """The launch plan of the base model on the detected GPUs, refused (UserInputError) when upstream
-    would refuse it (:mod:`ftagent.tools.launch.preflight`); None when config.json cannot be planned.
-    ``inference``: the model's models.yaml settings as the start-up resolved them (required)."""
-    import psutil
-
-    from ftagent.tools.launch.plan import launch_plan
-    from ftagent.tools.launch.preflight import check_plan
-    from ftagent.tools.launch.profiles import profile_of
-    from ftagent.tools.opencompass.inference import read_model_config
-
-    cfg = read_model_config(model_path)
-    try:
-        plan = launch_plan(cfg, profile_of(hardware), name=name, inference=inference.values,
-                           cpu_ram_gb=psutil.virtual_memory().total / 1e9)
-    except (KeyError, TypeError):
-        return None  # no usable config.json (the memory stage already guessed from the name)
-    check_plan(plan)
-    return plan
-
-
-def _memory(model_path: Path, hardware: HardwareInfo) -> MemoryReport:
+def _memory(model_path: Path, hardware: HardwareInfo, ram_gb: float, settings: Settings) -> MemoryReport:
+    """The estimate without a plannable config.json (the size from the model's name)."""
+    from ftagent.finetune.hardware_plan import offload_of
     from ftagent.tools.llamafactory.memory import estimate_for_hardware
 
-    return estimate_for_hardware(model_path, hardware)
+    offload = offload_of(settings)
+    return estimate_for_hardware(model_path, hardware, cpu_ram_gb=ram_gb, offload_allowed=offload.allowed,
+                                 cpu_adam=offload.cpu_adam)
 

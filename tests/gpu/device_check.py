@@ -356,6 +356,8 @@ def main(argv: list[str] | None = None) -> int:
         out["vllm_python"] = str(vllm_py) if vllm_py else None
         if vllm_py is None and args.require_vllm:
             raise Missing(f"vllm: no python imports it (tried {', '.join(tried)}); set VLLM_PYTHON")
+        import psutil
+
         from ftagent.core.hardware import GPUInfo, HardwareInfo, detect_gpus
         from ftagent.core.types import ScenarioInfo
         from ftagent.models.builtin import build_builtin
@@ -368,7 +370,7 @@ def main(argv: list[str] | None = None) -> int:
         if dry and not hardware.gpu_count and not CPU_SMOKE:  # plan as on the H200 the check is meant for
             hardware = HardwareInfo(gpus=[GPUInfo(index=0, name="NVIDIA H200 (dry run)", memory_total_gb=139.8,
                                                   memory_used_gb=0.0)])
-        memory = estimate_for_hardware(model, hardware)
+        memory = estimate_for_hardware(model, hardware, cpu_ram_gb=psutil.virtual_memory().total / 1e9)
         out["hardware"] = hardware.summary()
         scenario = ScenarioInfo(benchmark="demo_add", base_model=f"builtin/{MODEL}", base_model_path=str(model),
                                 file_path=str(work / "ft"), workspace_root=str(work), hardware=hardware,

@@ -21,6 +21,8 @@ pytestmark = pytest.mark.gpu
 
 @pytest.fixture(scope="module")
 def prepared(check_env: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    import psutil
+
     from ftagent.core.hardware import detect_gpus
     from ftagent.core.types import ScenarioInfo
     from ftagent.models.builtin import build_builtin
@@ -32,7 +34,7 @@ def prepared(check_env: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
     data, _ = dc.make_data(work)
     _, longest = dc.tokens_per_sample(check_env, model, data)
     hardware = detect_gpus()
-    memory = estimate_for_hardware(model, hardware)
+    memory = estimate_for_hardware(model, hardware, cpu_ram_gb=psutil.virtual_memory().total / 1e9)
     scenario = ScenarioInfo(benchmark="demo_add", base_model=f"builtin/{dc.MODEL}", base_model_path=str(model),
                             file_path=str(work / "ft"), workspace_root=str(work), hardware=hardware,
                             memory=memory.model_dump(mode="json"))

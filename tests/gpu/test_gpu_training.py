@@ -21,10 +21,12 @@ def test_gpu_facts_are_per_gpu():
 
 
 def test_memory_estimate_uses_the_real_gpu(tiny_model):
+    import psutil
+
     from ftagent.core.hardware import detect_gpus
     from ftagent.tools.llamafactory.memory import estimate_for_hardware
 
-    report = estimate_for_hardware(tiny_model, detect_gpus())
+    report = estimate_for_hardware(tiny_model, detect_gpus(), cpu_ram_gb=psutil.virtual_memory().total / 1e9)
     assert report.device == "gpu" and report.get("full").fits
 
 

@@ -78,7 +78,8 @@ def test_the_session_path_takes_its_resolved_values_as_required_parameters() -> 
 
     from ftagent.datasets.registry import datasets_for_benchmark, resolve_dataset_choice
     from ftagent.finetune.forgetting import ForgettingGuard
-    from ftagent.finetune.scenario import FinetuneScenario, launch_preflight, render_brief
+    from ftagent.finetune.hardware_plan import make_plan, session_plan
+    from ftagent.finetune.scenario import FinetuneScenario, render_brief
     from ftagent.integrity.guard import IntegrityGuard
     from ftagent.planners.llm import brief
     from ftagent.planners.llm.select import select_datasets
@@ -89,7 +90,8 @@ def test_the_session_path_takes_its_resolved_values_as_required_parameters() -> 
         build_components: ["run"], FinetuneScenario.__init__: ["run"], OpenCompassEvaluator.__init__: ["run"],
         render_brief: ["run"], brief.render_brief: ["benchmark"], brief.brief_facts: ["benchmark"],
         evaluate_baseline: ["benchmark", "inference"], ForgettingGuard.__init__: ["inference"],
-        launch_preflight: ["inference"], DataProcessor.__init__: ["input_columns"],
+        session_plan: ["inference", "cpu_ram_gb", "settings"], make_plan: ["inference", "cpu_ram_gb", "settings"],
+        DataProcessor.__init__: ["input_columns"],
         IntegrityGuard.__init__: ["input_columns"], IntegrityGuard.for_spec: ["spec"],
         datasets_for_benchmark: ["related"], resolve_dataset_choice: ["related"], select_datasets: ["related"],
     }

@@ -1,10 +1,12 @@
-"""Issue 30 finding 10: the shipped DeepSpeed configs parse, and ZeRO-3 CPU offload keeps the
-Trainer's torch AdamW instead of DeepSpeedCPUAdam, whose JIT build needs ninja and a C++ compiler that
-neither the tool envs nor the image have (configs/deepspeed/README.md has the upstream lines)."""
+"""Issue 30 finding 10 and issue 42 item 1: the shipped DeepSpeed configs parse; ZeRO-3 CPU offload runs
+DeepSpeedCPUAdam only where the tool env has it built (its JIT build needs ninja and a C++ compiler that
+neither the tool envs nor the image have), the Trainer's torch AdamW otherwise (configs/deepspeed/README.md
+has the upstream lines)."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -22,13 +24,44 @@ def _offloads_optimizer(cfg: dict) -> bool:
     return cfg["zero_optimization"].get("offload_optimizer", {}).get("device", "none") != "none"
 
 
-def test_cpu_offload_does_not_force_deepspeed_cpu_adam() -> None:
-    cfg = json.loads(config_file("deepspeed", DS_Z3_OFFLOAD).read_text(encoding="utf-8"))
-    assert _offloads_optimizer(cfg)
-    # accelerate 1.11 (accelerator.py:2276-2285) swaps in DeepSpeedCPUAdam exactly when this is true:
-    will_swap = _offloads_optimizer(cfg) and cfg.get("zero_force_ds_cpu_optimizer", True)
-    assert not will_swap
-    assert cfg["zero_force_ds_cpu_optimizer"] is False  # DeepSpeed's default is True (runtime/constants.py)
+def _offload_report(*, asked: bool, cpu_adam: bool) -> dict:
+    from ftagent.tools.launch.offload import OffloadPolicy
+    from ftagent.tools.llamafactory.memory import estimate_memory, model_spec
+
+    policy = OffloadPolicy(asked=asked, cpu_adam=cpu_adam)
+    report = estimate_memory(model_spec("Qwen2.5-7B"), 24, 1, cpu_ram_gb=512, offload_allowed=policy.allowed,
+                             cpu_adam=policy.cpu_adam)
+    return report.model_dump(mode="json")
+
+
+@pytest.mark.parametrize(("asked", "cpu_adam"), [(True, False), (False, True), (True, True)])
+def test_the_offload_optimizer_is_the_one_the_tool_env_can_run(tmp_path, asked: bool, cpu_adam: bool) -> None:
+    """Issue 42 item 1: the shipped offload config keeps DeepSpeed's default (zero_force_ds_cpu_optimizer
+    unset: true); the workspace copy says true only where DeepSpeed's CPU Adam is built (accelerate
+    accelerator.py _prepare_deepspeed swaps in DeepSpeedCPUAdam exactly then), else false (torch AdamW)."""
+    from ftagent.core.hardware import GPUInfo, HardwareInfo
+    from ftagent.tools.llamafactory.launch import apply_deepspeed
+
+    shipped = json.loads(config_file("deepspeed", DS_Z3_OFFLOAD).read_text(encoding="utf-8"))
+    assert _offloads_optimizer(shipped) and "zero_force_ds_cpu_optimizer" not in shipped
+    hw = HardwareInfo(gpus=[GPUInfo(index=0, name="NVIDIA A10G", memory_total_gb=22.49, memory_used_gb=0)])
+    final, _ = apply_deepspeed({"finetuning_type": "full"}, memory=_offload_report(asked=asked, cpu_adam=cpu_adam),
+                               hardware=hw, workspace=tmp_path)
+    copy = json.loads(Path(final["deepspeed"]).read_text(encoding="utf-8"))
+    assert Path(final["deepspeed"]).name == DS_Z3_OFFLOAD and copy["zero_force_ds_cpu_optimizer"] is cpu_adam
+
+
+def test_offload_nobody_allowed_is_not_run(tmp_path) -> None:
+    from ftagent.core.hardware import GPUInfo, HardwareInfo
+    from ftagent.tools.llamafactory.launch import apply_deepspeed
+    from ftagent.tools.llamafactory.memory import DS_Z3
+
+    hw = HardwareInfo(gpus=[GPUInfo(index=i, name="NVIDIA A10G", memory_total_gb=22.49, memory_used_gb=0)
+                            for i in range(2)])
+    final, notes = apply_deepspeed({"finetuning_type": "lora", "deepspeed": "ds_z3_offload_config.json"},
+                                   memory=_offload_report(asked=False, cpu_adam=False), hardware=hw,
+                                   workspace=tmp_path)
+    assert Path(final["deepspeed"]).name == DS_Z3 and any("CPU offload is not allowed" in n for n in notes)
 
 
 # Issue 42 item 6: every key of a shipped config is one DeepSpeed 0.19 reads (configs/envs/tools-gpu.txt pins

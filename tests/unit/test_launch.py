@@ -175,6 +175,6 @@ def test_heuristic_recipe_matches_the_launch_plan(tmp_path: Path) -> None:
     final, _ = apply_deepspeed(recipe, memory=two.model_dump(mode="json"), hardware=_hw(2), workspace=tmp_path)
     assert two.get(method_of_config(recipe)).deepspeed == DS_Z3 == Path(final["deepspeed"]).name
     # one 24 GB GPU: full only fits with CPU offload, so the heuristic starts with LoRA (no DeepSpeed)
-    one = estimate_memory(model_spec("Qwen2.5-7B"), 24, 1, cpu_ram_gb=512)
+    one = estimate_memory(model_spec("Qwen2.5-7B"), 24, 1, cpu_ram_gb=512, offload_allowed=True)
     assert one.get("full_gc").offload
     assert base_recipe(scenario(one))["finetuning_type"] == "lora"

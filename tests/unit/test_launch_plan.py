@@ -129,7 +129,7 @@ def test_bad_hardware_spec_is_one_clear_error(spec: str) -> None:
 def test_memory_spec_assumes_capability() -> None:
     hw = parse_hardware_spec("8x80GB")
     assert hw.memory_gb == 80 and hw.capability_assumed and hw.compute_capability == (8, 0)
-    assert parse_hardware_spec("4xa100-40gb").memory_gb == 40
+    assert parse_hardware_spec("4xa100-40gb").memory_gb == 40960 * 2**20 / 1e9  # NVML's 40,960 MiB
 
 
 def _detected(n: int, name: str, memory_gib: float, capability) -> object:
@@ -141,15 +141,19 @@ def _detected(n: int, name: str, memory_gib: float, capability) -> object:
 
 def test_startup_preflight_refuses_before_gpu_work(tmp_path: Path) -> None:
     """The start-up's call (FinetuneScenario.build, GPUs present): a model no method fits is exit 2."""
-    from ftagent.finetune.scenario import launch_preflight
+    from ftagent.core.settings import load_settings
+    from ftagent.finetune.hardware_plan import session_plan
 
     model = tmp_path / "m"
     model.mkdir()
     (model / "config.json").write_text(json.dumps(_config("Qwen__Qwen2.5-32B")), encoding="utf-8")
     qwen = inference_settings("Qwen/Qwen2.5-32B")  # what the start-up resolved (ResolvedModel.inference)
-    plan = launch_preflight(model, _detected(8, "NVIDIA H100 80GB HBM3", 79.2, (9, 0)), "Qwen/Qwen2.5-32B", qwen)
+    settings = load_settings()
+    plan = session_plan(model, _detected(8, "NVIDIA H100 80GB HBM3", 79.2, (9, 0)), name="Qwen/Qwen2.5-32B",
+                        inference=qwen, cpu_ram_gb=512, settings=settings)
     assert plan is not None and not plan.refused and plan.precision == "bf16"
+    check_plan(plan)
+    small = session_plan(model, _detected(1, "Tesla T4", 14.6, (7, 5)), name="Qwen/Qwen2.5-32B", inference=qwen,
+                         cpu_ram_gb=512, settings=settings)
     with pytest.raises(UserInputError, match="finetuning_type"):
-        launch_preflight(model, _detected(1, "Tesla T4", 14.6, (7, 5)), "Qwen/Qwen2.5-32B", qwen)
-    assert launch_preflight(tmp_path, _detected(1, "Tesla T4", 14.6, (7, 5)), "x",
-                            inference_settings("x")) is None  # no config.json
+        check_plan(small)

@@ -97,12 +97,12 @@ def test_monotonicity() -> None:
 def test_uses_per_gpu_memory_not_the_sum(tmp_path: Path) -> None:
     gpus = [GPUInfo(index=i, name="H100", memory_total_gb=79.19, memory_used_gb=0.5) for i in range(8)]
     hw = HardwareInfo(gpus=gpus)
-    report = estimate_for_hardware(_folder(tmp_path, "Qwen3-8B", QWEN3_8B), hw)
+    report = estimate_for_hardware(_folder(tmp_path, "Qwen3-8B", QWEN3_8B), hw, cpu_ram_gb=512)
     assert report.num_gpus == 8 and report.per_gpu_gb == pytest.approx(85.0, abs=0.1)  # 79.19 GiB
     # Had the 8-GPU sum (634 GiB) been used per GPU, 8B LoRA would allow far more than 80 GB worth.
     assert report.get("lora").max_seq_len == estimate_memory(model_spec(tmp_path / "Qwen3-8B"), 85.03, 1).get(
         "lora").max_seq_len
-    cpu = estimate_for_hardware("SmolLM2-135M", HardwareInfo())
+    cpu = estimate_for_hardware("SmolLM2-135M", HardwareInfo(), cpu_ram_gb=64)
     assert cpu.device == "cpu" and cpu.num_gpus == 1
 
 
@@ -132,17 +132,19 @@ def test_offload_only_when_it_is_needed_and_the_host_can_hold_it() -> None:
     spec = model_spec("Qwen2.5-7B")
     # 7B full on one 24 GB GPU: 112 GB of state cannot fit; with 256 GB of host RAM (> 18 B/param) ZeRO-3
     # offload keeps the partitions on the host and only the gathered parameters (at most 1e9, 2 GB) on the GPU.
-    big_host = estimate_memory(spec, 24, 1, cpu_ram_gb=256).get("full_gc")
+    big_host = estimate_memory(spec, 24, 1, cpu_ram_gb=256, offload_allowed=True).get("full_gc")
     assert big_host.fits and big_host.offload and big_host.deepspeed == DS_Z3_OFFLOAD
     assert big_host.static_gb_per_gpu == pytest.approx(2.0, abs=0.1)
-    small_host = estimate_memory(spec, 24, 1, cpu_ram_gb=64).get("full_gc")  # 126 GB needed on the host
+    small_host = estimate_memory(spec, 24, 1, cpu_ram_gb=64, offload_allowed=True).get("full_gc")  # 126 GB needed
     assert not small_host.fits and small_host.deepspeed is None
-    assert not estimate_memory(spec, 24, 1).get("full_gc").fits  # host RAM unknown: no offload
+    assert not estimate_memory(spec, 24, 1, offload_allowed=True).get("full_gc").fits  # host RAM unknown: no offload
+    # issue 42 item 1: RAM alone is not a reason; offload is not allowed unless asked or CPU Adam is built
+    assert not estimate_memory(spec, 24, 1, cpu_ram_gb=256).get("full_gc").fits
     # a model that fits one GPU needs no DeepSpeed at all; CPU runs never get one
-    small = estimate_memory(model_spec("Qwen2.5-0.5B"), 80, 1, cpu_ram_gb=256)
+    small = estimate_memory(model_spec("Qwen2.5-0.5B"), 80, 1, cpu_ram_gb=256, offload_allowed=True)
     assert all(m.deepspeed is None for m in small.methods)
     assert "| full | yes | 1 GPU |" in small.to_markdown()
-    cpu = estimate_memory(spec, 24, 1, device="cpu", cpu_ram_gb=1024)
+    cpu = estimate_memory(spec, 24, 1, device="cpu", cpu_ram_gb=1024, offload_allowed=True)
     assert all(m.deepspeed is None for m in cpu.methods)
     assert method_of_config({"finetuning_type": "full"}) == "full_gc"
     assert method_of_config({"finetuning_type": "full", "disable_gradient_checkpointing": "true"}) == "full"

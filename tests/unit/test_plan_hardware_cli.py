@@ -89,3 +89,20 @@ def test_tensor_parallel_search_is_bounded_by_the_heads() -> None:
 
     plan = launch_plan(json.loads(QWEN7B.read_text(encoding="utf-8")), parse_hardware_spec("4096xH100"))
     assert plan.tensor_parallel_size == 1 and plan.data_parallel_size == 4096
+
+
+def test_ram_option(tmp_path: Path, model_dir: Path) -> None:
+    """Issue 42 item 1: --ram gives the host's RAM; without it the plan says offload is not considered."""
+    res = _cli(["--hardware", "1xA10G", "--base-model", str(model_dir), "--json"], tmp_path)
+    assert res.returncode == 0, res.stderr
+    plan = json.loads(res.stdout)
+    assert plan["cpu_ram_gb"] is None and "RAM unknown: offload not considered (--ram GB)" in plan["notes"]
+    assert plan["per_gpu_memory_gb"] == pytest.approx(23028 * 2**20 / 1e9)  # NVML's total, as a session reads it
+    res = _cli(["--hardware", "1xA10G", "--base-model", str(model_dir), "--ram", "1024"], tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert "host RAM: 1024 GB" in res.stdout and "CPU offload not considered" in res.stdout
+    assert "deepspeed none" in res.stdout  # 1 TB of RAM, but nobody asked for offload
+    bad = _cli(["--hardware", "1xA10G", "--base-model", str(model_dir), "--ram", "-5"], tmp_path)
+    assert bad.returncode == 2 and "--ram" in bad.stderr and "Traceback" not in bad.stderr
+    alone = _cli(["--ram", "64", "--base-model", str(model_dir)], tmp_path)
+    assert alone.returncode == 2 and "--hardware" in alone.stderr

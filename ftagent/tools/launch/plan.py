@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from ftagent.tools.launch.offload import OffloadPolicy
 from ftagent.tools.launch.preflight import Verdict, preflight
 from ftagent.tools.launch.profiles import HardwareProfile, Precision
 from ftagent.tools.llamafactory.memory import (
@@ -73,6 +74,9 @@ class LaunchPlan(BaseModel):
     max_lora_rank: int = Field(description="vLLM's --max-lora-rank: an adapter above it is merged first")
     disk_per_loop_gb: float = Field(description="the trained model (full: 16-bit weights; LoRA: adapter) "
                                                 "plus one checkpoint of it")
+    cpu_ram_gb: float | None = Field(None, description="host RAM the plan was made for (None: unknown)")
+    offload: OffloadPolicy = Field(default_factory=OffloadPolicy, description="whether ZeRO-3 CPU offload could "
+                                                                              "be planned")
     memory: MemoryReport
     notes: list[str] = Field(default_factory=list)
     preflight: list[Verdict] = Field(default_factory=list)
@@ -119,7 +123,7 @@ def _serving(values: dict[str, Any], model_config: dict[str, Any], hardware: Har
 
 def launch_plan(model_config: dict[str, Any], hardware: HardwareProfile, *, name: str = "",
                 inference: dict[str, Any] | None = None, lora_rank: int | None = None,
-                cpu_ram_gb: float | None = None) -> LaunchPlan:
+                cpu_ram_gb: float | None = None, offload: OffloadPolicy | None = None) -> LaunchPlan:
     """The launch plan of a model (its parsed ``config.json``) on ``hardware``, with its preflight.
 
     Args:
@@ -129,7 +133,9 @@ def launch_plan(model_config: dict[str, Any], hardware: HardwareProfile, *, name
         inference: the model's models.yaml settings (``InferenceSettings.values``); default: looked up by name.
         lora_rank: the LoRA rank to plan for; default: models.yaml ``max_lora_rank`` (the largest vLLM
             serves without merging).
-        cpu_ram_gb: host RAM, for ZeRO-3 CPU offload of a full fine-tune that does not fit otherwise.
+        cpu_ram_gb: host RAM (None: unknown, and offload is not considered), for ZeRO-3 CPU offload of a
+            full fine-tune that does not fit otherwise, where ``offload`` allows it.
+        offload: :func:`~ftagent.tools.launch.offload.offload_policy` (default: not asked, CPU Adam not built).
 
     Raises:
         KeyError: the config lacks what the memory estimate needs (hidden_size, num_hidden_layers, vocab_size).
@@ -140,8 +146,14 @@ def launch_plan(model_config: dict[str, Any], hardware: HardwareProfile, *, name
     gpu = hardware.gpu_count > 0
     max_rank = int(values.get("max_lora_rank", vllm_rules.DEFAULT_MAX_LORA_RANK))
     rank = int(lora_rank or max_rank)
+    offload = offload or OffloadPolicy()
     report = estimate_memory(spec, hardware.memory_gb if gpu else (cpu_ram_gb or 0.0), max(1, hardware.gpu_count),
-                             lora_rank=rank, device="gpu" if gpu else "cpu", cpu_ram_gb=cpu_ram_gb)
+                             lora_rank=rank, device="gpu" if gpu else "cpu", cpu_ram_gb=cpu_ram_gb,
+                             offload_allowed=offload.allowed, cpu_adam=offload.cpu_adam)
+    if gpu and cpu_ram_gb is None:
+        notes.append("RAM unknown: offload not considered (--ram GB)")
+    elif gpu and not offload.allowed:
+        notes.append(offload.reason_not())
     context = vllm_rules.model_context_len(model_config)
     method = _choose_method(report, context)
     est = report.get(method)
@@ -173,7 +185,8 @@ def launch_plan(model_config: dict[str, Any], hardware: HardwareProfile, *, name
         kv_cache_gb=round(serving.get("kv_cache_gb", 0.0), 3), kv_memory_gb=round(serving.get("kv_memory_gb", 0.0), 3),
         vllm_dtype=serving["vllm_dtype"], gpu_memory_utilization=float(values.get("gpu_memory_utilization", 0.9)),
         lora_rank=None if full else rank, max_lora_rank=max_rank,
-        disk_per_loop_gb=round(2 * trained_gb, 3), memory=report, notes=notes)
+        disk_per_loop_gb=round(2 * trained_gb, 3), cpu_ram_gb=cpu_ram_gb, offload=offload, memory=report,
+        notes=notes)
     if any(int(vllm_rules.text_config(model_config).get(k) or 0) > 1 for k in MOE_KEYS):
         plan.notes.append("mixture of experts: the memory estimate counts one dense MLP per layer, not every "
                           "expert, so its training figures are too low")

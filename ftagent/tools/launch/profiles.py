@@ -27,6 +27,7 @@ SPEC_RE = re.compile(r"^\s*(\d+)\s*[xX×]\s*([A-Za-z0-9_.\-]+)\s*$")
 # The most GPUs a described plan may count (issue 43: a 20-digit count made the TP search loop for ever).
 # 4,096 is 512 nodes of 8, beyond any single fine-tuning run LLaMA-Factory launches.
 MAX_GPU_COUNT = 4096
+MIB = 2**20
 MEM_RE = re.compile(r"^(\d+(?:\.\d+)?)\s*GB$", re.IGNORECASE)
 
 
@@ -38,7 +39,9 @@ class HardwareProfile(BaseModel):
     spec: str = Field(description="as written: 8xH100, 2x48GB, detected: 8x NVIDIA H100 80GB HBM3")
     gpu_name: str = ""
     gpu_count: int = Field(ge=0)
-    memory_gb: float = Field(ge=0, description="per GPU, GB (1e9 bytes)")
+    memory_gb: float = Field(ge=0, description="per GPU, GB (1e9 bytes) as NVML reports the total: "
+                                               "configs/gpu_profiles.yaml nvml_mib for a name, the bytes NVML "
+                                               "read for detected GPUs, the user's GB for NxMEMGB")
     compute_capability: tuple[int, int] | None = None
     capability_assumed: bool = Field(False, description="not known for this GPU: 8.0 assumed")
 
@@ -87,7 +90,7 @@ def parse_hardware_spec(spec: str) -> HardwareProfile:
     entry = gpu_table().get(_key(name))
     if entry:
         return HardwareProfile(spec=spec.strip(), gpu_name=entry["name"], gpu_count=count,
-                               memory_gb=float(entry["memory_gb"]),
+                               memory_gb=int(entry["nvml_mib"]) * MIB / 1e9,
                                compute_capability=tuple(entry["compute_capability"]))
     mem = MEM_RE.match(name)
     if not mem or float(mem.group(1)) <= 0:
@@ -119,5 +122,5 @@ def profile_of(hardware: HardwareInfo) -> HardwareProfile:
     cap = min(known) if known and not assumed else ASSUMED_CAPABILITY
     names = sorted({g.name for g in hardware.gpus})
     return HardwareProfile(spec=f"{hardware.gpu_count}x {'/'.join(names)}", gpu_name="/".join(names),
-                           gpu_count=hardware.gpu_count, memory_gb=round(hardware.per_gpu_memory_gb * 1024**3 / 1e9, 2),
+                           gpu_count=hardware.gpu_count, memory_gb=min(g.total_bytes for g in hardware.gpus) / 1e9,
                            compute_capability=cap, capability_assumed=assumed)

@@ -9,7 +9,13 @@ table the planner saw and the run agree:
   set to its absolute path, whatever the planner wrote;
 * the plan names none -> a planner's choice of one of the shipped configs (``ds_z2_config.json``
   for LoRA over several GPUs, say) is kept (copied likewise); anything else is removed with a note;
-* no GPU -> ``deepspeed`` is removed (DeepSpeed needs CUDA).
+* no GPU -> ``deepspeed`` is removed (DeepSpeed needs CUDA);
+* a planner's ZeRO-3 offload where the plan does not allow offload (:mod:`ftagent.tools.launch.offload`)
+  -> ZeRO-3 without offload (offload nobody asked for is not run).
+
+The offload config's ``zero_force_ds_cpu_optimizer`` is written from the plan: true (DeepSpeed's default:
+DeepSpeedCPUAdam) where the tool env has the CPU Adam op built, false (the Trainer's torch AdamW on the
+CPU) where offload was only asked for (``configs/deepspeed/README.md``).
 
 The copy lives in the workspace because the workspace is mounted at the same path in every runner
 (a Docker container does not see ftagent's package data).
@@ -21,13 +27,20 @@ of GPUs this run may use (the task's ``CUDA_VISIBLE_DEVICES`` set), not all GPUs
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 from typing import Any
 
 from ftagent.core.hardware import HardwareInfo
 from ftagent.core.paths import config_file
-from ftagent.tools.llamafactory.memory import DEEPSPEED_CONFIGS, planned_deepspeed
+from ftagent.tools.llamafactory.memory import (
+    DEEPSPEED_CONFIGS,
+    DS_Z3,
+    DS_Z3_OFFLOAD,
+    MemoryReport,
+    planned_deepspeed,
+)
 
 
 def deepspeed_source(name: str) -> Path:
@@ -73,17 +86,32 @@ def apply_deepspeed(config: dict[str, Any], *, memory: dict[str, Any] | None,
         return final, notes
     planned = planned_deepspeed(memory, final)
     chosen = planned or _shipped_name(asked)
+    report = MemoryReport.model_validate(memory) if memory else None
     if asked and planned and _shipped_name(asked) != planned:
         notes.append(f"deepspeed set to {planned} (the memory plan for this method) instead of {asked}")
     elif asked and not chosen:
         notes.append(f"removed deepspeed={asked}: not one of the shipped configs {', '.join(DEEPSPEED_CONFIGS)}")
     elif planned and not asked:
         notes.append(f"deepspeed: {planned} (the memory plan for this method)")
+    if chosen == DS_Z3_OFFLOAD and not (report and report.offload_allowed):
+        notes.append(f"deepspeed set to {DS_Z3} instead of {DS_Z3_OFFLOAD}: CPU offload is not allowed here "
+                     "(FT_CPU_OFFLOAD is off and DeepSpeed's CPU Adam is not built)")
+        chosen = DS_Z3
     if chosen:
         target = Path(workspace).absolute() / chosen
-        shutil.copyfile(deepspeed_source(chosen), target)
+        _write_config(chosen, target, cpu_adam=bool(report and report.cpu_adam))
         final["deepspeed"] = str(target)
     return final, notes
+
+
+def _write_config(name: str, target: Path, *, cpu_adam: bool) -> None:
+    """The shipped config into the workspace; the offload one with the optimizer the tool env can run."""
+    if name != DS_Z3_OFFLOAD:
+        shutil.copyfile(deepspeed_source(name), target)
+        return
+    cfg = json.loads(deepspeed_source(name).read_text(encoding="utf-8"))
+    cfg["zero_force_ds_cpu_optimizer"] = cpu_adam  # accelerate accelerator.py _prepare_deepspeed reads it
+    target.write_text(json.dumps(cfg, indent=2) + "\n", encoding="utf-8")
 
 
 def launch_env(hardware: HardwareInfo | dict[str, Any] | None, config: dict[str, Any]) -> dict[str, str]:

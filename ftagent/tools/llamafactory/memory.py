@@ -188,6 +188,8 @@ class MemoryReport(BaseModel):
     num_gpus: int
     device: str = "gpu"
     max_position_embeddings: int | None = None
+    offload_allowed: bool = Field(False, description="ZeRO-3 CPU offload could be planned (tools/launch/offload.py)")
+    cpu_adam: bool = Field(False, description="DeepSpeed's CPU Adam is built: an offloaded run uses it")
     methods: list[MethodEstimate]
 
     def get(self, method: Method) -> MethodEstimate:
@@ -230,6 +232,10 @@ class MemoryReport(BaseModel):
                   "uses (and the torchrun launch for several GPUs); do not set it yourself.",
                   f"- Keep cutoff_len ≤ min(max seq_len of the chosen method, {ctx or 'model context'}).",
                   "- A longer cutoff_len needs a smaller per-device batch (activations grow with batch × length)."]
+        if any(m.offload for m in self.methods):
+            lines.append("- ZeRO-3 CPU offload runs the optimizer step on the CPU ("
+                         + ("DeepSpeed's CPU Adam" if self.cpu_adam else "torch AdamW: DeepSpeed's CPU Adam is not "
+                            "built") + "): many times slower per step than a method that fits the GPUs.")
         lines.append("- No GPU: 4-bit quantization (bitsandbytes) is not available." if self.device == "cpu" else
                      "- Quality usually: full > lora > 4-bit lora; memory needs the other way round.")
         return "\n".join(lines)
@@ -315,31 +321,34 @@ def _estimate(spec: ModelSpec, method: Method, per_gpu_gb: float, num_gpus: int,
 
 
 def estimate_memory(spec: ModelSpec, per_gpu_gb: float, num_gpus: int = 1, *, lora_rank: int = 64,
-                    device: str = "gpu", cpu_ram_gb: float | None = None) -> MemoryReport:
+                    device: str = "gpu", cpu_ram_gb: float | None = None, offload_allowed: bool = False,
+                    cpu_adam: bool = False) -> MemoryReport:
     """Estimate every method for ``spec`` on ``num_gpus`` GPUs of ``per_gpu_gb`` GB each.
 
     Args:
-        cpu_ram_gb: host RAM; when given, a full fine-tune that does not fit the GPUs is planned with
-            ZeRO-3 CPU offload if the host can hold the offloaded state. Ignored on CPU.
+        cpu_ram_gb: host RAM (None: unknown).
+        offload_allowed: with ``cpu_ram_gb``, a full fine-tune that does not fit the GPUs is planned with
+            ZeRO-3 CPU offload if the host can hold the offloaded state (:mod:`ftagent.tools.launch.offload`
+            decides whether it may be). Ignored on CPU.
+        cpu_adam: DeepSpeed's CPU Adam is built (recorded: the offload config's optimizer flag follows it).
     """
-    ram = cpu_ram_gb if device == "gpu" else None
+    ram = cpu_ram_gb if device == "gpu" and offload_allowed else None
     return MemoryReport(model=spec.name, params_b=round(spec.params_b, 6), per_gpu_gb=per_gpu_gb,
                         num_gpus=num_gpus, device=device, max_position_embeddings=spec.max_position_embeddings,
+                        offload_allowed=offload_allowed and device == "gpu", cpu_adam=cpu_adam,
                         methods=[_estimate(spec, m, per_gpu_gb, num_gpus, lora_rank, ram) for m in METHODS])
 
 
-def estimate_for_hardware(model: str | Path, hardware=None) -> MemoryReport:
-    """Estimate for the GPUs this process sees (:func:`ftagent.core.hardware.detect_gpus`); CPU RAM without GPUs."""
-    import psutil
-
-    from ftagent.core.hardware import detect_gpus
-
-    hardware = hardware or detect_gpus()
+def estimate_for_hardware(model: str | Path, hardware, *, cpu_ram_gb: float, offload_allowed: bool = False,
+                          cpu_adam: bool = False) -> MemoryReport:
+    """Estimate for detected GPUs (NVML's bytes), or for ``cpu_ram_gb`` of host RAM without GPUs; the
+    model's size from its name when no ``config.json`` can be read (the launch plan covers the rest)."""
     spec = model_spec(model)
-    ram_gb = psutil.virtual_memory().total / GB
     if hardware.gpu_count:
-        return estimate_memory(spec, hardware.per_gpu_memory_gb * 1024**3 / GB, hardware.gpu_count, cpu_ram_gb=ram_gb)
-    return estimate_memory(spec, ram_gb, 1, device="cpu")
+        per_gpu = min(g.total_bytes for g in hardware.gpus) / GB
+        return estimate_memory(spec, per_gpu, hardware.gpu_count, cpu_ram_gb=cpu_ram_gb,
+                               offload_allowed=offload_allowed, cpu_adam=cpu_adam)
+    return estimate_memory(spec, cpu_ram_gb, 1, device="cpu")
 
 
 def method_of_config(config: dict) -> Method:

@@ -193,9 +193,13 @@ def answer_token_limit(benchmark_max: int | None, model_max: int | None, *, thin
 
 def eval_decoding(model_name: str, gpu_count: int, benchmark_max_out_len: int | None, *,
                   inference: InferenceSettings | None = None,
-                  model_config: dict[str, Any] | None = None) -> EvalDecoding:
-    """How evaluation will generate for ``model_name`` on a benchmark (what the planner is told)."""
-    inf = inference_config(model_name, gpu_count, inference=inference, model_config=model_config)
+                  model_config: dict[str, Any] | None = None, per_gpu_memory_gb: float = 0.0,
+                  compute_capability: tuple[int, int] | None = None, gpu_name: str = "") -> EvalDecoding:
+    """How evaluation will generate for ``model_name`` on a benchmark (what the planner is told); with the
+    GPUs' memory, the ``max_seq_len`` the KV cache allows, as the evaluator will serve it."""
+    inf = inference_config(model_name, gpu_count, inference=inference, model_config=model_config,
+                           per_gpu_memory_gb=per_gpu_memory_gb, compute_capability=compute_capability,
+                           gpu_name=gpu_name)
     temperature = float(inf.get("temperature", 0.0))
     return EvalDecoding(sampling=samples(temperature, "vllm" if gpu_count > 0 else "hf"),  # vLLM on a GPU
                         temperature=temperature, top_p=float(inf.get("top_p", 1.0)),
