@@ -133,16 +133,20 @@ def plan(
     json_out: bool = typer.Option(False, "--json", help="the forecast (with --hardware: the launch plan) as JSON"),
     ram: float | None = typer.Option(
         None, "--ram", help="with --hardware: the host's RAM in GB, for ZeRO-3 CPU offload (unknown: not considered)"),
+    train_config: Path | None = typer.Option(
+        None, "--train-config", help="with --hardware: check a train.yaml as the validator does (exit 2 when "
+                                     "upstream would refuse it)"),
 ) -> None:
     """Forecast a session (llm_finetune's options) without running it: time per loop, memory, LLM use, fit."""
     from ftagent.finetune.app import FinetuneOptions
 
     prepare_env()
     if hardware is not None:
-        _print_launch_plan(base_model, hardware, benchmark=benchmark, as_json=json_out, ram_gb=ram)
+        _print_launch_plan(base_model, hardware, benchmark=benchmark, as_json=json_out, ram_gb=ram,
+                           train_config=train_config)
         return
-    if ram is not None:
-        fail("--ram goes with --hardware (the launch plan)")
+    if ram is not None or train_config is not None:
+        fail("--ram and --train-config go with --hardware (the launch plan)")
     _print_forecast(FinetuneOptions(
         benchmark=benchmark, benchmark_description=benchmark_description, base_model=base_model,
         dataset=dataset, upper_data_size_limit=upper_data_size_limit, loop_n=loop_n, timeout=timeout,
@@ -168,14 +172,22 @@ def _print_forecast(options: FinetuneOptions, as_json: bool = False) -> None:
 
 
 def _print_launch_plan(base_model: str | None, hardware: str, *, benchmark: str | None, as_json: bool,
-                       ram_gb: float | None) -> None:
-    """``ftagent plan --hardware``: the launch plan and its preflight verdicts (text or JSON)."""
-    from ftagent.finetune.plan import plan_hardware
+                       ram_gb: float | None, train_config: Path | None) -> None:
+    """``ftagent plan --hardware``: the launch plan and its preflight verdicts (text or JSON), and with
+    ``--train-config`` the verdicts on that train.yaml."""
+    import json
+
+    from ftagent.finetune.plan import check_train_config, plan_hardware
 
     plan = plan_hardware(base_model, hardware, benchmark=benchmark, ram_gb=ram_gb)
+    verdicts = check_train_config(plan, train_config) if train_config is not None else []
+    refused = bool(plan.refused) or any(v.status == "refused" for v in verdicts)
     if as_json:
-        typer.echo(plan.model_dump_json(indent=1, exclude={"memory"}))
-        if plan.refused:  # printed in full, and the exit status says upstream would refuse it
+        out = json.loads(plan.model_dump_json(exclude={"memory"}))
+        if train_config is not None:
+            out["train_config"] = [v.model_dump() for v in verdicts]
+        typer.echo(json.dumps(out, indent=1))
+        if refused:  # printed in full, and the exit status says upstream would refuse it
             raise typer.Exit(2)
         return
     cc = ".".join(map(str, plan.compute_capability)) if plan.compute_capability else "-"
@@ -197,7 +209,11 @@ def _print_launch_plan(base_model: str | None, hardware: str, *, benchmark: str 
     typer.echo("preflight:")
     for v in plan.preflight:
         typer.echo(f"  [{v.status}] {v.setting}: {v.message} ({v.source})")
-    if plan.refused:
+    if train_config is not None:
+        typer.echo(f"train.yaml {train_config}:")
+        for v in verdicts:
+            typer.echo(f"  [{v.status}] {v.setting}: {v.message} ({v.source})")
+    if refused:
         raise typer.Exit(2)
 
 

@@ -19,8 +19,11 @@ from ftagent.core.forecast import Forecast
 from ftagent.core.trace import Trace
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from ftagent.finetune.app import FinetuneOptions
     from ftagent.tools.launch.plan import LaunchPlan
+    from ftagent.tools.launch.preflight import Verdict
 
 
 def plan_finetune(options: FinetuneOptions, progress: Callable[[str], None] | None = None) -> Forecast:
@@ -119,6 +122,38 @@ def plan_hardware(base_model: str | None, hardware: str, *, benchmark: str | Non
     if benchmark:
         plan.notes.append(f"benchmark {benchmark}: evaluated with max_model_len {plan.max_model_len}")
     return plan
+
+
+def check_train_config(plan: LaunchPlan, path: Path) -> list[Verdict]:
+    """``ftagent plan --hardware … --train-config FILE``: the validator's train.yaml preflight on a file, as
+    the run would get it — the system-managed keys (``configs/llamafactory/defaults.yaml``), the precision
+    of these GPUs and the DeepSpeed config the plan names for its method put in first.
+
+    Raises:
+        UserInputError: the file is missing or not a YAML mapping (exit 2).
+    """
+    from ftagent.core.errors import UserInputError
+    from ftagent.core.yamlio import load_yaml_text
+    from ftagent.tools.launch.preflight import train_config_verdicts
+    from ftagent.tools.launch.profiles import precision_config
+    from ftagent.tools.llamafactory.config import load_lf_defaults
+    from ftagent.tools.llamafactory.launch import choose_deepspeed
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserInputError(f"--train-config {path}: cannot read it ({type(exc).__name__})") from exc
+    config = load_yaml_text(text, str(path))
+    if not isinstance(config, dict):
+        raise UserInputError(f"--train-config {path}: a train.yaml is a mapping of LLaMA-Factory keys")
+    defaults = load_lf_defaults()
+    final = {**config, **defaults.system_managed}
+    final.update(precision_config(plan.precision) if plan.gpu_count else defaults.cpu.get("config", {}))
+    chosen, _ = choose_deepspeed(final, memory=plan.memory.model_dump(mode="json"), gpu_count=plan.gpu_count)
+    final.pop("deepspeed", None)
+    if chosen:
+        final["deepspeed"] = chosen
+    return train_config_verdicts(plan, final, gpus=plan.hardware)
 
 
 def _model_config(base_model: str) -> dict[str, Any]:

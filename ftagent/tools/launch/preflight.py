@@ -15,7 +15,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from ftagent.core.errors import UserInputError
-from ftagent.tools.launch.profiles import BF16_MIN_CAPABILITY
+from ftagent.tools.launch.profiles import BF16_MIN_CAPABILITY, HardwareProfile
+from ftagent.tools.launch.train_rules import RULES, TrainLaunch, fired, zero_stage
+from ftagent.tools.llamafactory.memory import method_of_config
 from ftagent.tools.opencompass import vllm_rules
 
 # The plan is a ftagent.tools.launch.plan.LaunchPlan; it is not imported here (plan imports this module).
@@ -136,11 +138,39 @@ def _training_verdicts(plan: LaunchPlan, config: dict[str, Any]) -> list[Verdict
         f"batch 1, {plan.static_gb_per_gpu} GB static per GPU)"],
         f"{plan.method}: cutoff_len up to {plan.max_cutoff_len}", "ftagent/tools/llamafactory/memory.py (estimate)"))
     cutoff = config.get("cutoff_len")
-    if cutoff and int(cutoff) > plan.max_cutoff_len:
+    longest = _longest_cutoff(plan, config)
+    if cutoff and str(cutoff).isdigit() and int(cutoff) > longest:
         out.append(_verdict("ftagent.cutoff_len", "cutoff_len", [
-            f"cutoff_len={cutoff} above the longest that fits ({plan.max_cutoff_len}): expect CUDA OOM at "
-            "batch 1 or a truncated context"], "", "ftagent/tools/llamafactory/memory.py (estimate)",
-            status_on_problem="warning"))
+            f"cutoff_len={cutoff} above the longest that fits {method_of_config(config) if config else plan.method} "
+            f"at batch 1 ({longest}): expect CUDA OOM or a truncated context"], "",
+            "ftagent/tools/llamafactory/memory.py (estimate)", status_on_problem="warning"))
+    return out
+
+
+def _longest_cutoff(plan: LaunchPlan, config: dict[str, Any]) -> int:
+    """The longest cutoff_len of the config's own method (the plan's when the config names none)."""
+    if not config.get("finetuning_type"):
+        return int(plan.max_cutoff_len)
+    longest = plan.memory.get(method_of_config(config)).max_seq_len
+    return min(longest, plan.model_context_len) if plan.model_context_len else longest
+
+
+def train_config_verdicts(plan: LaunchPlan | None, config: dict[str, Any], *, gpus: HardwareProfile) -> list[Verdict]:
+    """The verdicts on one ``train.yaml`` as it will run (the validator's final config: system-managed keys and
+    the DeepSpeed config in it): the training rules of the session's ``plan`` (bf16, DeepSpeed without GPU,
+    quantization, cutoff_len; skipped without a plan) and upstream's refusals of its keys
+    (:mod:`~ftagent.tools.launch.train_rules`) on ``gpus``."""
+    stage = zero_stage(config.get("deepspeed"))
+    launch = TrainLaunch(gpu_count=gpus.gpu_count, compute_capability=gpus.compute_capability if gpus.gpu_count
+                         else None, zero_stage=stage, distributed=gpus.gpu_count > 1 or stage > 0)
+    out = [v for v in _training_verdicts(plan, config) if v.rule != "ftagent.memory"] if plan is not None else []
+    broken = fired(config, launch)
+    out += [Verdict(rule=r.rule, setting=r.setting, status="refused", message=f"\"{r.words}\"; {r.advice}",
+                    source=r.source) for r in broken]
+    if not broken:
+        out.append(Verdict(rule="train.yaml", setting="train.yaml", status="ok", source="ftagent/tools/launch/"
+                           "train_rules.py", message=f"none of upstream's {len(RULES)} refusals of train.yaml keys "
+                           f"applies (ZeRO stage {stage or 'none'}, {gpus.gpu_count} GPU(s))"))
     return out
 
 

@@ -64,27 +64,21 @@ def _shipped_name(value: Any) -> str | None:
     return name if name in DEEPSPEED_CONFIGS else None
 
 
-def apply_deepspeed(config: dict[str, Any], *, memory: dict[str, Any] | None,
-                    hardware: HardwareInfo | dict[str, Any] | None, workspace: Path) -> tuple[dict[str, Any], list[str]]:
-    """Set (or remove) ``deepspeed`` in a managed config according to the memory plan.
+def choose_deepspeed(config: dict[str, Any], *, memory: dict[str, Any] | None,
+                     gpu_count: int) -> tuple[str | None, list[str]]:
+    """The shipped DeepSpeed config a run of ``config`` gets (None: none), with a note per change.
 
-    Args:
-        config: the config after filtering and system-managed injection (not modified).
-        memory: ``ScenarioInfo.memory`` (a :class:`MemoryReport` as JSON), may be empty.
-        hardware: ``ScenarioInfo.hardware``.
-        workspace: the loop's workspace; the chosen config is copied there.
-
-    Returns:
-        ``(config, notes)``: the new config and one note per change the planner should know about.
+    The memory plan's config for the method wins; else a planner's own choice of a shipped one; a
+    ZeRO-3 offload the plan does not allow becomes ZeRO-3; no GPU: none.
     """
-    final = dict(config)
     notes: list[str] = []
-    asked = final.pop("deepspeed", None)
-    if _gpu_count(hardware) == 0:
+    asked = config.get("deepspeed")
+    if gpu_count == 0:
         if asked:
             notes.append(f"removed deepspeed={asked}: no GPU (DeepSpeed needs CUDA)")
-        return final, notes
-    planned = planned_deepspeed(memory, final)
+        return None, notes
+    rest = {k: v for k, v in config.items() if k != "deepspeed"}
+    planned = planned_deepspeed(memory, rest)
     chosen = planned or _shipped_name(asked)
     report = MemoryReport.model_validate(memory) if memory else None
     if asked and planned and _shipped_name(asked) != planned:
@@ -97,8 +91,28 @@ def apply_deepspeed(config: dict[str, Any], *, memory: dict[str, Any] | None,
         notes.append(f"deepspeed set to {DS_Z3} instead of {DS_Z3_OFFLOAD}: CPU offload is not allowed here "
                      "(FT_CPU_OFFLOAD is off and DeepSpeed's CPU Adam is not built)")
         chosen = DS_Z3
+    return chosen, notes
+
+
+def apply_deepspeed(config: dict[str, Any], *, memory: dict[str, Any] | None,
+                    hardware: HardwareInfo | dict[str, Any] | None, workspace: Path) -> tuple[dict[str, Any], list[str]]:
+    """Set (or remove) ``deepspeed`` in a managed config according to the memory plan
+    (:func:`choose_deepspeed`), the chosen config copied into ``workspace``.
+
+    Args:
+        config: the config after filtering and system-managed injection (not modified).
+        memory: ``ScenarioInfo.memory`` (a :class:`MemoryReport` as JSON), may be empty.
+        hardware: ``ScenarioInfo.hardware``.
+        workspace: the loop's workspace; the chosen config is copied there.
+
+    Returns:
+        ``(config, notes)``: the new config and one note per change the planner should know about.
+    """
+    chosen, notes = choose_deepspeed(config, memory=memory, gpu_count=_gpu_count(hardware))
+    final = {k: v for k, v in config.items() if k != "deepspeed"}
     if chosen:
         target = Path(workspace).absolute() / chosen
+        report = MemoryReport.model_validate(memory) if memory else None
         _write_config(chosen, target, cpu_adam=bool(report and report.cpu_adam))
         final["deepspeed"] = str(target)
     return final, notes

@@ -8,6 +8,10 @@ send the coder another round):
 2. ``train.yaml`` parses; unknown keys and wrong-shaped values are dropped and reported; the
    system-managed keys are injected and the result is written back (the original is kept as
    ``train.orig.yaml``) with the workspace ``dataset_info.json`` (CONFIG on failure);
+   then the final train.yaml passes the launch preflight on the session's plan: transformers' and
+   LLaMA-Factory's refusals of its keys on these GPUs and this DeepSpeed config (``load_best_model_at_end``
+   with DeepSpeed, ``pure_bf16``/``auto_find_batch_size``/``predict_with_generate`` with ZeRO-3, GaLore/APOLLO
+   with DeepSpeed ...; :mod:`ftagent.tools.launch.train_rules`, CONFIG on a refusal, in upstream's words);
 3. a planner-chosen ``template:`` must train the chat format evaluation will prompt with (rendered
    both ways by the real LLaMA-Factory in the tool env, :mod:`~ftagent.tools.llamafactory.template_check`;
    CONFIG on a mismatch, naming the templates that match);
@@ -118,6 +122,8 @@ class LlamaFactoryValidator:
                                     "'instruction' and 'output' (and an optional string 'input').",
                          details={"bad_examples": [b.model_dump() for b in data.bad_examples]})
         final = self._build_config(workspace, original, scenario, data.valid, report)
+        if not report.failure:
+            self._check_launch(final, report)
         if not report.failure and final.get("template"):
             self._check_template(workspace, final, ctx, report)
         if not report.failure:
@@ -182,6 +188,26 @@ class LlamaFactoryValidator:
         (workspace / MANAGED_MARKER).write_text(_sha(final_path.read_text(encoding="utf-8")), encoding="utf-8")
         report.config_path = str(final_path)
         return managed.config
+
+    def _check_launch(self, config: dict[str, Any], report: ValidationReport) -> None:
+        """CONFIG failure when transformers or LLaMA-Factory would refuse this train.yaml on these GPUs
+        (:func:`ftagent.tools.launch.preflight.train_config_verdicts`, issue 42 item 2): every validated
+        train.yaml passes the same preflight, before the micro-batch (which forces some keys off)."""
+        from ftagent.tools.launch.plan import LaunchPlan
+        from ftagent.tools.launch.preflight import train_config_verdicts
+        from ftagent.tools.launch.profiles import profile_of
+
+        raw = self.scenario.launch_plan
+        plan = LaunchPlan.model_validate(raw) if raw else None
+        verdicts = train_config_verdicts(plan, config, gpus=profile_of(self.scenario.hardware))
+        report.micro_batch.setdefault("notes", []).extend(
+            f"{v.setting}: {v.message}" for v in verdicts if v.status == "warning")
+        refused = [v for v in verdicts if v.status == "refused"]
+        if refused:
+            _fail(report, ErrorType.CONFIG, "train.yaml would be refused when the run starts: " + "; ".join(
+                f"{v.setting}: {v.message} ({v.source})" for v in refused),
+                suggestion="Change train.yaml: " + "; ".join(v.message.split("; ", 1)[-1] for v in refused),
+                details={"preflight": [v.model_dump() for v in refused]})
 
     def _check_template(self, workspace: Path, config: dict[str, Any], ctx: StepContext | None,
                         report: ValidationReport) -> None:
