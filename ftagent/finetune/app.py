@@ -206,6 +206,21 @@ def _session_start(session: Session, settings: Settings, run: ResolvedRun, resum
                         resumed_from=resumed_from, settings=settings.redacted())
 
 
+def deadline_limit(timeout_s: float | None, started: float, when: str) -> Callable[[float], float]:
+    """A stage's own limit capped by what is left of ``--timeout`` (started at ``started``, ``time.time()``);
+    raises :class:`EnvironmentFailure` naming ``when`` once nothing is left."""
+
+    def limit(seconds: float) -> float:
+        if timeout_s is None:
+            return seconds
+        left = timeout_s - (time.time() - started)
+        if left <= 0:
+            raise EnvironmentFailure(f"the time budget of {timeout_s:.0f}s was used up {when}")
+        return min(seconds, left)
+
+    return limit
+
+
 def _start(startup: Startup, emit: SessionEmitter, loop_n: int | None, timeout_s: float | None,
            started: float) -> Session:
     """Prepare (no session yet), create the session, then build the scenario and the baseline."""
@@ -225,18 +240,9 @@ def _start(startup: Startup, emit: SessionEmitter, loop_n: int | None, timeout_s
     emit(Message(text=f"planner: {_planner_note(planner, settings)}"))
     state = finetune_state(session.state)
 
-    def budget(seconds: float) -> float:
-        """A stage's own limit, capped by what is left of ``--timeout``."""
-        if timeout_s is None:
-            return seconds
-        left = timeout_s - (time.time() - started)
-        if left <= 0:
-            raise EnvironmentFailure(f"the time budget of {timeout_s:.0f}s was used up before the baseline")
-        return min(seconds, left)
-
     try:
         scenario = builder.build(prepared)
-        builder.baseline(scenario, state.trace, budget)
+        builder.baseline(scenario, state.trace, deadline_limit(timeout_s, started, "before the baseline"))
         state.scenario = scenario
     except EnvironmentFailure as exc:
         session.events.emit(SessionEnd(status="env_error", message=str(exc)))
@@ -246,8 +252,9 @@ def _start(startup: Startup, emit: SessionEmitter, loop_n: int | None, timeout_s
         raise
     from ftagent.finetune.forecast import record_forecast
 
-    _forecast_stage(session, lambda: record_forecast(session, scenario, settings, runner, run, planner=planner,
-                                                     loop_n=loop_n, timeout_s=timeout_s))
+    _forecast_stage(session, lambda: record_forecast(
+        session, scenario, settings, runner, run, planner=planner, loop_n=loop_n, timeout_s=timeout_s,
+        limit=deadline_limit(timeout_s, started, "before the forecast's training probe")))
     state.elapsed_s = time.time() - started  # scenario time counts against --timeout
     return session
 

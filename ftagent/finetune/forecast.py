@@ -148,19 +148,29 @@ def train_plan(scenario: ScenarioInfo, recipe: dict[str, Any], rows: int | None 
 
 
 class _ProbeContext:
-    """The step context the data step and the validator get in the probe: no session, own limits."""
+    """The step context the data step and the validator get in the probe: no session; each step's own
+    timeout capped by ``limit`` (a session's: what is left of ``--timeout``, issue 42 item 6)."""
 
-    def __init__(self, emit: Callable[[_Event], None]) -> None:
+    def __init__(self, emit: Callable[[_Event], None], limit: Callable[[float], float]) -> None:
         self.emit = emit
+        self._limit = limit
 
     def limit(self, seconds: float) -> float:
-        return seconds
+        return self._limit(seconds)
+
+
+def no_deadline(seconds: float) -> float:
+    """The ``limit`` of a probe outside a session (``ftagent plan``): each step keeps its own timeout."""
+    return seconds
 
 
 def measure_training(scenario: ScenarioInfo, settings: Settings, runner: Runner, run: ResolvedRun, *,
-                     recipe: dict[str, Any] | None = None,
+                     limit: Callable[[float], float], recipe: dict[str, Any] | None = None,
                      use_cache: bool = True) -> tuple[TrainProbe, float]:
     """The measured training speed of ``recipe`` (default: the first recipe); returns (probe, seconds spent).
+
+    ``limit`` caps each step's timeout (the session's deadline; :func:`no_deadline` for ``ftagent plan``)
+    and may raise when no time is left.
 
     Raises:
         RuntimeError: the probe's validation failed (its failure summary is the message).
@@ -192,7 +202,7 @@ def measure_training(scenario: ScenarioInfo, settings: Settings, runner: Runner,
                                 planner="heuristic", plan={"recipe": recipe})
         trace = Trace()
         # a stand-in step context: emit and limit are all the probe's steps read (the heuristic coder none)
-        ctx = cast("StepContext", _ProbeContext(lambda _event: None))
+        ctx = cast("StepContext", _ProbeContext(lambda _event: None, limit))
         code = components.coder.code(hypothesis, trace, work, None, ctx)
         t0 = time.monotonic()
         components.data.prepare(code, hypothesis, trace, ctx, debug=True)
@@ -407,8 +417,8 @@ def make_forecast(scenario: ScenarioInfo, settings: Settings, train: TrainProbe,
 
 
 def session_forecast(scenario: ScenarioInfo, settings: Settings, runner: Runner, run: ResolvedRun,
-                     events: list[Any], *, planner: str, loop_n: int,
-                     timeout_s: float | None) -> Forecast | None:
+                     events: list[Any], *, planner: str, loop_n: int, timeout_s: float | None,
+                     limit: Callable[[float], float]) -> Forecast | None:
     """A session's forecast after its baseline: cached probes, else one training probe (None if it fails).
 
     The baseline just ran, so its events give the evaluation cost (a cached baseline: the cache).
@@ -417,7 +427,7 @@ def session_forecast(scenario: ScenarioInfo, settings: Settings, runner: Runner,
     if evaluation is None:
         return None
     try:
-        train, spent = measure_training(scenario, settings, runner, run)
+        train, spent = measure_training(scenario, settings, runner, run, limit=limit)
     except Exception:  # noqa: BLE001 - a forecast never stops a session
         return None
     return make_forecast(scenario, settings, train, evaluation, planner=planner, loop_n=loop_n,
@@ -425,19 +435,21 @@ def session_forecast(scenario: ScenarioInfo, settings: Settings, runner: Runner,
 
 
 def record_forecast(session: Session, scenario: ScenarioInfo, settings: Settings, runner: Runner,
-                    run: ResolvedRun, *, planner: str, loop_n: int | None,
-                    timeout_s: float | None) -> Forecast | None:
+                    run: ResolvedRun, *, planner: str, loop_n: int | None, timeout_s: float | None,
+                    limit: Callable[[float], float]) -> Forecast | None:
     """Emit the session's ``forecast`` event once, after the baseline; the LLM planner's brief reads it.
 
     Cost: 0 s when the training probe is cached for this model/recipe/hardware, else one probe run
-    (about the validate step of loop 0: ~25 s for the demo on CPU).
+    (about the validate step of loop 0: ~25 s for the demo on CPU), each of its steps within ``limit``
+    (what is left of the session's ``--timeout``; it raises, and there is no forecast, when nothing is).
     """
     from ftagent.engine.events import ForecastEvent, Message, read_events
 
     try:
         events = [e.model_dump() for e in read_events(session.events.path)]
+        limit(1.0)  # the deadline passed already: no probe (the message says so)
         forecast = session_forecast(scenario, settings, runner, run, events, planner=planner,
-                                    loop_n=int(loop_n or 1), timeout_s=timeout_s)
+                                    loop_n=int(loop_n or 1), timeout_s=timeout_s, limit=limit)
     except Exception as exc:  # noqa: BLE001 - a forecast never stops a session
         session.events.emit(Message(level="warning", text=f"no forecast: {type(exc).__name__}: {exc}"))
         return None

@@ -44,6 +44,7 @@ def plan_finetune(options: FinetuneOptions, progress: Callable[[str], None] | No
         first_recipe,
         make_forecast,
         measure_training,
+        no_deadline,
         train_key,
     )
     from ftagent.finetune.start import start
@@ -74,7 +75,7 @@ def plan_finetune(options: FinetuneOptions, progress: Callable[[str], None] | No
         say(f"measuring the training speed (a short LLaMA-Factory run of the first recipe; cached for "
             f"{PROBE_MAX_AGE_S / 3600:.0f} h under this load)")
     try:
-        train, _ = measure_training(scenario, settings, runner, run)
+        train, _ = measure_training(scenario, settings, runner, run, limit=no_deadline)
     except RuntimeError as exc:
         raise EnvironmentFailure(f"the training probe failed: {exc}") from exc
     loop_n = options.loop_n or 1

@@ -86,9 +86,9 @@ def test_measure_training_measures_again_when_the_cache_is_stale(tmp_path: Path,
 
     monkeypatch.setattr(wf, "build_components", no_components)
     with pytest.raises(RuntimeError, match="probe ran"):
-        fc.measure_training(_scenario(), settings, runner=None, run=resolved_run())
+        fc.measure_training(_scenario(), settings, runner=None, run=resolved_run(), limit=fc.no_deadline)
     fc._store(tmp_path, key, {**TRAIN.model_dump(), "measured_at": time.time() - 60})
-    probe, spent = fc.measure_training(_scenario(), settings, runner=None, run=resolved_run())
+    probe, spent = fc.measure_training(_scenario(), settings, runner=None, run=resolved_run(), limit=fc.no_deadline)
     assert spent == 0.0 and probe.s_per_step == TRAIN.s_per_step  # fresh: reused
 
 
@@ -121,3 +121,47 @@ def test_plan_prints_progress_on_stderr_while_it_measures(monkeypatch: pytest.Mo
     assert res.exit_code == 0, res.output
     assert "evaluating the base model ..." in res.stderr and "still evaluating the base model" in res.stderr
     assert "what would fit" in res.stdout and "still" not in res.stdout
+
+
+def test_the_probe_keeps_to_the_session_deadline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 42 item 6: the forecast's training probe ran its data step and micro-batch with their own
+    timeouts (1,200 s and 1,800 s) whatever was left of --timeout (d350dfe: _ProbeContext.limit returned
+    them unchanged); now each step gets at most what is left, and nothing runs once it is used up."""
+    import ftagent.finetune.workflow as wf
+    from ftagent.core.errors import EnvironmentFailure
+    from ftagent.core.types import CodeResult, ValidationReport
+    from ftagent.finetune.app import deadline_limit
+    from ftagent.tools.llamafactory.config import load_lf_defaults
+    from ftagent.tools.llamafactory.validator import LlamaFactoryValidator
+
+    seen: dict[str, float] = {}
+
+    class Coder:
+        def code(self, _h, _t, work, _prev, ctx):
+            seen["code"] = ctx.limit(1200.0)
+            return CodeResult(workspace=str(work))
+
+    class Data:
+        def prepare(self, _code, _h, _t, ctx, debug):
+            seen["data"] = ctx.limit(1200.0)
+
+    class Validator(LlamaFactoryValidator):
+        def __init__(self) -> None:  # the probe reads only its micro-batch defaults
+            self.defaults = load_lf_defaults()
+
+        def validate(self, code, ctx):
+            seen["micro_batch"] = ctx.limit(1800.0)
+            return ValidationReport(passed=False)
+
+    monkeypatch.setattr(fc, "first_recipe", lambda _s: {"finetuning_type": "lora"})
+    monkeypatch.setattr(wf, "build_components", lambda *_a, **_k: SimpleNamespace(
+        coder=Coder(), data=Data(), validator=Validator()))
+    settings = SimpleNamespace(ft=SimpleNamespace(file_path=str(tmp_path)))
+    started = time.time() - 3540  # a one-hour --timeout with one minute left
+    with pytest.raises(RuntimeError):
+        fc.measure_training(_scenario(), settings, runner=None, run=resolved_run(), use_cache=False,
+                            limit=deadline_limit(3600.0, started, "before the forecast's training probe"))
+    assert 0 < seen["data"] <= 60 and 0 < seen["micro_batch"] <= 60
+    over = deadline_limit(3600.0, time.time() - 3601, "before the forecast's training probe")
+    with pytest.raises(EnvironmentFailure, match="used up before the forecast's training probe"):
+        over(1.0)
