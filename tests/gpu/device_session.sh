@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# One lease of the GPU machine, as one command: the device check (JSON of numbers), then tests/gpu.
+# One lease of the GPU machine, as one command: the device check (JSON of numbers), then tests/gpu
+# (test_launch_plan_on_device.py confirms issue 42's launch-plan rules: NVML's total against
+# configs/gpu_profiles.yaml, PCI device order in tool processes, vLLM's KV memory against the plan's).
 #   bash tests/gpu/device_session.sh [CHECK_S] [PYTEST_S]     (defaults 270 and 300 seconds)
 # Carry the wheelhouse (tests/gpu/make_wheelhouse.sh --python-version X.Y, the GPU machine's python).
 # What comes back under $OUT (at most 8 files): device_check.json, check.log, pytest.log, logs.tgz

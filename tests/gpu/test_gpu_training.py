@@ -80,10 +80,12 @@ def test_docker_runner_sees_the_gpu(tmp_path):
     assert result.ok and "GPU 0" in (tmp_path / "docker.log").read_text()
 
 
-def test_tensor_parallel_auto_uses_visible_gpus():
+def test_tensor_parallel_auto_uses_visible_gpus(tiny_model):
     from ftagent.core.hardware import detect_gpus
-    from ftagent.tools.opencompass.inference import tensor_parallel_size
+    from ftagent.tools.launch.profiles import profile_of
+    from ftagent.tools.opencompass.inference import read_model_config, tensor_parallel_size
 
-    n = detect_gpus().gpu_count
-    tp = tensor_parallel_size("auto", n)
+    info = detect_gpus()
+    n = info.gpu_count
+    tp = tensor_parallel_size("auto", n, read_model_config(tiny_model), per_gpu_memory_gb=profile_of(info).memory_gb)
     assert tp >= 1 and tp <= n and (tp & (tp - 1)) == 0
