@@ -143,7 +143,7 @@ def plan(
     prepare_env()
     if hardware is not None:
         _print_launch_plan(base_model, hardware, benchmark=benchmark, as_json=json_out, ram_gb=ram,
-                           train_config=train_config)
+                           train_config=train_config, file_settings=file_settings(ctx))
         return
     if ram is not None or train_config is not None:
         fail("--ram and --train-config go with --hardware (the launch plan)")
@@ -172,14 +172,14 @@ def _print_forecast(options: FinetuneOptions, as_json: bool = False) -> None:
 
 
 def _print_launch_plan(base_model: str | None, hardware: str, *, benchmark: str | None, as_json: bool,
-                       ram_gb: float | None, train_config: Path | None) -> None:
+                       ram_gb: float | None, train_config: Path | None, file_settings: dict) -> None:
     """``ftagent plan --hardware``: the launch plan and its preflight verdicts (text or JSON), and with
     ``--train-config`` the verdicts on that train.yaml."""
     import json
 
     from ftagent.finetune.plan import check_train_config, plan_hardware
 
-    plan = plan_hardware(base_model, hardware, benchmark=benchmark, ram_gb=ram_gb)
+    plan = plan_hardware(base_model, hardware, benchmark=benchmark, ram_gb=ram_gb, file_settings=file_settings)
     verdicts = check_train_config(plan, train_config) if train_config is not None else []
     refused = bool(plan.refused) or any(v.status == "refused" for v in verdicts)
     if as_json:

@@ -11,7 +11,7 @@ the training probe runs (:mod:`ftagent.finetune.forecast`). Both measurements ar
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ftagent.core.durations import parse_duration
@@ -83,15 +83,16 @@ def plan_finetune(options: FinetuneOptions, progress: Callable[[str], None] | No
                          timeout_s=timeout_s, baseline_needed=True, probe_cost_s=time.monotonic() - started)
 
 
-def plan_hardware(base_model: str | None, hardware: str, *, benchmark: str | None = None,
-                  ram_gb: float | None = None) -> LaunchPlan:
+def plan_hardware(base_model: str | None, hardware: str, *, file_settings: Mapping[str, Any],
+                  benchmark: str | None = None, ram_gb: float | None = None) -> LaunchPlan:
     """``ftagent plan --hardware SPEC``: the launch plan of ``base_model`` on hardware described, not
     detected (no GPU, no baseline, no training probe); its preflight verdicts included. The same function
     makes the session's own plan (:func:`ftagent.finetune.hardware_plan.make_plan`).
 
     ``base_model``: a local folder holding (at least) ``config.json``, a folder already under
     ``FT_FILE_PATH/models``, or an HF id whose ``config.json`` alone is fetched. ``ram_gb``: the host's
-    RAM (``--ram``); None: unknown, and CPU offload is not considered (the plan says so).
+    RAM (``--ram``); None: unknown, and CPU offload is not considered (the plan says so). ``file_settings``:
+    the run file's settings by name (``--config``), as a session gets them (``FT_CPU_OFFLOAD`` among them).
 
     Raises:
         UserInputError: bad SPEC, no --base-model, an unknown benchmark, an unreadable config.json (exit 2).
@@ -116,7 +117,7 @@ def plan_hardware(base_model: str | None, hardware: str, *, benchmark: str | Non
     name = base_model.rstrip("/")
     try:
         plan = make_plan(config, profile, name=name, inference=inference_settings(name).values, cpu_ram_gb=ram_gb,
-                         settings=load_settings())
+                         settings=load_settings(file_settings))
     except (KeyError, TypeError) as exc:
         raise UserInputError(f"config.json of {base_model} lacks {exc} (hidden_size, num_hidden_layers and "
                              "vocab_size are needed)") from exc

@@ -169,7 +169,8 @@ class FtagentTools:
                            timeout=timeout, upper_data_size_limit=upper_data_size_limit,
                            user_target_scenario=user_target_scenario, benchmark_description=benchmark_description)
         if hardware is not None:
-            return PlanResult(launch_plan=plan_hardware(options.base_model, hardware, benchmark=options.benchmark))
+            return PlanResult(launch_plan=plan_hardware(options.base_model, hardware, benchmark=options.benchmark,
+                                                        file_settings=options.settings))
         return PlanResult(forecast=plan_finetune(options, progress=progress))
 
     @tool

@@ -74,7 +74,7 @@ def test_plan_hardware_and_the_session_agree_on_every_cell(models_home: Path, mo
     differ = []
     for name, _cfg in launch_matrix.models():
         for spec in launch_matrix.PROFILES:
-            printed = plan_hardware(name, spec, ram_gb=ram_gb)
+            printed = plan_hardware(name, spec, ram_gb=ram_gb, file_settings={})
             run = session_plan(models_home / name, detected(spec), name=name, inference=inference_settings(name),
                                cpu_ram_gb=ram_gb, settings=settings)
             assert run is not None
@@ -89,10 +89,10 @@ def test_plan_hardware_and_the_session_agree_on_every_cell(models_home: Path, mo
 
 def test_without_ram_the_plan_says_offload_is_not_considered(models_home: Path, monkeypatch) -> None:
     monkeypatch.setenv("FT_CPU_OFFLOAD", "true")
-    plan = plan_hardware("Qwen/Qwen2.5-7B", "1xA10G")
+    plan = plan_hardware("Qwen/Qwen2.5-7B", "1xA10G", file_settings={})
     assert "RAM unknown: offload not considered (--ram GB)" in plan.notes
     assert plan.deepspeed is None and plan.method != "full_gc"
-    offered = plan_hardware("Qwen/Qwen2.5-7B", "1xA10G", ram_gb=1024)
+    offered = plan_hardware("Qwen/Qwen2.5-7B", "1xA10G", ram_gb=1024, file_settings={})
     assert offered.method == "full_gc" and offered.deepspeed == "ds_z3_offload_config.json"
 
 
@@ -101,7 +101,7 @@ def test_offload_nobody_asked_for_is_never_planned(models_home: Path, monkeypatc
     fine-tuning does not fit one A10G, and the plan is LoRA (d350dfe's session planned full fine-tuning
     through ZeRO-3 offload run by torch's CPU AdamW whenever the host had 18 bytes a parameter)."""
     monkeypatch.setenv("FT_CPU_OFFLOAD", "false")
-    plan = plan_hardware("Qwen/Qwen2.5-7B", "1xA10G", ram_gb=1024)
+    plan = plan_hardware("Qwen/Qwen2.5-7B", "1xA10G", ram_gb=1024, file_settings={})
     full = plan.memory.get("full_gc")
     assert not full.fits and not full.offload and plan.method in ("lora", "qlora")
     assert any("CPU offload not considered" in n for n in plan.notes)
