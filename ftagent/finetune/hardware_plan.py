@@ -39,7 +39,7 @@ def host_ram_gb() -> float:
     """This machine's RAM in GB (1e9 bytes)."""
     import psutil
 
-    return psutil.virtual_memory().total / 1e9
+    return float(psutil.virtual_memory().total) / 1e9
 
 
 def make_plan(model_config: dict[str, Any], profile: HardwareProfile, *, name: str, inference: dict[str, Any],
