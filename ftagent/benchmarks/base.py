@@ -66,6 +66,10 @@ class DatasetBlock(BaseModel):
     postprocessor_kwargs: dict[str, Any] = Field(default_factory=dict)
     evaluator_kwargs: dict[str, Any] = Field(default_factory=dict)
     judge: dict[str, str] | None = None  # LLM judge for rule misses (aime25), None = off
+    # issue 40, the sampling step's training prompts only: how the gold column is read before scoring
+    # (OpenCompass eval_cfg dataset_postprocessor; "@Name" or "module:Name"); None = as written (every benchmark)
+    reference_postprocessor: str | None = None
+    reference_postprocessor_kwargs: dict[str, Any] = Field(default_factory=dict)
 
 
 @runtime_checkable

@@ -23,6 +23,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from ftagent.core.errors import UserInputError
 from ftagent.core.redact import mask_obj, register_secret
+from ftagent.core.stages import DEFAULT_STAGES, parse_stages
 
 # a benchmark description (--benchmark-description, a YAML's description:) is copied into every prompt,
 # event and snapshot: at most this many characters (about 2,000 tokens; a built-in one has under 800)
@@ -145,6 +146,10 @@ class FTSettings(BaseSettings):
                                          "(docs/benchmarks.md, Feedback and selection)")
     holdout_seed: int = Field(39005, description="seed of the validation split into feedback and selection parts "
                                                  "(recorded in the session; the same for every session by default)")
+    stages: Annotated[list[str], NoDecode] = Field(
+        default_factory=lambda: list(DEFAULT_STAGES),
+        description="training stages the planner may use, comma-separated: sft, dpo, kto, orpo, simpo, grpo "
+                    "(docs/training.md, Stages); a preference or GRPO loop starts from the best loop's weights")
     guard_benchmarks: Annotated[list[str], NoDecode] = Field(
         default_factory=list, description="forgetting guard: benchmark keys scored on a sample for the base model "
                                           "and each candidate that would become SOTA, e.g. mmlu,gsm8k,humaneval "
@@ -186,6 +191,15 @@ class FTSettings(BaseSettings):
             value = value.strip()
             return json.loads(value) if value.startswith("[") else [v.strip() for v in value.split(",") if v]
         return value
+
+    @field_validator("stages", mode="before")
+    @classmethod
+    def _stage_list(cls, value: Any) -> Any:
+        """``FT_STAGES``: comma-separated (or a JSON list of) known stage names; an unknown one is refused
+        with a did-you-mean (exit 2 at start-up)."""
+        if isinstance(value, str) and value.strip().startswith("["):
+            value = json.loads(value)
+        return parse_stages(value) if isinstance(value, (str, list, tuple)) else value
 
     @field_validator("benchmark_paths", mode="before")
     @classmethod

@@ -10,13 +10,23 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 from ftagent.core.approved import Approved
 from ftagent.core.errors import StepError, StepFailure
 from ftagent.core.forecast import Forecast
 from ftagent.core.hardware import HardwareInfo
 from ftagent.core.holdout import Holdout
+
+
+class SamplingPlan(BaseModel):
+    """How the system samples the start model on training prompts before a preference or RL stage
+    (issue 40): ``samples_per_prompt`` answers to each of at most ``max_prompts`` prompts at
+    ``temperature``, scored by the benchmark's own evaluator."""
+
+    samples_per_prompt: int = Field(4, ge=1, le=64)
+    temperature: float = Field(1.0, gt=0.0, le=2.0)
+    max_prompts: int = Field(128, ge=1, le=5000)
 
 
 class Hypothesis(BaseModel):
@@ -29,6 +39,70 @@ class Hypothesis(BaseModel):
     parent: int | None = None  # loop index of the experiment this one builds on (the SOTA)
     planner: str = ""
     plan: dict[str, Any] = Field(default_factory=dict)  # machine-readable plan (heuristic planner)
+    # issue 40: the training stage (ftagent.core.stages, one of FT_STAGES) and the loop whose trained
+    # weights it starts from (None: the base model); SFT -> DPO -> GRPO chains follow weights_from
+    stage: str = "sft"
+    weights_from: int | None = None
+    sampling: SamplingPlan | None = None  # a stage that needs samples: how many, how hot (None: the defaults)
+
+    @field_validator("stage", mode="before")
+    @classmethod
+    def _known_stage(cls, value: Any) -> Any:
+        """A stage ftagent knows (any case); FT_STAGES is checked where the settings are known (propose step)."""
+        from ftagent.core.stages import stage_spec
+
+        if isinstance(value, str):
+            value = value.strip().lower()
+            stage_spec(value)  # ValueError with a did-you-mean
+        return value
+
+
+class StartModel(BaseModel):
+    """The weights a loop trains from, as the system resolved them (never the planner's path)."""
+
+    path: str  # a full model folder (the base model, a parent's full output, or a parent's adapter merged)
+    loop: int | None = None  # the loop whose weights these are (None: the base model)
+    chain: list[str] = Field(default_factory=list)  # the stages that made these weights (base: [])
+    merged_adapter: str | None = None  # the parent's LoRA adapter merged into ``path`` (None: no merge)
+
+
+class RewardSpec(BaseModel):
+    """The benchmark's own scorer as the GRPO reward (issue 40), resolved by the system from the benchmark
+    (never written by the planner): its evaluator and answer post-processor (``module:Name``, run in the
+    tool env by ``ftagent.tools.opencompass.oc_reward.AnswerScorer``) with their keyword arguments."""
+
+    benchmark: str
+    evaluator: str
+    evaluator_kwargs: dict[str, Any] = Field(default_factory=dict)
+    postprocessor: str | None = None
+    postprocessor_kwargs: dict[str, Any] = Field(default_factory=dict)
+    rule: str = ""  # the benchmark's answer rule, in words
+
+
+class SamplingResult(BaseModel):
+    """What the sampling step wrote (``samples.jsonl`` in the loop workspace) and how the answers scored."""
+
+    path: str
+    model: str  # the model sampled (folder; an adapter is sampled on its base)
+    source: str  # where the training prompts came from
+    prompts: int
+    samples: int
+    correct: int  # samples the benchmark's evaluator scored right
+    prompts_mixed: int  # prompts with at least one right and one wrong sample (a pair, a GRPO signal)
+    prompts_all_right: int = 0
+    temperature: float
+    samples_per_prompt: int
+    duration_s: float = 0.0
+
+    @property
+    def reward_mean(self) -> float:
+        return self.correct / self.samples if self.samples else 0.0
+
+    def line(self) -> str:
+        """One line for events, prompts and the report."""
+        return (f"{self.samples} samples of {self.prompts} training prompts at temperature {self.temperature:g}: "
+                f"{self.correct} right ({100 * self.reward_mean:.1f} %), {self.prompts_mixed} prompts with right and "
+                f"wrong answers, {self.prompts_all_right} all right")
 
 
 class CodeResult(BaseModel):
@@ -39,6 +113,10 @@ class CodeResult(BaseModel):
     round: int = 1
     notes: str = ""
     plan: dict[str, Any] = Field(default_factory=dict)  # machine-readable plan actually written (heuristic recipe)
+    # set by the workflow after the coder returns (the hypothesis's stage, the weights the system resolved)
+    stage: str = "sft"
+    start: StartModel | None = None
+    reward: RewardSpec | None = None  # GRPO: the benchmark's scorer, resolved by the system
 
 
 class ValidationReport(BaseModel):
@@ -70,6 +148,8 @@ class TrainResult(BaseModel):
     train_runtime_s: float | None = None
     config: dict[str, Any] = Field(default_factory=dict)
     duration_s: float = 0.0
+    stage: str = "sft"  # issue 40: the stage that trained it
+    chain: list[str] = Field(default_factory=list)  # the stages that made these weights, this one last
 
 
 class AnswerProfile(BaseModel):

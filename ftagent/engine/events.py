@@ -90,6 +90,8 @@ class HypothesisEvent(_Event):
     skip_data_processing: bool = False
     parent: int | None = None
     planner: str = ""
+    stage: str = "sft"  # issue 40: the training stage, and the loop whose weights it starts from
+    weights_from: int | None = None
 
 
 class CodeRound(_Event):
@@ -144,6 +146,26 @@ class TrainingEvent(_Event):
     train_runtime_s: float | None = None
     config: dict[str, Any] = Field(default_factory=dict)
     early_stop: EarlyStopFacts | None = None  # set when the run diverged (the step then failed)
+    stage: str = "sft"  # issue 40: the stage trained, and the stages that made the weights (this one last)
+    chain: list[str] = Field(default_factory=list)
+
+
+class SamplingEvent(_Event):
+    """The sampling step of a preference or GRPO loop (issue 40): the start model on training prompts."""
+
+    type: Literal["sampling"] = "sampling"
+    stage: str
+    model: str
+    source: str  # where the training prompts came from
+    prompts: int
+    samples: int
+    correct: int
+    prompts_mixed: int  # prompts with at least one right and one wrong answer
+    prompts_all_right: int = 0
+    temperature: float
+    samples_per_prompt: int
+    start_loop: int | None = None  # the loop whose weights were sampled (None: the base model)
+    duration_s: float = 0.0
 
 
 class ConstantAnswer(BaseModel):
@@ -283,6 +305,7 @@ Event = Annotated[
     | ValidationEvent
     | RunEvent
     | TrainingEvent
+    | SamplingEvent
     | BenchmarkResult
     | FeedbackEvent
     | LoopEnd

@@ -182,7 +182,8 @@ class FinetuneScenario:
             user_target_scenario=ft.user_target_scenario, core_metric=spec.core_metric,
             direction=spec.direction, base_model=base_model, base_model_path=str(model_path),
             model_info=model, datasets=sorted(prepared.datasets), dataset_root=str(datasets_dir(file_path)),
-            hardware=hardware, memory=memory.model_dump(mode="json"), memory_report=memory.to_markdown(),
+            hardware=hardware, memory=memory.model_dump(mode="json"),
+            memory_report=memory_markdown(memory, model_path, hardware, list(ft.stages)),  # + per stage (issue 40)
             launch_plan=plan.model_dump(mode="json") if plan else {},
             llama_factory_info_dir=str(info_dir), llama_factory_version=catalogue.version,
             file_path=str(file_path), workspace_root=str(Path(paths.workspace_path).absolute()),
@@ -314,6 +315,13 @@ def _is_chatml(model_path: Path) -> bool:
     text = (cfg.read_text(encoding="utf-8") if cfg.is_file() else "") + (
         tpl.read_text(encoding="utf-8") if tpl.is_file() else "")
     return "<|im_start|>" in text
+
+
+def memory_markdown(memory: MemoryReport, model_path: Path, hardware: HardwareInfo, stages: list[str]) -> str:
+    """The memory table of the prompts: the SFT methods, then each enabled stage (``stage_memory``)."""
+    from ftagent.finetune.stages import stage_memory_markdown
+
+    return memory.to_markdown() + stage_memory_markdown(model_path, memory, stages)
 
 
 def _memory(model_path: Path, hardware: HardwareInfo, ram_gb: float, settings: Settings) -> MemoryReport:

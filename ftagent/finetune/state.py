@@ -15,8 +15,11 @@ from ftagent.core.types import (
     CodeResult,
     FeedbackResult,
     Hypothesis,
+    RewardSpec,
+    SamplingResult,
     ScenarioInfo,
     Scores,
+    StartModel,
     TrainResult,
     ValidationReport,
 )
@@ -27,6 +30,10 @@ class FinetuneLoop(LoopState):
     """One loop: propose → code → validate → train → evaluate → feedback, one field per step."""
 
     hypothesis: Hypothesis | None = None
+    # issue 40, prepared by the system at the start of the code step (once: a second round reuses them)
+    start: StartModel | None = None  # the weights the loop trains from
+    samples: SamplingResult | None = None  # the start model's answers to training prompts (preference, GRPO)
+    reward: RewardSpec | None = None  # GRPO: the benchmark's scorer
     code: CodeResult | None = None
     report: ValidationReport | None = None  # the latest validation (a failed one sends the loop back to code)
     model: TrainResult | None = None

@@ -55,6 +55,7 @@ from ftagent.finetune.protocols import (
     Validator,
     reads_resolved_run,
 )
+from ftagent.finetune.stages import StagePreparer, prepare_stage
 from ftagent.finetune.state import FinetuneLoop, FinetuneSessionState, finetune_loop
 from ftagent.integrity.guard import IntegrityGuard
 
@@ -75,6 +76,7 @@ class Components:
     evaluator: Evaluator
     feedback: Feedback
     data: DataStep
+    stages: StagePreparer | None = None  # issue 40: start weights, samples, reward (None: SFT from the base only)
 
 
 class FinetuneWorkflow:
@@ -135,7 +137,8 @@ class FinetuneWorkflow:
         ctx.emit(HypothesisEvent(reason=hypothesis.reason, hypothesis=hypothesis.hypothesis,
                                  task=hypothesis.task, parent=hypothesis.parent,
                                  skip_data_processing=hypothesis.skip_data_processing,
-                                 planner=hypothesis.planner))
+                                 planner=hypothesis.planner, stage=hypothesis.stage,
+                                 weights_from=hypothesis.weights_from))
 
     def code(self, ctx: StepContext) -> None:
         loop = self._loop(ctx)
@@ -145,7 +148,9 @@ class FinetuneWorkflow:
         workspace = self.workspace(ctx.state.session_id, loop.index)
         workspace.mkdir(parents=True, exist_ok=True)
         scrub_workspace(workspace, ctx)
+        prepare_stage(self.c.stages, loop, ctx.state.trace, workspace.parent, workspace, ctx)  # issue 40
         result = self.c.coder.code(loop.hypothesis, ctx.state.trace, workspace, feedback, ctx)
+        result.stage, result.start, result.reward = loop.hypothesis.stage, loop.start, loop.reward  # the system's
         result.round = loop.gotos.get("code", 0) + 1
         loop.code, loop.report = result, None
         ctx.emit(CodeRound(round=result.round, files=result.files))
@@ -197,7 +202,7 @@ class FinetuneWorkflow:
         loop.model = result
         ctx.emit(TrainingEvent(output_dir=result.output_dir, finetuning_type=result.finetuning_type,
                                loss_history=result.loss_history, train_runtime_s=result.train_runtime_s,
-                               config=result.config))
+                               config=result.config, stage=result.stage, chain=result.chain))
 
     def evaluate(self, ctx: StepContext) -> None:
         """Validation drives the loop; the test split is only recorded (its failure never fails the loop)."""
@@ -303,8 +308,15 @@ def experiment_of(loop: FinetuneLoop) -> Experiment:
     if loop.model is not None:
         exp.artefacts["model"] = loop.model.model_path
         exp.artefacts["output_dir"] = loop.model.output_dir
+        if loop.model.adapter_of:  # the weights a LoRA adapter belongs on (a child stage merges it there)
+            exp.artefacts["adapter_of"] = loop.model.adapter_of
         exp.config = dict(loop.model.config)
         exp.loss_history = list(loop.model.loss_history)
+    if loop.samples is not None:  # the start model's answers to training prompts (issue 40)
+        exp.artefacts["samples"] = loop.samples.path
+        exp.plan["sampling"] = loop.samples.model_dump(exclude={"path", "model"})
+    if loop.reward is not None:  # GRPO: the scorer the system passed (export's reproduce/ ships it)
+        exp.plan["reward"] = loop.reward.model_dump()
     val, test = loop.scores.validation, loop.scores.test
     exp.eval_configs = {r.split: r.config_sha256 for r in (val, test) if r is not None and r.config_sha256}
     if val is not None:
@@ -363,6 +375,8 @@ def build_components(scenario: ScenarioInfo, settings: Any, runner: Any, planner
             kw["run"] = run
         return cls(scenario, settings, **kw)
 
+    data = DataProcessor(scenario, settings, runner, llm_gateway_url=llm_gateway_url,
+                         llm_gateway_token=llm_gateway_token, input_columns=list(run.spec.input_columns))
     return Components(
         proposer=make(ft.proposer, defaults[0]),
         coder=make(ft.coder, defaults[1]),
@@ -370,9 +384,8 @@ def build_components(scenario: ScenarioInfo, settings: Any, runner: Any, planner
         trainer=make(ft.trainer, ft.trainer, runner=runner),
         evaluator=make(ft.evaluator, ft.evaluator, runner=runner),
         feedback=make(ft.feedback, defaults[2]),
-        data=DataProcessor(scenario, settings, runner, llm_gateway_url=llm_gateway_url,
-                           llm_gateway_token=llm_gateway_token,
-                           input_columns=list(run.spec.input_columns)),
+        data=data,
+        stages=StagePreparer(scenario, settings, runner, run=run, data=data),
     )
 
 

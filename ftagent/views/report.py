@@ -23,7 +23,11 @@ class LoopRow(BaseModel):
     loop: int
     hypothesis: str = ""
     planner: str = ""
-    config: dict[str, Any] = Field(default_factory=dict)
+    config: dict[str, Any] = Field(default_factory=dict)  # the key config, the stage first (issue 40)
+    stage: str = "sft"
+    weights_from: int | None = None  # the loop whose weights it started from (None: the base model)
+    chain: list[str] = Field(default_factory=list)  # the stages that made its weights, this one last
+    sampling: dict[str, Any] | None = None  # the start model on training prompts: samples, right, mixed prompts
     val_score: float | None = None
     test_score: float | None = None
     decision: bool | None = None
@@ -137,9 +141,13 @@ def sota_rule_text(view: SessionView) -> str:
 def _row(lp: LoopView) -> LoopRow:
     config = (lp.training or {}).get("config") or {}
     failed = next((s for s in lp.steps if s.status == "failed" and s.failure), None)
+    sampling = {k: lp.sampling.get(k) for k in ("prompts", "samples", "correct", "prompts_mixed", "temperature",
+                                                 "source")} if lp.sampling else None
     return LoopRow(loop=lp.index, hypothesis=(lp.hypothesis or {}).get("hypothesis", ""),
                    planner=(lp.hypothesis or {}).get("planner", ""),
-                   config={k: config[k] for k in _KEY_CONFIG if k in config},
+                   config={"stage": lp.stage, **{k: config[k] for k in _KEY_CONFIG if k in config and k != "stage"}},
+                   stage=lp.stage, weights_from=(lp.hypothesis or {}).get("weights_from"),
+                   chain=list((lp.training or {}).get("chain") or []), sampling=sampling,
                    val_score=lp.val_score, test_score=lp.test_score, decision=lp.decision,
                    verdict=(lp.feedback or {}).get("verdict") or "", rule=(lp.feedback or {}).get("rule"),
                    intervals=lp.intervals, parts=lp.parts,

@@ -50,6 +50,7 @@ class LoopView(BaseModel):
     validations: list[dict[str, Any]] = Field(default_factory=list)
     runs: list[dict[str, Any]] = Field(default_factory=list)
     training: dict[str, Any] | None = None
+    sampling: dict[str, Any] | None = None  # issue 40: the start model's answers to training prompts
     results: dict[str, dict[str, Any]] = Field(default_factory=dict)  # split -> benchmark_result
     feedback: dict[str, Any] | None = None
     llm_calls: list[dict[str, Any]] = Field(default_factory=list)
@@ -64,6 +65,11 @@ class LoopView(BaseModel):
     def status(self) -> str:
         """running | succeeded | failed, or how the session ended while it ran (issue 34.12: was "running")."""
         return self.end["status"] if self.end else (self.stopped or "running")
+
+    @property
+    def stage(self) -> str:
+        """The loop's training stage (issue 40; "sft" for sessions before stages existed)."""
+        return str((self.hypothesis or {}).get("stage") or "sft")
 
     @property
     def val_score(self) -> float | None:
@@ -311,6 +317,8 @@ def _apply_loop(view: SessionView, lp: LoopView, ev: dict[str, Any]) -> None:
         lp.runs.append(ev)
     elif kind == "training":
         lp.training = ev
+    elif kind == "sampling":
+        lp.sampling = ev
     elif kind == "contamination":
         lp.contamination.append(ev)
     elif kind == "integrity":

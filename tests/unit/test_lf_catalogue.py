@@ -56,7 +56,7 @@ def test_format_for_prompt_excludes_noise_and_is_bounded() -> None:
 def test_essential_arguments_survive_any_budget_and_nothing_is_cut_mid_line() -> None:
     cat = read_catalogue(FIXTURES)
     full = cat.format_for_prompt(gpu=True, managed=MANAGED_GPU)
-    tight = cat.format_for_prompt(gpu=True, managed=MANAGED_GPU, max_tokens=1600)
+    tight = cat.format_for_prompt(gpu=True, managed=MANAGED_GPU, max_tokens=1900)  # issue 40: + preference keys
     assert "deepspeed" not in _names(full)  # the validator sets it from the memory plan
     essential = ["finetuning_type", "lora_rank", "learning_rate", "cutoff_len", "per_device_train_batch_size",
                  "num_train_epochs", "bf16", "eval_strategy", "save_strategy", "packing", "warmup_ratio"]
@@ -70,7 +70,7 @@ def test_essential_arguments_survive_any_budget_and_nothing_is_cut_mid_line() ->
 
 
 def test_cached_catalogue_is_used_and_mismatched_files_are_rejected(tmp_path: Path) -> None:
-    for name in ("constants.json", "parameters.json"):
+    for name in ("constants.json", "parameters.json", "grpo_parameters.json"):
         shutil.copy(FIXTURES / name, tmp_path / name)
     cat = load_or_build_catalogue(tmp_path, _NoRunner(), check_version=False)
     assert cat.knows("learning_rate")

@@ -69,6 +69,10 @@ def plan_export(request: ExportRequest) -> tuple[ExportFacts, Path]:
     """
     facts = collect_facts(request.session_dir, request.loop)
     adapter = facts.is_lora and not request.merge
+    if adapter and len(facts.stages) > 1:  # issue 40: the adapter belongs on its parent's merged weights
+        raise UserInputError(f"loop {facts.loop}'s LoRA adapter was trained on loop {facts.stages[-2].loop}'s "
+                             f"merged weights ({facts.stage_chain}), not on the base model: export it merged "
+                             "(leave out --no-merge)")
     target = Path(request.to) if request.to else default_target(request.session_dir, facts.loop, adapter)
     check_target(target.absolute())
     if request.push_to_hub:

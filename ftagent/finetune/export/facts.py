@@ -19,6 +19,7 @@ from ftagent.core.stats import Difference
 from ftagent.core.trace import Experiment
 from ftagent.core.types import ScenarioInfo
 from ftagent.engine.session import list_snapshots
+from ftagent.finetune.export.stages import StageStep, chain_words, stage_steps
 from ftagent.finetune.state import FinetuneSessionState
 from ftagent.views.report import build_report, llm_cost_text
 from ftagent.views.session import LoopView, SessionView, is_session_dir, load_session
@@ -73,6 +74,7 @@ class ExportFacts(BaseModel):
     forgetting: list[GuardResult] = Field(default_factory=list)  # the forgetting guard on this loop (issue 31.6)
     integrity: str = ""  # the integrity guard's verdict count on this loop ('' when it did not run; issue 31.5)
     chain: list[ChainStep] = Field(default_factory=list)
+    stages: list[StageStep] = Field(default_factory=list)  # issue 40: the runs that made the weights, oldest first
     loop_duration_s: float = 0.0
     wall_time_s: float = 0.0
     training_time_s: float = 0.0
@@ -89,6 +91,16 @@ class ExportFacts(BaseModel):
     @property
     def is_lora(self) -> bool:
         return self.finetuning_type == "lora"
+
+    @property
+    def staged(self) -> bool:
+        """More than one SFT run: the weights come from a stage chain (issue 40)."""
+        return len(self.stages) > 1 or any(s.stage != "sft" for s in self.stages)
+
+    @property
+    def stage_chain(self) -> str:
+        """``sft (loop 0) → dpo (loop 2)``."""
+        return chain_words(self.stages)
 
     def score(self, split: str, which: str) -> float | None:
         """The ``baseline`` or ``finetuned`` score of ``split`` (None when not measured)."""
@@ -226,6 +238,7 @@ def collect_facts(session_dir: Path, loop: int | None = None, no_best_hint: str 
         config=config, data_rows=exp.data_rows,
         loss_history=list(exp.loss_history or training.get("loss_history") or []),
         train_runtime_s=training.get("train_runtime_s"), scores=scores, chain=_chain(state, view, exp),
+        stages=stage_steps(state.trace, exp.loop),
         constant_baseline=_constant_baseline(scenario),
         forgetting=next((row.forgetting for row in report.loops if row.loop == exp.loop and row.forgetting), None)
         or list(exp.forgetting),

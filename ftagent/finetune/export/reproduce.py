@@ -130,6 +130,28 @@ def _commands(facts: ExportFacts, datasets: list[DatasetNote]) -> list[str]:
     return cmds
 
 
+def _write_chain(facts: ExportFacts, target: Path, source: str, note: str, dropped: list[str],
+                 dataset_root: Path | None) -> Reproduction:
+    """``reproduce/`` of a stage chain: a folder per step, ``run.sh`` running them in order."""
+    from ftagent.finetune.export.stages import write_chain
+
+    (target / "train.yaml").write_text(yaml.safe_dump(portable_config(facts.config, facts, source)[0],
+                                                      sort_keys=False), encoding="utf-8")  # the last step's
+    steps = write_chain(facts.stages, target, source, lambda cfg, model: portable_config(cfg, facts, model))
+    datasets = _dataset_notes(facts, dataset_root, target)
+    (target / "requirements.txt").write_text(tool_pins(), encoding="utf-8")
+    head = _commands(facts, datasets)[:-3 if facts.is_lora else -2]  # pins and datasets, not the one-run steps
+    if any(step.stage == "grpo" for step in facts.stages):  # the reward is ftagent's (the benchmark's scorer)
+        head.append('export FTAGENT_ROOT="${FTAGENT_ROOT:?the folder that holds ftagent/ (a clone or site-packages)}"')
+    repro = Reproduction(model_source=source, base_model_note=note, datasets=datasets, dropped_keys=dropped,
+                         commands=[*head, *steps])
+    script = ["#!/usr/bin/env bash", f"# Rebuild the model: {facts.stage_chain} (LLaMA-Factory 0.9.5, TRL 0.24).",
+              "set -euo pipefail", 'cd "$(dirname "$0")"', *repro.commands]
+    (target / "run.sh").write_text("\n".join(script) + "\n", encoding="utf-8")
+    (target / "run.sh").chmod(0o755)
+    return repro
+
+
 def write_reproduce(facts: ExportFacts, out: Path, dataset_root: Path | None) -> Reproduction:
     """Write ``out/reproduce/`` (script, train.yaml, dataset_info.json, merge.yaml for LoRA, run.sh)."""
     target = Path(out) / REPRODUCE_DIR
@@ -141,6 +163,8 @@ def write_reproduce(facts: ExportFacts, out: Path, dataset_root: Path | None) ->
             shutil.copy2(src, target / name)
     source, note = model_source(facts)
     config, dropped = portable_config(facts.config, facts, source)
+    if facts.staged:  # issue 40: one folder per run of the weights' chain
+        return _write_chain(facts, target, source, note, dropped, dataset_root)
     (target / "train.yaml").write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
     if facts.is_lora:
         merge = {"model_name_or_path": source, "adapter_name_or_path": "output", "template": facts.template,

@@ -42,6 +42,12 @@ from ftagent.core.errors import StepFailure
 from ftagent.core.sota import decide_sota
 from ftagent.core.trace import Experiment, Trace
 from ftagent.core.types import CodeResult, FeedbackResult, Hypothesis, ScenarioInfo
+from ftagent.planners.heuristic.stage_code import (
+    render_stage_data_script,
+    render_stage_yaml,
+    stage_hypothesis,
+)
+from ftagent.planners.heuristic.stages import choose_stage, sft_view
 
 PLANNER = "heuristic"
 TINY_PARAMS = 50_000_000
@@ -210,11 +216,16 @@ class HeuristicProposer:
 
     def __init__(self, scenario: ScenarioInfo, settings: Any = None) -> None:
         self.scenario = scenario
+        self.stages = list(getattr(getattr(settings, "ft", None), "stages", None) or ["sft"])  # FT_STAGES
 
     def propose(self, trace: Trace, ctx: Any) -> Hypothesis:
+
         scenario = self.scenario
-        sota = trace.sota()
-        last = trace.experiments[-1] if trace.experiments else None
+        choice = choose_stage(trace, self.stages)  # issue 40: leave SFT once it plateaus
+        if choice.stage != "sft":
+            return stage_hypothesis(choice, trace, scenario, PLANNER, first_recipe=base_recipe(scenario),
+                                    tiny=_is_tiny(scenario))
+        sota, last = sft_view(trace)  # the SFT recipe policy reads the SFT loops only
         parent = sota or (last if last is not None and last.failure is None else None)
         recipe, reason, hypothesis = next_recipe(parent, sota, last, scenario)
         reuse = (parent is not None and bool(parent.artefacts.get("workspace"))
@@ -223,7 +234,7 @@ class HeuristicProposer:
         note = "" if reuse else data_note(scenario)
         if note:  # what the data step keeps and drops of the user's file (rows per template)
             hypothesis, plan["data_note"] = f"{hypothesis} {note}", note
-        return Hypothesis(reason=reason, hypothesis=hypothesis,
+        return Hypothesis(reason=f"{choice.reason} {reason}".strip(), hypothesis=hypothesis,
                           task=f"Train with {json.dumps(recipe, sort_keys=True)}",
                           skip_data_processing=reuse, parent=parent.loop if parent else None,
                           planner=PLANNER, plan=plan)
@@ -373,9 +384,10 @@ class HeuristicCoder:
         if feedback is not None:  # a validation round failed: fall back to the safest recipe
             recipe = _conservative(recipe, feedback)
         template = scenario.model_info.template or "chatml"
+        sft = hypothesis.stage == "sft"  # issue 40: another stage's data comes from the loop's samples.jsonl
         files = {
-            "process_data.py": render_process_data(scenario, self.limit),
-            "train.yaml": render_train_yaml(recipe, template),
+            "process_data.py": render_process_data(scenario, self.limit) if sft else render_stage_data_script(hypothesis.stage),
+            "train.yaml": render_train_yaml(recipe, template) if sft else render_stage_yaml(hypothesis.stage, recipe, template),
         }
         for name, text in files.items():
             (workspace / name).write_text(text, encoding="utf-8")

@@ -160,6 +160,17 @@ def split_managed(text: str) -> tuple[str, str]:
     return body, _without_empty_topics(kept)
 
 
+def _without_topic(text: str, heading: str) -> str:
+    """``text`` without the topic whose heading starts with ``heading`` (its ``- key`` lines included)."""
+    out, skipping = [], False
+    for line in text.splitlines():
+        if line.startswith("#"):
+            skipping = line.startswith(heading)
+        if not skipping:
+            out.append(line)
+    return "\n".join(out)
+
+
 def _without_empty_topics(lines: list[str]) -> str:
     """The lines without a topic heading (``### ``) whose every entry was left out (CPU: "Precision and
     memory": its entries are GPU-only or managed)."""
@@ -228,7 +239,7 @@ class LLMCoder:
                 previous = _read(script_path) or parent_script
                 script_path.write_text(self._data_script(client, hypothesis, scenario, previous,
                                                          fix if data_failed else "", ctx,
-                                                         _latest_part(latest, DATA_SCRIPT, "python")),
+                                                         _latest_part(latest, DATA_SCRIPT, "python"), workspace),
                                        encoding="utf-8")
                 notes.append("data script written")
         if not data_failed or not yaml_path.exists():
@@ -245,8 +256,9 @@ class LLMCoder:
                           files={DATA_SCRIPT: str(script_path), TRAIN_YAML: str(yaml_path)})
 
     def _data_script(self, client: LLMClient, hypothesis: Hypothesis, scenario: ScenarioInfo,
-                     previous: str, fix: str, ctx: Any = None, latest: Section | None = None) -> str:
-        messages = data_messages(scenario, self.settings, hypothesis, previous, fix, ctx, latest)
+                     previous: str, fix: str, ctx: Any = None, latest: Section | None = None,
+                     workspace: Path | None = None) -> str:
+        messages = data_messages(scenario, self.settings, hypothesis, previous, fix, ctx, latest, workspace=workspace)
         return client.chat_code(messages, "python", stage="data_coder")
 
     def _config(self, client: LLMClient, hypothesis: Hypothesis, scenario: ScenarioInfo, workspace: Path,
@@ -362,9 +374,13 @@ def _fix_parts(previous: str, fix: str, lang: str, name: str) -> list[Section]:
 
 
 def data_messages(scenario: ScenarioInfo, settings: Any, hypothesis: Hypothesis, previous: str = "",
-                  fix: str = "", ctx: Any = None, latest: Section | None = None) -> list[dict[str, str]]:
-    """The data coder's request: scenario, the full dataset catalogue, the rules, the fix to make."""
+                  fix: str = "", ctx: Any = None, latest: Section | None = None, *,
+                  workspace: Path | None = None) -> list[dict[str, str]]:
+    """The data coder's request: scenario, the full dataset catalogue, the rules, the fix to make; for a
+    non-SFT stage (issue 40) the rows it needs and the loop's ``samples.jsonl`` (in ``workspace``)."""
+    from ftagent.core.stages import DATA_WORDS, stage_spec
     from ftagent.datasets.catalogue import read_catalogue, render_entry
+    from ftagent.planners.llm.stages import data_stage_part
 
     catalogue = read_catalogue(Path(scenario.dataset_root)) if scenario.dataset_root else {}
     sections = [
@@ -388,9 +404,13 @@ def data_messages(scenario: ScenarioInfo, settings: Any, hypothesis: Hypothesis,
                                   f"```python\n{source.rstrip()}\n```", 45, level=2))
     context = scenario.model_info.max_position_embeddings or "unknown"
     think = getattr(settings.ft, "force_think_token", False) or scenario.force_think_token
+    stage_part = data_stage_part(hypothesis.stage, workspace)
+    if stage_part is not None:
+        sections.append(stage_part)
+    shape = "" if hypothesis.stage == "sft" else f"a JSON list of {DATA_WORDS[stage_spec(hypothesis.stage).data]}"
     sections.append(text_part("rules", "Rules for the script", render(
         "data_coder", upper_data_size_limit=scenario.upper_data_size_limit, max_position_embeddings=context,
-        force_think_token=think, llm_pools=llm_pools_configured(settings)), required=True))
+        force_think_token=think, llm_pools=llm_pools_configured(settings), data_shape=shape), required=True))
     sections += _fix_parts(previous, fix, "python", "the script")
     if latest is not None:
         sections.append(latest)
@@ -405,13 +425,29 @@ def config_messages(scenario: ScenarioInfo, settings: Any, hypothesis: Hypothesi
     """The config coder's request: model, hardware, memory, data statistics, the parameter catalogue
     (only the entries that can apply to this run: :func:`applicable_catalogue`). ``extra``: a "data"
     section replaces the not-produced-yet note; others (the latest failure) go before the catalogue."""
+    from ftagent.core.stages import stage_spec
+    from ftagent.planners.llm.stages import grpo_catalogue
+
     think = getattr(settings.ft, "force_think_token", False) or scenario.force_think_token
     managed, catalogue = split_managed(parameter_catalogue(scenario))
     essential, others = split_catalogue(applicable_catalogue(catalogue, scenario, hypothesis))
+    stage = stage_spec(hypothesis.stage)
+    if stage.name == "sft":  # the preference keys are noise for an SFT run (relay critique, issue 35)
+        essential = _without_topic(essential, "### Preference stages")
+    if stage.trainer == "trl":  # GRPO: TRL's GRPOConfig, not LLaMA-Factory's arguments (issue 40)
+        essential, others = grpo_catalogue(scenario.llama_factory_info_dir), ""
+        managed = ("`stage: grpo`; `model_name_or_path` (the start weights), `output_dir`, `dataset_dir`, "
+                   "`dataset_file`; `report_to`, `save_only_model`, `overwrite_output_dir`, `remove_unused_columns`, "
+                   "`log_completions`, `push_to_hub`; without a GPU `use_cpu: true`, `bf16`/`fp16: false`, "
+                   "`gradient_checkpointing: false`, `use_vllm: false`; on GPUs the precision and vLLM colocate "
+                   "generation when the tool env has the vLLM TRL supports")
+    what = {"sft": "a LLaMA-Factory SFT config", "trl": "the config of a GRPO run (TRL's GRPOTrainer)"}.get(
+        stage.name if stage.name == "sft" else stage.trainer,
+        f"a LLaMA-Factory `stage: {stage.lf_stage}` config for stage {stage.name}")
     extra = list(extra or [])
     data_part = next((x for x in extra if x.key == "data"), None)
     sections = [
-        text_part("intro", "", "You write `train.yaml`, a LLaMA-Factory SFT config for one experiment.", required=True),
+        text_part("intro", "", f"You write `train.yaml`, {what}, for one experiment.", required=True),
         brief_part(scenario, OBJECTIVE, 50),
         brief_part(scenario, MODEL, required=True),
         brief_part(scenario, HARDWARE, required=True),

@@ -250,16 +250,13 @@ def loss_table(history: list[dict[str, Any]], rows: int = 12) -> str:
     if len(pts) > rows:
         idx = sorted({round(i * (len(pts) - 1) / (rows - 1)) for i in range(rows)})
         pts = [pts[i] for i in idx]
-    has_eval = any(p.get("eval_loss") is not None for p in pts)
-    has_lr = any(p.get("lr") is not None for p in pts)
-    head = ["step", "loss"] + (["eval_loss"] if has_eval else []) + (["lr"] if has_lr else [])
+    # the optional columns a run logged: eval loss, lr, and the other stages' own curves (issue 40)
+    extra = [k for k in ("eval_loss", "lr", "accuracy", "reward", "kl", "completion_length")
+             if any(p.get(k) is not None for p in pts)]
+    head = ["step", "loss", *extra]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for p in pts:
-        cells = [str(p.get("step", "")), _num(p.get("loss"))]
-        if has_eval:
-            cells.append(_num(p.get("eval_loss")))
-        if has_lr:
-            cells.append(_num(p.get("lr")))
+        cells = [str(p.get("step", "")), _num(p.get("loss")), *(_num(p.get(k)) for k in extra)]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -340,6 +337,9 @@ def experiment_block(exp: PlannerExperiment, *, baseline: float | None, core_met
     lines += integrity_lines(flags)
     if hyp is not None:
         lines.append(f"- Hypothesis: {hyp.hypothesis.strip()}")
+        from ftagent.planners.llm.stages import stage_line
+
+        lines += [line for line in (stage_line(exp),) if line]  # issue 40: stage, start weights, their sampling
         if detail == "full" and hyp.task:
             lines.append(f"- Task: {hyp.task.strip()}")
     if exp.data_rows is not None:

@@ -10,9 +10,9 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, field_validator
 
-from ftagent.core.types import Hypothesis
+from ftagent.core.types import Hypothesis, SamplingPlan
 from ftagent.llm.budget import Section
 from ftagent.planners.llm.brief import (
     DATA_RULES,
@@ -154,10 +154,14 @@ def build_proposal_messages(scenario: ScenarioInfo, view: PlannerView, settings:
                             ctx: Any = None) -> list[dict[str, str]]:
     """System + user messages for the proposal call, from the test-free planner view, fitted to the budget."""
     parent = view.get(view.sota_loop)
+    from ftagent.planners.llm.stages import stages_rule
+
+    enabled = list(getattr(getattr(settings, "ft", None), "stages", None) or ["sft"])
     system = render("proposal_system", has_parent=parent is not None, parent_loop=getattr(parent, "loop", None),
                     upper_data_size_limit=scenario.upper_data_size_limit,
                     sota_rule=sota_rule_of(view, settings),
-                    llm_pools=llm_pools_configured(settings))
+                    llm_pools=llm_pools_configured(settings), stages_rule=stages_rule(enabled),
+                    stages_enabled="" if enabled == ["sft"] else ", ".join(enabled))
     sections = [
         text_part("scenario", "", "# Scenario", required=True),  # a heading only: the sections below are its body
         brief_part(scenario, OBJECTIVE, required=True),
@@ -194,6 +198,19 @@ class ProposalReply(BaseModel):
     hypothesis: str
     task: str = ""
     skip_data_processing: bool = False
+    stage: str = "sft"  # issue 40: one of FT_STAGES (checked when the loop's stage is prepared)
+    weights_from: int | None = None  # the loop whose weights it starts from; null: the base model
+    sampling: SamplingPlan | None = None
+
+    @field_validator("stage", mode="before")
+    @classmethod
+    def _known(cls, value: Any) -> Any:
+        from ftagent.core.stages import stage_spec
+
+        if isinstance(value, str):
+            value = value.strip().lower()
+            stage_spec(value)  # an unknown stage: the reply is refused with a did-you-mean
+        return value
 
 
 class LLMProposer:
@@ -215,6 +232,8 @@ class LLMProposer:
                                  stage="proposal")
         parent = view.get(view.sota_loop)
         can_skip = parent is not None and bool(read_artefact(parent, "process_data.py"))
+        same_data = parent is not None and parent.hypothesis is not None and parent.hypothesis.stage == reply.stage
         return Hypothesis(reason=reply.reason, hypothesis=reply.hypothesis, task=reply.task,
-                          skip_data_processing=reply.skip_data_processing and can_skip,
-                          parent=view.sota_loop, planner="llm")
+                          skip_data_processing=reply.skip_data_processing and can_skip and same_data,
+                          parent=view.sota_loop, planner="llm", stage=reply.stage, weights_from=reply.weights_from,
+                          sampling=reply.sampling)

@@ -45,6 +45,9 @@ class LFCatalogue(BaseModel):
     training_stages: dict[str, str] = Field(default_factory=dict)
     templates: list[str] = Field(default_factory=list)
     supported_models: dict[str, str] = Field(default_factory=dict)
+    # issue 40: TRL's GRPOConfig fields (the GRPO stage's keys) and TRL's version
+    grpo_parameters: dict[str, LFParam] = Field(default_factory=dict)
+    trl_version: str = ""
 
     def knows(self, name: str) -> bool:
         """True when ``name`` is a parameter LLaMA-Factory accepts."""
@@ -157,6 +160,9 @@ ESSENTIAL: list[tuple[str, list[str]]] = [
     ("Precision and memory", ["bf16", "fp16", "pure_bf16", "flash_attn", "disable_gradient_checkpointing"]),
     ("Evaluation, logging and saving", ["val_size", "eval_strategy", "eval_steps", "logging_steps",
                                         "save_strategy", "save_steps", "save_total_limit"]),
+    ("Preference stages (dpo, kto, orpo, simpo; an sft run drops them)",
+     ["pref_beta", "pref_loss", "pref_ftx", "simpo_gamma", "dpo_label_smoothing", "kto_chosen_weight",
+      "kto_rejected_weight"]),
 ]
 GPU_ONLY: set[str] = set()  # topics shown only with GPUs (DeepSpeed is set by the system from the memory plan)
 SECTION_ORDER = ["finetuning", "training", "data", "model", "generating"]
@@ -175,8 +181,9 @@ def read_catalogue(info_dir: Path) -> LFCatalogue:
     info_dir = Path(info_dir)
     consts = json.loads((info_dir / "constants.json").read_text(encoding="utf-8"))
     params = json.loads((info_dir / "parameters.json").read_text(encoding="utf-8"))
-    if consts.get("llamafactory_version") != params.get("llamafactory_version"):
-        raise ValueError("constants.json and parameters.json come from different LLaMA-Factory versions")
+    grpo = json.loads((info_dir / "grpo_parameters.json").read_text(encoding="utf-8"))  # absent: an older cache
+    if not consts.get("llamafactory_version") == params.get("llamafactory_version") == grpo.get("llamafactory_version"):
+        raise ValueError("the catalogue files come from different LLaMA-Factory versions")
     try:
         return LFCatalogue(
             version=consts["llamafactory_version"],
@@ -185,6 +192,8 @@ def read_catalogue(info_dir: Path) -> LFCatalogue:
             training_stages=consts.get("training_stages", {}),
             templates=consts.get("templates", []),
             supported_models=consts.get("supported_models", {}),
+            grpo_parameters={p["name"]: LFParam(**p) for p in grpo["parameters"]},
+            trl_version=str(grpo.get("trl_version", "")),
         )
     except (KeyError, TypeError, ValidationError) as exc:
         raise ValueError(f"malformed LLaMA-Factory catalogue in {info_dir}: {exc}") from exc

@@ -3,9 +3,10 @@
 Usage: python catalogue_script.py OUT_DIR
 
 Writes ``OUT_DIR/constants.json`` (version, fine-tuning methods, training stages, chat templates,
-supported models) and ``OUT_DIR/parameters.json`` (every dataclass field of LLaMA-Factory's argument
+supported models), ``OUT_DIR/parameters.json`` (every dataclass field of LLaMA-Factory's argument
 classes: name, type, default, help, the class that defines it, and whether the type accepts a mapping
-or a list). No ftagent imports: this file is executed inside the tool environment.
+or a list) and ``OUT_DIR/grpo_parameters.json`` (the same for TRL's ``GRPOConfig``, which the GRPO stage
+runs with). No ftagent imports: this file is executed inside the tool environment.
 """
 
 from __future__ import annotations
@@ -108,8 +109,13 @@ def main(out_dir: str) -> None:
         "templates": sorted(TEMPLATES.keys()),
         "supported_models": {str(k): str(v) for k, v in dict(supported).items()},
     }
+    # issue 40: TRL's GRPOConfig (TRL is a LLaMA-Factory dependency), whose fields a GRPO train.yaml may set
+    from trl import GRPOConfig
+
+    grpo = {"llamafactory_version": version, "trl_version": metadata.version("trl"),
+            "parameters": _fields(GRPOConfig, "grpo")}
     os.makedirs(out_dir, exist_ok=True)
-    for name, payload in (("constants.json", const),
+    for name, payload in (("constants.json", const), ("grpo_parameters.json", grpo),
                           ("parameters.json", {"llamafactory_version": version, "parameters": parameters})):
         tmp = os.path.join(out_dir, f".{name}.tmp")
         with open(tmp, "w", encoding="utf-8") as fh:

@@ -26,8 +26,11 @@ DATA_FILE = "data.json"
 #: keys removed from the planner's config: the system manages data and model paths
 REMOVED_KEYS = ("eval_dataset", "tokenized_path", "adapter_name_or_path")
 #: the path keys :func:`manage_config` computes for each run, and what they point at (for the prompt)
-PATH_KEYS = {"model_name_or_path": "the base model", "output_dir": "the loop's output folder",
+PATH_KEYS = {"model_name_or_path": "the weights the loop starts from: the base model, or the parent loop's", "output_dir": "the loop's output folder",
              "dataset_dir": "the loop's workspace", "dataset": "this experiment's data.json"}
+
+
+STAGE_WORDS = "(the hypothesis's stage: sft, dpo, kto; orpo and simpo are dpo with their pref_loss)"
 
 
 class DroppedKey(BaseModel):
@@ -110,20 +113,29 @@ def convert_warmup(config: dict[str, Any], total_steps: int) -> dict[str, Any]:
     return config
 
 
-def write_dataset_info(workspace: Path, dataset_name: str, data_file: str = DATA_FILE) -> Path:
-    """Register the workspace's Alpaca ``data.json`` for LLaMA-Factory under ``dataset_name``.
+def write_dataset_info(workspace: Path, dataset_name: str, data_file: str = DATA_FILE,
+                       data_format: str = "alpaca") -> Path:
+    """Register the workspace's ``data.json`` for LLaMA-Factory under ``dataset_name``.
 
+    ``data_format`` is the stage's (:mod:`ftagent.core.stages`): ``alpaca`` rows; ``pairwise`` rows
+    (``ranking: true``, ``chosen``/``rejected`` columns: DPO, ORPO, SimPO); ``kto`` rows (``kto_tag``).
     The optional Alpaca columns ``system`` and ``history`` are mapped when rows carry them (a user's
     own data file or a data script may); unmapped, LLaMA-Factory would silently train without them.
     """
     columns = {"prompt": "instruction", "query": "input", "response": "output"}
+    extra: dict[str, Any] = {}
+    if data_format == "pairwise":  # llamafactory/data/parser.py DatasetAttr: ranking, chosen, rejected
+        columns = {"prompt": "instruction", "query": "input", "chosen": "chosen", "rejected": "rejected"}
+        extra["ranking"] = True
+    elif data_format == "kto":
+        columns["kto_tag"] = "kto_tag"
     try:
         rows = json.loads((Path(workspace) / data_file).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         rows = []
     present = {key for row in rows if isinstance(row, dict) for key in row} if isinstance(rows, list) else set()
     columns.update({key: key for key in ("system", "history") if key in present})
-    info = {dataset_name: {"file_name": data_file, "formatting": "alpaca", "columns": columns}}
+    info = {dataset_name: {"file_name": data_file, "formatting": "alpaca", **extra, "columns": columns}}
     path = Path(workspace) / DATASET_INFO
     path.write_text(json.dumps(info, indent=2), encoding="utf-8")
     return path
@@ -147,12 +159,16 @@ def manage_config(
     n_samples: int,
     defaults: LFDefaults | None = None,
     keep_warmup_ratio: bool = False,
+    stage_keys: dict[str, Any] | None = None,
 ) -> ManagedConfig:
     """Inject the system-managed keys into a filtered config.
 
     Paths are never the planner's choice: ``model_name_or_path`` is the scenario's base model,
     ``output_dir`` is ``<workspace>/output``, the dataset is the workspace's ``data.json`` registered
-    as ``defaults.dataset_name``. Without a GPU the CPU settings of cpu-recipes §4.1 are added; on GPUs
+    as ``defaults.dataset_name``. ``base_model_path`` is the weights the loop starts from (the base model,
+    or the parent loop's weights for a stage that continues them: issue 40); ``stage_keys`` the keys the
+    hypothesis's stage forces (``stage_config.stage_forced``: ``stage: dpo``, ``pref_loss: orpo`` ...; by
+    default defaults.yaml's ``stage: sft``). Without a GPU the CPU settings of cpu-recipes §4.1 are added; on GPUs
     ``bf16`` (compute capability >= 8.0) or ``fp16``, what the memory plan assumes (16-bit weights).
     ``keep_warmup_ratio`` leaves ``warmup_ratio`` as the planner wrote it (transformers applies it to
     the real run's step count); otherwise it becomes ``warmup_steps`` counted on ``n_samples``, which
@@ -161,6 +177,7 @@ def manage_config(
     defaults = defaults or load_lf_defaults()
     workspace = Path(workspace).absolute()
     forced: dict[str, Any] = dict(defaults.system_managed)
+    forced.update(stage_keys or {})
     forced.update(
         model_name_or_path=str(base_model_path),
         output_dir=str(workspace / "output"),
@@ -214,7 +231,8 @@ def managed_keys(*, gpu: bool, defaults: LFDefaults | None = None) -> list[Manag
 
     defaults = defaults or load_lf_defaults()
     out = [ManagedKey(key=k, value=f"({what})") for k, what in PATH_KEYS.items()]
-    out += [ManagedKey(key=k, value=_yaml_value(v)) for k, v in defaults.system_managed.items()]
+    out += [ManagedKey(key=k, value=STAGE_WORDS if k == "stage" else _yaml_value(v))
+            for k, v in defaults.system_managed.items()]
     if gpu:
         first, *rest = sorted({k for p in get_args(Precision) for k in precision_config(p)})
         out.append(ManagedKey(key=first, value="(by the GPU: bf16 from compute capability 8.0, else fp16)"))

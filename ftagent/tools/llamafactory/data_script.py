@@ -73,18 +73,23 @@ class DataProcessor:
         if hypothesis.skip_data_processing and self._reuse_parent(hypothesis, trace, workspace):
             ctx.emit(Message(text=f"reusing data.json of loop {hypothesis.parent} (skip_data_processing)"))
         else:
-            ft = self.settings.ft
-            limit = ft.debug_data_processing_timeout if debug else ft.data_processing_timeout
-            mounts = [Mount(source=Path(self.scenario.dataset_root))] if self.scenario.dataset_root else []
-            tokenizer = self._tokenizer_dir()
-            if tokenizer is not None:  # read-only, so that the script counts tokens as the model does
-                mounts.append(Mount(source=tokenizer))
-            self._run_watched(workspace, ctx, ctx.limit(limit), debug=debug, mounts=mounts)
+            self.run_script(workspace, ctx, debug=debug)
         rows = self._load(workspace)
         if not debug:
             rows = self._cap(rows, workspace, ctx)
         self._scan(rows, ctx, "data.json (debug)" if debug else "data.json")
         return len(rows)
+
+    def run_script(self, folder: Path, ctx: Any, *, debug: bool) -> None:
+        """``process_data.py`` in ``folder`` through the runner, with the data scripts' environment, read-only
+        mounts (datasets, tokenizer) and the sandbox and decoys of every data script (:meth:`_run_watched`)."""
+        ft = self.settings.ft
+        limit = ft.debug_data_processing_timeout if debug else ft.data_processing_timeout
+        mounts = [Mount(source=Path(self.scenario.dataset_root))] if self.scenario.dataset_root else []
+        tokenizer = self._tokenizer_dir()
+        if tokenizer is not None:  # read-only, so that the script counts tokens as the model does
+            mounts.append(Mount(source=tokenizer))
+        self._run_watched(Path(folder), ctx, ctx.limit(limit), debug=debug, mounts=mounts)
 
     def forbidden(self) -> list[Path]:
         """What a data script must not read: benchmark items, saved predictions, logs (see :mod:`ftagent.runners.decoys`)."""
@@ -134,8 +139,14 @@ class DataProcessor:
 
     def _reuse_parent(self, hypothesis: Hypothesis, trace: Trace, workspace: Path) -> bool:
         """Copy the parent's training data: the data it trained on (its frozen ``data/loop_<n>/data.json``,
-        checked against the hash recorded when it trained), else its workspace's ``data.json``."""
+        checked against the hash recorded when it trained), else its workspace's ``data.json``; never the data
+        of a stage with another row format (issue 40: SFT rows for a DPO loop)."""
+        from ftagent.core.stages import stage_spec
+
         parent = trace.get(hypothesis.parent) if hypothesis.parent is not None else None
+        if parent is not None and parent.hypothesis is not None and (
+                stage_spec(parent.hypothesis.stage).data != stage_spec(hypothesis.stage).data):
+            return False  # the script writes this stage's rows
         if parent is None:
             return False
         if parent.approved is not None and parent.approved.data is not None:
@@ -180,8 +191,16 @@ class DataProcessor:
                                                "(FT_UPPER_DATA_SIZE_LIMIT)"))
         return kept
 
+    def scan(self, rows: list[dict], ctx: Any = None, dataset: str = "data.json") -> None:
+        """The contamination scan of ``rows`` (:meth:`_scan`): data.json, and the sampling step's prompts."""
+        self._scan(rows, ctx, dataset)
+
     def _scan(self, rows: list[dict], ctx: Any = None, dataset: str = "data.json") -> None:
-        """The contamination scan; its result is a ``contamination`` event whether it passes or not (issue 35)."""
+        """The contamination scan; its result is a ``contamination`` event whether it passes or not (issue 35).
+
+        Preference rows are scanned as the rows they train (issue 40): a pair as two rows, its prompt with the
+        chosen and with the rejected answer; a KTO row as its prompt and answer (:func:`scan_view`)."""
+        rows = scan_view(rows)
         from ftagent.datasets.contamination import check_contamination
         from ftagent.engine.events import ContaminationScan
 
@@ -217,6 +236,19 @@ def _set_aside_old_output(workspace: Path) -> None:
         dest = workspace.parent / REPLACED_DIR / f"{workspace.name}-{time.strftime('%Y%m%d_%H%M%S')}-{os.getpid()}"
         dest.parent.mkdir(parents=True, exist_ok=True)
         os.replace(old, dest)
+
+
+def scan_view(rows: list[Any]) -> list[Any]:
+    """Rows as the contamination scan reads them (``instruction``, ``input``, ``output``): a pairwise row
+    (``chosen``/``rejected``) becomes one row per answer; every other row is itself."""
+    out: list[Any] = []
+    for row in rows:
+        if isinstance(row, dict) and ("chosen" in row or "rejected" in row) and "output" not in row:
+            base = {k: row.get(k) for k in ("instruction", "input", "system", "history") if k in row}
+            out += [{**base, "output": row.get(answer)} for answer in ("chosen", "rejected")]
+        else:
+            out.append(row)
+    return out
 
 
 def benchmark_items(scenario: ScenarioInfo, input_columns: list[str]) -> dict[str, list[str]]:

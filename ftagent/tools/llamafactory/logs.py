@@ -30,6 +30,22 @@ class LossPoint(BaseModel):
     eval_loss: float | None = None
     lr: float | None = None
     epoch: float | None = None
+    # issue 40, the other stages' own curves: DPO/KTO preference accuracy (LLaMA-Factory's
+    # ``rewards/accuracies``), GRPO's mean reward, KL to the reference and completion length (TRL)
+    accuracy: float | None = None
+    reward: float | None = None
+    kl: float | None = None
+    completion_length: float | None = None
+
+
+# where each stage metric is found: trainer_log.jsonl's key first, then trainer_state.json's log_history key
+STAGE_METRICS: dict[str, tuple[str, ...]] = {"accuracy": ("accuracy", "rewards/accuracies"), "reward": ("reward",),
+                                             "kl": ("kl",), "completion_length": ("completion_length",
+                                                                                  "completions/mean_length")}
+
+
+def _stage_metrics(row: dict[str, Any]) -> dict[str, float | None]:
+    return {name: next((_num(row[k]) for k in keys if k in row), None) for name, keys in STAGE_METRICS.items()}
 
 
 def _num(value: Any) -> float | None:
@@ -56,7 +72,8 @@ def parse_trainer_log(path: Path) -> list[LossPoint]:
         if step is None:
             continue
         points.append(LossPoint(step=int(step), loss=_num(row.get("loss")), eval_loss=_num(row.get("eval_loss")),
-                                lr=_num(row.get("lr", row.get("learning_rate"))), epoch=_num(row.get("epoch"))))
+                                lr=_num(row.get("lr", row.get("learning_rate"))), epoch=_num(row.get("epoch")),
+                                **_stage_metrics(row)))
     return points
 
 
@@ -82,7 +99,7 @@ def parse_trainer_state(path: Path) -> tuple[list[LossPoint], dict[str, Any]]:
             continue
         points.append(LossPoint(step=int(row.get("step", 0)), loss=_num(row.get("loss")),
                                 eval_loss=_num(row.get("eval_loss")), lr=_num(row.get("learning_rate")),
-                                epoch=_num(row.get("epoch"))))
+                                epoch=_num(row.get("epoch")), **_stage_metrics(row)))
     return points, summary
 
 
@@ -93,7 +110,7 @@ def _merge(rows: list[LossPoint]) -> list[LossPoint]:
         if have is None:
             by_step[row.step] = row.model_copy()
             continue
-        for field in ("loss", "eval_loss", "lr", "epoch"):
+        for field in ("loss", "eval_loss", "lr", "epoch", *STAGE_METRICS):
             if getattr(have, field) is None and getattr(row, field) is not None:
                 setattr(have, field, getattr(row, field))
     return [by_step[s] for s in sorted(by_step)]

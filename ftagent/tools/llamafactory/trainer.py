@@ -286,7 +286,11 @@ class LlamaFactoryTrainer:
             StepError: the run diverged (DIVERGED: stopped early, see :mod:`.early_stop`), failed
                 (classified CONFIG/OOM/DATA/ENV/TIMEOUT) or left no model.
         """
+        from ftagent.core.stages import stage_spec
+        from ftagent.tools.llamafactory.validation import start_mounts, start_path
+
         scenario = self.scenario
+        stage = stage_spec(code.stage)
         workspace = Path(code.workspace).absolute()
         # what validation approved, frozen outside the workspace (issue 39 item 2); a trainer used on its own
         # (no workflow froze anything) runs the workspace's validated train.yaml
@@ -304,8 +308,9 @@ class LlamaFactoryTrainer:
                                  **tracking.tracker_env(run)})
         watch = DivergenceWatch(EarlyStopRule.from_settings(self.settings.ft))
         run_config, config_path = self._run_config(config, config_path, run, watch.rule, workspace)
-        config_path = self._apply_ray(run_config, config_path, env, workspace)  # after launch_env: Ray overrides torchrun
-        mounts = [Mount(source=workspace, read_only=False), Mount(source=Path(scenario.base_model_path)),
+        if stage.trainer == "llamafactory":  # Ray's overrides are LLaMA-Factory's (a GRPO run is one process)
+            config_path = self._apply_ray(run_config, config_path, env, workspace)  # after launch_env: Ray overrides torchrun
+        mounts = [Mount(source=workspace, read_only=False), *start_mounts(start_path(code, scenario), scenario),
                   *inputs, *tracking.tracker_mounts(run)]
         stop = threading.Event()
 
@@ -314,13 +319,24 @@ class LlamaFactoryTrainer:
                 stop.set()
 
         start = time.monotonic()
+        log_file, gpus = workspace / "logs" / "train.log", visible_gpus(scenario.hardware)
         with TrainerLogFollower(output_dir, _progress_emitter(ctx), on_each=on_each, root=workspace):
-            result = run_llamafactory("train", config_path, self.runner, workdir=workspace, mounts=mounts,
-                                      env=env, timeout=timeout, log_file=workspace / "logs" / "train.log",
-                                      gpus=visible_gpus(scenario.hardware), stop=stop)
+            if stage.trainer == "trl":  # GRPO: TRL's trainer through ftagent's script, same runner and rules
+                from ftagent.tools.trl.run import run_grpo
+
+                if code.reward is None:
+                    raise StepError("no reward for the GRPO stage", error_type=ErrorType.CONFIG)
+                result = run_grpo(config_path, self.runner, reward=code.reward, workdir=workspace, mounts=mounts,
+                                  env=env, timeout=timeout, log_file=log_file, gpus=gpus,
+                                  stop=stop if accepts_stop(self.runner) else None)
+            else:
+                result = run_llamafactory("train", config_path, self.runner, workdir=workspace, mounts=mounts,
+                                          env=env, timeout=timeout, log_file=log_file, gpus=gpus, stop=stop)
         duration = time.monotonic() - start
+        chain = [*(code.start.chain if code.start else []), stage.name]
         if watch.verdict is not None:
-            return self._diverged(watch.verdict, result, output_dir, config, ctx, stopped=accepts_stop(self.runner))
+            kept = self._diverged(watch.verdict, result, output_dir, config, ctx, stopped=accepts_stop(self.runner))
+            return kept.model_copy(update={"stage": stage.name, "chain": chain})
         if not result.ok:
             log = read_run_log(result)
             check_disk_full(log, "training", [workspace, scenario.file_path])  # stops the session, not the loop
@@ -345,6 +361,8 @@ class LlamaFactoryTrainer:
             train_runtime_s=summary.get("train_runtime"),
             config=config,
             duration_s=round(duration, 2),
+            stage=stage.name,
+            chain=chain,
         )
 
 

@@ -22,7 +22,6 @@ send the coder another round):
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import shutil
@@ -32,13 +31,14 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from ftagent.core.errors import ErrorType, StepFailure, UserInputError
+from ftagent.core.errors import ErrorType, UserInputError
 from ftagent.core.paths import llama_factory_info_dir
+from ftagent.core.stages import stage_spec
 from ftagent.core.types import CodeResult, ValidationReport
 from ftagent.core.untrusted import UnsafeEntry, read_text
 from ftagent.core.yamlio import load_yaml_text
 from ftagent.runners.base import Mount, Runner
-from ftagent.tools.llamafactory.alpaca import check_alpaca, describe
+from ftagent.tools.llamafactory.alpaca import describe
 from ftagent.tools.llamafactory.catalogue import LFCatalogue, load_or_build_catalogue
 from ftagent.tools.llamafactory.config import (
     DATA_FILE,
@@ -58,6 +58,8 @@ from ftagent.tools.llamafactory.logs import (
     read_loss_history,
     relevant_lines,
 )
+from ftagent.tools.llamafactory.preference import ROW_SHAPES, check_data
+from ftagent.tools.llamafactory.stage_config import filter_stage_keys, stage_forced
 from ftagent.tools.llamafactory.template_check import DATA_KEYS as TEMPLATE_DATA_KEYS
 from ftagent.tools.llamafactory.template_check import (
     ProbeError,
@@ -66,25 +68,25 @@ from ftagent.tools.llamafactory.template_check import (
     template_mismatch,
 )
 from ftagent.tools.llamafactory.trainer import lf_env, read_run_log, run_llamafactory
+from ftagent.tools.llamafactory.validation import (  # noqa: F401 - CONFIG_FILE, STAGE: this module's names too
+    CONFIG_FILE,
+    DEBUG_DIR,
+    MANAGED_MARKER,
+    ORIGINAL_CONFIG,
+    STAGE,
+    _fail,
+    _managed_marker,
+    _sha,
+    config_changes,
+    start_mounts,
+    start_path,
+)
 
 if TYPE_CHECKING:
     from ftagent.core.settings import Settings
     from ftagent.core.types import ScenarioInfo
     from ftagent.engine.loop import StepContext
 
-STAGE = "validate"
-CONFIG_FILE = "train.yaml"
-ORIGINAL_CONFIG = "train.orig.yaml"
-DEBUG_DIR = "debug"
-MANAGED_MARKER = ".train.yaml.managed"  # sha256 of the train.yaml the validator wrote
-
-
-def _fail(report: ValidationReport, error_type: ErrorType, message: str, *, log_tail: str = "",
-          suggestion: str = "", details: dict[str, Any] | None = None) -> ValidationReport:
-    report.passed = False
-    report.failure = StepFailure(stage=STAGE, error_type=error_type, message=message, log_tail=log_tail,
-                                 suggestion=suggestion, details=details or {})
-    return report
 
 
 class LlamaFactoryValidator:
@@ -107,27 +109,37 @@ class LlamaFactoryValidator:
         return self._catalogue
 
     def validate(self, code: CodeResult, ctx: StepContext | None) -> ValidationReport:
-        """Run the four checks; the report's ``failure`` says what to fix when ``passed`` is False."""
+        """Run the four checks; the report's ``failure`` says what to fix when ``passed`` is False.
+
+        The hypothesis's stage (``code.stage``, issue 40) decides the data format, the keys and the run: a
+        LLaMA-Factory stage (sft, dpo, kto, orpo, simpo) as always; ``grpo`` through TRL
+        (:mod:`ftagent.tools.trl.validate`). Every run starts from ``code.start`` (the system's start weights).
+        """
         scenario = self.scenario
         workspace = Path(code.workspace).absolute()
         report = ValidationReport(passed=False)
         original = self._read_config(workspace, report)
         if original is None:
             return report
-        data = check_alpaca(workspace / DATA_FILE, cutoff_len=_int(original.get("cutoff_len")))
-        report.data_stats = data.model_dump()
+        stage = stage_spec(code.stage)
+        data = check_data(workspace / DATA_FILE, stage.data, cutoff_len=_int(original.get("cutoff_len")))
+        report.data_stats = {**data.model_dump(), "format": stage.data}
         if not data.ok:
-            return _fail(report, ErrorType.DATA, f"data.json is not usable: {describe(data)}",
-                         suggestion="process_data.py must write a JSON list of objects with non-empty string "
-                                    "'instruction' and 'output' (and an optional string 'input').",
+            return _fail(report, ErrorType.DATA, f"data.json is not usable for stage {stage.name}: {describe(data)}",
+                         suggestion=f"process_data.py must write {ROW_SHAPES[stage.data]}.",
                          details={"bad_examples": [b.model_dump() for b in data.bad_examples]})
-        final = self._build_config(workspace, original, scenario, data.valid, report)
+        if stage.trainer == "trl":
+            from ftagent.tools.trl.validate import validate_grpo
+
+            validate_grpo(self, code, workspace, original, data.valid, ctx, report)
+            return report
+        final = self._build_config(workspace, original, scenario, data.valid, report, code)
         if not report.failure:
             self._check_launch(final, report)
         if not report.failure and final.get("template"):
             self._check_template(workspace, final, ctx, report)
         if not report.failure:
-            self._micro_batch(workspace, final, ctx, report)
+            self._micro_batch(workspace, final, ctx, report, start_path(code, scenario))
         return report
 
     # --- steps -------------------------------------------------------------------------------------
@@ -162,14 +174,17 @@ class LlamaFactoryValidator:
         return config
 
     def _build_config(self, workspace: Path, original: dict[str, Any], scenario: ScenarioInfo, n_samples: int,
-                      report: ValidationReport) -> dict[str, Any]:
+                      report: ValidationReport, code: CodeResult) -> dict[str, Any]:
+        stage = stage_spec(code.stage)
         kept, dropped = filter_config(original, self.catalogue)
+        kept, off_stage = filter_stage_keys(kept, stage, self.catalogue)
+        dropped += off_stage
         report.dropped_keys = [str(d) for d in dropped]
         # warmup_ratio stays: the data here is the debug sample, so a step count from it would be wrong
         # (transformers turns the ratio into steps from the real run's step count)
-        managed = manage_config(kept, workspace=workspace, base_model_path=scenario.base_model_path,
+        managed = manage_config(kept, workspace=workspace, base_model_path=start_path(code, scenario),
                                 hardware=scenario.hardware, n_samples=n_samples, defaults=self.defaults,
-                                keep_warmup_ratio=True)
+                                keep_warmup_ratio=True, stage_keys=stage_forced(stage))
         managed.config, ds_notes = apply_deepspeed(managed.config, memory=scenario.memory,
                                                    hardware=scenario.hardware, workspace=workspace)
         managed.notes += ds_notes
@@ -183,7 +198,7 @@ class LlamaFactoryValidator:
         if template and self.catalogue.templates and template not in self.catalogue.templates:
             _fail(report, ErrorType.CONFIG, f"unknown chat template '{template}'",
                   suggestion=f"Use one of LLaMA-Factory's templates, e.g. {', '.join(self.catalogue.templates[:12])}.")
-        write_dataset_info(workspace, self.defaults.dataset_name)
+        write_dataset_info(workspace, self.defaults.dataset_name, data_format=stage.data)
         final_path = dump_yaml(managed.config, workspace / CONFIG_FILE)
         (workspace / MANAGED_MARKER).write_text(_sha(final_path.read_text(encoding="utf-8")), encoding="utf-8")
         report.config_path = str(final_path)
@@ -231,7 +246,7 @@ class LlamaFactoryValidator:
                   details=mismatch["details"])
 
     def _micro_batch(self, workspace: Path, config: dict[str, Any], ctx: StepContext | None,
-                     report: ValidationReport) -> None:
+                     report: ValidationReport, start: str) -> None:
         debug = workspace / DEBUG_DIR
         shutil.rmtree(debug, ignore_errors=True)
         debug.mkdir(parents=True)
@@ -239,8 +254,8 @@ class LlamaFactoryValidator:
         path = dump_yaml(micro, debug / "train_micro.yaml")
         timeout = float(self.settings.ft.micro_batch_timeout)
         timeout = ctx.limit(timeout) if ctx else timeout
-        mounts = [Mount(source=workspace, read_only=False), Mount(source=Path(self.scenario.base_model_path))]
-        start = time.monotonic()
+        mounts = [Mount(source=workspace, read_only=False), *start_mounts(start, self.scenario)]
+        started = time.monotonic()
         hardware = self.scenario.hardware
         result = run_llamafactory("train", path, self.runner, workdir=workspace, mounts=mounts,
                                   env=lf_env(workspace, {**system_env(hardware, self.defaults),
@@ -253,7 +268,7 @@ class LlamaFactoryValidator:
         report.micro_batch.update(
             config_path=str(path), output_dir=str(micro["output_dir"]), exit_code=result.exit_code,
             timed_out=result.timed_out,
-            duration_s=round(time.monotonic() - start, 2), steps_logged=len(points),
+            duration_s=round(time.monotonic() - started, 2), steps_logged=len(points),
             losses=[p.loss for p in points], log_file=str(debug / "train_micro.log"),
             weights_removed_mb=round(freed / 2**20, 1),
         )
@@ -276,55 +291,6 @@ class LlamaFactoryValidator:
         info = classify_failure(log, exit_code=result.exit_code, timed_out=result.timed_out, timeout_s=timeout)
         _fail(report, info.error_type, f"micro-batch run failed: {info.message}", log_tail=info.log_tail,
               suggestion=info.suggestion, details={"exit_code": result.exit_code})
-
-
-_PATH_KEYS = {"model_name_or_path", "output_dir", "dataset_dir", "dataset"}
-
-
-def _short(value: Any) -> str:
-    text = yaml.safe_dump(value, default_flow_style=True).strip().removesuffix("...").strip()
-    return text if len(text) <= 80 else text[:77] + "..."
-
-
-def config_changes(original: dict[str, Any], final: dict[str, Any], dropped: list[Any],
-                   notes: list[str], bookkeeping: set[str] | None = None) -> list[str]:
-    """Every difference between the planner's ``train.yaml`` and the one that runs, in words.
-
-    Dropped keys carry their reason; paths and ``bookkeeping`` keys the planner never writes are
-    named together in one entry; other injected or changed keys show the value
-    (``changed bf16: true -> false (system-managed)``).
-    """
-    changes = [f"dropped {d.key} ({d.reason})" for d in dropped]
-    gone = {str(d.key) for d in dropped}
-    changes += notes
-    quiet = _PATH_KEYS | set(bookkeeping or ())
-    added = [k for k in final if k not in original and k in quiet]
-    if added:
-        changes.append(f"set by the system (paths and bookkeeping, leave them out): {', '.join(added)}")
-    for key, value in final.items():
-        if key not in original and key in quiet:
-            continue
-        if key not in original:
-            changes.append(f"set {key}" + ("" if key in _PATH_KEYS else f": {_short(value)}") + " (system-managed)")
-        elif original[key] != value and key not in gone:
-            if isinstance(original[key], list) and isinstance(value, str):
-                changes.append(f"{key}: the list was written as {_short(value)}")
-            else:
-                what = "" if key in _PATH_KEYS else f": {_short(original[key])} -> {_short(value)}"
-                changes.append(f"changed {key}{what} (system-managed)")
-    for key in original:
-        if key not in final and key not in gone and not any(key in n for n in notes):
-            changes.append(f"removed {key} (system-managed)")
-    return changes
-
-
-def _sha(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def _managed_marker(workspace: Path) -> str | None:
-    path = workspace / MANAGED_MARKER
-    return path.read_text(encoding="utf-8").strip() if path.is_file() else None
 
 
 def _int(value: Any) -> int | None:

@@ -13,6 +13,7 @@ from ftagent.benchmarks.components import PROVIDED, ProvidedComponent
 OC_EXT = "ftagent.tools.opencompass.oc_ext"
 OC_DOMAIN = "ftagent.tools.opencompass.oc_domain"
 OC_MATH = "ftagent.tools.opencompass.oc_math"
+OC_REWARD = "ftagent.tools.opencompass.oc_reward"
 
 #: name -> module of its implementation (inside the tool env)
 COMPONENTS = {
@@ -23,6 +24,8 @@ COMPONENTS = {
     "ExactMatchEvaluator": OC_EXT, "BoxedIntAccEvaluator": OC_EXT, "OptionLetterEvaluator": OC_EXT,
     "NumericToleranceEvaluator": OC_EXT, "ContainsEvaluator": OC_EXT, "PythonTestsEvaluator": OC_EXT,
     "DomainEvaluator": OC_DOMAIN, "MathVerifyEvaluator": OC_MATH,
+    # a training gold read as the benchmark reads a reply (the sampling step, issue 40)
+    "gold_as_answer": OC_REWARD,
 }
 
 

@@ -127,7 +127,7 @@ def render_config(datasets: list[DatasetBlock], model: ModelSpec, *, benchmark: 
     rows: list[dict[str, Any]] = []
     for ds in datasets:
         row = ds.model_dump()
-        for field in ("evaluator", "postprocessor"):
+        for field in ("evaluator", "postprocessor", "reference_postprocessor"):
             dotted = getattr(ds, field)
             row[f"{field}_name"] = None
             if dotted:
