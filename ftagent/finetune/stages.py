@@ -118,8 +118,9 @@ class StagePreparer:
         samples = sample_training_prompts(
             start.path, rows=rows, samples_per_prompt=plan.samples_per_prompt, temperature=plan.temperature,
             benchmark=self.run.adapter, settings=self.settings, runner=self.runner, work_dir=workspace / "sampling",
-            model_name=self.scenario.base_model, gpu_count=self.scenario.hardware.gpu_count,
-            timeout=ctx.limit(self.settings.ft.benchmark_timeout_s), inference=self.run.model.inference)
+            items_root=self.scenario.items_root(), model_name=self.scenario.base_model,
+            gpu_count=self.scenario.hardware.gpu_count, timeout=ctx.limit(self.settings.ft.benchmark_timeout_s),
+            inference=self.run.model.inference)
         path = workspace / SAMPLES_FILE
         tmp = path.with_suffix(".jsonl.tmp")
         tmp.write_text("".join(json.dumps({k: s[k] for k in ("prompt", "gold", "sample", "score")},
@@ -135,7 +136,7 @@ class StagePreparer:
         from ftagent.core.paths import benchmarks_dir
 
         adapter = self.run.adapter
-        root = benchmarks_dir(self.settings.ft.file_path)
+        root = self.scenario.items_root()
         blocks = adapter.dataset_blocks(root, "validation")
         if not blocks:
             return None
@@ -144,8 +145,9 @@ class StagePreparer:
                           evaluator_kwargs=dict(first.evaluator_kwargs),
                           postprocessor=component_path(first.postprocessor) if first.postprocessor else None,
                           postprocessor_kwargs=dict(first.postprocessor_kwargs), rule=adapter.spec.answer_rule)
-        if str(root) in spec.model_dump_json():  # a rule that reads the benchmark's files: never in training
-            return None
+        text = spec.model_dump_json()
+        if any(str(r) in text for r in (root, benchmarks_dir(self.settings.ft.file_path))):
+            return None  # a rule that reads the benchmark's files: never in training
         return spec
 
 

@@ -131,11 +131,17 @@ def test_the_sampling_run_reads_training_prompts_and_mounts_no_benchmark_folder(
     (model / "config.json").write_text(json.dumps({"model_type": "qwen2"}))
     (model / "tokenizer_config.json").write_text(json.dumps({"chat_template": "{{ messages }}"}))
     runner = _RecordingRunner()
+    from ftagent.core.paths import benchmarks_dir
+    from ftagent.tools.opencompass.runs import prepare_benchmark
+
+    items = benchmarks_dir(settings.ft.file_path)
+    prepare_benchmark(get_benchmark("demo_add"), items, 10)  # the session's items (their rules are read)
     rows = [{"prompt": "What is 11 + 22? Put the final answer in \\boxed{}.", "gold": "\\boxed{33}"}]
     with pytest.raises(StepError):
         sampling.sample_training_prompts(model, rows=rows, samples_per_prompt=3, temperature=0.9,
                                          benchmark=get_benchmark("demo_add"), settings=settings, runner=runner,
-                                         work_dir=tmp_path / "sampling", model_name="builtin/tiny-qwen2")
+                                         work_dir=tmp_path / "sampling", items_root=items,
+                                         model_name="builtin/tiny-qwen2")
     call = runner.calls[-1]
     bench_root = str(tmp_path / "ft" / "benchmarks")
     assert all(not str(m.source).startswith(bench_root) for m in call["mounts"])

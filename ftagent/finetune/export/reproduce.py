@@ -137,7 +137,8 @@ def _write_chain(facts: ExportFacts, target: Path, source: str, note: str, dropp
 
     (target / "train.yaml").write_text(yaml.safe_dump(portable_config(facts.config, facts, source)[0],
                                                       sort_keys=False), encoding="utf-8")  # the last step's
-    steps = write_chain(facts.stages, target, source, lambda cfg, model: portable_config(cfg, facts, model))
+    start = source if is_hub_id(source) else f"../{source}"  # seen from inside a step's folder
+    steps = write_chain(facts.stages, target, start, lambda cfg, model: portable_config(cfg, facts, model))
     datasets = _dataset_notes(facts, dataset_root, target)
     (target / "requirements.txt").write_text(tool_pins(), encoding="utf-8")
     head = _commands(facts, datasets)[:-3 if facts.is_lora else -2]  # pins and datasets, not the one-run steps

@@ -68,17 +68,14 @@ def chain_words(steps: list[StageStep]) -> str:
     return " → ".join(f"{s.stage} (loop {s.loop})" for s in steps)
 
 
-def write_chain(steps: list[StageStep], target: Path, source: str, portable: Any) -> list[str]:
+def write_chain(steps: list[StageStep], target: Path, start: str, portable: Any) -> list[str]:
     """One folder per step under ``target`` (``reproduce/``) and the commands that run them in order.
 
-    ``source``: the base model's ``model_name_or_path`` as reproduce/ names it (a Hub id, or a folder in
-    ``reproduce/``); ``portable(config, model)``: the host-free config with ``model_name_or_path = model``
+    ``start``: the base model's ``model_name_or_path`` seen from inside a step's folder (a Hub id, or
+    ``../base_model``); ``portable(config, model)``: the host-free config with ``model_name_or_path = model``
     (:func:`ftagent.finetune.export.reproduce.portable_config`). Returns the commands for ``run.sh``.
     """
-    from ftagent.finetune.export.reproduce import is_hub_id
-
     commands: list[str] = []
-    start = source if is_hub_id(source) else f"../{source}"  # seen from inside a step's folder
     for i, step in enumerate(steps, 1):
         folder = target / f"{i}_{step.folder}"
         folder.mkdir(parents=True)

@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Any
 
 from ftagent.benchmarks.components import component_path
 from ftagent.core.errors import ErrorType, StepError
-from ftagent.core.paths import benchmarks_dir
 from ftagent.runners.base import Mount, Runner
 from ftagent.runners.vllmenv import vllm_env_path
 from ftagent.tools.opencompass import parse
@@ -29,7 +28,7 @@ from ftagent.tools.opencompass.backend import choose_backend
 from ftagent.tools.opencompass.inference import answer_token_limit
 from ftagent.tools.opencompass.merge import is_lora_adapter
 from ftagent.tools.opencompass.render import render_config
-from ftagent.tools.opencompass.runs import PACKAGE_ROOT, model_spec, prepare_benchmark
+from ftagent.tools.opencompass.runs import PACKAGE_ROOT, model_spec
 from ftagent.tools.opencompass.serving import VllmServeCommand, served_model, server_check
 
 if TYPE_CHECKING:
@@ -69,11 +68,14 @@ def _sampling_spec(mspec: Any, temperature: float) -> Any:
 
 def sample_training_prompts(
     model_path: Path | str, *, rows: list[dict[str, str]], samples_per_prompt: int, temperature: float,
-    benchmark: BenchmarkAdapter, settings: Settings, runner: Runner, work_dir: Path,
+    benchmark: BenchmarkAdapter, settings: Settings, runner: Runner, work_dir: Path, items_root: Path,
     base_path: Path | str | None = None, model_name: str = "", timeout: float | None = None, gpu_count: int = 0,
     inference: InferenceSettings | None = None, on_progress: ProgressCallback | None = None,
 ) -> list[dict[str, Any]]:
     """``samples_per_prompt`` answers of the model to each ``{prompt, gold}`` row, each with its score.
+
+    ``items_root``: where the session's benchmark is prepared (its frozen copy, ``ScenarioInfo.items_root``):
+    only its rules (evaluator, post-processor) are read from there, never an item.
 
     Returns:
         ``[{prompt, gold, sample, score, run}]`` in prompt order, then run (``score``: the evaluator's
@@ -88,8 +90,7 @@ def sample_training_prompts(
     prompts = work_dir / PROMPTS_FILE
     prompts.write_text("".join(json.dumps({"prompt": r["prompt"], "gold": r["gold"]}, ensure_ascii=False) + "\n"
                                for r in rows), encoding="utf-8")
-    root = benchmarks_dir(ft.file_path)
-    prepare_benchmark(benchmark, root, ft.benchmark_limit)  # the block's rules are read from the prepared spec
+    root = Path(items_root)
     model_path = Path(model_path)
     lora = is_lora_adapter(model_path)
     base = Path(base_path) if base_path else None
