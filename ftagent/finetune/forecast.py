@@ -401,6 +401,7 @@ def make_forecast(scenario: ScenarioInfo, settings: Settings, train: TrainProbe,
                            f"max_steps capped at {MAX_STEPS_CAP})")
     else:
         assumptions.append("every loop trains like loop 0 (the planner resizes later loops after feedback)")
+    assumptions += stage_cost_lines(list(getattr(settings.ft, "stages", ["sft"])), train, evaluation)  # issue 40
     llm = llm_forecast(settings, scenario, planner, loop_n, events)
     if spec.asks_llm:
         assumptions.append(f"the LLM planner is assumed to plan the heuristic planner's first recipe ({plan.method}, "
@@ -414,6 +415,24 @@ def make_forecast(scenario: ScenarioInfo, settings: Settings, train: TrainProbe,
                           assumptions=assumptions, probe_cost_s=probe_cost_s, growth=growth,
                           max_steps_cap=MAX_STEPS_CAP, final_items=final_items(scenario, settings, assumptions),
                           guard_items=guard_items(settings, scenario.benchmark, assumptions))
+
+
+def stage_cost_lines(stages: list[str], train: TrainProbe, evaluation: EvalProbe) -> list[str]:
+    """What a loop of each enabled non-SFT stage costs next to SFT (issue 40): its step time (the SFT probe's
+    × the stage's measured ratio, ``configs/stages.yaml`` step_cost) and its sampling run (the evaluation's
+    speed on the default sampling: 128 prompts × 4 answers)."""
+    from ftagent.core.stages import stage_spec
+    from ftagent.core.types import SamplingPlan
+
+    plan = SamplingPlan()
+    sampling_s = evaluation.fixed_s + evaluation.s_per_item * plan.max_prompts * plan.samples_per_prompt
+    parts = [f"{name}: ≈ {train.s_per_step * stage_spec(name).step_cost:.2f} s/step ({stage_spec(name).step_cost:g}× "
+             f"SFT's {train.s_per_step:.2f}) + sampling ≈ {sampling_s:.0f} s" for name in stages if name != "sft"]
+    if not parts:
+        return []
+    return ["a loop of another stage (FT_STAGES) trains at the SFT probe's speed × the stage's step-cost ratio "
+            f"(measured by make bench on CPU) and first samples its start weights ({plan.max_prompts} prompts × "
+            f"{plan.samples_per_prompt} answers at the evaluation's speed): " + "; ".join(parts)]
 
 
 def session_forecast(scenario: ScenarioInfo, settings: Settings, runner: Runner, run: ResolvedRun,

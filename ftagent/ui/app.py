@@ -173,7 +173,8 @@ def show_result(title: str, result: dict | None) -> None:
 def loop_title(lp: D.LoopView, row: LoopRow | None = None) -> str:
     mark = decision_mark(row) if row is not None else {True: "· new best", False: "· not best",
                                                        None: "· pending"}[lp.decision]
-    return f"Loop {lp.index} · {lp.status} · val {F.fmt_score(lp.val_score)} · test {F.fmt_score(lp.test_score)} {mark}"
+    return (f"Loop {lp.index} · {lp.stage} · {lp.status} · val {F.fmt_score(lp.val_score)} · "
+            f"test {F.fmt_score(lp.test_score)} {mark}")
 
 
 def show_loop(lp: D.LoopView, session_dir: Path | None = None, row: LoopRow | None = None) -> None:
@@ -183,6 +184,7 @@ def show_loop(lp: D.LoopView, session_dir: Path | None = None, row: LoopRow | No
     if lp.hypothesis:
         h = lp.hypothesis
         st.markdown(f"**Hypothesis**: {h.get('hypothesis', '')}")
+        st.markdown(F.stage_text(lp))  # issue 40: the stage, its start weights and their sampling
         if h.get("reason"):
             st.markdown(f"**Reason**: {h['reason']}")
         if h.get("task"):

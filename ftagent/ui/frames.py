@@ -244,3 +244,19 @@ def llm_frame(calls: list[dict[str, Any]]):
     cols = ["loop", "stage", "model", "prompt_tokens", "completion_tokens", "cost_usd", "latency", "error"]
     rows = [{**{c: call.get(c) for c in cols}, "latency": short_duration(call.get("latency_s"))} for call in calls]
     return pd.DataFrame(rows, columns=cols)
+
+
+def stage_text(lp: LoopView) -> str:
+    """``**Stage**: dpo, from loop 0's weights (chain sft → dpo); sampled: 96 answers ...`` (issue 40)."""
+    h = lp.hypothesis or {}
+    start = f"loop {h['weights_from']}'s weights" if h.get("weights_from") is not None else "the base model"
+    text = f"**Stage**: {lp.stage}, from {start}"
+    chain = (lp.training or {}).get("chain") or []
+    if len(chain) > 1:
+        text += f" (chain {' → '.join(chain)})"
+    s = lp.sampling
+    if s:
+        text += (f"; sampled {s.get('samples')} answers of the start weights to {s.get('prompts')} training prompts "
+                 f"at temperature {s.get('temperature')}: {s.get('correct')} right, {s.get('prompts_mixed')} prompts "
+                 "with right and wrong answers")
+    return text

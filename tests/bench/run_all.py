@@ -2,8 +2,9 @@
 
 Usage::
 
-    FT_TOOLS_ENV=/tmp/warm/tools python -m tests.bench.run_all [--quick] [--only train|eval|demo|guard|gpu]
-        [--session DIR | --run-demo] [--gpu] [--work DIR] [--out bench-results.json]
+    FT_TOOLS_ENV=/tmp/warm/tools python -m tests.bench.run_all [--quick] [--only train|eval|demo|guard|stages|gpu]
+        [--session DIR | --run-demo] [--gpu] [--work DIR] [--out bench-results.json]   (stages: issue 40, DPO and
+        GRPO against SFT on the demo)
 
 Each measurement is printed as it is taken; the end prints a Markdown table and writes the JSON.
 The machine's load average is recorded before and after: numbers from a busy machine are slower.
@@ -21,7 +22,7 @@ from pathlib import Path
 
 from tests.bench.common import BenchResults, load_average, machine_info, summary_table, tools_env_from_environ
 
-SECTIONS = ("train", "eval", "demo", "guard", "gpu")
+SECTIONS = ("train", "eval", "demo", "guard", "stages", "gpu")
 DEFAULT_SESSION_ROOT = Path(os.environ.get("LOG_PATH", "log"))  # where `make demo` writes sessions
 
 
@@ -44,7 +45,7 @@ def selected(args: argparse.Namespace) -> list[str]:
     """The sections to run: ``--only``, else train/eval/demo/guard (+ gpu with ``--gpu``)."""
     if args.only:
         return [args.only]
-    return ["train", "eval", "demo", "guard"] + (["gpu"] if args.gpu else [])
+    return ["train", "eval", "demo", "guard", "stages"] + (["gpu"] if args.gpu else [])
 
 
 def find_session(args: argparse.Namespace, work: Path, tools_env: Path | None) -> Path | None:
@@ -87,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
                                 "repeats": args.repeats})
     print(f"bench: {res.machine}; work dir {work}", flush=True)
     for name in selected(args):
-        if name in ("train", "eval") and tools_env is None:
+        if name in ("train", "eval", "stages") and tools_env is None:
             res.skipped[name] = "FT_TOOLS_ENV is not set to a tool env (run `make tools`)"
             print(f"[{name}] skipped: {res.skipped[name]}", flush=True)
             continue
@@ -103,6 +104,10 @@ def main(argv: list[str] | None = None) -> int:
             from tests.bench import guard_bench
 
             _section(res, name, lambda: guard_bench.run(res, work, args.quick))
+        elif name == "stages":
+            from tests.bench import stage_bench
+
+            _section(res, name, lambda: stage_bench.run(res, tools_env, work, args.quick))
         elif name == "gpu":
             from tests.bench import eval_bench
 

@@ -142,3 +142,45 @@ def test_report_prints_the_export_command(tmp_path):
     session = exportable_session(tmp_path)
     text = render_markdown(build_report(session))
     assert f"`{export_command(session)}`" in text and f"ftagent export {session.absolute()}`" in text
+
+
+def _staged(tmp_path: Path, *, lora: bool = False) -> Path:
+    """The scripted session with loop 2 turned into DPO from loop 0's weights (issue 40), its samples kept."""
+    from ftagent.engine.session import list_snapshots
+    from ftagent.finetune.state import FinetuneSessionState
+
+    session = exportable_session(tmp_path, lora=lora)
+    snap = list_snapshots(session)[-1]
+    state = FinetuneSessionState.model_validate_json(snap.read_text(encoding="utf-8"))
+    exp = state.trace.get(2)
+    exp.hypothesis = exp.hypothesis.model_copy(update={"stage": "dpo", "weights_from": 0})
+    exp.config = {**exp.config, "stage": "dpo", "pref_beta": 0.1, "model_name_or_path": str(tmp_path / "ws" / "weights")}
+    exp.plan["sampling"] = {"samples": 8, "prompts": 4, "correct": 3, "prompts_mixed": 2}
+    (Path(exp.artefacts["workspace"]) / "samples.jsonl").write_text('{"prompt": "p", "gold": "g", "sample": "s", "score": 0}\n')
+    snap.write_text(state.model_dump_json(), encoding="utf-8")
+    return session
+
+
+def test_a_stage_chain_is_named_on_the_card_and_rebuilt_step_by_step(tmp_path):
+    folder, _ = _export(_staged(tmp_path), loop=2, to=tmp_path / "out")
+    _, body = _card(folder)
+    assert "Training stages, each run starting from the weights of the one before: **sft (loop 0) → dpo (loop 2)**" in body
+    assert "- dpo (loop 2, full): 8 samples of its start weights on 4 training prompts, 3 right" in body
+    repro = folder / "reproduce"
+    first, second = yaml.safe_load((repro / "1_0_sft" / "train.yaml").read_text()), \
+        yaml.safe_load((repro / "2_2_dpo" / "train.yaml").read_text())
+    assert first["model_name_or_path"] == "../base_model" and first["stage"] == "sft"
+    assert second["model_name_or_path"] == "../1_0_sft/output" and second["stage"] == "dpo"
+    assert (repro / "2_2_dpo" / "samples.jsonl").is_file() and not (repro / "1_0_sft" / "samples.jsonl").exists()
+    run = (repro / "run.sh").read_text()
+    assert run.index("(cd 1_0_sft && llamafactory-cli train train.yaml)") < run.index("(cd 2_2_dpo && python process_data.py)")
+    assert "sft (loop 0) → dpo (loop 2)" in run
+    for path in folder.rglob("*"):
+        if path.is_file() and path.suffix in {".md", ".yaml", ".sh", ".json"}:
+            assert str(tmp_path) not in path.read_text(encoding="utf-8"), path
+
+
+def test_a_chained_lora_adapter_is_exported_merged_only(tmp_path):
+    with pytest.raises(UserInputError, match="trained on loop 0's merged weights .* export it merged"):
+        _export(_staged(tmp_path, lora=True), loop=2, merge=False)
+    assert not (tmp_path / "log").joinpath("exports").exists()

@@ -111,3 +111,30 @@ def test_memory_per_stage_counts_the_reference_and_the_sequences() -> None:
     assert grpo.sequences == 8 and grpo.max_seq_len == sft.max_seq_len // 8
     assert stage_estimate(spec, "grpo", "full_gc", 80.0, 8, grpo_beta=0.04).reference_gb_per_gpu > 0
     assert "| dpo | lora | yes |" in stage_table(spec, ["sft", "dpo"], 80.0)
+
+
+def test_report_and_ui_name_each_loops_stage(tmp_path) -> None:
+    from ftagent.engine.events import EventLog, HypothesisEvent, LoopEnd, SamplingEvent, SessionStart, TrainingEvent
+    from ftagent.ui.frames import stage_text
+    from ftagent.views.report import build_report, render_markdown
+    from ftagent.views.session import load_session
+
+    session = tmp_path / "sess"
+    log = EventLog(session / "events.jsonl")
+    log.emit(SessionStart(session_id="sess", benchmark="demo_add"))
+    log.emit(HypothesisEvent(loop=0, hypothesis="sft", stage="sft"))
+    log.emit(TrainingEvent(loop=0, output_dir="o0", config={"stage": "sft", "learning_rate": 1e-3}, chain=["sft"]))
+    log.emit(LoopEnd(loop=0, status="succeeded"))
+    log.emit(HypothesisEvent(loop=1, hypothesis="dpo", stage="dpo", weights_from=0))
+    log.emit(SamplingEvent(loop=1, stage="dpo", model="m", source="data.json of loop 0", prompts=4, samples=16,
+                           correct=5, prompts_mixed=2, temperature=1.0, samples_per_prompt=4, start_loop=0))
+    log.emit(TrainingEvent(loop=1, output_dir="o1", config={"stage": "dpo", "learning_rate": 1e-4, "pref_beta": 0.1},
+                           stage="dpo", chain=["sft", "dpo"]))
+    log.emit(LoopEnd(loop=1, status="succeeded"))
+    rows = {r.loop: r for r in build_report(session).loops}
+    assert rows[1].config["stage"] == "dpo" and list(rows[1].config)[0] == "stage"
+    assert rows[1].chain == ["sft", "dpo"] and rows[1].weights_from == 0 and rows[1].sampling["correct"] == 5
+    assert rows[0].config["stage"] == "sft"
+    assert "stage=dpo, learning_rate=0.0001" in render_markdown(build_report(session))
+    lp = next(x for x in load_session(session).loops if x.index == 1)
+    assert stage_text(lp).startswith("**Stage**: dpo, from loop 0's weights (chain sft → dpo); sampled 16 answers")

@@ -101,7 +101,7 @@ def main(config_path: str) -> None:
     def format_reward(completions, **kwargs):
         return [1.0 if scorer.extracted(_text(c)) else 0.0 for c in completions]
 
-    rewards = [benchmark_reward]
+    rewards: list = [benchmark_reward]
     weight = float(own.get("format_reward_weight") or 0.0)
     if weight > 0:
         rewards.append(format_reward)
