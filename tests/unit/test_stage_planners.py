@@ -114,7 +114,14 @@ def test_memory_per_stage_counts_the_reference_and_the_sequences() -> None:
 
 
 def test_report_and_ui_name_each_loops_stage(tmp_path) -> None:
-    from ftagent.engine.events import EventLog, HypothesisEvent, LoopEnd, SamplingEvent, SessionStart, TrainingEvent
+    from ftagent.engine.events import (
+        EventLog,
+        HypothesisEvent,
+        LoopEnd,
+        SamplingEvent,
+        SessionStart,
+        TrainingEvent,
+    )
     from ftagent.ui.frames import stage_text
     from ftagent.views.report import build_report, render_markdown
     from ftagent.views.session import load_session
