@@ -123,6 +123,11 @@ def plan_hardware(base_model: str | None, hardware: str, *, file_settings: Mappi
                              "vocab_size are needed)") from exc
     if benchmark:
         plan.notes.append(f"benchmark {benchmark}: evaluated with max_model_len {plan.max_model_len}")
+    from ftagent.core.settings import load_settings
+    from ftagent.finetune.stages import stage_plan_notes
+
+    plan.notes += stage_plan_notes(config, plan.method, plan.per_gpu_memory_gb, profile.gpu_count,
+                                   list(load_settings().ft.stages))  # issue 40: each enabled stage
     return plan
 
 

@@ -209,3 +209,27 @@ def stage_memory_markdown(model_path: Path, memory: Any, stages: list[str]) -> s
     except ValueError:
         return ""
     return "\n\n" + stage_table(spec, stages, float(memory.per_gpu_gb), int(memory.num_gpus), device=memory.device)
+
+
+def stage_plan_notes(model_config: dict[str, Any], method: str, per_gpu_gb: float, gpu_count: int,
+                     stages: list[str]) -> list[str]:
+    """``plan --hardware``'s lines for each enabled non-SFT stage: its memory with the plan's method (reference
+    model, sequences per step, longest sequence) and, for GRPO, how it generates (TRL's vLLM colocate mode)."""
+    from ftagent.tools.llamafactory.memory import spec_from_config
+    from ftagent.tools.llamafactory.stage_memory import stage_estimate
+    from ftagent.tools.trl.config import TRL_VLLM_VERSION
+
+    spec = spec_from_config(model_config, "model")
+    notes = []
+    for stage in stages:
+        if stage == "sft":
+            continue
+        e = stage_estimate(spec, stage, method, per_gpu_gb, max(1, gpu_count))  # type: ignore[arg-type]
+        ref = f"reference {e.reference_gb_per_gpu:.1f} GB per GPU" if e.reference_gb_per_gpu else "no reference copy"
+        note = (f"stage {stage} ({method}): {'fits' if e.fits else 'does not fit'}, {e.static_gb_per_gpu:.1f} GB per GPU "
+                f"({ref}), {e.sequences} sequence(s) a step, at most {e.max_seq_len:,} tokens each")
+        if stage == "grpo":
+            note += (f"; generation through vLLM in TRL's colocate mode (use_vllm) when the tool env has vLLM "
+                     f"{TRL_VLLM_VERSION}, else transformers" if gpu_count else "; generation through transformers")
+        notes.append(note)
+    return notes

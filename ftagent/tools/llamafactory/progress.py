@@ -119,7 +119,7 @@ class TrainerLogFollower:
 def progress_detail(point: dict[str, Any]) -> dict[str, Any]:
     """The fields of a trainer_log point that a progress display shows."""
     out: dict[str, Any] = {}
-    for key in ("loss", "lr", "epoch"):
+    for key in ("loss", "lr", "epoch", "reward", "accuracy"):  # GRPO's mean reward, DPO's preference accuracy
         if isinstance(point.get(key), int | float):
             out[key] = point[key]
     eta = eta_seconds(point.get("remaining_time"))
