@@ -157,13 +157,14 @@ def prepare_data_run(code: CodeResult, approved: Approved) -> CodeResult:
                                    "files": {name: str(data_dir / name) for name in os.listdir(data_dir)}})
 
 
-def seal_data(approved: Approved) -> None:
-    """Register the full run's ``data.json`` for LLaMA-Factory and hash both files into ``approved.data``."""
+def seal_data(approved: Approved, data_format: str = "alpaca") -> None:
+    """Register the full run's ``data.json`` for LLaMA-Factory (in the loop stage's row format: alpaca, pairwise,
+    kto; issue 40) and hash both files into ``approved.data``."""
     from ftagent.tools.llamafactory.config import write_dataset_info
     from ftagent.tools.llamafactory.defaults import load_lf_defaults
 
     data_dir = Path(approved.data_dir)
-    write_dataset_info(data_dir, load_lf_defaults().dataset_name)
+    write_dataset_info(data_dir, load_lf_defaults().dataset_name, data_format=data_format)
     # a plug-in data step may write no data.json (the trainer then fails on its own): hash what is there
     approved.data = Fingerprint.take(data_dir, [n for n in (DATA_FILE, DATASET_INFO) if (data_dir / n).is_file()])
 

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from ftagent.core.errors import ErrorType, StepError
 from ftagent.core.stages import stage_spec
+from ftagent.core.untrusted import read_bytes
 
 if TYPE_CHECKING:
     from ftagent.core.trace import Experiment, Trace
@@ -33,12 +34,18 @@ if TYPE_CHECKING:
 
 PROMPTS_DIR = "prompts"
 SEED = 0
+MAX_DATA_BYTES = 1 << 30  # a training data.json read for its prompts
 
 
 def _alpaca_data(exp: Experiment | None) -> Path | None:
-    """The ``data.json`` of an experiment whose stage trains on Alpaca rows (None otherwise)."""
+    """The ``data.json`` an experiment whose stage trains on Alpaca rows trained on: the full data run's,
+    frozen and unchanged since (``approved``), else its workspace's (a workflow that froze nothing); None
+    for another stage's rows or data that changed after it trained."""
     if exp is None or exp.hypothesis is None or stage_spec(exp.hypothesis.stage).data != "alpaca":
         return None
+    approved = getattr(exp, "approved", None)
+    if approved is not None and approved.data is not None:
+        return None if approved.changes() else Path(approved.data_file)
     path = Path(exp.artefacts.get("workspace", "")) / "data.json"
     return path if exp.artefacts.get("workspace") and path.is_file() else None
 
@@ -95,8 +102,8 @@ def training_prompts(trace: Trace, hypothesis: Hypothesis, workspace: Path, max_
     found = _from_trace(trace, hypothesis)
     path, source = found if found is not None else (_default_conversion(workspace, data, ctx),
                                                     "the datasets' default Alpaca conversion")
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
+    try:  # a folder a data script wrote: no link followed, no special file opened (core.untrusted)
+        raw = json.loads(read_bytes(path.parent, path.name, limit=MAX_DATA_BYTES).decode("utf-8"))
     except (OSError, ValueError) as exc:
         raise StepError(f"training prompts unreadable ({source}): {exc}", error_type=ErrorType.DATA) from exc
     rows = prompt_rows(raw if isinstance(raw, list) else [])

@@ -5,9 +5,10 @@ resumed one, reuses what is recorded in the loop state):
 
 1. the hypothesis's stage must be one of ``FT_STAGES`` (else the loop fails with CONFIG feedback);
 2. **start weights** (:class:`~ftagent.core.types.StartModel`): the base model, or the trained weights of
-   ``weights_from`` (a succeeded loop): a full model is used where it is; a LoRA adapter is merged into the
-   weights it was trained on, once per parent, into ``WORKSPACE_PATH/<session>/weights/loop_<n>`` — outside
-   every loop workspace, so no data script can change the weights another loop starts from;
+   ``weights_from`` (a succeeded loop), once per parent in ``WORKSPACE_PATH/<session>/weights/loop_<n>`` —
+   outside every loop workspace, so no data script can change the weights another loop starts from, and no
+   run that mounts them sees the parent's evaluation records: a full model's files are hard-linked there
+   (model files only), a LoRA adapter is merged into the weights it was trained on;
 3. **samples** (stages that need them): the start model answers training prompts ``samples_per_prompt``
    times at the hypothesis's temperature, through the evaluation's inference and the benchmark's scorer
    (:mod:`ftagent.tools.opencompass.sampling`); ``samples.jsonl`` (prompt, gold, sample, score) goes into
@@ -19,6 +20,7 @@ resumed one, reuses what is recorded in the loop state):
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -77,26 +79,30 @@ class StagePreparer:
         chain = weights_chain(trace, loop)
         from ftagent.tools.opencompass.merge import is_lora_adapter
 
-        if not is_lora_adapter(model):
-            return StartModel(path=str(model), loop=loop, chain=chain)
+        weights = session_dir / WEIGHTS_DIR / f"loop_{loop}"
+        if not is_lora_adapter(model):  # its model files only: the output folder also holds its evaluation
+            if not (weights / "config.json").is_file():
+                link_model_files(Path(model), weights)
+            return StartModel(path=str(weights), loop=loop, chain=chain)
         base = parent.artefacts.get("adapter_of") or parent.config.get("model_name_or_path")
-        merged = session_dir / WEIGHTS_DIR / f"loop_{loop}"
-        if not (merged / "config.json").is_file():
+        if not (weights / "config.json").is_file():
             ctx.emit(Message(text=f"merging loop {loop}'s LoRA adapter into its base: the start weights of this loop"))
-            self._merge(Path(str(base)), Path(model), merged, ctx)
-        return StartModel(path=str(merged), loop=loop, chain=chain, merged_adapter=str(model))
+            self._merge(Path(str(base)), Path(model), weights, ctx)
+        return StartModel(path=str(weights), loop=loop, chain=chain, merged_adapter=str(model))
 
     def _merge(self, base: Path, adapter: Path, out: Path, ctx: StepContext) -> None:
         from ftagent.runners.base import Mount
+        from ftagent.runners.scrubbed import run_scrubbed
         from ftagent.tools.opencompass.merge import merge_command
 
         out.parent.mkdir(parents=True, exist_ok=True)
         tmp = out.with_name(out.name + ".partial")
-        result = self.runner.run(merge_command(base, adapter, tmp), tool="train", workdir=out.parent,
-                                 mounts=[Mount(source=base), Mount(source=adapter),
-                                         Mount(source=out.parent, read_only=False)],
-                                 timeout=ctx.limit(float(self.settings.ft.micro_batch_timeout)),
-                                 log_file=out.parent / f"{out.name}.merge.log")
+        shutil.rmtree(tmp, ignore_errors=True)  # a killed merge's leftovers
+        result = run_scrubbed(self.runner, merge_command(base, adapter, tmp), tree=out.parent, tool="train",
+                              workdir=out.parent, mounts=[Mount(source=base), Mount(source=adapter),
+                                                          Mount(source=out.parent, read_only=False)],
+                              timeout=ctx.limit(float(self.settings.ft.micro_batch_timeout)),
+                              log_file=out.parent / f"{out.name}.merge.log")
         if not result.ok or not (tmp / "config.json").is_file():
             raise StepError(f"merging the parent's adapter {adapter} failed (exit {result.exit_code})",
                             error_type=ErrorType.ENV, log_tail=(result.log_tail or "")[-2000:])
@@ -149,6 +155,31 @@ class StagePreparer:
         if any(str(r) in text for r in (root, benchmarks_dir(self.settings.ft.file_path))):
             return None  # a rule that reads the benchmark's files: never in training
         return spec
+
+
+def link_model_files(model: Path, out: Path) -> None:
+    """``out`` holding the top-level regular files of a trained full model (weights, config, tokenizer), hard
+    links where the filesystem allows, else copies; never a link it found, never a subfolder (the model's
+    ``oc/`` evaluation records, checkpoints). Written as ``<out>.partial`` and renamed when complete."""
+    import os
+    import shutil
+    import stat
+
+    tmp = out.with_name(out.name + ".partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    for entry in os.scandir(model):
+        if not stat.S_ISREG(entry.stat(follow_symlinks=False).st_mode) or entry.name in MODEL_BOOKKEEPING:
+            continue
+        try:
+            os.link(entry.path, tmp / entry.name, follow_symlinks=False)
+        except OSError:
+            shutil.copyfile(entry.path, tmp / entry.name, follow_symlinks=False)
+    tmp.rename(out)
+
+
+MODEL_BOOKKEEPING = frozenset({"trainer_log.jsonl", "trainer_state.json", "training_args.bin", "all_results.json",
+                               "train_results.json", "eval_results.json", "README.md"})
 
 
 def summarise(samples: list[dict[str, Any]], *, path: Path, model: str, source: str, plan: SamplingPlan,

@@ -18,6 +18,7 @@ from ftagent.core.errors import ErrorType, StepError, StepFailure
 from ftagent.core.gold_match import gold_matches
 from ftagent.core.holdout import split_record
 from ftagent.core.sota import decide_sota, differences
+from ftagent.core.stages import stage_spec
 from ftagent.core.trace import Experiment, Trace
 from ftagent.core.types import EvalResult, ScenarioInfo, ValidationReport
 from ftagent.engine.events import (
@@ -55,7 +56,7 @@ from ftagent.finetune.protocols import (
     Validator,
     reads_resolved_run,
 )
-from ftagent.finetune.stages import StagePreparer, prepare_stage
+from ftagent.finetune.stages import SAMPLES_FILE, StagePreparer, prepare_stage
 from ftagent.finetune.state import FinetuneLoop, FinetuneSessionState, finetune_loop
 from ftagent.integrity.guard import IntegrityGuard
 
@@ -151,6 +152,8 @@ class FinetuneWorkflow:
         prepare_stage(self.c.stages, loop, ctx.state.trace, workspace.parent, workspace, ctx)  # issue 40
         result = self.c.coder.code(loop.hypothesis, ctx.state.trace, workspace, feedback, ctx)
         result.stage, result.start, result.reward = loop.hypothesis.stage, loop.start, loop.reward  # the system's
+        if loop.samples is not None:  # frozen with the code: the full data run (data/loop_<n>/) reads it too
+            result.files[SAMPLES_FILE] = loop.samples.path
         result.round = loop.gotos.get("code", 0) + 1
         loop.code, loop.report = result, None
         ctx.emit(CodeRound(round=result.round, files=result.files))
@@ -196,7 +199,7 @@ class FinetuneWorkflow:
         if rows is not None:
             loop.report.data_stats["train_rows"] = rows
         if approved is not None:
-            seal_data(approved)
+            seal_data(approved, data_format=stage_spec(loop.hypothesis.stage).data)  # issue 40: the stage's rows
         result = self.c.trainer.train(loop.code, loop.report, ctx)
         seal_model(approved, Path(result.model_path))
         loop.model = result

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from ftagent.benchmarks.components import component_path
 from ftagent.core.errors import ErrorType, StepError
 from ftagent.runners.base import Mount, Runner
+from ftagent.runners.scrubbed import run_scrubbed
 from ftagent.runners.vllmenv import vllm_env_path
 from ftagent.tools.opencompass import parse
 from ftagent.tools.opencompass.backend import choose_backend
@@ -121,8 +122,9 @@ def _run(block: DatasetBlock, mspec: Any, n: int, settings: Settings, runner: Ru
               Mount(source=work_dir, read_only=False)]  # no benchmark folder: its items are not readable here
     if mspec.adapter_path:
         mounts.append(Mount(source=Path(mspec.adapter_path)))
-    res = runner.run(["opencompass", str(cfg), "--work-dir", str(out_dir)], tool="eval", workdir=work_dir, env=env,
-                     mounts=mounts, timeout=timeout, log_file=work_dir / "opencompass_samples.log")
+    res = run_scrubbed(runner, ["opencompass", str(cfg), "--work-dir", str(out_dir)], tree=work_dir, tool="eval",
+                       workdir=work_dir, env=env, mounts=mounts, timeout=timeout,
+                       log_file=work_dir / "opencompass_samples.log")  # no link left where ftagent reads next
     run = parse.latest_run(out_dir)
     reason = "timed out" if res.timed_out else parse.failure_reason(run)
     if reason or run is None:

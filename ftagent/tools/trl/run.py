@@ -13,6 +13,7 @@ from pathlib import Path
 from ftagent.core.paths import package_root
 from ftagent.core.types import RewardSpec
 from ftagent.runners.base import Mount, Runner, RunResult
+from ftagent.runners.scrubbed import run_scrubbed
 
 SCRIPT = Path(__file__).with_name("grpo_script.py")
 REWARD_ENV = "FT_GRPO_REWARD"
@@ -31,6 +32,7 @@ def run_grpo(config_path: Path, runner: Runner, *, reward: RewardSpec, workdir: 
     log_file.parent.mkdir(parents=True, exist_ok=True)
     extra = {"stop": stop} if stop is not None else {}
     mounts = [*mounts, Mount(source=package_root() / "ftagent")]
-    return runner.run(["python", str(SCRIPT), str(config_path)], tool="train", workdir=workdir,
-                      env=grpo_env(reward, env), mounts=mounts, gpus=gpus, timeout=timeout, log_file=log_file,
-                      **extra)
+    # scrubbed afterwards like every training run (ftagent.runners.scrubbed): ftagent reads the folder next
+    return run_scrubbed(runner, ["python", str(SCRIPT), str(config_path)], tree=workdir, tool="train",
+                        workdir=workdir, env=grpo_env(reward, env), mounts=mounts, gpus=gpus, timeout=timeout,
+                        log_file=log_file, **extra)
