@@ -195,3 +195,34 @@ def test_stage_yaml_names_the_stage_and_no_lf_keys_for_grpo() -> None:
     assert dpo["stage"] == "dpo" and dpo["template"] == "chatml" and "x" not in dpo
     grpo = yaml.safe_load(render_stage_yaml("grpo", {"num_generations": 4}, "chatml"))
     assert grpo["stage"] == "grpo" and "do_train" not in grpo
+
+
+def test_a_stage_outside_ft_stages_or_a_start_without_weights_fails_the_loop_with_config(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from ftagent.core.errors import ErrorType, StepError
+    from ftagent.finetune.stages import StagePreparer, link_model_files
+
+    scenario = SimpleNamespace(base_model_path=str(tmp_path / "base"))
+    prep = StagePreparer(scenario, SimpleNamespace(ft=SimpleNamespace(stages=["sft", "dpo"])), runner=None,  # type: ignore[arg-type]
+                         run=None, data=None)  # type: ignore[arg-type]
+    with pytest.raises(StepError, match="stage grpo is not enabled .FT_STAGES=sft,dpo.") as err:
+        prep.stage_of(Hypothesis(hypothesis="h", stage="grpo"))
+    assert err.value.error_type is ErrorType.CONFIG
+    failed = Trace(experiments=[Experiment(loop=0, hypothesis=Hypothesis(hypothesis="a"))])  # no score, no model
+    with pytest.raises(StepError, match="loop 0 has no trained model to start from"):
+        prep.start_model(Hypothesis(hypothesis="h", stage="dpo", weights_from=0), failed, tmp_path, ctx=None)  # type: ignore[arg-type]
+    assert prep.start_model(Hypothesis(hypothesis="h"), failed, tmp_path, ctx=None).path == str(tmp_path / "base")  # type: ignore[arg-type]
+    model = tmp_path / "loop_0" / "output"
+    (model / "oc" / "eval").mkdir(parents=True)  # the parent's evaluation records: never part of its start weights
+    for name, text in (("config.json", "{}"), ("model.safetensors", "w"), ("trainer_state.json", "{}")):
+        (model / name).write_text(text)
+    (model / "oc" / "eval" / "predictions.json").write_text("{}")
+    (model / "link.json").symlink_to(tmp_path / "base")
+    scored = Trace(experiments=[Experiment(loop=0, hypothesis=Hypothesis(hypothesis="a"), val_score=40.0,
+                                           artefacts={"model": str(model)})])
+    start = prep.start_model(Hypothesis(hypothesis="h", stage="dpo", weights_from=0), scored, tmp_path, ctx=None)  # type: ignore[arg-type]
+    assert start.path == str(tmp_path / "weights" / "loop_0") and start.chain == ["sft"] and start.loop == 0
+    assert sorted(p.name for p in Path(start.path).iterdir()) == ["config.json", "model.safetensors"]
+    assert not (tmp_path / "weights" / "loop_0.partial").exists()
+    link_model_files(model, tmp_path / "again")  # idempotent by construction: a fresh folder each time
