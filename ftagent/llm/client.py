@@ -1,14 +1,10 @@
 """LLM client over LiteLLM: chat, JSON and code replies, continuation, retries, records, budget.
 
-One retry layer only: LiteLLM's own retries (``num_retries``) and the OpenAI SDK's (``max_retries``)
-are switched off, and tenacity retries 408/429/5xx, timeouts and connection errors with exponential
-backoff (``MAX_RETRY`` retries after the first attempt, ``RETRY_WAIT_SECONDS`` as the base wait). So
-``MAX_RETRY=2`` means at most 3 requests reach the server, never 3 × 3 × 3.
-
-The session's ``--timeout`` is a hard bound: a client made for a loop step (:meth:`LLMClient.for_context`)
-knows the time left; each attempt's timeout is capped by it, a retry whose wait would end past it is not
-made, and a call with no time left is not sent (a TIMEOUT :class:`StepError`). A server's
-``Retry-After`` (seconds or an HTTP date; ``retry-after-ms`` too) sets the wait before the next attempt.
+One retry layer only (:mod:`ftagent.llm.retry`): LiteLLM's own retries (``num_retries``) and the OpenAI
+SDK's (``max_retries``) are switched off, so ``MAX_RETRY=2`` means at most 3 requests reach the server,
+never 3 × 3 × 3. The session's ``--timeout`` is a hard bound: a client made for a loop step
+(:meth:`LLMClient.for_context`) knows the time left, and the retry layer caps each attempt by it. Replies
+are read by :mod:`ftagent.llm.replies` (JSON, fenced code, ``<think>`` blocks).
 
 litellm is imported lazily (on the first call) with ``LITELLM_LOCAL_MODEL_COST_MAP=True`` so that the
 import does not fetch the price list from the network.
@@ -16,15 +12,12 @@ import does not fetch the price list from the network.
 
 from __future__ import annotations
 
-import ast
-import json
 import os
-import re
 import time
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -33,9 +26,8 @@ from ftagent.core.redact import Redactor
 from ftagent.core.settings import FTSettings, LLMSettings
 from ftagent.llm.budget import counter_name, message_tokens
 from ftagent.llm.records import LLMRecord, RecordWriter
-
-if TYPE_CHECKING:
-    from tenacity import RetryCallState
+from ftagent.llm.replies import check_code, extract_code, is_fenced_open, parse_json_reply, strip_think
+from ftagent.llm.retry import DeadlineReached, call_with_retries
 
 T = TypeVar("T", bound=BaseModel)
 Message = dict[str, Any]
@@ -43,13 +35,6 @@ Message = dict[str, Any]
 MAX_CONTINUATIONS = 6
 CONTINUE_PROMPT = ("Your previous answer was cut off. Continue exactly where it stopped, without "
                    "repeating anything and without any preface.")
-_FENCE_RE = re.compile(r"```[ \t]*([\w+.-]*)[^\n]*\n(.*?)```", re.DOTALL)
-_THINK_RE = re.compile(r"^\s*<think>.*?</think>\s*", re.DOTALL)
-_LANG_ALIASES = {"python": {"python", "py", "python3"}, "yaml": {"yaml", "yml"}, "json": {"json"}}
-
-
-MIN_CALL_S = 5.0  # a request with less time left than this before the session deadline is not sent
-RETRY_AFTER_MAX_S = 300.0  # a server's Retry-After is honoured up to this
 
 
 class LLMCallError(StepError):
@@ -66,124 +51,6 @@ def litellm_module() -> ModuleType:
 
     litellm.suppress_debug_info = True
     return litellm
-
-
-# --- reply parsing (pure functions, tested directly) ------------------------------------------------
-def strip_think(text: str) -> str:
-    """Drop a leading ``<think>...</think>`` block (reasoning models)."""
-    return _THINK_RE.sub("", text, count=1)
-
-
-def parse_json_reply(text: str) -> Any:
-    """Parse JSON from an LLM reply: plain JSON, a fenced block, the outermost ``{...}``, or a
-    Python-literal-ish dict (single quotes, True/False/None, trailing commas).
-
-    Raises:
-        ValueError: when nothing parses.
-    """
-    text = strip_think(text).strip()
-    candidates = [text] + [body for _, body in _FENCE_RE.findall(text)]
-    start, end = text.find("{"), text.rfind("}")
-    if 0 <= start < end:
-        candidates.append(text[start:end + 1])
-    for cand in candidates:
-        try:
-            return json.loads(cand)
-        except ValueError:
-            pass
-    for cand in candidates:
-        pythonic = re.sub(r"\btrue\b", "True", re.sub(r"\bfalse\b", "False", re.sub(r"\bnull\b", "None", cand)))
-        for attempt in (cand, pythonic):
-            try:
-                value = ast.literal_eval(attempt)
-            except (ValueError, SyntaxError, MemoryError, RecursionError):
-                continue
-            if isinstance(value, (dict, list)):
-                return value
-    raise ValueError("the reply holds no parseable JSON object")
-
-
-def extract_code(text: str, language: str) -> str | None:
-    """The longest fenced block tagged with ``language`` (or an alias); else the longest untagged one."""
-    aliases = _LANG_ALIASES.get(language, {language})
-    blocks = _FENCE_RE.findall(strip_think(text))
-    tagged = [body for tag, body in blocks if tag.lower() in aliases]
-    untagged = [body for tag, body in blocks if not tag]
-    pool = tagged or untagged
-    return max(pool, key=len).strip("\n") + "\n" if pool else None
-
-
-def _check_code(code: str, language: str) -> str | None:
-    """A short error text when ``code`` does not parse as ``language``; None when it does."""
-    if language == "python":
-        try:
-            compile(code, "<reply>", "exec")
-        except SyntaxError as exc:
-            return f"the Python code does not compile: {exc.msg} (line {exc.lineno})"
-    elif language == "yaml":
-        import yaml
-
-        try:
-            data = yaml.safe_load(code)
-        except yaml.YAMLError as exc:
-            return f"the YAML does not parse: {exc}"
-        if not isinstance(data, dict):
-            return "the YAML must be a mapping of keys to values"
-    return None
-
-
-def _is_fenced_open(text: str) -> bool:
-    return text.count("```") % 2 == 1
-
-
-def retry_after_s(exc: BaseException | None) -> float | None:
-    """The wait a server asked for with ``Retry-After`` / ``retry-after-ms`` (None when it asked none)."""
-    for holder in (getattr(exc, "response", None), exc):
-        headers = getattr(holder, "headers", None) or getattr(holder, "litellm_response_headers", None)
-        if not headers:
-            continue
-        try:
-            ms = headers.get("retry-after-ms")
-            if ms is not None:
-                return max(0.0, float(ms) / 1000.0)
-            value = headers.get("retry-after")
-        except (AttributeError, TypeError, ValueError):
-            continue
-        if value is None:
-            continue
-        try:
-            return max(0.0, float(value))
-        except ValueError:
-            from email.utils import parsedate_to_datetime
-
-            try:
-                return max(0.0, parsedate_to_datetime(str(value)).timestamp() - time.time())
-            except (TypeError, ValueError):
-                continue
-    return None
-
-
-class DeadlineReached(StepError):
-    """The session's ``--timeout`` leaves no time for (another attempt of) an LLM call."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message, error_type=ErrorType.TIMEOUT,
-                         suggestion="the session's --timeout is spent; resume with --path and a longer --timeout")
-
-
-def _failure(state: RetryCallState) -> BaseException | None:
-    """The exception of the attempt just made (tenacity sets ``outcome`` before it asks stop and wait)."""
-    return state.outcome.exception() if state.outcome is not None else None
-
-
-def _retryable(exc: BaseException | None) -> bool:
-    status = getattr(exc, "status_code", None)
-    if isinstance(status, int):
-        return status in (408, 409, 425, 429) or status >= 500
-    import httpx
-
-    return isinstance(exc, (httpx.TimeoutException, httpx.TransportError, TimeoutError, ConnectionError)) or \
-        type(exc).__name__ in ("APIConnectionError", "APITimeoutError", "Timeout")
 
 
 class LLMClient:
@@ -236,8 +103,7 @@ class LLMClient:
 
     # --- one request (with retries) -----------------------------------------------------------------
     def _request(self, messages: list[Message], route: dict[str, Any]) -> tuple[Any, int]:
-        from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
-
+        """The response and the attempts it took (:func:`ftagent.llm.retry.call_with_retries`)."""
         litellm = litellm_module()
         kwargs: dict[str, Any] = {
             "model": route["model"], "messages": messages, "timeout": self.llm.llm_timeout_seconds,
@@ -252,54 +118,17 @@ class LLMClient:
             kwargs["api_key"] = self.llm.openai_api_key.get_secret_value()
         elif self.llm.openai_api_base:
             kwargs["api_key"] = "not-needed"  # local OpenAI-compatible servers ignore it
-        attempts = 0
 
-        def attempt() -> Any:
-            nonlocal attempts
-            left = self.time_left()
-            if left is not None and left < MIN_CALL_S:
-                raise DeadlineReached(f"no LLM request sent: {left:.0f} s left before the session deadline")
+        def send(left: float | None) -> Any:
             kwargs["timeout"] = self.llm.llm_timeout_seconds if left is None else \
                 min(self.llm.llm_timeout_seconds, left)
-            attempts += 1
             if not self.llm.chat_stream:
                 return litellm.completion(**kwargs)
             chunks = list(litellm.completion(stream=True, stream_options={"include_usage": True}, **kwargs))
             return litellm.stream_chunk_builder(chunks, messages=messages)
 
-        wait = self.llm.retry_wait_seconds
-        backoff = wait_exponential(multiplier=wait, min=wait, max=max(wait, 60.0))
-
-        def wait_for(state: RetryCallState) -> float:
-            asked = retry_after_s(_failure(state))
-            return min(asked, RETRY_AFTER_MAX_S) if asked is not None else backoff(state)
-
-        stopped: list[float] = []
-
-        def past_deadline(state: RetryCallState) -> bool:  # the next attempt would start too late: do not wait for it
-            left = self.time_left()
-            if left is not None and _retryable(_failure(state)) and wait_for(state) + MIN_CALL_S > left:
-                stopped.append(left)
-                return True
-            return False
-
-        retries_spent = stop_after_attempt(self.llm.max_retry + 1)
-
-        def stop(state: RetryCallState) -> bool:
-            return retries_spent(state) or past_deadline(state)
-
-        retrying = Retrying(stop=stop, wait=wait_for,
-                            retry=retry_if_exception(_retryable), reraise=True)
-        try:
-            return retrying(attempt), attempts
-        except Exception as exc:
-            if stopped and not isinstance(exc, DeadlineReached):
-                exc = DeadlineReached(f"LLM retries stopped at the session deadline ({stopped[0]:.0f} s left) "
-                                      f"after {attempts} attempt(s): {type(exc).__name__}: {exc}")
-                exc.ft_attempts = attempts  # type: ignore[attr-defined]
-                raise exc from None
-            exc.ft_attempts = attempts  # type: ignore[attr-defined]
-            raise
+        return call_with_retries(send, max_retry=self.llm.max_retry, wait_s=self.llm.retry_wait_seconds,
+                                 time_left=self.time_left)
 
     def _cost(self, response: Any, model: str) -> float | None:
         """The call's cost in USD; None when LiteLLM has no price for the model (unknown, not $0)."""
@@ -375,7 +204,7 @@ class LLMClient:
         continued up to ``MAX_CONTINUATIONS`` times and joined. A leading ``<think>`` block is dropped."""
         text, finish = self.complete(messages, stage)
         for _ in range(MAX_CONTINUATIONS - 1):
-            if finish != "length" and not _is_fenced_open(text):
+            if finish != "length" and not is_fenced_open(text):
                 break
             more, finish = self.complete(list(messages) + [{"role": "assistant", "content": text},
                                                            {"role": "user", "content": CONTINUE_PROMPT}], stage)
@@ -414,7 +243,7 @@ class LLMClient:
             text = self.chat(convo, stage)
             code = extract_code(text, language)
             error = f"the answer has no ```{language} code block" if code is None else \
-                _check_code(code, language) or ""
+                check_code(code, language) or ""
             if code is not None and not error:
                 return code
             convo = list(messages) + [

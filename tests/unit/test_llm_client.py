@@ -15,13 +15,8 @@ from ftagent.core.errors import BudgetExhausted, EnvironmentFailure  # noqa: E40
 from ftagent.core.redact import REDACTED, Redactor  # noqa: E402
 from ftagent.core.settings import FTSettings, LLMSettings  # noqa: E402
 from ftagent.engine.events import EventLog, read_events  # noqa: E402
-from ftagent.llm.client import (  # noqa: E402
-    CONTINUE_PROMPT,
-    LLMCallError,
-    LLMClient,
-    extract_code,
-    parse_json_reply,
-)
+from ftagent.llm.client import CONTINUE_PROMPT, LLMCallError, LLMClient  # noqa: E402
+from ftagent.llm.replies import extract_code, parse_json_reply  # noqa: E402
 from tests.fakes.openai_server import FakeOpenAIServer, Reply  # noqa: E402
 
 KEY = "sk-unit-test-secret-0123456789abcdef"

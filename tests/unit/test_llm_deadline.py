@@ -8,7 +8,8 @@ import pytest
 
 from ftagent.core.errors import ErrorType
 from ftagent.llm import client as client_mod
-from ftagent.llm.client import DeadlineReached, retry_after_s
+from ftagent.llm import retry as retry_mod
+from ftagent.llm.retry import DeadlineReached, retry_after_s
 from tests.fakes.openai_server import FakeOpenAIServer, Reply
 from tests.unit.test_llm_client import make_client
 
@@ -53,7 +54,7 @@ def test_a_retry_that_would_end_past_the_deadline_is_not_made(server):
 
 
 def test_each_attempt_is_cut_at_the_deadline_not_at_the_llm_timeout(server, monkeypatch):
-    monkeypatch.setattr(client_mod, "MIN_CALL_S", 0.2)
+    monkeypatch.setattr(retry_mod, "MIN_CALL_S", 0.2)
     server.queue(Reply("slow", delay=4.0), "never reached")
     client = make_client(server, max_retry=10, llm_timeout_seconds=60)
     client.time_left = _deadline_in(1.0)
