@@ -103,7 +103,7 @@ def collect(check_tools: bool = True) -> DoctorReport:
     from ftagent.core.errors import UserInputError
     from ftagent.core.hardware import detect_gpus
     from ftagent.core.settings import load_settings
-    from ftagent.models.builtin import list_models
+    from ftagent.models.base_model import list_models
     from ftagent.runners.base import RunnerCapabilities, capabilities
     from ftagent.runners.factory import runner_class
     from ftagent.runners.sandbox import probe_bwrap

@@ -39,7 +39,7 @@ def models_list(
     import json
 
     from ftagent.core.settings import load_settings
-    from ftagent.models.builtin import list_models
+    from ftagent.models.base_model import list_models
 
     prepare_env()
     rows = list_models(load_settings().ft.file_path)

@@ -142,7 +142,7 @@ def resolve_model(given: str, option: str = "--model") -> ModelRef:
         ref = _session_model(folder) if _is_session(folder) else _folder_model(folder, given, option)
         _check_whole(ref, option)
         return ref
-    from ftagent.models.builtin import is_hub_id
+    from ftagent.models.download import is_hub_id
 
     if not is_hub_id(text):  # Qwen/Qwen2.5-7B-Instruct is an id: its dots are a version, not a file suffix
         raise UserInputError(f"{option} {given}: no such folder (nor builtin/<name> or an HF repo id)")
@@ -221,7 +221,7 @@ def _evaluate(ref: ModelRef, model: ResolvedModel, run: ResolvedRun, split: str,
     start-up's resolution of ``ref.name`` (its folder and inference settings, computed once)."""
     from ftagent.core.hardware import detect_gpus
     from ftagent.core.paths import baseline_dir
-    from ftagent.models.builtin import fetch_base_model
+    from ftagent.models.base_model import fetch_base_model
     from ftagent.tools.opencompass.runs import evaluate_splits_of_path
 
     ft = settings.ft

@@ -92,7 +92,8 @@ def check_base_model(name: str | None, file_path: Path | None = None, *, fetchab
             "no base model: pass --base-model (e.g. builtin/tiny-qwen2 or Qwen/Qwen2.5-7B-Instruct) "
             "or set FT_BASE_MODEL"
         )
-    from ftagent.models.builtin import check_model_name, offline_unfetchable
+    from ftagent.models.base_model import check_model_name
+    from ftagent.models.download import offline_unfetchable
 
     check_model_name(name, file_path)
     why = offline_unfetchable(name, file_path) if fetchable else None
@@ -158,7 +159,7 @@ def register_user_datasets(file_path: Path | None) -> list[str]:
 def resolved_model(name: str, file_path: Path) -> ResolvedModel:
     """A checked ``--base-model`` value as :class:`ResolvedModel`: its folder (computed, not built or downloaded)
     and its models.yaml inference settings (read once). ``ftagent eval --against`` resolves its second model here."""
-    from ftagent.models.builtin import base_model_dir
+    from ftagent.models.base_model import base_model_dir
     from ftagent.tools.opencompass.inference import inference_settings
 
     return ResolvedModel(name=name, path=base_model_dir(name, file_path), inference=inference_settings(name))

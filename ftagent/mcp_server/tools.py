@@ -318,7 +318,7 @@ class FtagentTools:
         """Built-in models with their build status, and the model folders under FT_FILE_PATH/models (`ftagent models
         list --json`)."""
         from ftagent.core.settings import load_settings
-        from ftagent.models.builtin import list_models
+        from ftagent.models.base_model import list_models
 
         return ModelList(models=[ModelRow(**row) for row in list_models(Path(load_settings().ft.file_path))])
 

@@ -15,7 +15,7 @@ def resolved_run(benchmark: str = "demo_add", base_model: str = "builtin/tiny-qw
     """The resolved facts of ``benchmark`` (a registered key or a YAML file) and ``base_model``."""
     from ftagent.benchmarks import open_benchmark
     from ftagent.core.paths import benchmark_data_dir
-    from ftagent.models.builtin import base_model_dir
+    from ftagent.models.base_model import base_model_dir
     from ftagent.tools.opencompass.inference import inference_settings
 
     root = Path(file_path).absolute()

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from ftagent.core.errors import EnvironmentFailure
-from ftagent.models.builtin import build_builtin, is_built, resolve_base_model
+from ftagent.models.base_model import base_model_dir, fetch_base_model
+from ftagent.models.builtin import build_builtin, is_built
 
 pytestmark = pytest.mark.integration
 
@@ -63,12 +64,14 @@ def test_same_seed_same_weights_and_reuse(tiny_model: Path, tools_python: Path, 
     assert _sha(other / "model.safetensors") != _sha(tiny_model / "model.safetensors")
 
 
-def test_resolve_base_model_builtin_and_offline_hub(tools_python: Path, tmp_path: Path) -> None:
-    path = resolve_base_model("builtin/tiny-qwen2", tmp_path, tools_python)
+def test_fetch_base_model_builtin_and_offline_hub(tools_python: Path, tmp_path: Path) -> None:
+    """As a session does: start-up computes the folder (``base_model_dir``), the scenario's build fills it."""
+    path = fetch_base_model("builtin/tiny-qwen2", base_model_dir("builtin/tiny-qwen2", tmp_path), tools_python, tmp_path)
     assert path == (tmp_path / "models" / "builtin" / "tiny-qwen2").absolute()
     assert (path / "model.safetensors").is_file()
     with pytest.raises(EnvironmentFailure, match="cannot be downloaded"):
-        resolve_base_model("nobody-here/no-such-model", tmp_path, tools_python)
+        fetch_base_model("nobody-here/no-such-model", base_model_dir("nobody-here/no-such-model", tmp_path),
+                         tools_python, tmp_path)
 
 
 def test_build_through_the_local_runner_sandboxed(tools_env: Path, tiny_model: Path, tmp_path: Path) -> None:

@@ -46,7 +46,7 @@ huggingface_hub.snapshot_download = fake_snapshot_download
 
 from ftagent.datasets.catalogue import build_catalogue
 from ftagent.datasets.prepare import prepare_dataset
-from ftagent.models.builtin import resolve_base_model
+from ftagent.models.base_model import base_model_dir, fetch_base_model
 from ftagent.runners.local import LocalRunner
 from ftagent.tools.llamafactory import catalogue as lf
 
@@ -67,7 +67,8 @@ own = ds / f"user_data_{me}"  # each session brings its own dataset: its catalog
 own.mkdir(parents=True, exist_ok=True)
 (own / "train.json").write_text(json.dumps([{"instruction": f"q{i} of {me}", "output": "a"} for i in range(300)]))
 build_catalogue(ds, ["demo_add", own.name])
-out["model"] = str(resolve_base_model("someorg/some-model", file_path, sys.executable))
+out["model"] = str(fetch_base_model("someorg/some-model", base_model_dir("someorg/some-model", file_path),
+                                    sys.executable, file_path))
 cat = lf.load_or_build_catalogue(file_path / ".llama_factory_info", CountingRunner(tools_env, sandbox="none"))
 out["lf_params"] = len(cat.parameters)
 print(json.dumps(out))

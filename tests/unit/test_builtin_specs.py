@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from ftagent.models import tiny_qwen2_script
-from ftagent.models.builtin import BUILTIN_MODELS, BuildMarker, _expected_marker, check_model_name
+from ftagent.models.base_model import check_model_name
+from ftagent.models.builtin import BUILTIN_MODELS, BuildMarker, _expected_marker
 from ftagent.tools.llamafactory.memory import params_from_config
 
 

@@ -106,7 +106,7 @@ def test_eval_computes_each_base_models_folder_once(tmp_path, monkeypatch):
     (ResolvedModel), not through a second resolution; ``--against`` is resolved once the same way."""
     from ftagent.core.types import EvalResult, SplitResults
     from ftagent.finetune import score
-    from ftagent.models import builtin
+    from ftagent.models import base_model
     from ftagent.tools.opencompass import runs
 
     for key in [k for k in os.environ if k.startswith("FT_")]:
@@ -118,10 +118,10 @@ def test_eval_computes_each_base_models_folder_once(tmp_path, monkeypatch):
     (folder / "model.safetensors").write_bytes(safetensors_bytes(b"weights"))
     (folder / "tokenizer.json").write_text("{}")
     computed: list[str] = []
-    real_dir = builtin.base_model_dir
-    monkeypatch.setattr(builtin, "base_model_dir", lambda name, fp: computed.append(name) or real_dir(name, fp))
+    real_dir = base_model.base_model_dir
+    monkeypatch.setattr(base_model, "base_model_dir", lambda name, fp: computed.append(name) or real_dir(name, fp))
     fetched: list[tuple[str, Path]] = []
-    monkeypatch.setattr(builtin, "fetch_base_model",
+    monkeypatch.setattr(base_model, "fetch_base_model",
                         lambda name, target, runner, fp=None: fetched.append((name, target)) or target)
     evaluated: list[tuple[Path, object]] = []
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from ftagent.core.errors import EnvironmentFailure
-from ftagent.models.builtin import offline_unfetchable
+from ftagent.models.download import offline_unfetchable
 from tests.helpers.weights import safetensors_bytes
 
 
@@ -54,7 +54,7 @@ def test_offline_is_fine_for_a_model_already_in_its_folder(tmp_path: Path, monke
 def test_prepare_resolves_the_model_before_the_datasets(tmp_path: Path, monkeypatch) -> None:
     """Online, a model whose download fails stops the start before any dataset download."""
     import ftagent.datasets.prepare as prep
-    import ftagent.models.builtin as builtin
+    import ftagent.models.base_model as base_model
     from ftagent.core.settings import load_settings
     from ftagent.finetune.scenario import FinetuneScenario
     from ftagent.finetune.startup import resolve_run
@@ -72,7 +72,7 @@ def test_prepare_resolves_the_model_before_the_datasets(tmp_path: Path, monkeypa
         calls.append("datasets")
         return {}
 
-    monkeypatch.setattr(builtin, "fetch_base_model", no_model)
+    monkeypatch.setattr(base_model, "fetch_base_model", no_model)
     monkeypatch.setattr(prep, "prepare_datasets", datasets)
     settings = load_settings(target_benchmark="demo_add", base_model="org/m")
     run = resolve_run(settings)

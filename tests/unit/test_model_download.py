@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from ftagent.core.errors import EnvironmentFailure, UserInputError
-from ftagent.models import builtin
+from ftagent.models import download
 
 LLAMA = [".gitattributes", "LICENSE", "README.md", "USE_POLICY.md", "config.json", "generation_config.json",
          "model-00001-of-00004.safetensors", "model-00002-of-00004.safetensors",
@@ -53,7 +53,7 @@ def _fetched(listing: list[str], tmp_path: Path, monkeypatch) -> tuple[list[str]
 
     hub = FakeHub(listing)
     monkeypatch.setattr(huggingface_hub, "snapshot_download", hub)
-    out = builtin._download("org/model", tmp_path / "m")
+    out = download._download("org/model", tmp_path / "m")
     return sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()), hub
 
 
@@ -98,7 +98,7 @@ def test_download_failure_is_still_one_environment_failure(tmp_path: Path, monke
 
     monkeypatch.setattr(huggingface_hub, "snapshot_download", failing)
     with pytest.raises(EnvironmentFailure, match="cannot be downloaded"):
-        builtin._download("org/m", tmp_path / "m")
+        download._download("org/m", tmp_path / "m")
 
 
 def test_a_download_that_brings_nothing_is_an_environment_failure(tmp_path: Path, monkeypatch) -> None:
@@ -128,7 +128,7 @@ def test_a_repo_the_hub_does_not_have_is_bad_input_exit_2(tmp_path: Path, monkey
 
     monkeypatch.setattr(huggingface_hub, "snapshot_download", answered)
     with pytest.raises(UserInputError, match=f"base model 'org/nope': the Hugging Face Hub {says}"):
-        builtin._download("org/nope", tmp_path / "m")
+        download._download("org/nope", tmp_path / "m")
     assert not (tmp_path / "m").exists()
 
 
@@ -144,10 +144,10 @@ def test_a_failed_download_leaves_no_lock_file_nor_an_empty_org_folder(tmp_path:
     models.mkdir()
     monkeypatch.setattr(huggingface_hub, "snapshot_download", failing)
     with pytest.raises(EnvironmentFailure, match="cannot be downloaded"):
-        builtin._download_once("Qwen/Qwen2.5-7B-Instruct", models / "Qwen" / "Qwen2.5-7B-Instruct")
+        download.download_once("Qwen/Qwen2.5-7B-Instruct", models / "Qwen" / "Qwen2.5-7B-Instruct")
     assert list(models.iterdir()) == []
     monkeypatch.setattr(huggingface_hub, "snapshot_download", FakeHub(["config.json", "model.safetensors"]))
-    builtin._download_once("Qwen/Qwen2.5-7B-Instruct", models / "Qwen" / "Qwen2.5-7B-Instruct")
+    download.download_once("Qwen/Qwen2.5-7B-Instruct", models / "Qwen" / "Qwen2.5-7B-Instruct")
     assert [p.name for p in (models / "Qwen").iterdir()] == ["Qwen2.5-7B-Instruct"]
 
 
@@ -157,9 +157,9 @@ def test_the_download_lock_is_exclusive_while_held_and_its_file_goes_on_release(
     import sys
 
     lock = tmp_path / "Org" / ".m.lock"
-    waiter = ("import sys,time; from pathlib import Path; from ftagent.models.builtin import _unlinked_lock\n"
+    waiter = ("import sys,time; from pathlib import Path; from ftagent.models.download import _unlinked_lock\n"
               "with _unlinked_lock(Path(sys.argv[1])): print('got', flush=True)\n")
-    with builtin._unlinked_lock(lock):
+    with download._unlinked_lock(lock):
         proc = subprocess.Popen([sys.executable, "-c", waiter, str(lock)], stdout=subprocess.PIPE, text=True)
         with pytest.raises(subprocess.TimeoutExpired):
             proc.wait(timeout=2)  # blocked while this process holds it
