@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.weights import safetensors_bytes
+
 pytestmark = pytest.mark.integration
 N = 3
 
@@ -32,6 +34,7 @@ def count(what):
         pass
 
 import huggingface_hub
+from tests.helpers.weights import safetensors_bytes
 
 def fake_snapshot_download(repo_id, local_dir, **kw):  # a slow "download": config first, weights later
     count("download")
@@ -98,12 +101,17 @@ def test_three_sessions_share_one_fresh_file_path(tmp_path, tools_env):
     catalogue = json.loads((file_path / "datasets" / "dataset_info.json").read_text())
     assert sorted(catalogue) == ["demo_add"] + [f"user_data_{i}" for i in range(N)]  # no lost update
     model = Path(results[0]["model"])
-    assert (model / "model.safetensors").stat().st_size == 4096  # nobody used a half-downloaded model
+    whole = len(safetensors_bytes(b"w" * 4096))
+    assert (model / "model.safetensors").stat().st_size == whole  # nobody used a half-downloaded model
     leftovers = [p for p in file_path.rglob("*") if p.name.endswith((".tmp", ".partial")) or ".downloading-" in p.name]
     assert leftovers == []
 
 
 def _env() -> dict[str, str]:
+    """This environment, with the repository first on the driver's path (it imports ``tests.helpers``)."""
     import os
 
-    return {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
+    root = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
+    return env
