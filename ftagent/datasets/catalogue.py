@@ -154,7 +154,7 @@ def _truncate(value: Any) -> Any:
 def file_tree(root: Path, max_lines: int = TREE_LINES) -> str:
     """An indented listing of ``root`` (dot-files skipped, but a user file's ``.user_dataset.json``:
     its default converter reads it), cut after ``max_lines`` lines."""
-    from ftagent.datasets.user_file import INFO_FILE
+    from ftagent.datasets.user_file.info import INFO_FILE
 
     lines: list[str] = []
     paths = sorted(p for p in root.rglob("*") if not any(x.startswith(".") and x != INFO_FILE

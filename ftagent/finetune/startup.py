@@ -114,7 +114,8 @@ def check_dataset(choice: str | None, benchmark: str, file_path: Path | None, re
     (a local-file benchmark): a file holding one is refused before it is copied (issue 34.12).
     """
     from ftagent.datasets.registry import dataset_names, resolve_dataset_choice
-    from ftagent.datasets.user_file import looks_like_file, register_user_file
+    from ftagent.datasets.user_file.reading import looks_like_file
+    from ftagent.datasets.user_file.register import register_user_file
 
     if choice is not None and looks_like_file(choice):
         from ftagent.core.paths import datasets_dir
@@ -151,7 +152,7 @@ def check_training_source(planner: str, dataset: str | None, benchmark: str, rel
 def register_user_datasets(file_path: Path | None) -> list[str]:
     """Register the copies of users' files under ``FT_FILE_PATH/datasets`` (a resumed session's among them)."""
     from ftagent.core.paths import datasets_dir
-    from ftagent.datasets.user_file import register_existing
+    from ftagent.datasets.user_file.register import register_existing
 
     return register_existing(datasets_dir(Path(file_path or ".").absolute()))
 
@@ -212,7 +213,7 @@ def resolve_run(settings: Settings, *, planner: str | None = None, check_dataset
     dataset, dataset_file = ft.dataset, None
     related = list(adapter.spec.related_datasets)
     if check_datasets:
-        from ftagent.datasets.user_file import looks_like_file
+        from ftagent.datasets.user_file.reading import looks_like_file
 
         items = (_items_in_memory(key, splits, list(adapter.spec.input_columns), file_path, ft.benchmark_limit)
                  if looks_like_file(dataset) else None)
@@ -261,7 +262,8 @@ def check_user_datasets(names: list[str], benchmark: str, file_path: Path, input
     """
     from ftagent.datasets.prepare import dataset_dir
     from ftagent.datasets.registry import is_user_dataset
-    from ftagent.datasets.user_file import check_against_benchmark, read_info
+    from ftagent.datasets.user_file.info import read_info
+    from ftagent.datasets.user_file.register import check_against_benchmark
     from ftagent.tools.llamafactory.data_script import benchmark_items_for
 
     lines, items = [], None

@@ -136,7 +136,8 @@ def _check_benchmark(i: int, item: dict[str, Any], base_dir: Path | None) -> lis
 def _check_dataset(i: int, item: dict[str, Any], base_dir: Path | None) -> list[str]:
     """Validate ``item["dataset"]``: a registered name or 'all', or a data file (made absolute, checked)."""
     from ftagent.datasets.registry import resolve_dataset_choice
-    from ftagent.datasets.user_file import detect_layout, looks_like_file, read_records
+    from ftagent.datasets.user_file.layout import detect_layout
+    from ftagent.datasets.user_file.reading import looks_like_file, read_records
 
     dataset = item.get("dataset")
     if not isinstance(dataset, str) or not dataset:

@@ -84,7 +84,7 @@ def test_alpaca_file_trains_one_loop(tmp_path, files, tools_env):
 
 
 def test_sharegpt_file_is_read_by_llamafactory(tmp_path, tools_env, tiny_model):
-    from ftagent.datasets.user_file import register_user_file
+    from ftagent.datasets.user_file.register import register_user_file
 
     chats = [{"conversations": [{"from": "human", "value": INSTRUCTION.format(a=a, b=b)},
                                 {"from": "gpt", "value": f"\\boxed{{{a + b}}}"}]}

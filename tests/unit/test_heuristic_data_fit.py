@@ -68,7 +68,7 @@ def test_the_offline_planner_trains_only_on_rows_that_fit_in_the_benchmarks_form
     from ftagent.benchmarks import resolve_benchmark
     from ftagent.core.paths import benchmark_data_dir
     from ftagent.datasets.contamination import check_contamination
-    from ftagent.datasets.user_file import register_user_file
+    from ftagent.datasets.user_file.register import register_user_file
     from ftagent.planners.heuristic.planner import HeuristicCoder, HeuristicFeedback, HeuristicProposer
     from ftagent.tools.llamafactory.data_script import benchmark_items_for
     from tests.unit.test_heuristic import exp

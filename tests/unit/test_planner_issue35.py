@@ -82,7 +82,8 @@ def test_a_mixed_raw_file_is_accepted_and_its_view_names_every_kind_of_row(tmp_p
     import json
 
     from ftagent.datasets.catalogue import build_catalogue, read_catalogue, render_entry
-    from ftagent.datasets.user_file import register_user_file, to_alpaca
+    from ftagent.datasets.user_file.convert import to_alpaca
+    from ftagent.datasets.user_file.register import register_user_file
 
     path = tmp_path / "mixed.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in mixed_rows()), encoding="utf-8")
@@ -250,7 +251,7 @@ def test_the_offline_planner_writes_a_user_file_in_the_benchmarks_boxed_format(t
     import subprocess
     import sys
 
-    from ftagent.datasets.user_file import register_user_file
+    from ftagent.datasets.user_file.register import register_user_file
     from ftagent.planners.heuristic.planner import HeuristicCoder, HeuristicProposer
     from tests.unit.test_heuristic import scenario as heuristic_scenario
 

@@ -14,13 +14,9 @@ from ftagent.core.errors import UserInputError
 from ftagent.datasets import registry
 from ftagent.datasets.base import converter_source
 from ftagent.datasets.catalogue import build_catalogue
-from ftagent.datasets.user_file import (
-    check_against_benchmark,
-    detect_layout,
-    looks_like_file,
-    read_records,
-    register_user_file,
-)
+from ftagent.datasets.user_file.layout import detect_layout
+from ftagent.datasets.user_file.reading import looks_like_file, read_records
+from ftagent.datasets.user_file.register import check_against_benchmark, register_user_file
 
 ALPACA = [{"instruction": f"What is {a} + 1?", "input": "", "output": f"\\boxed{{{a + 1}}}"} for a in range(10, 30)]
 SHAREGPT = [{"conversations": [{"from": "system", "value": "Be brief."},

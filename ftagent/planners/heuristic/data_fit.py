@@ -350,7 +350,9 @@ def select_for(dataset_dir: str, file_path: str, benchmark: str, root: str | Non
 def _raw_rows(folder: Path) -> list[dict[str, Any]]:
     """The file's rows with their values as written (an Alpaca file's non-text values stay non-text:
     ``to_alpaca(keep_all=True)`` would write them as JSON text); a ShareGPT file through its converter."""
-    from ftagent.datasets.user_file import read_info, read_records, to_alpaca
+    from ftagent.datasets.user_file.convert import to_alpaca
+    from ftagent.datasets.user_file.info import read_info
+    from ftagent.datasets.user_file.reading import read_records
 
     info = read_info(folder)
     if info is None or info.format != "alpaca":
