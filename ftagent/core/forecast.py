@@ -138,6 +138,7 @@ class Forecast(BaseModel):
     eval_probe: EvalProbe | None = None
     probe_cost_s: float = 0.0  # wall time this forecast spent measuring (0 when every number was cached)
     made_at: float = Field(default_factory=time.time)  # a cached probe's age = made_at - its measured_at
+    cpu_slowness: float | None = None  # the CPU's slowness while the session made it (core.cpu_speed; issue 43)
 
     @property
     def total_s(self) -> float:

@@ -22,6 +22,7 @@ from ftagent.core.forecast import Forecast
 from ftagent.core.forgetting import GuardResult
 from ftagent.core.holdout import PartResult
 from ftagent.core.redact import mask_text
+from ftagent.core.reforecast import Reforecast, StepTime
 from ftagent.core.sota_family import Judgment
 from ftagent.core.stats import Difference
 
@@ -241,6 +242,15 @@ class ForecastEvent(_Event):
     forecast: Forecast
 
 
+class ReforecastEvent(_Event):
+    """After every step (issue 43): the step's measured time and CPU slowness, and what is left of the session
+    re-forecast from this session's step times and the load now (:mod:`ftagent.core.reforecast`)."""
+
+    type: Literal["reforecast"] = "reforecast"
+    step_time: StepTime
+    reforecast: Reforecast
+
+
 class ContaminationScan(_Event):
     """The contamination scan of one data set, passing or not (``ftagent.datasets.contamination``):
     each data.json the data step produced. Flagged rows are named by row index and benchmark item id
@@ -312,6 +322,7 @@ Event = Annotated[
     | Progress
     | LeftoversReaped
     | ForecastEvent
+    | ReforecastEvent
     | ContaminationScan
     | IntegrityEvent
     | ForgettingEvent

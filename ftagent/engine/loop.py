@@ -4,7 +4,9 @@ A *workflow* is an ordered list of named steps plus the name of its feedback ste
 
 * runs steps in order; after the last step of a loop the next loop starts;
 * stops on ``loop_n`` (total loops in the session), ``step_n`` (steps in this invocation) or the
-  wall-clock ``timeout`` (checked between steps and handed to every step as a deadline);
+  wall-clock ``timeout`` (checked between steps and handed to every step as a deadline); before a loop
+  starts it asks ``loop_guard`` (the fine-tuning app's re-forecast: a loop that cannot finish before the
+  deadline is not started, and the session ends ``timeout``, issue 43);
 * lets a step return :class:`Goto` to jump back (validate → code) at most ``goto_caps[target]``
   times per loop; past the cap the loop fails and goes to feedback;
 * turns any exception from a step into a :class:`StepFailure` and jumps to the feedback step; only
@@ -188,9 +190,12 @@ class LoopEngine:
         timeout_s: float | None = None,
         clock: Callable[[], float] = time.time,
         finish: Callable[[StepContext], None] | None = None,
+        loop_guard: Callable[[StepContext], str | None] | None = None,
     ) -> None:
         self.workflow = workflow
         self.finish = finish  # run once before session_end when the loops completed (a final evaluation)
+        # asked before a loop starts: a reason not to start it (it cannot finish before --timeout), or None
+        self.loop_guard = loop_guard
         self.session = session
         self.events = session.events
         self.loop_n = loop_n
@@ -228,6 +233,11 @@ class LoopEngine:
             if deadline is not None and self.clock() >= deadline:
                 status, message = "timeout", f"time budget of {self.timeout_s:.0f}s used up"
                 break
+            if state.step_index == 0 and self.loop_guard is not None:
+                why = self.loop_guard(ctx)
+                if why:
+                    status, message = "timeout", why
+                    break
             if state.current is None or state.current.index != state.loop_index:
                 state.current = self.workflow.new_loop(state.loop_index)
             try:

@@ -33,6 +33,7 @@ from ftagent.finetune.state import FinetuneSessionState, finetune_state
 
 if TYPE_CHECKING:
     from ftagent.benchmarks.base import BenchmarkAdapter
+    from ftagent.core.cpu_speed import CpuSpeedMonitor
     from ftagent.core.settings import Settings
     from ftagent.engine.loop import StepContext
     from ftagent.finetune.start import Startup
@@ -153,20 +154,24 @@ def run_finetune(options: FinetuneOptions) -> RunSummary:
     emit = SessionEmitter(observer=display)
     display.start(resumed[0].state.elapsed_s if resumed else 0.0)
     end_run = begin_run(settings, emit)  # SIGTERM = Ctrl-C; ends what a killed predecessor left running
+    from ftagent.finetune.reforecast import start_monitor
+
+    monitor = start_monitor()  # the CPU's slowness, sampled all along: the re-forecast's "load now" (issue 43)
     try:
         runner = startup.open_runner(on_run=emit)
         _check_tracker(settings, runner)  # before anything is prepared: exit 2 with the tracker's words
         if resumed is not None:
             session = _resume(resumed, options.checkout, settings, run, emit)
         else:
-            session = _start(startup, emit, options.loop_n, timeout_s, started)
-        summary = _run(session, settings, run, runner, emit, planner, options, timeout_s, guards=guards)
+            session = _start(startup, emit, options.loop_n, timeout_s, started, monitor)
+        summary = _run(session, settings, run, runner, emit, planner, options, timeout_s, monitor, guards=guards)
     except Exception as exc:
         emit.end_if_open(exc)
         if isinstance(exc, OSError):  # a full LOG_PATH (an event, a record): what to free and how to resume
             check_disk_full(str(exc), "the session", [settings.paths.log_path, _workspace_root(settings)])
         raise
     finally:
+        monitor.stop()
         display.stop()  # before the report: a live refresh never lands inside it
         if settings.judge_route is not None:
             settings.judge_route.stop()
@@ -222,7 +227,7 @@ def deadline_limit(timeout_s: float | None, started: float, when: str) -> Callab
 
 
 def _start(startup: Startup, emit: SessionEmitter, loop_n: int | None, timeout_s: float | None,
-           started: float) -> Session:
+           started: float, monitor: CpuSpeedMonitor) -> Session:
     """Prepare (no session yet), create the session, then build the scenario and the baseline."""
     settings, run, planner = startup.settings, startup.run, startup.planner
     prepared = startup.prepare(emit)  # bad dataset / model / benchmark data: raises before any session exists
@@ -254,7 +259,8 @@ def _start(startup: Startup, emit: SessionEmitter, loop_n: int | None, timeout_s
 
     _forecast_stage(session, lambda: record_forecast(
         session, scenario, settings, runner, run, planner=planner, loop_n=loop_n, timeout_s=timeout_s,
-        limit=deadline_limit(timeout_s, started, "before the forecast's training probe")))
+        limit=deadline_limit(timeout_s, started, "before the forecast's training probe"),
+        cpu_slowness=lambda: monitor.slowness(started)))
     state.elapsed_s = time.time() - started  # scenario time counts against --timeout
     return session
 
@@ -313,10 +319,11 @@ def _planner_note(planner: str, settings: Settings) -> str:
 
 
 def _run(session: Session, settings: Settings, run: ResolvedRun, runner: Runner, emit: SessionEmitter, planner: str,
-         options: FinetuneOptions, timeout_s: float | None,
+         options: FinetuneOptions, timeout_s: float | None, monitor: CpuSpeedMonitor,
          guards: list[BenchmarkAdapter] | None = None) -> RunSummary:
     from ftagent.engine.loop import LoopEngine
     from ftagent.finetune.forgetting import ForgettingGuard
+    from ftagent.finetune.reforecast import Reforecaster
     from ftagent.finetune.workflow import FinetuneWorkflow, build_components
     from ftagent.integrity.guard import IntegrityGuard
     from ftagent.integrity.references import FILE_NAME as REFERENCES_FILE
@@ -348,8 +355,13 @@ def _run(session: Session, settings: Settings, run: ResolvedRun, runner: Runner,
         def finish(ctx: StepContext) -> None:  # FT_FINAL_EVAL: the best and the base model on the final item set
             final_evaluation(session, settings, run, runner, ctx.emit, timeout=ctx.limit(ft.benchmark_timeout_s))
 
+        # after every step: what is left, from this session's step times and the load now (issue 43)
+        reforecaster = Reforecaster(session, monitor, steps=[name for name, _ in workflow.steps()],
+                                    feedback_step=workflow.feedback_step, loop_n=total,
+                                    gpus=state.scenario.hardware.gpu_count, emit=session.events.emit)
+        session.events.subscribe(reforecaster)
         summary = LoopEngine(workflow, session, loop_n=total, step_n=options.step_n, timeout_s=timeout_s,
-                             finish=finish).run()
+                             finish=finish, loop_guard=reforecaster.loop_guard).run()
     finally:
         if gateway is not None:
             gateway.stop()

@@ -455,7 +455,8 @@ def session_forecast(scenario: ScenarioInfo, settings: Settings, runner: Runner,
 
 def record_forecast(session: Session, scenario: ScenarioInfo, settings: Settings, runner: Runner,
                     run: ResolvedRun, *, planner: str, loop_n: int | None, timeout_s: float | None,
-                    limit: Callable[[float], float]) -> Forecast | None:
+                    limit: Callable[[float], float],
+                    cpu_slowness: Callable[[], float | None] | None = None) -> Forecast | None:
     """Emit the session's ``forecast`` event once, after the baseline; the LLM planner's brief reads it.
 
     Cost: 0 s when the training probe is cached for this model/recipe/hardware, else one probe run
@@ -476,6 +477,7 @@ def record_forecast(session: Session, scenario: ScenarioInfo, settings: Settings
         session.events.emit(Message(level="warning", text="no forecast: the training probe failed or the "
                                                           "evaluation cost is not measured"))
         return None
+    forecast.cpu_slowness = cpu_slowness() if cpu_slowness is not None else None  # the re-forecast's reference
     scenario.forecast = forecast
     session.events.emit(ForecastEvent(forecast=forecast))
     return forecast

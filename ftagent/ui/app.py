@@ -127,6 +127,11 @@ def show_step_times(s: D.SessionView) -> None:
     st.dataframe(frame, width="stretch", hide_index=True)
     if forecast is None:
         st.caption("No forecast in this session's events: actual wall times only.")
+    if s.reforecast:  # issue 43: re-forecast after every step from this session's step times and the load
+        from ftagent.core.reforecast import Reforecast
+        from ftagent.views.forecast import reforecast_line
+
+        st.caption("Latest " + reforecast_line(Reforecast.model_validate(s.reforecast)))
 
 
 def show_task(text: str) -> None:

@@ -2,7 +2,8 @@
 
 Two renderings of the same state:
 
-* a terminal (TTY): one live status line — ``loop i (k of N) · step · elapsed · time left`` — and a bar for
+* a terminal (TTY): one live status line — ``loop i (k of N) · step · elapsed · time left · expected N more``
+  (the last re-forecast, issue 43) — and a bar for
   the running command (training steps with loss, lr and ETA; evaluation items per split, or a
   spinner with the phase when OpenCompass gives no count);
 * anything else (CI, tmux logs, pipes): plain lines — one per step start/end, scenario stage, LLM
@@ -45,6 +46,7 @@ class ConsoleProgress:
         self.loop: int | None = None
         self.step = "scenario"
         self.task: tuple[str, int | None, int | None, dict[str, Any]] | None = None  # phase, done, total, detail
+        self.left_s: tuple[float, float] | None = None  # the last re-forecast's seconds left, and when it was made
         self._lock = threading.Lock()
         self._last_line = clock()
         self._live: Live | None = None
@@ -130,6 +132,11 @@ class ConsoleProgress:
                 return f"{self._where()} integrity: {sum(1 for c in ev.checks if c.passed)} checks clean"
             return (f"{self._where()} integrity FLAGGED (cannot become SOTA): "
                     + "; ".join(f"{c.name}: {c.detail}" for c in flagged))[:300]
+        if kind == "reforecast":  # after every step: what is left, from this session's step times (issue 43)
+            from ftagent.views.forecast import reforecast_line
+
+            self.left_s = (ev.reforecast.remaining_s, ev.ts)
+            return reforecast_line(ev.reforecast)
         if kind == "leftovers_reaped":
             return f"warning: {ev.message}"[:300]
         if kind == "message" and ev.level != "info":
@@ -148,6 +155,8 @@ class ConsoleProgress:
         parts = [self._where(), self.step, f"elapsed {format_duration(used)}"]
         if self.timeout_s is not None:
             parts.append(f"left {format_duration(max(0.0, self.timeout_s - used))}")
+        if self.left_s is not None:  # the last re-forecast, counted down since it was made
+            parts.append(f"expected {format_duration(max(0.0, self.left_s[0] - (self.clock() - self.left_s[1])))} more")
         return " · ".join(parts)
 
     def task_line(self) -> str:

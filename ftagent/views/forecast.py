@@ -8,16 +8,20 @@ from pydantic import BaseModel
 
 from ftagent.core.durations import format_duration
 from ftagent.core.forecast import EvalProbe, Forecast, TrainProbe, percent_error, what_would_fit
+from ftagent.core.reforecast import Reforecast
 from ftagent.views.session import SessionView
 
 
 class VersusRow(BaseModel):
-    """One loop (or the total): forecast and actual seconds, and the error in percent."""
+    """One loop (or the total): the first forecast, the last re-forecast before the loop started (issue 43),
+    the actual seconds, and the errors in percent."""
 
     loop: int | None  # None: the total
     forecast_s: float
     actual_s: float | None = None  # None: the loop has not ended
     error_pct: float | None = None
+    reforecast_s: float | None = None  # None: no re-forecast was made before it started (loop 0)
+    reforecast_error_pct: float | None = None
 
 
 def _dur(seconds: float | None) -> str:
@@ -93,22 +97,38 @@ def print_forecast(f: Forecast, console: Any) -> None:
         console.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
+def at_loop_starts(view: SessionView) -> dict[int, float]:
+    """Each loop's seconds as the last re-forecast made before it started predicted them (a re-forecast made
+    between loops: nothing left of the current one, the loop first among those to start)."""
+    out: dict[int, float] = {}
+    for r in view.reforecasts:
+        loops = r.get("loops") or []
+        if not r.get("current_s") and loops:
+            out[int(loops[0]["loop"])] = float(loops[0]["seconds"])
+    return out
+
+
 def versus(view: SessionView) -> list[VersusRow]:
     """Forecast vs actual per loop and in total (the loops that ended), from a session's events."""
     if not view.forecast:
         return []
     f = Forecast(**view.forecast)
     ended = {lp.index: float((lp.end or {}).get("duration_s") or 0.0) for lp in view.loops if lp.end}
+    again = at_loop_starts(view)
     rows = []
     for lp in f.loops:
-        actual = ended.get(lp.loop)
+        actual, re_s = ended.get(lp.loop), again.get(lp.loop)
         rows.append(VersusRow(loop=lp.loop, forecast_s=round(lp.total_s, 2), actual_s=actual,
-                              error_pct=percent_error(lp.total_s, actual)))
+                              error_pct=percent_error(lp.total_s, actual), reforecast_s=re_s,
+                              reforecast_error_pct=percent_error(re_s, actual)))
     done = [r for r in rows if r.actual_s is not None]
     if done:
         fs, acts = sum(r.forecast_s for r in done), sum(r.actual_s or 0.0 for r in done)
+        rs = sum(r.reforecast_s if r.reforecast_s is not None else r.forecast_s for r in done)
         rows.append(VersusRow(loop=None, forecast_s=round(fs, 2), actual_s=round(acts, 2),
-                              error_pct=percent_error(fs, acts)))
+                              error_pct=percent_error(fs, acts),
+                              reforecast_s=round(rs, 2) if again else None,
+                              reforecast_error_pct=percent_error(rs, acts) if again else None))
     return rows
 
 
@@ -117,7 +137,10 @@ def versus_note(view: SessionView) -> str:
     if not view.forecast:
         return ""
     f = Forecast(**view.forecast)
-    return (f"forecast made after the baseline (measuring cost {_dur(f.probe_cost_s)}, 0 s when cached); "
+    again = ("; re-forecast after every step from this session's measured step times and the CPU's load then "
+             "(the column: the last re-forecast before the loop started; the total counts the first forecast where "
+             "there was none)") if view.reforecasts else ""
+    return (f"forecast made after the baseline (measuring cost {_dur(f.probe_cost_s)}, 0 s when cached){again}; "
             + "; ".join(f.assumptions))
 
 
@@ -125,8 +148,29 @@ def versus_markdown(rows: list[VersusRow], note: str = "") -> list[str]:
     """The report's "Forecast vs actual" section (empty without a forecast)."""
     if not rows:
         return []
-    lines = ["## Forecast vs actual", "", "| loop | forecast | actual | error |", "|---|---|---|---|"]
+    def err(pct: float | None) -> str:
+        return "-" if pct is None else f"{pct:+.0f}%"
+
+    lines = ["## Forecast vs actual", "", "| loop | first forecast | re-forecast at its start | actual | error (first) | "
+             "error (re-forecast) |", "|---|---|---|---|---|---|"]
     for r in rows:
-        err = "-" if r.error_pct is None else f"{r.error_pct:+.0f}%"
-        lines.append(f"| {'total' if r.loop is None else r.loop} | {_dur(r.forecast_s)} | {_dur(r.actual_s)} | {err} |")
+        lines.append(f"| {'total' if r.loop is None else r.loop} | {_dur(r.forecast_s)} | {_dur(r.reforecast_s)} | "
+                     f"{_dur(r.actual_s)} | {err(r.error_pct)} | {err(r.reforecast_error_pct)} |")
     return lines + (["", note] if note else []) + [""]
+
+
+def reforecast_line(r: Reforecast) -> str:
+    """The console's line after a step (issue 43): what is left, by part, the load, and what the first forecast
+    said of the same steps."""
+    parts = []
+    if r.current_s:
+        parts.append(f"this loop {_dur(r.current_s)}")
+    if r.loops:
+        span = f"loop {r.loops[0].loop}" if len(r.loops) == 1 else f"loops {r.loops[0].loop}-{r.loops[-1].loop}"
+        parts.append(f"{span} {_dur(sum(lp.seconds for lp in r.loops))}")
+    if r.final_s:
+        parts.append(f"final evaluation {_dur(r.final_s)}")
+    load = f"; CPU {r.slowness:.1f}x as slow as idle (at the forecast {r.forecast_slowness:.1f}x)"
+    first = f"; the first forecast said {_dur(r.first_remaining_s)}" if r.first_remaining_s else ""
+    return (f"re-forecast: {_dur(r.remaining_s)} left" + (f" ({', '.join(parts)})" if parts else "")
+            + load + first)[:300]

@@ -130,7 +130,8 @@ class SessionView(BaseModel):
     forecast: dict[str, Any] | None = None  # the ``forecast`` event's Forecast (core.forecast) as JSON
     settings: dict[str, Any] = Field(default_factory=dict)  # the latest session_start's (redacted) settings
     progress: dict[str, Any] | None = None  # the last ``progress`` event (the running command's steps or items)
-    reforecast: dict[str, Any] | None = None  # the latest re-forecast, for an event that records one (views/status.py)
+    reforecast: dict[str, Any] | None = None  # the latest re-forecast (core.reforecast.Reforecast as JSON; issue 43)
+    reforecasts: list[dict[str, Any]] = Field(default_factory=list)  # every re-forecast, in order
     gpu_busy_fraction: float | None = None  # GPU busy share, for an event that records it (views/status.py)
 
     @property
@@ -289,6 +290,9 @@ def _apply(view: SessionView, loops: dict[int, LoopView], ev: dict[str, Any]) ->
         view.runs.append(ev)
     elif kind == "forecast":
         view.forecast = ev.get("forecast")
+    elif kind == "reforecast":  # after every step (issue 43): the latest, and each one by when it was made
+        view.reforecast = ev.get("reforecast")
+        view.reforecasts.append(ev.get("reforecast") or {})
     elif kind == "progress":
         view.progress = ev
     elif lp is not None:

@@ -229,3 +229,24 @@ def test_session_view_is_parsed_once_per_change(tmp_path, monkeypatch):
     with open(sdir / "events.jsonl", "a") as fh:
         fh.write("\n")  # size and mtime change: parsed again
     assert D.load_session_cached(sdir) is not first and len(calls) == 2
+
+
+def test_the_latest_re_forecast_is_shown_under_the_step_times(tmp_path, monkeypatch):
+    """Issue 43: the UI shows the last re-forecast (what is left, by part, the load, the first forecast's word)."""
+    from ftagent.core.forecast import Forecast, LoopForecast
+    from ftagent.core.reforecast import LoopLeft, Reforecast, StepTime
+    from ftagent.engine.events import ForecastEvent, ReforecastEvent
+
+    sdir = make_session(tmp_path / "log")
+    first = Forecast(planner="heuristic", plan={}, loops=[LoopForecast(loop=i, train_s=60, eval_s=20, other_s=10)
+                                                          for i in range(3)])
+    latest = Reforecast(remaining_s=754.0, loops=[LoopLeft(loop=3, seconds=754.0)], slowness=2.5, forecast_slowness=1.5,
+                        first_remaining_s=90.0)
+    with open(sdir / "events.jsonl", "a", encoding="utf-8") as fh:
+        fh.write(ForecastEvent(forecast=first, ts=2.0).model_dump_json() + "\n")
+        fh.write(ReforecastEvent(loop=2, step_time=StepTime(loop=2, step="feedback", seconds=1.0),
+                                 reforecast=latest).model_dump_json() + "\n")
+    at = _run(sdir, monkeypatch, page="Single Task")
+    assert any(c.value.startswith("Latest re-forecast: 12 min 34 s left (loop 3 12 min 34 s); CPU 2.5x as slow as "
+                                  "idle (at the forecast 1.5x); the first forecast said 1 min 30 s")
+               for c in at.caption), [c.value for c in at.caption]
