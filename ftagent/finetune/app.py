@@ -155,11 +155,12 @@ def run_finetune(options: FinetuneOptions) -> RunSummary:
     display.start(resumed[0].state.elapsed_s if resumed else 0.0)
     end_run = begin_run(settings, emit)  # SIGTERM = Ctrl-C; ends what a killed predecessor left running
     from ftagent.finetune.reforecast import start_monitor
+    from ftagent.tools.llamafactory.tracking import require_tracker
 
     monitor = start_monitor()  # the CPU's slowness, sampled all along: the re-forecast's "load now" (issue 43)
     try:
         runner = startup.open_runner(on_run=emit)
-        _check_tracker(settings, runner)  # before anything is prepared: exit 2 with the tracker's words
+        require_tracker(settings.ft.report_to, runner)  # before anything is prepared: exit 2, the tracker's words
         if resumed is not None:
             session = _resume(resumed, options.checkout, settings, run, emit)
         else:
@@ -188,21 +189,6 @@ def run_finetune(options: FinetuneOptions) -> RunSummary:
     console.print("\n".join(next_steps(session.dir, exported=exported)), markup=False, highlight=False,
                   soft_wrap=True)
     return summary
-
-
-def _check_tracker(settings: Settings, runner: Runner) -> None:
-    """``FT_REPORT_TO``'s tracker starts, or the session does not (issue 43: it was found at the first training).
-
-    Raises:
-        UserInputError: it cannot start (exit 2), with its own last error line.
-    """
-    from ftagent.tools.llamafactory.tracking import check_at_start
-
-    cause = check_at_start(settings.ft.report_to, runner)
-    if cause is not None:
-        raise UserInputError(f"FT_REPORT_TO={settings.ft.report_to}: the tracker cannot start: {cause}. Fix its "
-                             "settings (its own variables: MLFLOW_*, WANDB_*), install it in the tool env "
-                             "(`ftagent env setup`), or set FT_REPORT_TO=none")
 
 
 def _session_start(session: Session, settings: Settings, run: ResolvedRun, resumed_from: str | None) -> SessionStart:

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel
 
+from ftagent.core.errors import UserInputError
 from ftagent.runners.base import Mount, Runner, RunResult
 from ftagent.runners.scrubbed import run_scrubbed
 
@@ -227,6 +228,20 @@ def check_at_start(report_to: str, runner: Runner, timeout: float = 180.0) -> st
             return check_tracker(run, runner, workdir=root, log_file=root / "tracker_check.log", timeout=timeout)
         except OSError as exc:  # the user's store folder cannot be created (tracker_mounts)
             return f"{type(exc).__name__}: {exc}"
+
+
+def require_tracker(report_to: str, runner: Runner) -> None:
+    """A session's start-up: ``FT_REPORT_TO``'s tracker starts, or the session does not (issue 43: it was found
+    at the first training).
+
+    Raises:
+        UserInputError: it cannot start (exit 2), with its own last error line.
+    """
+    cause = check_at_start(report_to, runner)
+    if cause is not None:
+        raise UserInputError(f"FT_REPORT_TO={report_to}: the tracker cannot start: {cause}. Fix its settings (its "
+                             "own variables: MLFLOW_*, WANDB_*), install it in the tool env (`ftagent env setup`), "
+                             "or set FT_REPORT_TO=none")
 
 
 def log_scores(run: TrackingRun, scalars: dict[str, float], step: int, runner: Runner, *, workdir: Path,
