@@ -21,6 +21,7 @@ from ftagent.benchmarks.base import (
     read_jsonl,
     write_jsonl,
 )
+from ftagent.benchmarks.checked import CheckedItems
 from ftagent.benchmarks.components import (
     BASE_EVALUATOR_KWARGS,
     EXTRACTORS,
@@ -159,10 +160,13 @@ class Benchmark:
         """Chat turns of the prompt; the last HUMAN turn holds the item placeholders."""
         return self._rounds(self, root, subset)
 
-    def prepare(self, root: Path, *, limit: int | None = None) -> Path:
-        """Write ``<root>/<key>/<split>.jsonl`` (and ``<split>/<subset>.jsonl`` per subset)."""
+    def prepare(self, root: Path, *, limit: int | None = None, items: CheckedItems | None = None) -> Path:
+        """Write ``<root>/<key>/<split>.jsonl`` (and ``<split>/<subset>.jsonl`` per subset): the ``items``
+        :meth:`check_data` returned for ``limit`` (read once), else the data read and split now."""
         out = self.bench_dir(root)
-        parts = self._split(root, limit)
+        if items is not None and items.limit != limit:
+            raise ValueError(f"items checked for limit {items.limit}, prepared for {limit}")
+        parts = items.parts if items is not None else self._split(root, limit)
         for split in PREPARED_SPLITS:  # "full": the final evaluation's items (every item outside validation)
             merged: list[dict[str, Any]] = []
             for subset, rows in parts.items():
@@ -227,7 +231,7 @@ class Benchmark:
                                  "each split (docs/benchmarks.md)")
         return parts
 
-    def check_data(self, root: Path, limit: int | None = None) -> dict[str, list[dict[str, Any]]] | None:
+    def check_data(self, root: Path, limit: int | None = None) -> CheckedItems | None:
         """Read and check every row of a benchmark whose data are local files, writing nothing.
 
         The start-up calls it before anything is written (issue 34.11): a bad row, a missing column or a
@@ -235,16 +239,15 @@ class Benchmark:
         whose data must be downloaded is checked when it is prepared (then None is returned).
 
         Returns:
-            The items :meth:`prepare` would write to ``validation.jsonl`` and ``test.jsonl`` (same order),
-            in memory: a user's ``--dataset`` file is scanned against them before anything is written.
+            The items, in memory: :meth:`prepare` writes them (the files are read once), and a user's
+            ``--dataset`` file is scanned against their validation and test splits before anything is written.
 
         Raises:
             UserInputError: naming the file, row and field.
         """
         if self.config.data.loader != "local_files":
             return None
-        parts = self._split(root, limit)
-        return {split: [item for rows in parts.values() for item in rows[split]] for split in ("validation", "test")}
+        return CheckedItems(limit=limit, parts=self._split(root, limit))
 
     def load_items(self, root: Path, split: Split) -> list[dict[str, Any]]:
         path = self.bench_dir(root) / f"{split}.jsonl"

@@ -105,8 +105,9 @@ class FinetuneScenario:
         prepared = self._stage("datasets", lambda: prepare_datasets(selection.datasets, file_path, token=token),
                                dataset=self.run.dataset, selected=selection.datasets, selected_by=selection.source,
                                reason=selection.reason)
-        copy = self._stage("benchmark_data", lambda: prepare_session_copy(self.run.adapter, self.run.benchmarks_root,
-                                                                       ft.benchmark_limit), benchmark=self.run.benchmark)
+        copy = self._stage("benchmark_data", lambda: prepare_session_copy(
+            self.run.adapter, self.run.benchmarks_root, ft.benchmark_limit, self.run.checked_items),
+            benchmark=self.run.benchmark)
         self._check_user_datasets(list(prepared), file_path)
         out = Prepared(prepared, Path(model_path), copy)
         out.holdout = validation_holdout(self.run.adapter, copy[0], seed=ft.holdout_seed, share=ft.selection_share)

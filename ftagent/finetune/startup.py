@@ -19,9 +19,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, InstanceOf
 
 from ftagent.benchmarks.base import BenchmarkAdapter, BenchmarkSpec
+from ftagent.benchmarks.checked import CheckedItems
 from ftagent.core.errors import UserInputError
 from ftagent.tools.opencompass.inference import InferenceSettings
 
@@ -54,6 +55,9 @@ class ResolvedRun(BaseModel):
     benchmark_file: str | None = Field(None, description="the user YAML file behind the key, kept for --path")
     adapter: BenchmarkAdapter = Field(exclude=True, description="the benchmark: spec, data preparation, blocks")
     data_dir: Path = Field(description="its prepared data: FT_FILE_PATH/benchmarks/<key>")
+    checked_items: InstanceOf[CheckedItems] | None = Field(
+        None, exclude=True, description="a local-file benchmark's items as start-up read and checked them: the "
+        "benchmark_data stage prepares these (the files are read once); None: none were read (a download, a resume)")
     model: ResolvedModel
     dataset: str | None = Field(None, description="a registered name or 'all' (a user file: its copy's name)")
     dataset_file: str | None = Field(None, description="the user's own file behind `dataset`, kept for the record")
@@ -192,6 +196,7 @@ def resolve_run(settings: Settings, *, planner: str | None = None, check_dataset
             or a bad dataset file, unknown planner.
     """
     from ftagent.benchmarks import open_benchmark
+    from ftagent.benchmarks.checked import ChecksData
     from ftagent.core.paths import benchmark_data_dir
     from ftagent.planners.registry import resolve_planner
 
@@ -204,10 +209,10 @@ def resolve_run(settings: Settings, *, planner: str | None = None, check_dataset
     key, adapter = open_benchmark(ft.target_benchmark)
     file_path = Path(ft.file_path or ".").absolute()
     chosen_planner = resolve_planner(planner or ft.planner, settings.llm.configured)
-    splits = None
-    if (check_datasets if check_data is None else check_data) and hasattr(adapter, "check_data"):
+    items = None
+    if (check_datasets if check_data is None else check_data) and isinstance(adapter, ChecksData):
         # the benchmark's rows before anything is written: a bad row is exit 2, not a failed baseline
-        splits = adapter.check_data(benchmark_data_dir(file_path, key).parent, ft.benchmark_limit)
+        items = adapter.check_data(benchmark_data_dir(file_path, key).parent, ft.benchmark_limit)
     base_model = check_base_model(ft.base_model, ft.file_path, fetchable=fetchable)
     register_user_datasets(ft.file_path)  # a resumed session may train on a user file's copy
     dataset, dataset_file = ft.dataset, None
@@ -215,25 +220,25 @@ def resolve_run(settings: Settings, *, planner: str | None = None, check_dataset
     if check_datasets:
         from ftagent.datasets.user_file.reading import looks_like_file
 
-        items = (_items_in_memory(key, splits, list(adapter.spec.input_columns), file_path, ft.benchmark_limit)
-                 if looks_like_file(dataset) else None)
-        name = check_dataset(dataset, key, ft.file_path, related=related, items=items)
+        scan = (_items_in_memory(key, items, list(adapter.spec.input_columns), file_path, ft.benchmark_limit)
+                if looks_like_file(dataset) else None)
+        name = check_dataset(dataset, key, ft.file_path, related=related, items=scan)
         if dataset is not None and name != dataset:  # a file: the session goes on with its registered copy
             dataset_file, dataset = str(Path(dataset).expanduser().absolute()), name
         check_training_source(chosen_planner, dataset, key, related)
     model = resolved_model(base_model, file_path)
     return ResolvedRun(benchmark=key, benchmark_file=benchmark_file(key), adapter=adapter,
-                       data_dir=benchmark_data_dir(file_path, key), model=model, dataset=dataset,
+                       data_dir=benchmark_data_dir(file_path, key), checked_items=items, model=model, dataset=dataset,
                        dataset_file=dataset_file, description=ft.benchmark_description or adapter.spec.description,
                        planner=chosen_planner)
 
 
-def _items_in_memory(benchmark: str, splits: dict[str, list[dict[str, Any]]] | None, input_columns: list[str],
+def _items_in_memory(benchmark: str, checked: CheckedItems | None, input_columns: list[str],
                      file_path: Path, limit: int | None) -> dict[str, list[str]] | None:
     """The contamination scan's items, read without writing (issue 34.12): a contaminated ``--dataset``
     file is refused before it is copied, the model is built or anything is prepared.
 
-    A local-file benchmark's come from ``splits`` (its rows, read by ``check_data``), keyed as the scan after
+    A local-file benchmark's come from ``checked`` (its rows, read by ``check_data``), keyed as the scan after
     preparing keys them (the merged ``<key>/<split>.jsonl``); another's from its prepared folder when that
     is current for ``limit``. None when it is not prepared yet: its items exist only once it is downloaded
     or generated, and the scenario scans the file then (after the model and data sets are prepared).
@@ -242,9 +247,9 @@ def _items_in_memory(benchmark: str, splits: dict[str, list[dict[str, Any]]] | N
     from ftagent.tools.llamafactory.data_script import benchmark_items_for, keyed_items
     from ftagent.tools.opencompass.runs import is_prepared
 
-    if isinstance(splits, dict):
-        return {k: v for split, rows in splits.items()
-                for k, v in keyed_items(benchmark, split, rows, input_columns).items()}
+    if checked is not None:
+        return {k: v for split in ("validation", "test")
+                for k, v in keyed_items(benchmark, split, checked.split(split), input_columns).items()}
     if is_prepared(benchmark_data_dir(file_path, benchmark).parent, benchmark, limit):
         return benchmark_items_for(benchmark, file_path, input_columns)
     return None

@@ -78,7 +78,7 @@ def test_ftagent_eval_mid_session_never_changes_the_sessions_items(tmp_path):
 
     ft = tmp_path / "files"
     _, adapter = open_benchmark(KEY)
-    root, digest = prepare_session_copy(adapter, benchmarks_dir(ft), LIMIT)  # the session's start-up stage
+    root, digest = prepare_session_copy(adapter, benchmarks_dir(ft), LIMIT, None)  # the session's start-up stage
     assert root.parent.name == FROZEN and _lines(root / KEY / "validation.jsonl") == LIMIT
     scenario = ScenarioInfo(benchmark=KEY, base_model="m", base_model_path=str(tmp_path / "base"),
                             model_info=ModelInfo(name="m", path=""), file_path=str(ft),
@@ -117,9 +117,9 @@ def test_ftagent_eval_mid_session_never_changes_the_sessions_items(tmp_path):
 def test_the_same_content_is_one_copy_and_other_content_another(tmp_path):
     ft = tmp_path / "files"
     _, adapter = open_benchmark(KEY)
-    first = prepare_session_copy(adapter, benchmarks_dir(ft), LIMIT)
-    again = prepare_session_copy(adapter, benchmarks_dir(ft), LIMIT)
-    other = prepare_session_copy(adapter, benchmarks_dir(ft), LIMIT + 5)
+    first = prepare_session_copy(adapter, benchmarks_dir(ft), LIMIT, None)
+    again = prepare_session_copy(adapter, benchmarks_dir(ft), LIMIT, None)
+    other = prepare_session_copy(adapter, benchmarks_dir(ft), LIMIT + 5, None)
     assert first == again and other[0] != first[0]
     assert verify(*first[:1], KEY, first[1]) and verify(other[0], KEY, other[1])
     assert _lines(first[0] / KEY / "validation.jsonl") == LIMIT  # the later preparation did not touch it

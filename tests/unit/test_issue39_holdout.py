@@ -134,7 +134,7 @@ def _times3_scenario(tmp: Path, name: str = "times3"):
     (folder / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     (folder / f"{name}.yaml").write_text(TIMES3_YAML.replace("NAME", name))
     key, adapter = open_benchmark(str(folder / f"{name}.yaml"))
-    root, digest = prepare_session_copy(adapter, benchmarks_dir(tmp / "ft"), None)
+    root, digest = prepare_session_copy(adapter, benchmarks_dir(tmp / "ft"), None, None)
     holdout = validation_holdout(adapter, root, seed=39005, share=0.7)
     scenario = ScenarioInfo(benchmark=key, base_model="m", base_model_path=str(tmp / "m"),
                             model_info=ModelInfo(name="m", path=""), file_path=str(tmp / "ft"),
