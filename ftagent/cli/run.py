@@ -177,13 +177,16 @@ def _print_launch_plan(base_model: str | None, hardware: str, *, benchmark: str 
     ``--train-config`` the verdicts on that train.yaml."""
     import json
 
-    from ftagent.finetune.plan import check_train_config, plan_hardware
+    from ftagent.core.settings import load_settings
+    from ftagent.finetune.plan import check_train_config, hardware_slots, plan_hardware
+    from ftagent.tools.launch.slots import slot_lines
 
     plan = plan_hardware(base_model, hardware, benchmark=benchmark, ram_gb=ram_gb, file_settings=file_settings)
     verdicts = check_train_config(plan, train_config) if train_config is not None else []
-    refused = bool(plan.refused) or any(v.status == "refused" for v in verdicts)
+    slots = hardware_slots(plan, base_model or "", load_settings().ft.parallel_trials)  # FT_PARALLEL_TRIALS
+    refused = bool(plan.refused) or any(v.status == "refused" for v in verdicts) or "refused" in slots["requested"]
     if as_json:
-        out = json.loads(plan.model_dump_json(exclude={"memory"}))
+        out = {**json.loads(plan.model_dump_json(exclude={"memory"})), "slots": slots}
         if train_config is not None:
             out["train_config"] = [v.model_dump() for v in verdicts]
         typer.echo(json.dumps(out, indent=1))
@@ -206,6 +209,9 @@ def _print_launch_plan(base_model: str | None, hardware: str, *, benchmark: str 
         typer.echo(f"{key:>14}: {value}")
     for note in plan.notes:
         typer.echo(f"{'note':>14}: {note}")
+    typer.echo("slots:")
+    for line in slot_lines(slots):
+        typer.echo(f"  {line}")
     typer.echo("preflight:")
     for v in plan.preflight:
         typer.echo(f"  [{v.status}] {v.setting}: {v.message} ({v.source})")

@@ -139,10 +139,16 @@ class Forecast(BaseModel):
     probe_cost_s: float = 0.0  # wall time this forecast spent measuring (0 when every number was cached)
     made_at: float = Field(default_factory=time.time)  # a cached probe's age = made_at - its measured_at
     cpu_slowness: float | None = None  # the CPU's slowness while the session made it (core.cpu_speed; issue 43)
+    slots: int = 1  # trials at once (FT_PARALLEL_TRIALS): the loops' wall time is their schedule over the slots
+
+    @property
+    def loops_wall_s(self) -> float:
+        """The loops' wall time: one after another on one slot, else their schedule over the slots (:func:`makespan`)."""
+        return makespan([lp.total_s for lp in self.loops], self.slots)
 
     @property
     def total_s(self) -> float:
-        return (self.baseline_eval_s or 0.0) + sum(lp.total_s for lp in self.loops) + (self.final_eval_s or 0.0)
+        return (self.baseline_eval_s or 0.0) + self.loops_wall_s + (self.final_eval_s or 0.0)
 
     @property
     def fits_timeout(self) -> bool | None:
@@ -150,10 +156,20 @@ class Forecast(BaseModel):
         return None if self.timeout_s is None else self.total_s <= self.timeout_s
 
     def loop_share_s(self) -> float | None:
-        """Each loop's share of what ``--timeout`` leaves after the baseline (None without one)."""
+        """Each loop's share of what ``--timeout`` leaves after the baseline (None without one); with K slots
+        a loop runs beside K − 1 others, so its share is K times as long."""
         if self.timeout_s is None or not self.loops:
             return None
-        return max(0.0, self.timeout_s - (self.baseline_eval_s or 0.0)) / len(self.loops)
+        return max(0.0, self.timeout_s - (self.baseline_eval_s or 0.0)) * max(1, self.slots) / len(self.loops)
+
+
+def makespan(durations: list[float], slots: int) -> float:
+    """Wall time of trials started in order, each on the slot that frees first (the scheduler's rule)."""
+    free = [0.0] * max(1, slots)
+    for d in durations:
+        i = free.index(min(free))
+        free[i] += d
+    return max(free) if durations else 0.0
 
 
 def what_would_fit(f: Forecast) -> str | None:
@@ -161,11 +177,13 @@ def what_would_fit(f: Forecast) -> str | None:
     (whole minutes, rounded up). None when it fits or there is no timeout."""
     if f.fits_timeout is not False or f.timeout_s is None:
         return None
-    spent, fitting = (f.baseline_eval_s or 0.0) + (f.final_eval_s or 0.0), 0
-    for lp in f.loops:
-        if spent + lp.total_s > f.timeout_s:
+    fixed, fitting = (f.baseline_eval_s or 0.0) + (f.final_eval_s or 0.0), 0
+    spent = fixed
+    for n in range(1, len(f.loops) + 1):
+        wall = fixed + makespan([lp.total_s for lp in f.loops[:n]], f.slots)
+        if wall > f.timeout_s:
             break
-        spent, fitting = spent + lp.total_s, fitting + 1
+        spent, fitting = wall, n
     need = format_duration(math.ceil(f.total_s / 60.0) * 60.0)
     loops = len(f.loops)
     if fitting:
@@ -198,20 +216,22 @@ def build_forecast(*, planner: str, loop_n: int, plan: TrainPlan, train: TrainPr
                    llm: LLMForecast | None = None, timeout_s: float | None = None,
                    assumptions: list[str] | None = None, probe_cost_s: float = 0.0,
                    growth: float = 1.0, max_steps_cap: int | None = None, final_items: int = 0,
-                   guard_items: list[int] | None = None) -> Forecast:
+                   guard_items: list[int] | None = None, slots: int = 1, train_scale: float = 1.0) -> Forecast:
     """Loop 0 as ``plan``; loop i trains ``growth ** i`` as long (1.0: every loop like loop 0).
 
     ``final_items``: the final evaluation's items per model (0: it runs nothing): two runs, the base
     model's and the best model's (evaluation time per item × items, plus each run's fixed cost).
     ``guard_items``: the forgetting guard's items per guard benchmark (``FT_GUARD_BENCHMARKS``): one run
     each per loop for the candidate, and in loop 0 one more each for the base model — an upper bound,
-    since only a candidate that would become SOTA is scored and the base's scores may be cached."""
+    since only a candidate that would become SOTA is scored and the base's scores may be cached.
+    ``slots``: trials at once (their wall time is their schedule over the slots); ``train_scale``: a trial's
+    training time on its slot over the probe's (a slot with fewer GPUs than the probe had trains slower)."""
     guard_s = sum(eval_seconds(evaluation, n) for n in guard_items or [])
     eval_s = eval_seconds(evaluation)
     llm_s = (llm.seconds / max(1, loop_n)) if llm is not None else 0.0  # the calls are spread over the loops
     loops = []
     for i in range(max(1, loop_n)):
-        train_s = train_seconds(train, grown(plan, growth ** i, max_steps_cap) if i else plan)
+        train_s = train_scale * train_seconds(train, grown(plan, growth ** i, max_steps_cap) if i else plan)
         validate_s = train.validate_s if i == 0 or train.revalidate_s is None else train.revalidate_s
         loop_eval_s = eval_s + guard_s * (2 if i == 0 else 1)
         loops.append(LoopForecast(loop=i, train_s=round(train_s, 2), eval_s=round(loop_eval_s, 2),
@@ -221,7 +241,7 @@ def build_forecast(*, planner: str, loop_n: int, plan: TrainPlan, train: TrainPr
                     llm=llm or LLMForecast(), timeout_s=timeout_s, assumptions=list(assumptions or []),
                     train_probe=train, eval_probe=evaluation, probe_cost_s=round(probe_cost_s, 2),
                     final_eval_s=round(2 * eval_seconds(evaluation, final_items), 2) if final_items else None,
-                    final_items=final_items)
+                    final_items=final_items, slots=max(1, slots))
 
 
 def percent_error(forecast_s: float | None, actual_s: float | None) -> float | None:

@@ -167,6 +167,15 @@ class FTSettings(BaseSettings):
     api_max_workers: int = Field(8, gt=0, description="LLM requests a data script may have in flight "
                                                       "(enforced by the session's LLM gateway)")
     coder_max_loop: int = Field(10, gt=0)
+    parallel_trials: str = Field(
+        "1", description="trials at once in one session: 1 (one after another), K, or auto (as many as the slots "
+                         "the launch plan gives: GPUs per trial, else one CPU core each); docs/distributed.md")
+    slot_executor: Literal["local", "ray"] = Field(
+        "local", description="who lends the slots of trials at once: local (this machine), or ray (a Ray task holds "
+                             "each trial's GPUs or cores on this node, so other Ray work never shares them)")
+    ray_address: str = Field("auto", description="FT_SLOT_EXECUTOR=ray: the Ray cluster (auto, host:port)")
+    ray_gpu_resource: str = Field("GPU", description="FT_SLOT_EXECUTOR=ray: the Ray resource a slot's GPUs are "
+                                                      "reserved as (GPU, or a custom one)")
     force_think_token: bool = False
     llm_budget_usd: float | None = Field(
         None, gt=0, description="USD cap on LLM spend: planner and data-script calls (unknown prices are not counted)")
@@ -210,6 +219,14 @@ class FTSettings(BaseSettings):
             value = value.strip()
             return json.loads(value) if value.startswith("[") else [v for v in value.split(os.pathsep) if v.strip()]
         return value
+
+    @field_validator("parallel_trials", mode="before")
+    @classmethod
+    def _parallel(cls, value: Any) -> Any:
+        text = str(value).strip().lower()
+        if text == "auto" or (text.isdigit() and int(text) >= 1):
+            return text
+        raise ValueError("expected a whole number >= 1 or auto")
 
     @field_validator("env_type", "planner", mode="before")
     @classmethod

@@ -17,6 +17,7 @@ from ftagent.core.errors import StepError, StepFailure
 from ftagent.core.forecast import Forecast
 from ftagent.core.hardware import HardwareInfo
 from ftagent.core.holdout import Holdout
+from ftagent.core.slots import Slot
 
 
 class SamplingPlan(BaseModel):
@@ -298,6 +299,7 @@ class ScenarioInfo(BaseModel):
     # the session's LaunchPlan as JSON (tools.launch.plan; its .memory is `memory`): every train.yaml is
     # checked against it (tools.launch.train_rules); {} when config.json could not be planned
     launch_plan: dict[str, Any] = Field(default_factory=dict)
+    slot: Slot | None = None  # the slot a trial's view of the scenario is for (K trials at once); None: all of it
     memory_report: str = ""
     llama_factory_info_dir: str | None = None
     llama_factory_version: str | None = None

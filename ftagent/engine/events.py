@@ -216,6 +216,16 @@ class LoopEnd(_Event):
     is_sota: bool = False
 
 
+class TrialStart(_Event):
+    """A trial (loop) takes a slot: K trials at once (ftagent.engine.parallel); ``resumed``: from its snapshot."""
+
+    type: Literal["trial_start"] = "trial_start"
+    slot: int | None = None
+    slot_label: str = ""
+    step: str = ""  # the step it starts (or resumes) at
+    resumed: bool = False
+
+
 class Progress(_Event):
     """A running command's progress: training steps, evaluation items (throttled by the emitter)."""
 
@@ -319,6 +329,7 @@ Event = Annotated[
     | BenchmarkResult
     | FeedbackEvent
     | LoopEnd
+    | TrialStart
     | Progress
     | LeftoversReaped
     | ForecastEvent
@@ -340,6 +351,7 @@ class EventLog:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self._subscribers: list[Callable[[_Event], None]] = []
+        self._count: int | None = None  # lines in the file, once counted: every commit asks (K trials at once)
 
     def subscribe(self, callback: Callable[[_Event], None]) -> None:
         """Call ``callback`` with every event after it is written (e.g. the live console display)."""
@@ -352,6 +364,8 @@ class EventLog:
             fh.write(line)
             fh.flush()
             os.fsync(fh.fileno())
+            if self._count is not None:
+                self._count += 1
         for callback in self._subscribers:
             try:
                 callback(event)
@@ -359,11 +373,15 @@ class EventLog:
                 logging.getLogger(__name__).debug("event subscriber failed", exc_info=True)
 
     def count(self) -> int:
-        """Number of complete lines written so far."""
-        if not self.path.exists():
-            return 0
-        with open(self.path, "rb") as fh:
-            return sum(1 for line in fh if line.endswith(b"\n"))
+        """Number of complete lines written so far (read once, then kept by :meth:`emit`: this log is the
+        session's only writer while it holds the session's lock)."""
+        with self._lock:
+            if self._count is None:
+                if not self.path.exists():
+                    return 0
+                with open(self.path, "rb") as fh:
+                    self._count = sum(1 for line in fh if line.endswith(b"\n"))
+            return self._count
 
     def truncate(self, n_lines: int) -> None:
         """Keep only the first ``n_lines`` complete lines (used by resume with checkout)."""
@@ -374,6 +392,8 @@ class EventLog:
         tmp = self.path.with_suffix(".tmp")
         tmp.write_bytes(b"".join(lines))
         os.replace(tmp, self.path)
+        with self._lock:
+            self._count = len(lines)
 
 
 def read_events(path: Path) -> Iterator[Event]:

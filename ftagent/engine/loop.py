@@ -31,70 +31,25 @@ from __future__ import annotations
 
 import re
 import time
-import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from ftagent.core.disk import check_disk_full
-from ftagent.core.errors import BudgetExhausted, EnvironmentFailure, ErrorType, StepError, StepFailure
-from ftagent.engine.events import EventLog, LoopEnd, Message, SessionEnd, StepEnd, StepStart, _Event
-from ftagent.engine.session import LoopState, Session
+from ftagent.core.errors import BudgetExhausted, EnvironmentFailure, ErrorType, StepFailure
+from ftagent.engine.context import Goto, SessionStatus, StepContext, StepFn
+from ftagent.engine.events import LoopEnd, Message, SessionEnd
+from ftagent.engine.session import Session
+from ftagent.engine.steps import run_step
 
-SessionStatus = Literal["completed", "timeout", "step_limit", "budget", "env_error", "interrupted", "no_progress",
-                        "no_model"]
+if TYPE_CHECKING:
+    from ftagent.engine.parallel import SlotPool
+
+# what a step sees and returns lives in engine/context.py (the parallel scheduler shares it); named here too
+__all__ = ["Goto", "LoopEngine", "RunSummary", "SessionStatus", "StepContext", "StepFn", "Workflow", "no_model",
+           "no_progress"]
+
 #: the endings that are no success when the session has no scored result: they become ``no_model``
 _NEEDS_A_RESULT = ("completed", "timeout", "budget")
-
-
-@dataclass
-class Goto:
-    """Returned by a step to send the loop back to an earlier step (why: in the loop state)."""
-
-    step: str
-    reason: str = ""
-    error_type: ErrorType | None = None  # the type of what sent it back: the loop's failure past the cap
-
-
-class StepContext:
-    """What a step gets: the session, the current loop, the event log and the deadline."""
-
-    def __init__(self, session: Session, events: EventLog, deadline: float | None,
-                 clock: Callable[[], float]) -> None:
-        self.session = session
-        self.events = events
-        self.deadline = deadline
-        self._clock = clock
-
-    @property
-    def state(self) -> Any:
-        """The workflow's own :class:`SessionState` subclass (the engine does not know its fields)."""
-        return self.session.state
-
-    @property
-    def loop(self) -> LoopState:
-        assert self.session.state.current is not None
-        return self.session.state.current
-
-    def time_left(self) -> float | None:
-        """Seconds until the session deadline (None when there is no timeout)."""
-        if self.deadline is None:
-            return None
-        return max(0.0, self.deadline - self._clock())
-
-    def limit(self, seconds: float) -> float:
-        """``seconds`` capped by the session deadline: the timeout to give a subprocess."""
-        left = self.time_left()
-        return seconds if left is None else min(seconds, left)
-
-    def emit(self, event: _Event) -> None:
-        """Write an event tagged with the current loop."""
-        if event.loop is None and self.session.state.current is not None:
-            event.loop = self.session.state.current.index
-        self.events.emit(event)
-
-
-StepFn = Callable[[StepContext], Any]
 
 
 class Workflow(Protocol):
@@ -162,21 +117,6 @@ def no_model(status: str, message: str, failures: Sequence[StepFailure]) -> str:
             "or fix what the failure names")
 
 
-def _failure_from(exc: BaseException, stage: str) -> StepFailure:
-    if isinstance(exc, StepError):
-        return exc.to_failure(stage)
-    tail = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))[-3000:]
-    # what stopped the step says its type (issue 34.12: these were UNKNOWN, "[train/UNKNOWN]" in the report):
-    # an interruption ("terminated by SIGTERM") or the environment (a full disk, with what to free)
-    if isinstance(exc, KeyboardInterrupt):
-        return StepFailure(stage=stage, error_type=ErrorType.INTERRUPTED,
-                           message=str(exc) or "interrupted by the user", log_tail=tail)
-    if isinstance(exc, EnvironmentFailure):
-        return StepFailure(stage=stage, error_type=ErrorType.ENV, message=str(exc), log_tail=tail)
-    return StepFailure(stage=stage, error_type=ErrorType.UNKNOWN, message=f"{type(exc).__name__}: {exc}",
-                       log_tail=tail)
-
-
 class LoopEngine:
     """Drives a :class:`Workflow` over a :class:`Session`."""
 
@@ -191,8 +131,12 @@ class LoopEngine:
         clock: Callable[[], float] = time.time,
         finish: Callable[[StepContext], None] | None = None,
         loop_guard: Callable[[StepContext], str | None] | None = None,
+        pool: SlotPool | None = None,
+        interrupt: Callable[[], None] | None = None,
     ) -> None:
         self.workflow = workflow
+        self.pool = pool  # K trials at once (ftagent.engine.parallel); None: one loop at a time
+        self.interrupt = interrupt  # ends the running tool processes when trials at once are interrupted
         self.finish = finish  # run once before session_end when the loops completed (a final evaluation)
         # asked before a loop starts: a reason not to start it (it cannot finish before --timeout), or None
         self.loop_guard = loop_guard
@@ -219,8 +163,28 @@ class LoopEngine:
         self._time_base = (start, elapsed_before)
         deadline = None if self.timeout_s is None else start + self.timeout_s - elapsed_before
         ctx = StepContext(self.session, self.events, deadline, self.clock)
-        steps_run = 0
         failures: list[StepFailure] = []
+        if self.pool is not None or state.running:  # K trials at once, or a session saved with trials in flight
+            from ftagent.engine.parallel import LocalSlotPool, Scheduler, WholeMachine
+
+            sched = Scheduler(self, self.pool or LocalSlotPool([WholeMachine()]), interrupt=self.interrupt)
+            try:
+                status, message = sched.run(ctx)
+            finally:
+                state.elapsed_s = elapsed_before + (self.clock() - start)
+            steps_run, failures, self._loop_failures = sched.steps_run, sched.failures, sched.loop_failures
+        else:
+            status, message, steps_run = self._run_sequential(ctx, failures)
+        status, message = self._conclude(ctx, status, message, failures)
+        self.events.emit(SessionEnd(status=status, message=message))
+        return RunSummary(status, state.loop_index - len(state.running), steps_run, message, failures)
+
+    def _run_sequential(self, ctx: StepContext, failures: list[StepFailure]) -> tuple[SessionStatus, str, int]:
+        """One loop at a time: ``(status, message, steps run)``."""
+        state = self.session.state
+        start, elapsed_before = self._time_base
+        deadline = ctx.deadline
+        steps_run = 0
         status: SessionStatus = "completed"
         message = ""
         while True:
@@ -254,6 +218,13 @@ class LoopEngine:
             finally:
                 state.elapsed_s = elapsed_before + (self.clock() - start)
             steps_run += 1
+        return status, message, steps_run
+
+    def _conclude(self, ctx: StepContext, status: SessionStatus, message: str,
+                  failures: list[StepFailure]) -> tuple[SessionStatus, str]:
+        """How the session ends (no progress, no model) and the finish step (a final evaluation)."""
+        state = self.session.state
+        start, elapsed_before = self._time_base
         stuck = no_progress(self._loop_failures) if status == "completed" else None
         if stuck is not None:
             status, message = "no_progress", stuck
@@ -268,61 +239,21 @@ class LoopEngine:
                 self.events.emit(Message(level="warning", text=f"{type(exc).__name__}: {exc}"[:500]))
             finally:
                 state.elapsed_s = elapsed_before + (self.clock() - start)
-        self.events.emit(SessionEnd(status=status, message=message))
-        return RunSummary(status, state.loop_index, steps_run, message, failures)
+        return status, message
 
     def _run_one_step(self, ctx: StepContext, failures: list[StepFailure]) -> None:
         state = self.session.state
         loop = state.current
         assert loop is not None
         seq = state.step_index
-        name, fn = self._steps[seq]
-        ctx.emit(StepStart(step=name))
-        t0 = self.clock()
-        next_seq = seq + 1
-        status: Literal["ok", "failed", "goto"] = "ok"
-        goto_target = None
-        failure: StepFailure | None = None
-        try:
-            result = fn(ctx)
-            if isinstance(result, Goto):
-                cap = self.workflow.goto_caps.get(result.step, 0)
-                used = loop.gotos.get(result.step, 0)
-                if used >= cap:
-                    failure = StepFailure(
-                        stage=name, error_type=result.error_type or ErrorType.CONFIG,
-                        message=f"gave up after {used} round(s) back to '{result.step}': {result.reason}",
-                    )
-                else:
-                    loop.gotos[result.step] = used + 1
-                    status, goto_target, next_seq = "goto", result.step, self._index(result.step)
-        except (EnvironmentFailure, BudgetExhausted, KeyboardInterrupt) as exc:
-            failure = _failure_from(exc, name)
-            ctx.emit(StepEnd(step=name, status="failed", duration_s=self.clock() - t0, failure=failure))
-            raise
-        except Exception as exc:  # noqa: BLE001 - every step failure becomes feedback
-            failure = _failure_from(exc, name)
-            try:  # a full disk is the environment's: every step that writes is covered here, not case by case
-                check_disk_full(f"{failure.message}\n{failure.log_tail}", f"the {name} step",
-                                [*getattr(self.workflow, "disk_folders", ()), self.session.dir])
-            except EnvironmentFailure as full:
-                failure = failure.model_copy(update={"error_type": ErrorType.ENV})
-                ctx.emit(StepEnd(step=name, status="failed", duration_s=self.clock() - t0, failure=failure))
-                raise full from exc
-        if failure is not None:
-            if name == self.workflow.feedback_step:
-                ctx.emit(StepEnd(step=name, status="failed", duration_s=self.clock() - t0, failure=failure))
-                raise EnvironmentFailure(f"the feedback step failed: {failure.message}")
-            loop.failure = failure
-            failures.append(failure)
-            status, next_seq = "failed", self._index(self.workflow.feedback_step)
-        took = self.clock() - t0
-        loop.running_s += took  # the loop's duration is the sum of its steps' (never a resume's gap)
-        ctx.emit(StepEnd(step=name, status=status, duration_s=took, failure=failure, goto=goto_target))
+        out = run_step(self.workflow, self._steps, ctx, loop, seq, self.clock, self.session.dir)
+        if out.failure is not None and out.status == "failed":
+            failures.append(out.failure)
+        ctx.emit(out.end_event())
         state.steps_done += 1
-        state.last_step = name
-        state.step_index = next_seq
-        if next_seq >= len(self._steps):
+        state.last_step = out.name
+        state.step_index = out.next_seq
+        if out.next_seq >= len(self._steps):
             self._loop_failures.append(loop.failure)
             sota = self.workflow.is_best_loop(state, loop.index)
             ctx.emit(LoopEnd(status="failed" if loop.failure else "succeeded",
@@ -333,4 +264,5 @@ class LoopEngine:
         state.event_count = self.events.count()
         start, elapsed_before = self._time_base
         state.elapsed_s = elapsed_before + (self.clock() - start)
-        self.session.save(loop.index, seq, name)
+        self.session.save(loop.index, seq, out.name,
+                          order=state.steps_done if state.ordered_snapshots else None)

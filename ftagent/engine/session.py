@@ -5,6 +5,8 @@ Layout of a session directory::
     <LOG_PATH>/<session_id>/
         events.jsonl
         __session__/<loop>/<seq>_<step>     JSON snapshot written after that step
+    __session__/<loop>/<seq>_<step>.<n> the same, numbered by the session's step count once trials run
+                                        at once (the newest snapshot is the highest n, whatever its loop)
         llm/<n>.json                        one file per LLM call
         .lock, .lock.holder.json            held by the process working in it (:class:`SessionLock`)
 
@@ -20,6 +22,7 @@ import shutil
 import socket
 import time
 import uuid
+from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -112,6 +115,9 @@ class LoopState(BaseModel):
     # Seconds this loop's steps actually ran, summed over every process run (issue 32): a resume or a
     # fork days later must not count the gap; :class:`~ftagent.engine.events.LoopEnd` reports this.
     running_s: float = 0.0
+    # K trials at once (ftagent.engine.parallel): the loop's next step and the slot it runs on
+    next_step: int = 0
+    slot: int | None = None
 
 
 class SessionState(BaseModel):
@@ -133,6 +139,10 @@ class SessionState(BaseModel):
     steps_done: int = 0
     event_count: int = 0  # lines of events.jsonl that belong to this snapshot
     last_step: str | None = None
+    # the loops in flight when K trials run at once (ftagent.engine.parallel); ``current`` is unused then
+    running: Sequence[LoopState] = Field(default_factory=list)  # a workflow types its own loops
+    # snapshots carry the step count in their name (``<seq>_<step>.<n>``): set once trials ran at once
+    ordered_snapshots: bool = False
 
 
 def new_session_id() -> str:
@@ -141,13 +151,22 @@ def new_session_id() -> str:
     return f"{stamp}_{uuid.uuid4().hex[:6]}"
 
 
-def snapshot_name(seq: int, step: str) -> str:
-    return f"{seq}_{step}"
+def snapshot_name(seq: int, step: str, order: int | None = None) -> str:
+    return f"{seq}_{step}" if order is None else f"{seq}_{step}.{order:06d}"
 
 
-def _sort_key(path: Path) -> tuple[int, int]:
+def snapshot_order(path: Path) -> int | None:
+    """The step count in an ordered snapshot's name (``3_train.000017`` → 17), None for ``3_train``."""
+    _, _, tail = path.name.rpartition(".")
+    return int(tail) if "." in path.name and tail.isdigit() else None
+
+
+def _sort_key(path: Path) -> tuple[int, int, int]:
+    """Ordered snapshots by their step count (after every unordered one: those came first), the others by
+    (loop, step): the last in this order is the newest snapshot."""
     seq = path.name.split("_", 1)[0]
-    return int(path.parent.name), int(seq)
+    order = snapshot_order(path)
+    return (-1 if order is None else order), int(path.parent.name), int(seq)
 
 
 def list_snapshots(session_dir: Path) -> list[Path]:
@@ -223,13 +242,15 @@ class Session:
         directory.mkdir(parents=True, exist_ok=False)
         return cls(directory, state_cls(session_id=sid, config=config or {}, **state))
 
-    def save(self, loop: int, seq: int, step: str) -> Path:
+    def save(self, loop: int, seq: int, step: str, order: int | None = None) -> Path:
         """Write the snapshot taken after step ``seq`` of ``loop``; drop now-stale later ones.
 
         A step can run twice in one loop (validate → code), so snapshots that sort after this one in
-        the same loop belong to an earlier round and would mislead a resume: they are removed.
+        the same loop belong to an earlier round and would mislead a resume: they are removed. ``order``
+        (the session's step count) names an ordered snapshot (K trials at once): then only this loop's
+        snapshots of later steps, from an earlier round, are stale; other loops' are not.
         """
-        path = self.dir / SESSION_DIR / str(loop) / snapshot_name(seq, step)
+        path = self.dir / SESSION_DIR / str(loop) / snapshot_name(seq, step, order)
         try:
             write_atomic(path, self.state.model_dump_json(indent=1))  # secrets masked by write_atomic
         except OSError as exc:  # disk full, quota, read-only file system: the previous snapshot is intact
@@ -239,7 +260,10 @@ class Session:
                 f"cannot write the session snapshot {path}: {exc.strerror or exc} (errno {exc.errno}). "
                 f"Nothing earlier was lost: free space under {self.dir.parent}, then {previous}") from exc
         for other in list_snapshots(self.dir):
-            if _sort_key(other) > _sort_key(path):
+            if order is None and _sort_key(other) > _sort_key(path):
+                other.unlink(missing_ok=True)
+            elif order is not None and other.parent == path.parent and other != path and (
+                    int(other.name.split("_", 1)[0]) >= seq):
                 other.unlink(missing_ok=True)
         return path
 

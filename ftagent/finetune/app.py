@@ -27,6 +27,7 @@ from ftagent.core.durations import parse_duration
 from ftagent.core.errors import EnvironmentFailure, UserInputError
 from ftagent.engine.events import Message, ScenarioStage, SessionEnd, SessionStart, _Event
 from ftagent.engine.loop import RunSummary
+from ftagent.engine.parallel import trial_loop
 from ftagent.engine.session import Session
 from ftagent.finetune.lifecycle import begin_run, hold
 from ftagent.finetune.state import FinetuneSessionState, finetune_state
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
     from ftagent.benchmarks.base import BenchmarkAdapter
     from ftagent.core.cpu_speed import CpuSpeedMonitor
     from ftagent.core.settings import Settings
+    from ftagent.core.types import ScenarioInfo
     from ftagent.engine.loop import StepContext
     from ftagent.finetune.start import Startup
     from ftagent.finetune.startup import ResolvedRun
@@ -77,6 +79,8 @@ class SessionEmitter:
         self._observer = observer  # sees pre-session events at once (the live display)
 
     def __call__(self, event: _Event) -> None:
+        if event.loop is None:  # a trial's worker thread (K trials at once): its loop, whatever is current
+            event.loop = trial_loop()
         if self._session is None:
             self._pending.append(event)
             if self._observer is not None:
@@ -217,6 +221,9 @@ def _start(startup: Startup, emit: SessionEmitter, loop_n: int | None, timeout_s
     """Prepare (no session yet), create the session, then build the scenario and the baseline."""
     settings, run, planner = startup.settings, startup.run, startup.planner
     prepared = startup.prepare(emit)  # bad dataset / model / benchmark data: raises before any session exists
+    from ftagent.finetune.slots import check_slots
+
+    check_slots(settings, prepared, run)  # a K the machine cannot hold: exit 2 before any session exists
     builder, runner = startup.builder, startup.runner
     run_cfg = {"benchmark": run.benchmark, "benchmark_file": run.benchmark_file,
                "base_model": run.base_model, "loop_n": loop_n, "dataset_file": run.dataset_file,
@@ -324,17 +331,27 @@ def _run(session: Session, settings: Settings, run: ResolvedRun, runner: Runner,
     # generated code reaches the LLM only through the session's loopback gateway (URL + token, no key)
     gateway = LLMGateway(settings.llm, ft, session.dir, emit=emit).start() if settings.llm.configured else None
     try:
-        components = build_components(state.scenario, settings, runner, planner,
-                                      llm_gateway_url=gateway.url if gateway else None,
-                                      llm_gateway_token=gateway.token if gateway else None, run=run)
-        workflow = FinetuneWorkflow(state.scenario, components, coder_max_loop=ft.coder_max_loop,
-                                    sota_min_delta=ft.sota_min_delta, workspace_root=_workspace_root(settings),
-                                    sota_rule=ft.sota_rule, integrity=IntegrityGuard.for_spec(
-                                        state.scenario, run.spec, references_file=session.dir / REFERENCES_FILE,
-                                        baseline_configs=state.trace.baseline_eval_configs),
-                                    forgetting=ForgettingGuard(state.scenario, settings, runner, adapters=guards,
-                                                               inference=run.model.inference)
-                                    if guards else None)
+        def components_for(scenario: ScenarioInfo, slot_runner: Any) -> Any:
+            return build_components(scenario, settings, slot_runner, planner,
+                                    llm_gateway_url=gateway.url if gateway else None,
+                                    llm_gateway_token=gateway.token if gateway else None, run=run)
+
+        def guard_for(scenario: ScenarioInfo, slot_runner: Any) -> ForgettingGuard | None:
+            return ForgettingGuard(scenario, settings, slot_runner, adapters=guards,
+                                   inference=run.model.inference) if guards else None
+
+        from ftagent.finetune.slots import ONE_AT_A_TIME, end_tool_processes, trials_at_once
+
+        at_once = trials_at_once(settings, state.scenario, runner, in_flight=bool(state.running),
+                                 make_components=components_for, make_forgetting=guard_for,
+                                 inference=run.model.inference, emit=emit, session_dir=session.dir)
+        slots = at_once or ONE_AT_A_TIME
+        workflow = FinetuneWorkflow(
+            state.scenario, components_for(state.scenario, runner), coder_max_loop=ft.coder_max_loop,
+            sota_min_delta=ft.sota_min_delta, workspace_root=_workspace_root(settings), sota_rule=ft.sota_rule,
+            integrity=IntegrityGuard.for_spec(state.scenario, run.spec, references_file=session.dir / REFERENCES_FILE,
+                                              baseline_configs=state.trace.baseline_eval_configs),
+            forgetting=guard_for(state.scenario, runner), family_size=slots.k, for_slot=slots.for_slot)
         total = options.loop_n or state.config.get("run", {}).get("loop_n") or 1
         from ftagent.finetune.final import final_evaluation
 
@@ -347,7 +364,8 @@ def _run(session: Session, settings: Settings, run: ResolvedRun, runner: Runner,
                                     gpus=state.scenario.hardware.gpu_count, emit=session.events.emit)
         session.events.subscribe(reforecaster)
         summary = LoopEngine(workflow, session, loop_n=total, step_n=options.step_n, timeout_s=timeout_s,
-                             finish=finish, loop_guard=reforecaster.loop_guard).run()
+                             finish=finish, loop_guard=reforecaster.loop_guard, pool=slots.pool,
+                             interrupt=end_tool_processes).run()
     finally:
         if gateway is not None:
             gateway.stop()

@@ -402,6 +402,11 @@ def make_forecast(scenario: ScenarioInfo, settings: Settings, train: TrainProbe,
     else:
         assumptions.append("every loop trains like loop 0 (the planner resizes later loops after feedback)")
     assumptions += stage_cost_lines(list(getattr(settings.ft, "stages", ["sft"])), train, evaluation)  # issue 40
+    from ftagent.finetune.slots import slot_pricing
+
+    slots, train_scale, slot_note = slot_pricing(settings, scenario)  # FT_PARALLEL_TRIALS: the loops' schedule
+    if slot_note:
+        assumptions.append(slot_note)
     llm = llm_forecast(settings, scenario, planner, loop_n, events)
     if spec.asks_llm:
         assumptions.append(f"the LLM planner is assumed to plan the heuristic planner's first recipe ({plan.method}, "
@@ -414,7 +419,8 @@ def make_forecast(scenario: ScenarioInfo, settings: Settings, train: TrainProbe,
                           llm=llm, timeout_s=timeout_s,
                           assumptions=assumptions, probe_cost_s=probe_cost_s, growth=growth,
                           max_steps_cap=MAX_STEPS_CAP, final_items=final_items(scenario, settings, assumptions),
-                          guard_items=guard_items(settings, scenario.benchmark, assumptions))
+                          guard_items=guard_items(settings, scenario.benchmark, assumptions), slots=slots,
+                          train_scale=train_scale)
 
 
 def stage_cost_lines(stages: list[str], train: TrainProbe, evaluation: EvalProbe) -> list[str]:

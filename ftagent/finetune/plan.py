@@ -196,3 +196,20 @@ def _model_config(base_model: str) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise UserInputError(f"config.json of {base_model} on the Hub is not a JSON object")
     return data
+
+
+def hardware_slots(plan: LaunchPlan, base_model: str, requested: str) -> dict[str, Any]:
+    """``ftagent plan --hardware``: the slots FT_PARALLEL_TRIALS makes on the described GPUs, and auto's
+    (``{"requested": SlotPlan JSON or {"requested": K, "refused": why}, "auto": ...}``; issue 41)."""
+    from ftagent.core.errors import UserInputError
+    from ftagent.tools.launch.slots import plan_gpu_slots
+
+    config = _model_config(base_model)
+    out: dict[str, Any] = {}
+    for key, asked in (("requested", requested), ("auto", "auto")):
+        try:
+            out[key] = plan_gpu_slots(asked, plan.hardware, config, name=plan.model, cpu_ram_gb=plan.cpu_ram_gb,
+                                      offload=plan.offload).model_dump(mode="json")
+        except UserInputError as exc:
+            out[key] = {"requested": asked, "refused": str(exc)}
+    return out

@@ -8,6 +8,8 @@ failure, jumps back); this module adds the fine-tuning facts. Each step writes o
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from pydantic import Field
 
 from ftagent.core.trace import Trace
@@ -45,6 +47,7 @@ class FinetuneSessionState(SessionState):
     """A fine-tuning session: the scenario (fixed before loop 0), the trace, the current loop."""
 
     current: FinetuneLoop | None = None
+    running: Sequence[FinetuneLoop] = Field(default_factory=list)  # K trials at once: the loops in flight
     scenario: ScenarioInfo | None = None
     trace: Trace = Field(default_factory=Trace)
 

@@ -8,6 +8,7 @@ records a typed event. Later steps read those fields as objects; nothing is re-v
 from __future__ import annotations
 
 import shutil
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,6 +47,7 @@ from ftagent.finetune.approval import (
     seal_model,
 )
 from ftagent.finetune.forgetting import ForgettingGuard
+from ftagent.finetune.proposals import Proposals
 from ftagent.finetune.protocols import (
     Coder,
     DataStep,
@@ -81,16 +83,28 @@ class Components:
 
 
 class FinetuneWorkflow:
-    """Binds the components to the engine's step protocol over :class:`FinetuneLoop`."""
+    """Binds the components to the engine's step protocol over :class:`FinetuneLoop`.
+
+    With K trials at once (``ftagent.engine.parallel``) each slot has its own components (built on the
+    slot's view of the scenario and a runner that gives its commands the slot's GPUs, cores and ports:
+    ``for_slot``), propose and feedback run one at a time (``serial_steps``), and the proposals of a
+    round are distinct and see each other (:class:`~ftagent.finetune.proposals.Proposals`).
+    """
 
     feedback_step = "feedback"
+    serial_steps = ("propose", "feedback")  # the two steps that read and write the shared trace
 
     def __init__(self, scenario: ScenarioInfo, components: Components, *, coder_max_loop: int,
                  sota_min_delta: float, workspace_root: Path, sota_rule: str = "interval",
                  integrity: IntegrityGuard | None = None, forgetting: ForgettingGuard | None = None,
-                 family_size: int = 1) -> None:
+                 family_size: int = 1,
+                 for_slot: Callable[[Any], tuple[Components, ForgettingGuard | None]] | None = None) -> None:
         self.scenario = scenario
         self.c = components
+        self.for_slot = for_slot  # a slot -> its components and forgetting guard (built once per slot and GPU set)
+        self._slot_parts: dict[tuple[int, tuple[str, ...]], tuple[Components, ForgettingGuard | None]] = {}
+        self._slot_lock = threading.Lock()
+        self.proposals = Proposals()
         self.min_delta = sota_min_delta
         self.sota_rule = sota_rule  # FT_SOTA_RULE, applied by ftagent.core.sota.decide_sota
         self.family_size = max(1, family_size)  # the slots: candidates judged per round (Holm, core.sota_family)
@@ -130,10 +144,29 @@ class FinetuneWorkflow:
     def _loop(ctx: StepContext) -> FinetuneLoop:
         return finetune_loop(ctx.loop)
 
+    def _slot(self, ctx: StepContext) -> tuple[Components, ForgettingGuard | None]:
+        """The components and guard of the slot this step runs on (the session's one trial at a time). A slot
+        lent with other GPUs (a Ray lease) gets components built for those."""
+        slot = getattr(ctx, "slot", None)
+        if slot is None or self.for_slot is None or not hasattr(slot, "gpus"):
+            return self.c, self.forgetting
+        key = (slot.index, tuple(slot.gpus))
+        with self._slot_lock:
+            if key not in self._slot_parts:
+                self._slot_parts[key] = self.for_slot(slot)
+            return self._slot_parts[key]
+
+    def parts(self, ctx: StepContext) -> Components:
+        """The components of the slot this step runs on (the session's when trials run one at a time)."""
+        return self._slot(ctx)[0]
+
+    def _forgetting_guard(self, ctx: StepContext) -> ForgettingGuard | None:
+        return self._slot(ctx)[1]
+
     # -- steps -------------------------------------------------------------------------------------
     def propose(self, ctx: StepContext) -> None:
         loop = self._loop(ctx)
-        hypothesis = self.c.proposer.propose(ctx.state.trace, ctx)
+        hypothesis = self.proposals.next(self.parts(ctx).proposer, ctx.state.trace, ctx)
         loop.hypothesis = hypothesis
         ctx.emit(HypothesisEvent(reason=hypothesis.reason, hypothesis=hypothesis.hypothesis,
                                  task=hypothesis.task, parent=hypothesis.parent,
@@ -149,8 +182,8 @@ class FinetuneWorkflow:
         workspace = self.workspace(ctx.state.session_id, loop.index)
         workspace.mkdir(parents=True, exist_ok=True)
         scrub_workspace(workspace, ctx)
-        prepare_stage(self.c.stages, loop, ctx.state.trace, workspace.parent, workspace, ctx)  # issue 40
-        result = self.c.coder.code(loop.hypothesis, ctx.state.trace, workspace, feedback, ctx)
+        prepare_stage(self.parts(ctx).stages, loop, ctx.state.trace, workspace.parent, workspace, ctx)  # issue 40
+        result = self.parts(ctx).coder.code(loop.hypothesis, ctx.state.trace, workspace, feedback, ctx)
         result.stage, result.start, result.reward = loop.hypothesis.stage, loop.start, loop.reward  # the system's
         if loop.samples is not None:  # frozen with the code: the full data run (data/loop_<n>/) reads it too
             result.files[SAMPLES_FILE] = loop.samples.path
@@ -165,8 +198,8 @@ class FinetuneWorkflow:
         try:
             scrub_workspace(Path(loop.code.workspace), ctx)
             freeze_code(loop.code, frozen)  # what the debug run runs is what the full run will run
-            self.c.data.prepare(loop.code, loop.hypothesis, ctx.state.trace, ctx, debug=True)
-            report = self.c.validator.validate(loop.code, ctx)
+            self.parts(ctx).data.prepare(loop.code, loop.hypothesis, ctx.state.trace, ctx, debug=True)
+            report = self.parts(ctx).validator.validate(loop.code, ctx)
             if report.passed:  # what validation approved, frozen outside the workspace (issue 39 item 2)
                 report.approved = approve(loop.code, report, frozen,
                                           data_run_dir(self.workspace_root, ctx.state.session_id, loop.index))
@@ -195,12 +228,12 @@ class FinetuneWorkflow:
         require_unchanged(approved, "training")
         # the full data run in its own fresh folder, from the frozen code: it can write only its own output
         data_code = prepare_data_run(loop.code, approved) if approved is not None else loop.code
-        rows = self.c.data.prepare(data_code, loop.hypothesis, ctx.state.trace, ctx, debug=False)
+        rows = self.parts(ctx).data.prepare(data_code, loop.hypothesis, ctx.state.trace, ctx, debug=False)
         if rows is not None:
             loop.report.data_stats["train_rows"] = rows
         if approved is not None:
             seal_data(approved, data_format=stage_spec(loop.hypothesis.stage).data)  # issue 40: the stage's rows
-        result = self.c.trainer.train(loop.code, loop.report, ctx)
+        result = self.parts(ctx).trainer.train(loop.code, loop.report, ctx)
         seal_model(approved, Path(result.model_path))
         loop.model = result
         ctx.emit(TrainingEvent(output_dir=result.output_dir, finetuning_type=result.finetuning_type,
@@ -213,7 +246,7 @@ class FinetuneWorkflow:
         assert loop.model is not None
         scrub_workspace(Path(loop.code.workspace if loop.code else loop.model.output_dir), ctx)
         require_unchanged(loop.report.approved if loop.report is not None else None, "evaluation")
-        out = self.c.evaluator.evaluate_splits(loop.model, ctx, ("validation", "test"),
+        out = self.parts(ctx).evaluator.evaluate_splits(loop.model, ctx, ("validation", "test"),
                                                on_progress=progress_events(ctx.emit))
         loop.scores.validation = out.require("validation")  # its failure fails the loop
         ctx.emit(benchmark_event(loop.scores.validation))
@@ -229,7 +262,7 @@ class FinetuneWorkflow:
     def _track_scores(self, ctx: StepContext, loop: FinetuneLoop) -> None:
         """The validation score into the loop's tracker run (``FT_REPORT_TO``); a failure is only a warning.
         The test score is not sent: see :mod:`ftagent.tools.llamafactory.tracking`."""
-        log_scores = getattr(self.c.trainer, "log_scores", None)  # optional: a plug-in trainer may not track
+        log_scores = getattr(self.parts(ctx).trainer, "log_scores", None)  # optional: a plug-in trainer may not track
         if log_scores is None or loop.model is None:
             return
         try:
@@ -260,7 +293,7 @@ class FinetuneWorkflow:
                                                    "probable evaluation error (the scorer or the answer format), "
                                                    "not a model failure"))
         self._forgetting(ctx, loop, experiment, trace)
-        result = self.c.feedback.feedback(experiment, trace, ctx)
+        result = self.parts(ctx).feedback.feedback(experiment, trace, ctx)
         # numbers decide; the component's text explains (it cannot turn a loss into a win)
         verdict = decide_sota(experiment, trace, rule=self.sota_rule, min_delta=self.min_delta)
         numeric = experiment.succeeded and verdict.decision
@@ -280,13 +313,14 @@ class FinetuneWorkflow:
     def _forgetting(self, ctx: StepContext, loop: FinetuneLoop, experiment: Experiment, trace: Trace) -> None:
         """The forgetting guard, only for a candidate the target score would make SOTA (it costs an
         evaluation per guard benchmark); a blocked result then vetoes it in decide_sota."""
-        if self.forgetting is None or loop.model is None or not experiment.succeeded:
+        guard = self._forgetting_guard(ctx)
+        if guard is None or loop.model is None or not experiment.succeeded:
             return
         if not decide_sota(experiment, trace, rule=self.sota_rule, min_delta=self.min_delta).decision:
             return
-        ctx.emit(Message(text=f"forgetting guard: scoring {', '.join(self.forgetting.keys)} "
-                              f"({self.forgetting.sample} items each) for this candidate"))
-        experiment.forgetting = self.forgetting.check(loop.model, timeout=ctx.limit(self.forgetting.timeout_s))
+        ctx.emit(Message(text=f"forgetting guard: scoring {', '.join(guard.keys)} "
+                              f"({guard.sample} items each) for this candidate"))
+        experiment.forgetting = guard.check(loop.model, timeout=ctx.limit(guard.timeout_s))
         ctx.emit(ForgettingEvent(results=experiment.forgetting, blocked=sum(r.blocked for r in experiment.forgetting)))
 
 

@@ -177,11 +177,12 @@ def vllm_serve_argv(env_path: Path, model: Path | str, *, port: int, host: str =
                     served_model_name: str | None = None, tensor_parallel_size: int = 1,
                     max_model_len: int | None = None, gpu_memory_utilization: float = 0.9,
                     lora_modules: dict[str, str] | None = None, max_lora_rank: int | None = None,
-                    seed: int = 0) -> list[str]:
+                    seed: int = 0, data_parallel_size: int = 1, data_parallel_rpc_port: int | None = None) -> list[str]:
     """The command line of an OpenAI-compatible vLLM server for ``model`` from the vLLM env.
 
     ``lora_modules`` maps adapter names to adapter folders (vLLM serves them natively; a model
-    served so answers under each adapter's name).
+    served so answers under each adapter's name). ``data_parallel_size`` > 1: that many replicas of
+    ``tensor_parallel_size`` GPUs each behind the one server.
     """
     argv = [str(vllm_python(env_path)), "-m", "vllm.entrypoints.openai.api_server", "--model", str(model),
             "--host", host, "--port", str(port), "--tensor-parallel-size", str(tensor_parallel_size),
@@ -194,6 +195,12 @@ def vllm_serve_argv(env_path: Path, model: Path | str, *, port: int, host: str =
         argv += ["--enable-lora", "--lora-modules", *(f"{k}={v}" for k, v in lora_modules.items())]
         if max_lora_rank:
             argv += ["--max-lora-rank", str(max_lora_rank)]
+    if data_parallel_size > 1:  # vLLM's own DP: one engine core per replica behind this API server, which
+        # balances the requests (vllm/config/parallel.py ParallelConfig.data_parallel_size); its messaging port
+        # is fixed by default (data_parallel_rpc_port 29550): two servers at once need their own
+        argv += ["--data-parallel-size", str(data_parallel_size)]
+        if data_parallel_rpc_port:
+            argv += ["--data-parallel-rpc-port", str(data_parallel_rpc_port)]
     return argv
 
 

@@ -178,7 +178,8 @@ def show_result(title: str, result: dict | None) -> None:
 def loop_title(lp: D.LoopView, row: LoopRow | None = None) -> str:
     mark = decision_mark(row) if row is not None else {True: "· new best", False: "· not best",
                                                        None: "· pending"}[lp.decision]
-    return (f"Loop {lp.index} · {lp.stage} · {lp.status} · val {F.fmt_score(lp.val_score)} · "
+    slot = f" · {lp.slot}" if lp.slot else ""
+    return (f"Loop {lp.index}{slot} · {lp.stage} · {lp.status} · val {F.fmt_score(lp.val_score)} · "
             f"test {F.fmt_score(lp.test_score)} {mark}")
 
 
@@ -244,6 +245,11 @@ def single_task(job: D.JobView) -> None:
         long = scores.reset_index().melt(id_vars="loop", var_name="series", value_name="score").dropna()
         st.vega_lite_chart(long, F.line_spec("loop", "score", color="series"), width="stretch")
     show_decisions(report)
+    if report.busy_text:
+        st.caption(report.busy_text)
+    if len(report.trial_tree) > 2 or any("[slot" in line for line in report.trial_tree):
+        st.markdown("**Trials** (each under the loop it built on, with its slot)")
+        st.code("\n".join(report.trial_tree), language=None)
     show_step_times(s)
     timeline = F.timeline_frame(s)
     if not timeline.empty:

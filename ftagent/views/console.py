@@ -5,10 +5,12 @@ Two renderings of the same state:
 * a terminal (TTY): one live status line — ``loop i (k of N) · step · elapsed · time left · expected N more``
   (the last re-forecast, issue 43) — and a bar for
   the running command (training steps with loss, lr and ETA; evaluation items per split, or a
-  spinner with the phase when OpenCompass gives no count);
+  spinner with the phase when OpenCompass gives no count); with K trials at once, one line per running
+  trial instead of the bar — ``loop i (k of N) · slot 1 (GPU 2,3) · train 120/300 (loss 0.41)``;
 * anything else (CI, tmux logs, pipes): plain lines — one per step start/end, scenario stage, LLM
   call and evaluation result — plus a progress line whenever nothing was printed for
-  ``heartbeat_s`` (8) seconds, so a log never goes 10 s without a line.
+  ``heartbeat_s`` (8) seconds, so a log never goes 10 s without a line (with trials at once, one such line
+  per running trial).
 
 ``quiet`` prints nothing. :meth:`ConsoleProgress.stop` ends the live display before the caller
 prints the report, so the report is never interleaved with a refresh.
@@ -54,6 +56,7 @@ class ConsoleProgress:
                              TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(),
                              console=console, transient=True)
         self._bar_task: Any = None
+        self.trials: dict[int, dict[str, Any]] = {}  # K trials at once: loop -> slot, step, task (running ones)
         self._stop = threading.Event()
         self._heartbeat: threading.Thread | None = None
 
@@ -95,6 +98,10 @@ class ConsoleProgress:
         kind = ev.type
         if ev.loop is not None:
             self.loop = ev.loop
+        self._track_trial(ev)
+        if kind == "trial_start":
+            how = "resumes" if ev.resumed else "starts"
+            return f"{self._where()} {how} on {ev.slot_label or f'slot {ev.slot}'} at {ev.step}"
         if kind == "scenario_stage":  # a stage's last progress (the baseline's "eval:test 100/100") ends with it
             self.step, self.task = f"scenario: {ev.stage}", None
             return f"scenario {ev.stage}: {ev.status}" if ev.status in ("done", "failed", "cached") else None
@@ -143,6 +150,31 @@ class ConsoleProgress:
             return f"{ev.level}: {ev.text}"[:300]
         return None
 
+    def _track_trial(self, ev: Any) -> None:
+        """Per running trial: its slot, its step and its command's progress (one line each)."""
+        kind = ev.type
+        if kind == "trial_start":
+            self.trials[ev.loop] = {"slot": ev.slot_label or f"slot {ev.slot}", "step": ev.step, "task": None}
+        trial = self.trials.get(ev.loop) if ev.loop is not None else None
+        if trial is None:
+            return
+        if kind == "step_start":
+            trial.update(step=ev.step, task=None)
+        elif kind == "step_end":
+            trial["task"] = None
+        elif kind == "progress":
+            trial["task"] = (ev.phase, ev.done, ev.total, dict(ev.detail))
+        elif kind in ("loop_end", "session_end"):
+            self.trials.pop(ev.loop, None)
+
+    def trial_lines(self) -> list[str]:
+        """One line per running trial (K trials at once): ``loop 2 (3 of 4) · slot 1 (core 1) · train 30/60``."""
+        out = []
+        for loop, trial in sorted(self.trials.items()):
+            task = _task_text(trial["task"])
+            out.append(" · ".join(x for x in (loop_label(loop, self.loop_n), trial["slot"], trial["step"], task) if x))
+        return out
+
     # -- rendering --------------------------------------------------------------------------------------
     def _where(self) -> str:
         if self.loop is None:
@@ -152,7 +184,8 @@ class ConsoleProgress:
     def status_line(self) -> str:
         """``loop i (k of N) · step · elapsed · time left`` (the TTY header and the heartbeat's start)."""
         used = self.elapsed_before + (self.clock() - self.started)
-        parts = [self._where(), self.step, f"elapsed {format_duration(used)}"]
+        head = [f"{len(self.trials)} trials at once"] if len(self.trials) > 1 else [self._where(), self.step]
+        parts = [*head, f"elapsed {format_duration(used)}"]
         if self.timeout_s is not None:
             parts.append(f"left {format_duration(max(0.0, self.timeout_s - used))}")
         if self.left_s is not None:  # the last re-forecast, counted down since it was made
@@ -161,21 +194,12 @@ class ConsoleProgress:
 
     def task_line(self) -> str:
         """The running command's progress as text ('' when none is reported)."""
-        if self.task is None:
-            return ""
-        phase, done, total, detail = self.task
-        count = f" {done}/{total}" if done is not None and total else ""
-        extra = []
-        if "loss" in detail:
-            extra.append(f"loss {detail['loss']:.4g}")
-        if "lr" in detail:
-            extra.append(f"lr {detail['lr']:.2g}")
-        if "eta_s" in detail:
-            extra.append(f"ETA {format_duration(detail['eta_s'])}")
-        return f"{phase}{count}" + (f" ({', '.join(extra)})" if extra else "")
+        return _task_text(self.task)
 
     def _renderable(self):
         header = Text(self.status_line(), style="bold")
+        if len(self.trials) > 1:  # K trials at once: a line each instead of one bar
+            return Group(header, *(Text(f"  {line}") for line in self.trial_lines()))
         if self.task is None:
             return header
         phase, done, total, _ = self.task
@@ -196,8 +220,27 @@ class ConsoleProgress:
         while not self._stop.wait(1.0):
             if self.clock() - self._last_line >= self.heartbeat_s:
                 with self._lock:
-                    text = " · ".join(x for x in (self.status_line(), self.task_line()) if x)
-                self._print(text)
+                    several = len(self.trials) > 1
+                    lines = ([self.status_line(), *(f"  {t}" for t in self.trial_lines())] if several else
+                             [" · ".join(x for x in (self.status_line(), self.task_line()) if x)])
+                for text in lines:
+                    self._print(text)
+
+
+def _task_text(task: tuple[str, int | None, int | None, dict[str, Any]] | None) -> str:
+    """A command's progress as text: ``train 30/60 (loss 0.41, lr 1e-3, ETA 12 s)`` ('' for none)."""
+    if task is None:
+        return ""
+    phase, done, total, detail = task
+    count = f" {done}/{total}" if done is not None and total else ""
+    extra = []
+    if "loss" in detail:
+        extra.append(f"loss {detail['loss']:.4g}")
+    if "lr" in detail:
+        extra.append(f"lr {detail['lr']:.2g}")
+    if "eta_s" in detail:
+        extra.append(f"ETA {format_duration(detail['eta_s'])}")
+    return f"{phase}{count}" + (f" ({', '.join(extra)})" if extra else "")
 
 
 def loop_label(loop: int, loop_n: int | None = None) -> str:

@@ -17,6 +17,7 @@ from ftagent.engine.session import write_atomic
 from ftagent.views.commands import cli_command
 from ftagent.views.forecast import VersusRow, versus, versus_markdown, versus_note
 from ftagent.views.session import LoopView, SessionView, load_session
+from ftagent.views.trials import Busy, busy_fraction, trial_tree
 
 
 class LoopRow(BaseModel):
@@ -76,6 +77,9 @@ class Report(BaseModel):
     forecast_note: str = ""
     final: FinalEvaluation | None = None  # FT_FINAL_EVAL: base and best on the final item set (issue 31.3)
     sota_rule: str = ""  # which SOTA rule ran, in words (with its family-wise correction over K candidates)
+    busy: Busy = Field(default_factory=Busy)  # seconds slots trained or evaluated ÷ (slots × trials' wall time)
+    busy_text: str = ""
+    trial_tree: list[str] = Field(default_factory=list)  # the loops as a tree, parent → children, with their slots
 
 
 _KEY_CONFIG = ("finetuning_type", "learning_rate", "max_steps", "num_train_epochs",
@@ -116,6 +120,9 @@ def build_report(session_dir: Path, view: SessionView | None = None) -> Report:
     report.forecast, report.forecast_note = versus(view), versus_note(view)
     report.final = load_final(session_dir)
     report.sota_rule = sota_rule_text(view)
+    report.busy = busy_fraction(view)
+    report.busy_text = report.busy.text(gpu=view.gpus > 0)
+    report.trial_tree = trial_tree(view) if view.loops else []
     return report
 
 
@@ -195,6 +202,7 @@ def render_markdown(r: Report) -> str:
         f"all subprocesses {format_duration(r.subprocess_time_s)})",
         *([f"- ended: {r.end_message}"] if r.end_message and r.status != "completed" else []),
         *([f"- SOTA rule: {r.sota_rule}"] if r.sota_rule else []),
+        *([f"- {r.busy_text}"] if r.busy_text else []),
         f"- LLM: {r.llm_calls} calls, {r.llm_tokens} tokens, "
         f"{llm_cost_text(r.llm_cost_usd, r.llm_unpriced_calls, r.llm_calls)}",
         *([f"- early stop: {r.early_stops} diverging run(s) stopped, ~{format_duration(r.early_stop_saved_s)} of training "
@@ -217,6 +225,8 @@ def render_markdown(r: Report) -> str:
         status = row.status if not row.failure else f"{row.status}: {row.failure[:80]}"
         lines.append(f"| {row.loop} | {row.hypothesis[:90]} | {cfg} | {_fmt(row.val_score)} | "
                      f"{_fmt(row.test_score)} | {decision} | {status} | {format_duration(row.duration_s)} |")
+    if len(r.trial_tree) > 2 or any("[slot" in line for line in r.trial_tree):  # more than one loop, or slots
+        lines += ["", "Trials (each under the loop it built on, with its slot):", "", "```", *r.trial_tree, "```"]
     lines += _differences(r)
     if r.forecast:
         lines += ["", *versus_markdown(r.forecast, r.forecast_note)]

@@ -60,6 +60,7 @@ class LoopView(BaseModel):
     integrity: dict[str, Any] | None = None  # the integrity guard's verdict on this candidate (issue 31.5)
     forgetting: dict[str, Any] | None = None  # the forgetting guard's verdict (issue 31.6; only a would-be SOTA)
     stopped: str | None = None  # the session ended while this loop ran: that end's status (interrupted, env_error ...)
+    slot: str | None = None  # K trials at once: the slot it ran on (its last trial_start's label)
 
     @property
     def status(self) -> str:
@@ -133,6 +134,9 @@ class SessionView(BaseModel):
     reforecast: dict[str, Any] | None = None  # the latest re-forecast (core.reforecast.Reforecast as JSON; issue 43)
     reforecasts: list[dict[str, Any]] = Field(default_factory=list)  # every re-forecast, in order
     gpu_busy_fraction: float | None = None  # GPU busy share, for an event that records it (views/status.py)
+    slot_count: int = 1  # K trials at once: the most slots a run of this session had (the "slots" stage)
+    run_bounds: list[tuple[float, float]] = Field(default_factory=list)  # each run: its session_start to last event
+    gpus: int = 0  # GPUs the scenario found (the snapshot's): the busy fraction is the GPUs' or the CPU slots'
 
     @property
     def running(self) -> bool:
@@ -269,11 +273,16 @@ def _apply(view: SessionView, loops: dict[int, LoopView], ev: dict[str, Any]) ->
             setattr(view, key, ev.get(key) or getattr(view, key))
         view.started = view.started or ev["ts"]
         view.settings = ev.get("settings") or view.settings
+        for other in loops.values():  # a resume: a step the previous run left without its end never ends
+            for step in other.steps:
+                step.status = "interrupted" if step.status == "running" else step.status
         view.end = None  # a resume: the previous run's end is superseded
     elif kind == "session_end":
         view.end = ev
     elif kind == "scenario_stage":
         view.stages.append(ev)
+        if ev.get("stage") == "slots":
+            view.slot_count = max(view.slot_count, int((ev.get("detail") or {}).get("k") or 1))
     elif kind == "benchmark_result" and (ev.get("baseline") or lp is None):
         view.baseline[ev["split"]] = ev.get("score")
         view.baseline_results[ev["split"]] = ev
@@ -334,6 +343,8 @@ def _apply_loop(view: SessionView, lp: LoopView, ev: dict[str, Any]) -> None:
         view.core_metric = view.core_metric or ev.get("core_metric")
     elif kind == "feedback":
         lp.feedback = ev
+    elif kind == "trial_start":
+        lp.slot = ev.get("slot_label") or (f"slot {ev['slot']}" if ev.get("slot") is not None else None)
     elif kind == "loop_end":
         lp.end = ev
         if ev.get("is_sota"):
@@ -369,6 +380,7 @@ def load_session(session_dir: Path) -> SessionView:
         if ev["type"] == "session_start":  # a resume ends the previous run at its last event
             if run_start is not None and view.last_ts is not None:
                 view.run_time_s += max(0.0, view.last_ts - run_start)
+                view.run_bounds.append((run_start, view.last_ts))
             run_start = ev["ts"]
         elif ev["type"] == "run" and run_start is not None:
             # a command run before the session existed (data preparation, model build) is written after its
@@ -379,6 +391,7 @@ def load_session(session_dir: Path) -> SessionView:
         view.last_ts = ev["ts"]
     if run_start is not None and view.last_ts is not None:
         view.run_time_s += max(0.0, view.last_ts - run_start)
+        view.run_bounds.append((run_start, view.last_ts))
     view.loops = [loops[i] for i in sorted(loops)]
     if view.end:
         for lp in view.loops:
@@ -400,6 +413,7 @@ def load_session(session_dir: Path) -> SessionView:
     scenario = state.scenario or {}
     view.benchmark = view.benchmark or scenario.get("benchmark")
     view.base_model = view.base_model or scenario.get("base_model")
+    view.gpus = len((scenario.get("hardware") or {}).get("gpus") or [])
     return view
 
 

@@ -18,6 +18,7 @@ from pydantic import BaseModel, Field
 from ftagent.core.stats import Difference
 from ftagent.engine.session import LockHolder, SessionLock
 from ftagent.views.session import LoopView, SessionView, load_session
+from ftagent.views.trials import busy_fraction
 
 State = Literal["running", "stopped", "completed", "timeout", "step_limit", "budget", "env_error", "interrupted",
                 "no_progress", "failed"]
@@ -112,7 +113,8 @@ def status_of(view: SessionView, *, alive: bool | None, holder: LockHolder | Non
         current=_current(view) if view.end is None else Current(), baseline=dict(view.baseline), loops=loops,
         sota=Sota(loop=sota.loop, validation=sota.validation, test=sota.test, intervals=sota.intervals,
                   model=view.sota_model) if sota is not None else None,
-        forecast=view.forecast, reforecast=view.reforecast, gpu_busy_fraction=view.gpu_busy_fraction,
+        forecast=view.forecast, reforecast=view.reforecast,
+        gpu_busy_fraction=view.gpu_busy_fraction if view.gpu_busy_fraction is not None else busy_fraction(view).fraction,
         run_time_s=view.run_time_s, updated_at=view.last_ts, n_events=view.n_events, warnings=list(view.warnings))
 
 

@@ -2,7 +2,7 @@
 
 Usage::
 
-    FT_TOOLS_ENV=/tmp/warm/tools python -m tests.bench.run_all [--quick] [--only train|eval|demo|guard|stages|gpu]
+    FT_TOOLS_ENV=/tmp/warm/tools python -m tests.bench.run_all [--quick] [--only train|eval|demo|guard|stages|gpu|trials]
         [--session DIR | --run-demo] [--gpu] [--work DIR] [--out bench-results.json]   (stages: issue 40, DPO and
         GRPO against SFT on the demo)
 
@@ -22,7 +22,7 @@ from pathlib import Path
 
 from tests.bench.common import BenchResults, load_average, machine_info, summary_table, tools_env_from_environ
 
-SECTIONS = ("train", "eval", "demo", "guard", "stages", "gpu")
+SECTIONS = ("train", "eval", "demo", "guard", "stages", "gpu", "trials")
 DEFAULT_SESSION_ROOT = Path(os.environ.get("LOG_PATH", "log"))  # where `make demo` writes sessions
 
 
@@ -42,10 +42,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def selected(args: argparse.Namespace) -> list[str]:
-    """The sections to run: ``--only``, else train/eval/demo/guard (+ gpu with ``--gpu``)."""
+    """The sections to run: ``--only``, else train/eval/demo/guard/trials (+ gpu with ``--gpu``)."""
     if args.only:
         return [args.only]
-    return ["train", "eval", "demo", "guard", "stages"] + (["gpu"] if args.gpu else [])
+    return ["train", "eval", "demo", "guard", "stages", "trials"] + (["gpu"] if args.gpu else [])
 
 
 def find_session(args: argparse.Namespace, work: Path, tools_env: Path | None) -> Path | None:
@@ -108,6 +108,10 @@ def main(argv: list[str] | None = None) -> int:
             from tests.bench import stage_bench
 
             _section(res, name, lambda: stage_bench.run(res, tools_env, work, args.quick))
+        elif name == "trials":
+            from tests.bench import trials_bench
+
+            _section(res, name, lambda: trials_bench.run(res, tools_env, work, args.quick))
         elif name == "gpu":
             from tests.bench import eval_bench
 

@@ -10,7 +10,10 @@ no extra special tokens, greedy when ``temperature`` is 0, ``max_tokens`` new to
 model's EOS tokens and the request's ``stop`` strings end the answer, special tokens are skipped in
 the text unless the request says ``skip_special_tokens: false`` (vLLM's default and extra parameter).
 A request whose ``model`` is a ``--lora-modules`` name runs with that PEFT adapter; the served model
-name runs the base model. Requests are answered one at a time.
+name runs the base model. Each replica answers one request at a time; ``--data-parallel-size N`` loads N
+replicas behind the one server, as vLLM's data parallelism does, and sends each request to the replica with
+the fewest in flight; ``GET /stats`` gives each replica's busy seconds and the requests' times (the
+evaluation's wave measurement, docs/gpu.md).
 
 Refusals (issue 30): before any model is loaded, the model's ``config.json`` and each adapter's
 ``adapter_config.json`` (``r``, ``use_dora``) are checked with ftagent's own copy of vLLM's start-up
@@ -56,6 +59,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--lora-modules", nargs="+", default=[])
     p.add_argument("--max-lora-rank", type=int, default=None)  # None: vLLM's default (vllm_rules)
     p.add_argument("--tensor-parallel-size", "-tp", type=int, default=1)
+    p.add_argument("--data-parallel-size", "-dp", type=int, default=1)  # replicas behind this server (issue 41)
+    p.add_argument("--data-parallel-rpc-port", type=int, default=None)  # vLLM's DP messaging port: no use here
+    p.add_argument("--stats-file", default=None)  # the stand-in's own: /stats written there after each request
     p.add_argument("--dtype", default="auto")
     for gpu_only in ("--gpu-memory-utilization", "--seed"):
         p.add_argument(gpu_only, default=None)
@@ -150,6 +156,7 @@ class Engine:
         eos = gen.eos_token_id if gen.eos_token_id is not None else self.tokenizer.eos_token_id
         self.eos_ids = set(eos if isinstance(eos, list) else [eos]) - {None}
         self.lock = threading.Lock()
+        self.spans: list[tuple[float, float]] = []  # (start, end) of each generation
 
     def models(self) -> list[str]:
         return [self.name, *self.adapters]
@@ -167,8 +174,10 @@ class Engine:
             return 400, _error(f"This model's maximum context length is {self.max_model_len} tokens. However, you "
                                f"requested {len(ids) + max_tokens} tokens ({len(ids)} in the messages, "
                                f"{max_tokens} in the completion).", "BadRequestError")
-        with self.lock:
+        with self.lock:  # the replica's generation: its busy time (GET /stats), not a request's wait for it
+            started = time.time()
             out = self._generate(ids, max_tokens, body, model)
+            self.spans.append((started, time.time()))
         completion = self._cut(out, body.get("stop"), bool(body.get("skip_special_tokens", True)))
         return 200, {"id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion", "created": int(time.time()),
                      "model": model, "choices": [{"index": 0, "finish_reason": completion[1],
@@ -219,7 +228,40 @@ def _error(message: str, kind: str) -> dict:
     return {"object": "error", "message": message, "type": kind, "param": None, "code": None}
 
 
-def make_handler(engine: Engine) -> type[BaseHTTPRequestHandler]:
+class Replicas:
+    """``--data-parallel-size`` engines behind the server: the least busy takes a request; busy time is kept."""
+
+    def __init__(self, engines: list[Engine], stats_file: str | None = None) -> None:
+        self.engines = engines
+        self.stats_file = stats_file
+        self.inflight = [0] * len(engines)
+        self.lock = threading.Lock()
+
+    def models(self) -> list[str]:
+        return self.engines[0].models()
+
+    def chat(self, body: dict) -> tuple[int, dict]:
+        with self.lock:
+            i = min(range(len(self.engines)), key=lambda k: self.inflight[k])
+            self.inflight[i] += 1
+        try:
+            return self.engines[i].chat(body)
+        finally:
+            with self.lock:
+                self.inflight[i] -= 1
+            if self.stats_file:
+                tmp = f"{self.stats_file}.{threading.get_ident()}.tmp"
+                Path(tmp).write_text(json.dumps(self.stats()), encoding="utf-8")
+                os.replace(tmp, self.stats_file)
+
+    def stats(self) -> dict:
+        """Each replica's generating seconds and every generation's (replica, start, end)."""
+        spans = [(i, a, b) for i, e in enumerate(self.engines) for a, b in list(e.spans)]
+        return {"replicas": len(self.engines), "busy_s": [sum(b - a for a, b in list(e.spans)) for e in self.engines],
+                "requests": len(spans), "spans": spans}
+
+
+def make_handler(engine: Replicas) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
@@ -240,6 +282,8 @@ def make_handler(engine: Engine) -> type[BaseHTTPRequestHandler]:
                                                             for m in engine.models()]})
             elif self.path == "/health":
                 self._send(200, {})
+            elif self.path == "/stats":
+                self._send(200, engine.stats())
             else:
                 self._send(404, _error(f"no route {self.path}", "NotFoundError"))
 
@@ -268,7 +312,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"ValueError: {msg}", file=sys.stderr, flush=True)
         return 1
     print(f"stand-in api_server: loading {args.model}", flush=True)
-    engine = Engine(args)
+    engine = Replicas([Engine(args) for _ in range(max(1, args.data_parallel_size))], args.stats_file)
     server = ThreadingHTTPServer((args.host, args.port), make_handler(engine))
     print(f"INFO: Uvicorn running on http://{args.host}:{args.port} (models: {engine.models()})", flush=True)
     try:

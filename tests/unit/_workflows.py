@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ class TraceState(SessionState):
     """A test session state with a trace (the engine itself knows none)."""
 
     current: RecordedLoop | None = None
+    running: Sequence[RecordedLoop] = Field(default_factory=list)  # K trials at once (ftagent.engine.parallel)
     trace: Trace = Field(default_factory=Trace)
 
 

@@ -179,7 +179,7 @@ def test_run_all_demo_section_on_a_session(tmp_path: Path) -> None:
 
 
 def test_selected_sections() -> None:
-    assert selected(parse_args([])) == ["train", "eval", "demo", "guard", "stages"]  # issue 40: DPO, GRPO vs SFT
+    assert selected(parse_args([])) == ["train", "eval", "demo", "guard", "stages", "trials"]  # issue 40: DPO, GRPO vs SFT; issue 41
     assert selected(parse_args(["--gpu"]))[-1] == "gpu"
     assert selected(parse_args(["--only", "eval", "--quick"])) == ["eval"]
 

@@ -239,6 +239,13 @@ class HeuristicProposer:
                           skip_data_processing=reuse, parent=parent.loop if parent else None,
                           planner=PLANNER, plan=plan)
 
+    def propose_batch(self, trace: Trace, ctx: Any, *, n: int, running: list[Hypothesis]) -> list[Hypothesis]:
+        """``n`` distinct proposals for trials at once: the policy's next recipe and variants of it
+        (:mod:`.spread`), none equal to a running trial's."""
+        from ftagent.planners.heuristic.spread import spread
+
+        return spread(self.propose(trace, ctx), n, running, self.scenario, scale=_scaled_steps, toggle=_toggle_method)
+
 
 def data_selections(scenario: ScenarioInfo) -> dict[str, Any]:
     """The data step's decision (:class:`.data_fit.Selection`) per user file of the scenario."""

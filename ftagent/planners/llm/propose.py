@@ -151,8 +151,13 @@ def sota_rule_of(view: PlannerView, settings: Any) -> str:
 
 
 def build_proposal_messages(scenario: ScenarioInfo, view: PlannerView, settings: Settings,
-                            ctx: Any = None) -> list[dict[str, str]]:
-    """System + user messages for the proposal call, from the test-free planner view, fitted to the budget."""
+                            ctx: Any = None, *, count: int = 1,
+                            running: list[Hypothesis] | None = None) -> list[dict[str, str]]:
+    """System + user messages for the proposal call, from the test-free planner view, fitted to the budget.
+
+    K trials at once (issue 41): ``count`` proposals are asked for at once, and ``running`` (the hypotheses the
+    other trials test now) are shown so that none is proposed again.
+    """
     parent = view.get(view.sota_loop)
     from ftagent.planners.llm.stages import stages_rule
 
@@ -161,7 +166,7 @@ def build_proposal_messages(scenario: ScenarioInfo, view: PlannerView, settings:
                     upper_data_size_limit=scenario.upper_data_size_limit,
                     sota_rule=sota_rule_of(view, settings),
                     llm_pools=llm_pools_configured(settings), stages_rule=stages_rule(enabled),
-                    stages_enabled="" if enabled == ["sft"] else ", ".join(enabled))
+                    stages_enabled="" if enabled == ["sft"] else ", ".join(enabled), count=count)
     sections = [
         text_part("scenario", "", "# Scenario", required=True),  # a heading only: the sections below are its body
         brief_part(scenario, OBJECTIVE, required=True),
@@ -177,6 +182,9 @@ def build_proposal_messages(scenario: ScenarioInfo, view: PlannerView, settings:
     if parent_script:
         sections.append(text_part("parent_script", f"process_data.py of loop {parent.loop}",  # type: ignore[union-attr]
                                   f"```python\n{parent_script.rstrip()}\n```", 55, level=2))
+    if running:  # what the other trials test now: required, or a slot would run the same experiment twice
+        sections.append(text_part("running", "Running now on the other slots (results not in yet)", "\n".join(
+            f"- {h.hypothesis} Task: {h.task}" for h in running), required=True, level=2))
     last = view.experiments[-1] if view.experiments else None
     sections.append(text_part("ask", "", render("proposal_user", parent=parent, tried=bool(view.experiments),
                                                 internal=last is not None and is_internal_error(last.failure)),
@@ -213,6 +221,12 @@ class ProposalReply(BaseModel):
         return value
 
 
+class ProposalBatch(BaseModel):
+    """What the proposal call returns when it is asked for several at once."""
+
+    proposals: list[ProposalReply]
+
+
 class LLMProposer:
     """Proposes the next experiment with one validated JSON call; the parent is the current SOTA."""
 
@@ -230,6 +244,21 @@ class LLMProposer:
         view = planner_view(trace)
         reply = client.chat_json(build_proposal_messages(scenario, view, self.settings, ctx), ProposalReply,
                                  stage="proposal")
+        return self._hypothesis(reply, view)
+
+    def propose_batch(self, trace: Trace, ctx: StepContext, *, n: int, running: list[Hypothesis]) -> list[Hypothesis]:
+        """K trials at once: ``n`` proposals in one call, told what the running trials test (issue 41)."""
+        from ftagent.llm.client import LLMClient
+
+        client = self.client or LLMClient.for_context(self.settings, ctx)
+        view = planner_view(trace)
+        messages = build_proposal_messages(self.scenario, view, self.settings, ctx, count=n, running=running)
+        if n <= 1:
+            return [self._hypothesis(client.chat_json(messages, ProposalReply, stage="proposal"), view)]
+        batch = client.chat_json(messages, ProposalBatch, stage="proposal")
+        return [self._hypothesis(reply, view) for reply in batch.proposals[:n]] or [self.propose(trace, ctx)]
+
+    def _hypothesis(self, reply: ProposalReply, view: PlannerView) -> Hypothesis:
         parent = view.get(view.sota_loop)
         can_skip = parent is not None and bool(read_artefact(parent, "process_data.py"))
         same_data = parent is not None and parent.hypothesis is not None and parent.hypothesis.stage == reply.stage

@@ -20,7 +20,7 @@ from ftagent.runners.base import Runner
 from ftagent.tools.opencompass.inference import InferenceSettings
 from ftagent.tools.opencompass.progress import ProgressCallback
 from ftagent.tools.opencompass.runs import SPLITS, WarningCallback, evaluate_splits_of_path
-from ftagent.tools.opencompass.serving import ServeCommand
+from ftagent.tools.opencompass.serving import Placement, ServeCommand
 
 if TYPE_CHECKING:
     from ftagent.benchmarks.base import BenchmarkAdapter
@@ -62,6 +62,14 @@ def _gpu_count(scenario: ScenarioInfo) -> int:
     return scenario.hardware.gpu_count
 
 
+def _placement(scenario: ScenarioInfo) -> Placement | None:
+    """A trial's slot (K trials at once): its model server on the slot's GPUs and port."""
+    slot = getattr(scenario, "slot", None)  # a scenario without slots (a plug-in's, a test's) has none
+    if slot is None:
+        return None
+    return Placement(gpus=scenario.hardware.cuda_visible_devices if slot.gpus else None, port=slot.vllm_port)
+
+
 class OpenCompassEvaluator:
     """The evaluate step: OpenCompass through the session's runner (``tool="eval"``).
 
@@ -94,7 +102,7 @@ class OpenCompassEvaluator:
             base_path=model.adapter_of, model_name=self.scenario.base_model,
             timeout=ctx.limit(self.settings.ft.benchmark_timeout_s), gpu_count=_gpu_count(self.scenario),
             on_progress=on_progress, on_warning=_warner(ctx), inference=self.inference,
-            items_root=self.scenario.items_root(),
+            items_root=self.scenario.items_root(), placement=_placement(self.scenario),
         )
         return _planner_view(out, self.scenario)
 

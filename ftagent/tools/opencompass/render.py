@@ -63,6 +63,11 @@ class ModelSpec(BaseModel):
     # once it answers, so never part of a cache key) and the name the model is served under
     api_base: str | None = None
     served_name: str | None = None
+    # vllm-server only, none of them the model's behaviour (not in the cache key): vLLM replicas over the GPUs
+    # (``--data-parallel-size``), the GPUs and the port of the trial's slot (issue 41; serving.server_spec)
+    data_parallel_size: int = 1
+    cuda_visible_devices: str | None = None
+    port: int | None = None
 
 
 def chat_template_of(folder: Path | str) -> str | None:

@@ -55,7 +55,14 @@ from ftagent.tools.opencompass.progress import (
     safe_call,
 )
 from ftagent.tools.opencompass.render import TEMPLATE_VERSION, ModelSpec, render_config, template_folder
-from ftagent.tools.opencompass.serving import ServeCommand, VllmServeCommand, served_model, server_check
+from ftagent.tools.opencompass.serving import (
+    Placement,
+    ServeCommand,
+    VllmServeCommand,
+    served_model,
+    server_check,
+    server_spec,
+)
 from ftagent.tools.opencompass.weights import weights_problem
 
 if TYPE_CHECKING:
@@ -66,7 +73,8 @@ if TYPE_CHECKING:
 PACKAGE_ROOT = package_root()  # puts ftagent.tools.opencompass.oc_ext on PYTHONPATH
 SPLITS = ("validation", "test")
 VLLM_LIKE = SAMPLING_BACKENDS  # the vLLM backends share the LoRA merge rule too
-KEY_EXCLUDED = {"path", "adapter_path", "tokenizer_path", "api_base", "served_name"}  # not the model's behaviour
+KEY_EXCLUDED = {"path", "adapter_path", "tokenizer_path", "api_base", "served_name",  # not the model's behaviour
+                "data_parallel_size", "cuda_visible_devices", "port"}
 WarningCallback = Callable[[str], None]
 # the judge's "reply" when the gateway answers 402: neither A nor CORRECT, so the item keeps its rule score
 JUDGE_BUDGET_NOTE = "not judged: the session's llm budget is spent"
@@ -364,6 +372,7 @@ def evaluate_splits_of_path(
     on_progress: ProgressCallback | None = None, on_warning: WarningCallback | None = None,
     isolate_tasks: bool = False, serve_command: ServeCommand | None = None,
     inference: InferenceSettings | None = None, sample: int | None = None, items_root: Path | None = None,
+    placement: Placement | None = None,
 ) -> SplitResults:
     """Evaluate one model folder (full model or LoRA adapter of ``base_path``) on ``splits`` in one
     OpenCompass run (cached splits are not run again).
@@ -385,6 +394,7 @@ def evaluate_splits_of_path(
         items_root: a session's frozen copy of its items (:mod:`ftagent.benchmarks.frozen`): evaluate from
             ``items_root/<key>`` and prepare nothing (None: prepare ``FT_FILE_PATH/benchmarks/<key>`` as a
             command without a session does, ``ftagent eval``).
+        placement: the model server's GPUs and port (a trial's slot; None: this process's GPUs, a free port).
         sample: cap each split at this many items per sub-dataset (the split rule's seeded first ones,
             :func:`ftagent.benchmarks.splits.split_indices`), prepared in a folder of its own
             (``benchmarks/.sample<n>/<key>``) so the full one is never re-prepared: the forgetting guard.
@@ -422,8 +432,8 @@ def evaluate_splits_of_path(
     command = serve_command or VllmServeCommand(vllm_env_path(settings))
     choice = choose_backend(gpu_count, runner, forced=ft.eval_backend, server=lambda: server_check(command))
     warn_once(choice, env_identity(runner), on_warning)
-    mspec = model_spec(model_path, base, model_name, gpu_count, f"ft-{key}", serve_adapter=is_lora,
-                       backend=choice.backend, device=choice.device, inference=inference)
+    mspec = server_spec(model_spec(model_path, base, model_name, gpu_count, f"ft-{key}", serve_adapter=is_lora,
+                                   backend=choice.backend, device=choice.device, inference=inference), gpu_count, placement)
     digest = cache_mod.artefact_digest(model_path, base if is_lora else None)
     cache = cache_mod.EvalCache(eval_cache_dir(ft.file_path))
     keys = {split: cache_mod.cache_key(

@@ -61,6 +61,8 @@ class ServeRequest(BaseModel):
     gpu_memory_utilization: float = 0.9
     max_lora_rank: int | None = None
     dtype: str = "auto"
+    data_parallel_size: int = 1  # vLLM's own data parallelism: replicas behind this one server
+    data_parallel_rpc_port: int | None = None  # its DP messaging port (vLLM's default 29550 is fixed: one per slot)
 
 
 @runtime_checkable
@@ -83,7 +85,9 @@ class VllmServeCommand:
                                tensor_parallel_size=request.tensor_parallel_size,
                                max_model_len=request.max_model_len,
                                gpu_memory_utilization=request.gpu_memory_utilization,
-                               lora_modules=request.lora_modules or None, max_lora_rank=request.max_lora_rank)
+                               lora_modules=request.lora_modules or None, max_lora_rank=request.max_lora_rank,
+                               data_parallel_size=request.data_parallel_size,
+                               data_parallel_rpc_port=request.data_parallel_rpc_port)
         return argv + ["--tokenizer", request.tokenizer, "--dtype", request.dtype]
 
     def check(self) -> ServerCheck:
@@ -114,6 +118,46 @@ class ServerHandle(BaseModel):
     def api_base(self) -> str:
         """The OpenAI SDK's base URL."""
         return f"{self.base_url}/v1/"
+
+
+# A split goes to the server in one wave (OpenCompass waits for a whole batch before the next: issue 41):
+# up to this many requests per vLLM replica -- its default max_num_seqs for the API server below 70 GiB or on
+# an A100 (vllm/engine/arg_utils.py EngineArgs.get_batch_defaults; 1024 on larger GPUs), more wait in vLLM's
+# own queue -- and at most WAVE_CAP threads in OpenCompass's client (OpenAISDK.generate: one per request).
+SERVER_SEQS_PER_REPLICA = 256
+WAVE_CAP = 512
+
+
+class Placement(BaseModel):
+    """Where a trial's model server runs (K trials at once): its slot's GPUs and port (None: this process's
+    GPUs, a free port)."""
+
+    gpus: str | None = None
+    port: int | None = None
+
+
+def server_spec(mspec: ModelSpec, gpu_count: int, placement: Placement | None = None) -> ModelSpec:
+    """The ``vllm-server`` model block on ``gpu_count`` GPUs: vLLM replicas over them (``--data-parallel-size`` =
+    GPUs ÷ TP) and a wave (``batch_size``, also OpenCompass's ``max_workers``) that sends a split at once, not in
+    waves of models.yaml's batch with every replica idle at each wave's tail; the slot's GPUs and port. Other
+    backends unchanged (docs/gpu.md, Evaluation on every GPU)."""
+    if mspec.backend != "vllm-server":
+        return mspec
+    dp = max(1, gpu_count // max(1, mspec.tensor_parallel_size)) if gpu_count else 1
+    wave = min(WAVE_CAP, SERVER_SEQS_PER_REPLICA * dp)
+    return mspec.model_copy(update={
+        "data_parallel_size": dp, "batch_size": max(mspec.batch_size, wave),
+        "cuda_visible_devices": placement.gpus if placement else None, "port": placement.port if placement else None})
+
+
+def port_free(port: int, host: str = HOST) -> bool:
+    """Whether nothing listens on ``port`` now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
 
 
 def free_port(host: str = HOST) -> int:
@@ -225,8 +269,11 @@ def model_server(argv: list[str], *, base_url: str, served_name: str, log_file: 
 
 
 def serve_request(mspec: ModelSpec, port: int) -> ServeRequest:
-    """The request that serves ``mspec``: a LoRA adapter natively under :data:`ADAPTER_NAME`."""
+    """The request that serves ``mspec``: a LoRA adapter natively under :data:`ADAPTER_NAME`; with replicas,
+    vLLM's DP messaging on the next port (the slot's range when ``mspec.port`` came from a slot)."""
     return ServeRequest(
+        data_parallel_size=mspec.data_parallel_size,
+        data_parallel_rpc_port=(port + 1) if mspec.data_parallel_size > 1 else None,
         model=mspec.path, tokenizer=mspec.tokenizer_path, port=port, served_name=SERVED_NAME,
         lora_modules={ADAPTER_NAME: mspec.adapter_path} if mspec.adapter_path else {},
         max_model_len=mspec.max_seq_len, tensor_parallel_size=mspec.tensor_parallel_size,
@@ -249,9 +296,11 @@ def served_model(mspec: ModelSpec, command: ServeCommand, work_dir: Path, *, tim
         yield mspec
         return
     safe_call(on_progress, "serve")
-    request = serve_request(mspec, free_port())
+    port = mspec.port if mspec.port and port_free(mspec.port) and port_free(mspec.port + 1) else free_port()
+    request = serve_request(mspec, port)
     start_timeout = min(START_TIMEOUT_S, timeout) if timeout else START_TIMEOUT_S
+    env = {"CUDA_VISIBLE_DEVICES": mspec.cuda_visible_devices} if mspec.cuda_visible_devices else None
     with model_server(command(request), base_url=f"http://{request.host}:{request.port}",
                       served_name=ADAPTER_NAME if request.lora_modules else request.served_name,
-                      log_file=Path(work_dir) / "model_server.log", start_timeout=start_timeout) as handle:
+                      log_file=Path(work_dir) / "model_server.log", start_timeout=start_timeout, env=env) as handle:
         yield mspec.model_copy(update={"api_base": handle.api_base, "served_name": handle.served_name})

@@ -1,0 +1,65 @@
+"""What a step sees and returns, shared by both engines (:mod:`ftagent.engine.loop` one loop at a time,
+:mod:`ftagent.engine.parallel` K at once): :class:`StepContext`, :class:`Goto`, the session's end statuses."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from ftagent.core.errors import ErrorType
+from ftagent.engine.events import EventLog, _Event
+from ftagent.engine.session import LoopState, Session
+
+SessionStatus = Literal["completed", "timeout", "step_limit", "budget", "env_error", "interrupted", "no_progress",
+                        "no_model"]
+
+
+@dataclass
+class Goto:
+    """Returned by a step to send the loop back to an earlier step (why: in the loop state)."""
+
+    step: str
+    reason: str = ""
+    error_type: ErrorType | None = None  # the type of what sent it back: the loop's failure past the cap
+
+
+class StepContext:
+    """What a step gets: the session, the current loop, the event log and the deadline."""
+
+    def __init__(self, session: Session, events: EventLog, deadline: float | None,
+                 clock: Callable[[], float]) -> None:
+        self.session = session
+        self.events = events
+        self.deadline = deadline
+        self._clock = clock
+
+    @property
+    def state(self) -> Any:
+        """The workflow's own :class:`SessionState` subclass (the engine does not know its fields)."""
+        return self.session.state
+
+    @property
+    def loop(self) -> LoopState:
+        assert self.session.state.current is not None
+        return self.session.state.current
+
+    def time_left(self) -> float | None:
+        """Seconds until the session deadline (None when there is no timeout)."""
+        if self.deadline is None:
+            return None
+        return max(0.0, self.deadline - self._clock())
+
+    def limit(self, seconds: float) -> float:
+        """``seconds`` capped by the session deadline: the timeout to give a subprocess."""
+        left = self.time_left()
+        return seconds if left is None else min(seconds, left)
+
+    def emit(self, event: _Event) -> None:
+        """Write an event tagged with the current loop."""
+        if event.loop is None and self.session.state.current is not None:
+            event.loop = self.session.state.current.index
+        self.events.emit(event)
+
+
+StepFn = Callable[[StepContext], Any]
