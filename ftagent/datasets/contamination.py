@@ -232,6 +232,8 @@ def rule_words(example: str = "", question: str = "") -> str:
     prompt follows. ``example``: the session's own benchmark item with hits and non-hits the scan itself
     confirmed (:func:`ftagent.datasets.template_scan.rule_example`); ``question``: that item, for the
     content-word example."""
+    from ftagent.datasets.template_scan import read_as_words
+
     pct = f"{TEMPLATE_SHARE:.0%}"
     return (
         "Contamination check, exactly: every row of data.json (debug and full run) is compared with the question "
@@ -249,8 +251,7 @@ def rule_words(example: str = "", question: str = "") -> str:
         f"longer item's {N_GRAM}-token runs (runs shared by {pct} of the items or more do not count); or (4) the "
         "row's instruction + input asks the item again: the same template and the same numbers, in any "
         "wording -- question words and verbs (`what is`, `calculate`, `compute`, `find`, `equals`) ignored, "
-        "`the sum of A and B` / `add A and B` read as `A plus B` (likewise product, difference, quotient), and "
-        "the two numbers of a `plus` or `times` in either order. Other numbers, another operation, or the "
+        f"{read_as_words()}, and the two numbers of a `plus` or `times` in either order. Other numbers, another operation, or the "
         "benchmark's own sentence with numbers outside the items' range are not hits. "
         + (f"{example} " if example else "")
         + "One such row fails the data step (a DATA error naming row numbers and item ids, never the text): no "
@@ -263,7 +264,8 @@ def rule_words(example: str = "", question: str = "") -> str:
         "as best. So a script that generates questions in the benchmark's own form over its own value range "
         "will hit items it cannot see, and rewording the items you were shown does not hide them: vary the "
         "numbers' range or the task itself (raw rows that already leave the benchmark's items out, as a "
-        "dataset's notes may say, are fine). The benchmark's own template -- "
+        "dataset's notes may say, are fine, and stay fine rewritten in the benchmark's wording: the same question "
+        "with the same numbers is the same template to check (4)). The benchmark's own template -- "
         f"its closing instruction sentence and answer format, found in {pct} of the items or more -- is not item "
         "content and may stay in every row.")
 

@@ -61,6 +61,12 @@ class Group(BaseModel):
     samples: list[dict[str, Any]] = Field(default_factory=list)  # stratified: the first rows of the group
 
 
+# what each anomaly example shows (relay round r1: an exact duplicate, a good-looking row, was listed
+# without saying why it was there)
+ANOMALY_LABELS = {"non_text": "not text", "empty_instruction": "empty instruction", "empty_output": "empty answer",
+                  "duplicate": "an exact duplicate of an earlier row"}
+
+
 class Makeup(BaseModel):
     """What a user file holds (``FTAGENT_NOTES.md`` shows it; the planner reads it)."""
 
@@ -76,7 +82,7 @@ class Makeup(BaseModel):
     # among the usable rows only so that no row is in two anomaly counts (relay round 4: "1,200
     # duplicates" counted junk rows twice; the data script found 1,105)
     duplicates: int = 0
-    anomaly_examples: list[dict[str, Any]] = Field(default_factory=list)
+    anomaly_examples: dict[str, dict[str, Any]] = Field(default_factory=dict)  # anomaly kind -> its first row
 
     def anomalies(self) -> int:
         return self.empty_instruction + self.empty_output + self.non_text + self.duplicates
@@ -102,10 +108,12 @@ class Makeup(BaseModel):
                                              (self.duplicates, "exact duplicates of an earlier row (same "
                                               "instruction, input and output; counted among the usable rows)"))
                if n]
-        lines.append("- Anomalies: " + ("; ".join(bad) + " -- process_data.py must drop or repair them"
+        lines.append("- Anomalies: " + ("; ".join(bad) + " -- process_data.py must drop or repair them (this is "
+                                        "about the file's own rows: repeating rows on purpose, to weight a group, "
+                                        "is a choice of the plan)"
                                         if bad else "none (no empty, non-text or duplicate rows)"))
-        for ex in self.anomaly_examples:
-            lines.append(f"  - e.g. {_clip(ex)}")
+        for kind, ex in self.anomaly_examples.items():
+            lines.append(f"  - e.g. {ANOMALY_LABELS.get(kind, kind)}: {_clip(ex)}")
         lines.append("Samples, stratified by group, largest group first:")
         lines += [f"- {_clip(row)}" for g in self.groups for row in g.samples]
         return "\n".join(lines)
@@ -149,7 +157,7 @@ def profile_rows(rows: list[dict[str, Any]]) -> Makeup:
         seen.add(key)
         usable.append((instruction, row))
     makeup.usable = len(usable)
-    makeup.anomaly_examples = list(examples.values())[:4]
+    makeup.anomaly_examples = examples
     words = None
     numbered = _numbered([text for text, _ in usable])
     keys = [_key(text, found) for (text, _), found in zip(usable, numbered, strict=True)]

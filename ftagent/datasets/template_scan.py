@@ -41,6 +41,23 @@ SCAFFOLD = frozenset(
     "calculate compute evaluate solve determine work out tell show me equal equals value result simplify "
     "quick quickly number get say reply respond just only exactly final please kindly".split())
 
+# The phrasings above in words, by the operation they are read as (the planner's rule lists them,
+# :func:`ftagent.datasets.contamination.rule_words`; tests check each against :func:`signature`).
+READ_AS = (
+    ("plus", ("the sum of A and B", "add A and B", "add A to B", "A added to B", "A increased by B")),
+    ("times", ("the product of A and B", "multiply A by B", "A multiplied by B")),
+    ("minus", ("the difference between A and B", "subtract B from A", "A take away B", "A decreased by B")),
+    ("over", ("A divided by B", "divide A by B", "the quotient of A and B")),
+)
+
+
+def read_as_words() -> str:
+    """``READ_AS`` in one line: "`the sum of A and B`, ... read as `A plus B`; ... as `A times B`; ..."."""
+    parts = [", ".join(f"`{p}`" for p in phrases) + (" read as" if i == 0 else " as") + f" `A {op} B`"
+             for i, (op, phrases) in enumerate(READ_AS)]
+    return "; ".join(parts)
+
+
 _N = r"(\d+)"
 _PHRASES = tuple((re.compile(p), r) for p, r in (
     (rf"\bsum of {_N} and {_N}\b", r"\1 plus \2"),
@@ -61,7 +78,12 @@ _PHRASES = tuple((re.compile(p), r) for p, r in (
 
 
 def _drop(tokens: list[str]) -> list[str]:
-    return [t for t in tokens if t not in STOPWORDS and t not in SCAFFOLD]
+    """``tokens`` without scaffolding; an operation word between two numbers always stays ("over" is also a
+    function word: dropped, "84 / 12" had the signature ``84 12``, no template, and no division item was ever
+    matched -- relay round r1)."""
+    return [t for i, t in enumerate(tokens)
+            if (t in OPERATIONS and 0 < i < len(tokens) - 1 and tokens[i - 1].isdigit() and tokens[i + 1].isdigit())
+            or (t not in STOPWORDS and t not in SCAFFOLD)]
 
 
 _TRIGGERS = frozenset("sum add added increased product multiply multiplied difference subtract subtracted take "
@@ -87,6 +109,16 @@ def _sentence_signature(sentences: list[str], template: set[str]) -> list[str]:
     """The signature of the sentences (each ``contamination._sentences`` form: normalised tokens joined by
     spaces) that are not template."""
     return [t for s in sentences if s not in template for t in _signature_of(s)]
+
+
+def _sentence_starts(sentences: list[str], template: set[str]) -> set[int]:
+    """Where each sentence's part of :func:`_sentence_signature` begins (its index in the signature)."""
+    starts, at = set(), 0
+    for s in sentences:
+        if s not in template:
+            starts.add(at)
+            at += len(_signature_of(s))
+    return starts
 
 
 def is_template(sig: Sequence[str]) -> bool:
@@ -138,17 +170,20 @@ class TemplateIndex:
         """``(item id, matched signature)`` of the first item whose template and numbers ``question`` asks."""
         if not self.index:
             return None
-        sig = _sentence_signature(_sentences(question), self.template)
+        found = _sentences(question)
+        sig = _sentence_signature(found, self.template)
+        starts = _sentence_starts(found, self.template)  # an expression ends with its sentence: "Multiply 16
+        # by 3. Plus, show your work." asks 16 × 3 (its next sentence's "plus" hid the hit -- relay round r1)
         for start, first in enumerate(sig):
             if first not in self.firsts:
                 continue
-            if start and sig[start - 1] in OPERATIONS:
+            if start not in starts and sig[start - 1] in OPERATIONS:
                 continue  # the run continues an expression that started before it
             for size in self.lengths:
                 end = start + size
                 if end > len(sig):
                     break
                 window = tuple(sig[start:end])
-                if window in self.index and not (end < len(sig) and sig[end] in OPERATIONS):
+                if window in self.index and not (end < len(sig) and end not in starts and sig[end] in OPERATIONS):
                     return self.index[window], window
         return None

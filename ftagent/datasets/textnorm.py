@@ -24,8 +24,8 @@ match (:mod:`ftagent.datasets.template_scan`) removes the *wording* ones.
   and five" → ``105``) with the maintained ``text2num`` package (``alpha2digit``), only when the text
   holds a number word (a cheap test first). Other languages' number words are not converted.
 * :func:`operators_to_words` -- ``+``, ``−``/``-`` between numbers, ``×``/``*``/``x``/``·`` between
-  numbers, ``÷`` and ``=`` as the words ``plus minus times over equals``, so "12 + 45" and "12 plus 45"
-  read the same.
+  numbers, ``÷`` (and ``/`` between numbers) and ``=`` as the words ``plus minus times over equals``, so
+  "12 + 45" and "12 plus 45" read the same.
 
 What it cannot undo: a paraphrase that changes the words (the fuzzy scan and the template match's
 operation phrases handle some), numbers written in other languages' words, an item encoded (base64,
@@ -129,16 +129,16 @@ _OPERATORS = (
     (re.compile(r"\+"), " plus "),
     (re.compile(r"[\u2212\u2013]|(?<=\d)\s*-\s*(?=\d)|(?<=\s)-(?=\s)"), " minus "),
     (re.compile(r"[\u00d7\u22c5\u00b7\u2217*]|(?<=\d)\s*[xX]\s*(?=\d)"), " times "),
-    (re.compile(r"\u00f7"), " over "),
+    (re.compile(r"\u00f7|(?<=\d)\s*/\s*(?=\d)"), " over "),  # "/" between numbers too (relay round r1)
     (re.compile(r"="), " equals "),
 )
 
 
-_ANY_OPERATOR = re.compile(r"[+=*\u00d7\u00f7\u00b7\u2212\u2013\u22c5\u2217-]|\d\s*[xX]\s*\d")
+_ANY_OPERATOR = re.compile(r"[+=*\u00d7\u00f7\u00b7\u2212\u2013\u22c5\u2217-]|\d\s*[xX/]\s*\d")
 
 
 def operators_to_words(text: str) -> str:
-    """``+ − × ÷ =`` (and ``-``/``x``/``*`` between numbers) as ``plus minus times over equals``."""
+    """``+ − × ÷ =`` (and ``-``, ``x``, ``*``, ``/`` between numbers) as ``plus minus times over equals``."""
     if not _ANY_OPERATOR.search(text):
         return text
     for pattern, word in _OPERATORS:

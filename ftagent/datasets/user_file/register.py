@@ -149,7 +149,9 @@ def check_against_benchmark(info: UserDataset, folder: Path, items: dict[str, An
         return len(rows)
     try:
         check_contamination(rows, items, examples=1)
-        info.scan = f"contamination scan: none of its {len(rows):,} rows holds one of {len(items):,} benchmark items"
+        info.scan = (f"contamination scan: none of its {len(rows):,} rows holds one of {len(items):,} benchmark items "
+                     "(the contamination rule's checks 1-4: its questions ask no item, in this wording or any "
+                     "other the check reads)")
     except StepError as exc:
         if info.name in _CREATED:
             shutil.rmtree(folder, ignore_errors=True)

@@ -266,6 +266,7 @@ class BriefFacts(BaseModel):
     prompt_format: str = ""
     prompt_example: str = ""  # one validation item's prompt, as the model sees it
     answer_example: str = ""
+    example_tokens: str = ""  # the example's prompt and answer in the model's tokens
     space_warning: str = ""  # the benchmark's items fill most of their templated input space
     contamination_rule: str = ""  # what the contamination scan compares (ftagent.datasets.contamination)
     holdout_rule: str = ""  # validation's feedback and selection parts (ftagent.core.holdout, issue 39 item 5)
@@ -371,7 +372,7 @@ def brief_facts(scenario: ScenarioInfo, *, benchmark: Any, catalogue: dict[str, 
     if limits is not None:  # the evaluation limit is the system's concern, not the plan's
         budgets = [f"one training run: at most {format_duration(limits.full_timeout)}",
                    f"one full data-processing run: at most {format_duration(limits.data_processing_timeout)}"]
-    from ftagent.planners.llm.chat_overhead import template_overhead
+    from ftagent.planners.llm.chat_overhead import example_tokens, template_overhead
 
     overhead = template_overhead(scenario.base_model_path)
     params = (f"{format_count(model.num_parameters)} ({model.num_parameters:,}, from {model.parameter_source})"
@@ -387,7 +388,8 @@ def brief_facts(scenario: ScenarioInfo, *, benchmark: Any, catalogue: dict[str, 
     return BriefFacts(
         benchmark=scenario.benchmark, description=scenario.benchmark_description or (spec.description if spec else ""),
         prompt_format=("" if per_item or not spec or not says_more(spec.prompt) else spec.prompt),
-        prompt_example=example[0], answer_example=example[1], answer_rule=(spec.answer_rule if spec else ""),
+        prompt_example=example[0], answer_example=example[1],
+        example_tokens=example_tokens(scenario.base_model_path, *example), answer_rule=(spec.answer_rule if spec else ""),
         space_warning=space_warning(scenario.file_path, scenario.benchmark,
                                     spec.input_columns[0] if spec and spec.input_columns else "prompt", root=items),
         contamination_rule=contamination_rule_words(_rule_example(example[0], items, scenario.benchmark,

@@ -79,3 +79,20 @@ def template_overhead(model_dir: str | Path | None) -> TemplateOverhead | None:
     atomic = all(tok.token_to_id(s) is not None and count(s) == 1 for s in specials)
     return TemplateOverhead(tokens=max(count(text) - count(_USER) - count(_ANSWER), 0), special_tokens=specials,
                             atomic=atomic)
+
+
+def example_tokens(model_dir: str | Path | None, prompt: str, answer: str) -> str:
+    """``19 tokens, the reference answer 6`` with the model's ``tokenizer.json`` (relay round r1: the planner
+    chose cutoff_len without knowing how long the benchmark's own prompt is); '' without a tokenizer."""
+    path = Path(model_dir) / "tokenizer.json" if model_dir else None
+    if not prompt or path is None or not path.is_file():
+        return ""
+    try:
+        from tokenizers import Tokenizer
+
+        tok = Tokenizer.from_file(str(path))
+    except Exception:  # noqa: BLE001 - a tokenizer this `tokenizers` cannot read: the prompt says less
+        return ""
+    prompt_n, answer_n = (len(tok.encode(t, add_special_tokens=False).ids) for t in (prompt, answer))
+    return (f"the model's tokenizer counts {prompt_n:,} tokens in this prompt and {answer_n:,} in the reference "
+            "answer, before the chat template's tokens")

@@ -1,0 +1,92 @@
+"""Relay round r1 (issue 39 item 5, played on the user benchmark "What is 3 times N?" with a raw file of
+"Multiply N by 3." rows): what the player of the LLM found missing or confusing in the requests."""
+
+from __future__ import annotations
+
+import json
+
+from ftagent.datasets.contamination import rule_words, scan_rows
+from ftagent.datasets.makeup import profile_rows
+from ftagent.datasets.template_scan import signature, variants
+from tests.helpers.times3_raw import benchmark_items, benchmark_numbers
+
+
+def test_the_rule_lists_each_phrasing_the_scan_reads_and_each_is_read_so():
+    """The rule said "`add A and B` read as `A plus B` (likewise product, difference, quotient)": whether
+    "Multiply N by 3." is "N times 3" to check 4 -- and so whether the raw file's clean two-digit rows stay
+    clean in the benchmark's wording -- had to be guessed. Each listed phrasing is checked against the scan."""
+    from ftagent.datasets.template_scan import READ_AS
+
+    rule = rule_words()
+    for op, phrases in READ_AS:
+        for phrase in phrases:
+            assert f"`{phrase}`" in rule, phrase
+            text = phrase.replace("A", "12").replace("B", "45")
+            assert tuple(signature(text)) in variants(["12", op, "45"]), (phrase, signature(text))
+    assert "`multiply A by B`" in rule and "likewise product" not in rule
+
+
+def test_a_raw_row_that_passed_the_scan_still_passes_in_the_benchmarks_wording():
+    """What the rule now says of raw rows: "Multiply 24 by 3." (24 is no item's N) passes, and so does the
+    benchmark's own sentence with 24; "Multiply N by 3." with an item's N is a hit (check 4)."""
+    items = {f"times3/validation:{i}": it["question"] for i, it in enumerate(benchmark_items())}
+    used = set(benchmark_numbers())
+    free, taken = min(n for n in range(10, 100) if n not in used), min(used)
+
+    def flagged(text: str) -> bool:
+        return bool(scan_rows([{"instruction": text, "input": "", "output": ""}], items).flagged)
+
+    assert not flagged(f"Multiply {free} by 3.")
+    assert not flagged(f"What is 3 times {free}? Put the final answer in \\boxed{{}}.")
+    assert flagged(f"Multiply {taken} by 3.") and flagged(f"What is {taken} times 3?")
+    assert "stay fine rewritten in the benchmark's wording" in rule_words()
+
+
+def test_each_anomaly_example_names_its_anomaly_and_weighting_by_repetition_is_allowed():
+    """An exact duplicate ("Multiply 24 by 3." → "... gives 72.") was listed under Anomalies as "e.g." with no
+    reason, and "must drop or repair them" read as a ban on repeating rows on purpose."""
+    good = [{"instruction": f"Multiply {n} by 3.", "input": "", "output": f"Multiplying {n} by 3 gives {3 * n}."}
+            for n in range(100, 140)]
+    rows = [{"instruction": "", "input": "", "output": "lorem"}, {"instruction": 7, "input": "", "output": "x"},
+            {"instruction": "asdf", "input": "", "output": ""}, *good, good[3]]
+    view = profile_rows(rows).to_markdown()
+    assert f"  - e.g. an exact duplicate of an earlier row: {json.dumps(good[3])}" in view, view
+    assert "  - e.g. empty instruction: " in view and "  - e.g. not text: " in view and "  - e.g. empty answer: " in view
+    assert "repeating rows on purpose, to weight a group, is a choice of the plan" in view
+
+
+def test_the_example_item_comes_with_its_token_counts(tmp_path):
+    """cutoff_len was chosen without knowing how long the benchmark's own prompt is in the model's tokens."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    from tests.unit.test_issue39_holdout import _times3_scenario
+
+    vocab = {c: i for i, c in enumerate(["[UNK]", "What", "is", "3", "times", "?", "Put", "the", "final", "answer",
+                                         "in", "\\", "boxed", "{", "}", "."])}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    (tmp_path / "m").mkdir()
+    tok.save(str(tmp_path / "m" / "tokenizer.json"))
+    brief = _times3_scenario(tmp_path)[0].description_text
+    # "What is 3 times 61 ? Put the final answer in \ boxed {}." (the number and "{}." one [UNK] each): 14
+    assert ("Reference answer: `\\boxed{" in brief and "(the model's tokenizer counts 14 tokens in this prompt "
+            "and 5 in the reference answer, before the chat template's tokens)" in brief), brief
+
+
+def test_division_items_are_matched_by_template_and_a_next_sentences_operation_hides_no_hit():
+    """Found while checking the rule's list against the scan: "over" is also a function word, so "84 / 12"
+    (and "/" was not read as "over" at all) had the signature ``84 12``, no template, and no division item was
+    ever template-matched; and the longer-expression guard looked across sentences, so "Multiply 16 by 3.
+    Plus, show your work." passed check 4."""
+    items = {f"d:{k}": f"What is {12 * k} / 12?" for k in (5, 6, 7, 8, 9)}
+    items |= {f"t:{n}": f"What is 3 times {n}? Put the final answer in \\boxed{{}}." for n in range(10, 30)}
+
+    def flagged(text: str) -> bool:
+        return bool(scan_rows([{"instruction": text, "input": "", "output": ""}], items).flagged)
+
+    for hit in ("Divide 84 by 12.", "What is 84 divided by 12?", "the quotient of 84 and 12", "What's 84 ÷ 12?",
+                "Multiply 16 by 3. Plus, show your work.", "Show your work, minus the fluff. Multiply 16 by 3."):
+        assert flagged(hit), hit
+    for honest in ("What is 12 / 84?", "Divide 84 by 7.", "Divide 120 by 12.", "Multiply 16 by 3 plus 4.", "What is 2 plus 3 times 16?",
+                   "Read it over and divide 85 by 12.", "On 12/05 we met."):
+        assert not flagged(honest), honest
