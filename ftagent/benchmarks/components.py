@@ -32,8 +32,9 @@ from ftagent.core.registry import Registry
 #: cache key carries it (``ftagent.tools.opencompass.cache``), so a score made under older rules is
 #: never served. 2: issue 31 item 7 (MBPP's type-aware asserts, math-verify timeouts re-verified,
 #: ChemCoTBench retro golds, TableBench chart values). 3: a boxed gold (``\\boxed{43}``) is read by its
-#: content in the boxed-integer and numeric evaluators.
-SCORING_VERSION = "3"
+#: content in the boxed-integer and numeric evaluators. 4: issue 43 (TableBench's ``np.nan`` references and
+#: chart timeouts run again, a one-molecule retro gold is never cut, math-verify's limits count CPU time).
+SCORING_VERSION = "4"
 
 OC_ACC = "opencompass.openicl.icl_evaluator:AccwithDetailsEvaluator"
 PROVIDED_MARK = "@"

@@ -127,18 +127,29 @@ def test_retro_gold_joined_without_dots_scores_the_dotted_answer():
 
 # real ChemCoTBench retro rows (IDEA-XL/ChemCoTBench@ac04f91 baseline_and_eval/logs/retro/ether0.json,
 # CC BY 4.0): their reactant lists, whose glued forms are the published `gt` of half the rows. The
-# glued form of each is itself a valid SMILES, so no repair at preparation could find the reactants.
+# glued form of each is itself a valid SMILES: the gold is then that one molecule (issue 43), as a
+# one-molecule gold is, whose valid cuts (`C.N…`) scored 100 before (47 of 47 on the real file).
 VALID_WHEN_GLUED = [["COc1nnccc1CO", "CS(=O)(=O)Cl"], ["Nc1cc(F)cc([N+](=O)[O-])c1", "CC(C)(C)S(=O)Cl"]]
 
 
 @pytest.mark.parametrize("reactants", VALID_WHEN_GLUED)
-def test_retro_gold_glued_into_a_valid_smiles_still_scores_the_dotted_answer(reactants):
+def test_retro_gold_that_is_one_valid_molecule_is_never_cut(reactants):
     glued = "".join(reactants)
     assert chem.mol(glued) is not None
     item = _row("... {\"Reactants\": ...}", "reaction", "retro", gt=glued)
-    answer = json.dumps({"Reactants": ".".join(reversed(reactants))})
-    assert cc.metrics("retro", [answer], [item])["exact_match"] == 100.0
-    assert cc.metrics("retro", [json.dumps({"Reactants": reactants[0]})], [item])["exact_match"] == 0.0
+    cut = json.dumps({"Reactants": ".".join(reversed(reactants))})
+    assert cc.metrics("retro", [cut], [item])["exact_match"] == 0.0  # d350dfe: 100
+    assert cc.metrics("retro", [json.dumps({"Reactants": glued})], [item])["exact_match"] == 100.0
+
+
+def test_retro_one_molecule_gold_cut_into_valid_pieces_scores_zero():
+    # a one-molecule gold and an answer that cuts it into valid molecules (d350dfe scored it right)
+    gold = "CCN(CC)C(=O)c1ccccc1"
+    assert not chem.same_reactants("C.CN(CC)C(=O)c1ccccc1", gold)
+    assert not chem.same_reactants("CCN(CC)C(=O)c1ccccc1.C", "CCN(CC)C(=O)c1ccccc1C")  # glued valid: one molecule
+    assert chem.same_reactants("CCN(CC)C(=O)c1ccccc1", gold)
+    # a gold piece that is not one valid molecule is still read as its cuts
+    assert chem.same_reactants("CCO.O=C=O", "CCOO=C=O") and chem.mol("CCOO=C=O") is None
 
 
 def test_retro_gold_does_not_depend_on_rdkit_where_the_benchmark_is_prepared(monkeypatch):

@@ -81,8 +81,9 @@ def test_visualization_pass_and_failures():
         "```python\nimport socket\nsocket.create_connection(('1.1.1.1', 80))\n```",  # network blocked
         "I would draw a bar chart.",                                  # no code
     ]
-    # Parse@1 = 5/6, ECR@1 = 2/6, Pass@1 = 1/6
-    m = tb.visualization_metrics(preds, [item] * len(preds), timeout_s=8)  # 3 s was flaky under load
+    # Parse@1 = 5/6, ECR@1 = 2/6, Pass@1 = 1/6; a chart that timed out runs again with 4x the limit
+    m = tb.visualization_metrics(preds, [item] * len(preds), timeout_s=4)
+    assert m["chart_unresolved"] == 1 and m["chart_timeouts"] >= 1  # the loop (load may slow another once)
     assert m["Parse@1"] == pytest.approx(500 / 6)
     assert m["ECR@1"] == pytest.approx(200 / 6)
     assert m["Pass@1"] == pytest.approx(100 / 6)

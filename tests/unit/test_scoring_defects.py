@@ -25,10 +25,10 @@ def test_the_eval_cache_key_names_the_scoring_rules(monkeypatch):
 class _TimedOutVerifications:
     """The fake OpenCompass of test_oc_splits, whose math-verify left one answer unverified per dataset."""
 
-    def __init__(self) -> None:
+    def __init__(self, metric: str = "verify_unresolved") -> None:
         from tests.unit.test_oc_splits import FakeOpenCompass
 
-        self.inner = FakeOpenCompass()
+        self.inner, self.metric = FakeOpenCompass(), metric
         self.name, self.tools_env = self.inner.name, self.inner.tools_env
 
     def run(self, cmd, **kwargs):
@@ -41,7 +41,7 @@ class _TimedOutVerifications:
         (summary,) = sorted(Path(cmd[3]).glob("*/summary/summary_*.csv"))[-1:]
         with summary.open(encoding="utf-8", newline="") as fh:
             rows = list(csv.DictReader(fh))
-        extra = [dict(r, metric="verify_unresolved", **{k: "1.00" for k in r if k.startswith("ft-")}) for r in rows]
+        extra = [dict(r, metric=self.metric, **{k: "1.00" for k in r if k.startswith("ft-")}) for r in rows]
         with summary.open("w", encoding="utf-8", newline="") as fh:
             writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
             writer.writeheader()

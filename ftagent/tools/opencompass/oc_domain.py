@@ -67,8 +67,10 @@ class DomainEvaluator(BaseEvaluator):
     def _metrics(self, predictions: list[str], items: list[dict[str, Any]]) -> dict[str, Any]:
         return evaluate_subtask(self.family, self.subtask, predictions, items, **self.metric_kwargs)
 
-    def _detail(self, pred: str, ref: Any, item: dict[str, Any]) -> dict[str, Any]:
-        one = self._metrics([pred], [item])
+    def _detail(self, pred: str, ref: Any, item: dict[str, Any], one: dict[str, Any] | None = None) -> dict[str, Any]:
+        """One answer's details entry; ``one``: its metrics when the scorer already gave them per item
+        (``per_item``: TableBench's charts, so no program runs twice), else they are computed here."""
+        one = self._metrics([pred], [item]) if one is None else one
         value = one.get(self.core_metric)
         detail: dict[str, Any] = {"pred": _clip(pred), "answer": _clip(ref), "core_metric": self.core_metric,
                                   "score": float(value) if isinstance(value, (int, float)) else None}
@@ -76,6 +78,9 @@ class DomainEvaluator(BaseEvaluator):
             detail["correct"] = detail["score"] >= _FULL_MARK.get(self.core_metric, 100.0) - 1e-9
         if one.get("status"):
             detail["status"] = str(one["status"])
+        for key in ("chart_timeouts", "chart_timed_out"):  # a verdict a loaded machine may have decided
+            if one.get(key):
+                detail[key] = one[key]
         return detail
 
     def score(self, predictions, references, test_set=None):  # noqa: D102 - OpenCompass hook
@@ -83,6 +88,7 @@ class DomainEvaluator(BaseEvaluator):
         items = load_items(test_set, self.items_path, len(predictions))
         refs = list(references) if references is not None else [""] * len(items)
         metrics = self._metrics(predictions, items)
+        per_item = metrics.pop("per_item", None) or [None] * len(items)
         result: dict[str, Any] = dict(numeric_metrics(metrics))
         core = result.get(self.core_metric)
         if self.headline and core is not None:
@@ -94,5 +100,6 @@ class DomainEvaluator(BaseEvaluator):
         unavailable = sorted(k for k, v in metrics.items() if v is None)
         if unavailable:
             result["unavailable_metrics"] = ", ".join(unavailable)
-        result["details"] = [self._detail(p, r, it) for p, r, it in zip(predictions, refs, items, strict=True)]
+        result["details"] = [self._detail(p, r, it, one)
+                             for p, r, it, one in zip(predictions, refs, items, per_item, strict=True)]
         return result

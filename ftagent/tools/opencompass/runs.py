@@ -63,6 +63,7 @@ from ftagent.tools.opencompass.serving import (
     server_check,
     server_spec,
 )
+from ftagent.tools.opencompass.timeouts import unresolved_timeouts, unresolved_warnings
 from ftagent.tools.opencompass.weights import weights_problem
 
 if TYPE_CHECKING:
@@ -471,13 +472,6 @@ def evaluate_splits_of_path(
     return out
 
 
-def _unresolved_timeouts(result: EvalResult) -> float:
-    """Answers whose verification timed out even with the wider limit (``oc_math.MathVerifyEvaluator``'s
-    ``verify_unresolved``, summed over the datasets; its runs average with several runs)."""
-    return sum(value for metrics in result.metrics.values() for name, value in metrics.items()
-               if parse.metric_runs(name)[0] == "verify_unresolved")
-
-
 def _run_groups(job: _Job, missing: list[str], spec: Any, keys: dict[str, str], cache: cache_mod.EvalCache,
                 out: SplitResults, start: float, isolate_tasks: bool) -> None:
     """Run the missing splits (one group, or one per split), caching and recording each result."""
@@ -493,11 +487,10 @@ def _run_groups(job: _Job, missing: list[str], spec: Any, keys: dict[str, str], 
             assert run is not None
             result = _result(run, split, spec, benchmark, time.monotonic() - start, one)
             result.config_sha256 = job.config_digests.get(split)
-            unresolved = _unresolved_timeouts(result)
-            if unresolved and job.on_warning is not None:
-                job.on_warning(f"{benchmark}/{split}: math-verify did not finish on {unresolved:g} answer(s) even "
-                               "with a wider time limit: they score as wrong (details: verify_timed_out), and "
-                               "this result is not cached")
+            unresolved = unresolved_timeouts(result.metrics)
+            for line in unresolved_warnings(f"{benchmark}/{split}", unresolved):
+                if job.on_warning is not None:
+                    job.on_warning(line)
             if not job.judge_skipped and not unresolved:  # a verdict the machine's load decided is not kept
                 cache.put(keys[split], result)
             out.results[split] = result
