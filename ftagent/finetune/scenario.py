@@ -247,7 +247,7 @@ class FinetuneScenario:
                                     benchmark=run.adapter, inference=run.model.inference)
         for res in results.values():
             event = benchmark_event(res, baseline=True)
-            event.constant_baseline = constant_answer(info, run.adapter, res.split)
+            event.constant_baseline = constant_answer(info, run.adapter, res.split, runner=self.runner)
             self.emit(event)
         return results
 
@@ -267,18 +267,23 @@ def validation_holdout(bench: BenchmarkAdapter, root: Path, *, seed: int, share:
     return split_holdout(sizes, seed=seed, share=share, files=files)
 
 
-def constant_answer(info: ScenarioInfo, bench: BenchmarkAdapter, split: str) -> ConstantAnswer | None:
-    """What the best constant answer scores on ``split`` (kept in eval_cache/, issue 31 item 7), recorded
-    beside the base model's score for the report; None when it cannot be computed (no prepared split,
-    a plug-in benchmark, a scorer that fails) — a fact for the reader, never a reason to fail the session."""
+def constant_answer(info: ScenarioInfo, bench: BenchmarkAdapter, split: str, *, runner: Runner | None = None
+                    ) -> ConstantAnswer | None:
+    """What the constant answer scores on ``split`` (kept in eval_cache/, issue 31 item 7), chosen on validation's
+    feedback part (issue 43), recorded beside the base model's score for the report; a code benchmark's
+    always-equal program runs in the tool env through ``runner``. None when it cannot be computed (no prepared
+    split, a plug-in benchmark, a scorer that fails) — a fact for the reader, never a reason to fail the session."""
     from ftagent.benchmarks.baselines import stored_constant_baseline
     from ftagent.core.paths import eval_cache_dir
+    from ftagent.tools.opencompass.constant_program import program_scorer
 
     if not info.file_path:
         return None
+    cache = eval_cache_dir(info.file_path)
     try:
-        base = stored_constant_baseline(bench, info.items_root(), eval_cache_dir(info.file_path),
-                                        split)
+        base = stored_constant_baseline(bench, info.items_root(), cache, split, holdout=info.holdout,
+                                        program_score=program_scorer(runner, cache / "constant_program")
+                                        if runner is not None else None)
     except Exception:  # noqa: BLE001 - see the docstring
         return None
     return base.facts() if base is not None else None

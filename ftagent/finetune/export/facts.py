@@ -191,7 +191,8 @@ def _constant_baseline(scenario: ScenarioInfo) -> str:
     try:
         from ftagent.benchmarks import get_benchmark
 
-        return constant_baseline_words(scenario.file_path, get_benchmark(scenario.benchmark))
+        return constant_baseline_words(scenario.file_path, get_benchmark(scenario.benchmark),
+                                       holdout=getattr(scenario, "holdout", None))
     except Exception:  # noqa: BLE001 - a plug-in benchmark gone, a bad file: the card says less
         return ""
 

@@ -324,16 +324,19 @@ def _memory_rows(memory: dict[str, Any], context: int | None) -> list[MemoryRow]
     return rows
 
 
-def constant_baseline_words(file_path: str | None, bench: Any, *, root: Path | None = None) -> str:
-    """One line: what the best constant answer scores on the prepared validation split ('' when it
-    cannot be computed: no prepared split, a plug-in benchmark, a scorer that fails)."""
+def constant_baseline_words(file_path: str | None, bench: Any, *, root: Path | None = None,
+                            holdout: Any = None) -> str:
+    """One line: what the constant answer (chosen on validation's feedback part when ``holdout`` is given)
+    scores on the prepared validation split ('' when it cannot be computed: no prepared split, a plug-in
+    benchmark, a scorer that fails; a code benchmark's line comes from the session's baseline, which ran it)."""
     if not file_path or bench is None:
         return ""
     from ftagent.benchmarks.baselines import stored_constant_baseline
     from ftagent.core.paths import benchmarks_dir, eval_cache_dir
 
     try:
-        base = stored_constant_baseline(bench, root or benchmarks_dir(file_path), eval_cache_dir(file_path))
+        base = stored_constant_baseline(bench, root or benchmarks_dir(file_path), eval_cache_dir(file_path),
+                                        holdout=holdout)
     except Exception:  # noqa: BLE001 - a fact of the brief, never a reason to fail the planner
         return ""
     return base.line() if base is not None and base.score is not None else ""
@@ -400,7 +403,7 @@ def brief_facts(scenario: ScenarioInfo, *, benchmark: Any, catalogue: dict[str, 
         core_metric=scenario.core_metric,
         direction="higher is better" if scenario.direction == "max" else "lower is better",
         user_target=scenario.user_target_scenario, baseline=base, metric_scale=metric_scale(metric),
-        constant_baseline=constant_baseline_words(scenario.file_path, bench, root=items),
+        constant_baseline=constant_baseline_words(scenario.file_path, bench, root=items, holdout=holdout),
         validation_items=validation_items(scenario.file_path, scenario.benchmark, root=items),
         model_name=scenario.base_model, model_path=scenario.base_model_path, parameters=params,
         size_note=size_note(model.num_parameters),
