@@ -106,13 +106,14 @@ def collect(check_tools: bool = True) -> DoctorReport:
     from ftagent.models.base_model import list_models
     from ftagent.runners.base import RunnerCapabilities, capabilities
     from ftagent.runners.factory import runner_class
-    from ftagent.runners.sandbox import probe_bwrap
+    from ftagent.runners.sandbox import INSTALL_HINT, probe_bwrap
     from ftagent.runners.toolenv import tools_env_path
 
     settings = load_settings()
     problems: list[str] = []
     (works, why), err = _guard("bubblewrap", probe_bwrap, (False, "probe failed"))
-    sandbox = f"bubblewrap works (FT_SANDBOX={settings.ft.sandbox})" if works else f"no sandbox: {err or why}"
+    sandbox = (f"bubblewrap works (FT_SANDBOX={settings.ft.sandbox})" if works
+               else f"no sandbox: {err or why} ({INSTALL_HINT})")
     if settings.ft.sandbox == "bwrap" and not works:
         problems.append(f"FT_SANDBOX=bwrap but {sandbox}")
     env = tools_env_path(settings)

@@ -65,7 +65,7 @@ def probe_bwrap(executable: str | None = None) -> tuple[bool, str]:
     """
     exe = executable or shutil.which("bwrap")
     if not exe:
-        return False, "bwrap is not installed (apt-get install bubblewrap)"
+        return False, "bwrap is not installed"  # the install hint is the caller's to give, once
     try:
         proc = subprocess.run([exe, "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev",
                                "--unshare-pid", "true"], capture_output=True, text=True, timeout=20)
@@ -81,7 +81,7 @@ def warn_no_sandbox(reason: str) -> None:
     global _warned
     if not _warned:
         _warned = True
-        log.warning("%s (%s)", NO_SANDBOX_WARNING, reason)
+        log.warning("%s (%s; %s to confine commands)", NO_SANDBOX_WARNING, reason, INSTALL_HINT)
 
 
 def use_sandbox(mode: str) -> bool:
@@ -96,7 +96,8 @@ def use_sandbox(mode: str) -> bool:
     if works:
         return True
     if mode == "bwrap":
-        raise EnvironmentFailure(f"FT_SANDBOX=bwrap but {reason}; install bubblewrap or set FT_SANDBOX=auto")
+        raise EnvironmentFailure(f"FT_SANDBOX=bwrap but {reason}; install bubblewrap ({INSTALL_HINT}) or set "
+                                 "FT_SANDBOX=auto")
     warn_no_sandbox(reason)
     return False
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import subprocess
@@ -121,7 +122,7 @@ def test_no_bwrap_warns_once_and_strict_mode_fails(monkeypatch, caplog) -> None:
         assert sandbox.use_sandbox("auto") is False
         assert sandbox.use_sandbox("auto") is False
     assert [r.getMessage() for r in caplog.records].count(
-        f"{sandbox.NO_SANDBOX_WARNING} (bwrap is not installed)") == 1
+        f"{sandbox.NO_SANDBOX_WARNING} (bwrap is not installed; {sandbox.INSTALL_HINT} to confine commands)") == 1
     with pytest.raises(EnvironmentFailure, match="FT_SANDBOX=bwrap"):
         sandbox.use_sandbox("bwrap")
     assert sandbox.use_sandbox("none") is False
@@ -286,3 +287,25 @@ def test_every_tool_process_numbers_gpus_in_pci_order(fake_tools_env: Path, tmp_
     monkeypatch.delenv("CUDA_DEVICE_ORDER")
     assert passthrough_env({})["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
     assert DockerRunner(use_gpu=True, client=object()).environment(None)["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
+
+
+def test_the_no_sandbox_warnings_give_the_install_hint_once(monkeypatch, caplog) -> None:
+    """Issue 43: the warning read "(bwrap is not installed (apt-get install bubblewrap); apt-get install
+    bubblewrap)": the real probe's reason, without bwrap on PATH, and every text built from it."""
+    from ftagent.core.errors import UserInputError
+
+    monkeypatch.setattr(sandbox.shutil, "which", lambda name: None)
+    monkeypatch.setattr(sandbox, "_warned", False)
+    sandbox.probe_bwrap.cache_clear()  # probed once per process: this test's probe finds no bwrap
+    monkeypatch.setattr(sandbox, "probe_bwrap", functools.lru_cache(maxsize=4)(sandbox.probe_bwrap.__wrapped__))
+    texts = [sandbox.require_confinement(_policy_settings(allow=True), True),
+             sandbox.require_confinement(_policy_settings(), False)]
+    with pytest.raises(UserInputError) as refused:
+        sandbox.require_confinement(_policy_settings(), True)
+    with pytest.raises(Exception) as strict:
+        sandbox.use_sandbox("bwrap")
+    monkeypatch.setattr(sandbox, "_warned", False)
+    with caplog.at_level(logging.WARNING, logger="ftagent.runners.sandbox"):
+        sandbox.warn_no_sandbox(sandbox.probe_bwrap()[1])
+    texts += [str(refused.value), str(strict.value), caplog.records[-1].getMessage()]
+    assert [t.count(sandbox.INSTALL_HINT) for t in texts] == [1] * 5, texts
