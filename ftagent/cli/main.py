@@ -66,8 +66,11 @@ tidy_help(app)
 def main() -> None:
     """Console-script entry point: user errors exit 2 with one clear message, a broken environment 1
     (:func:`ftagent.core.errors.exit_message`, the MCP server's tool errors use the same words)."""
+    from ftagent.cli.interrupt import freeze_at_exit, honour_ctrl_c
     from ftagent.core.errors import exit_message
 
+    honour_ctrl_c()  # Ctrl-C ends every command at once, whoever started it (issue 43)
+    freeze_at_exit()
     try:
         app()
     except Exception as exc:
