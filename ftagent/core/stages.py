@@ -52,7 +52,7 @@ class StageSpec(BaseModel):
 
 DATA_WORDS: dict[str, str] = {
     "alpaca": "Alpaca rows {instruction, input, output}",
-    "pairwise": "pairs {instruction, input, chosen, rejected} (dataset_info ranking: true)",
+    "pairwise": "pairs {instruction, input, chosen, rejected} (the system registers them with ranking: true)",
     "kto": "rows {instruction, input, output, kto_tag: true|false} (true = a desirable answer)",
 }
 

@@ -110,7 +110,7 @@ def run(res: BenchResults, tools_env: Path, work: Path, quick: bool) -> None:
 
     root = work / "stages"
     root.mkdir(parents=True, exist_ok=True)
-    probe = 150 if quick else heuristic.PROBE_STEPS
+    probe = 150 if quick else 2 * heuristic.PROBE_STEPS  # a loop-0 model that answers some prompts right
     env = _env(root, tools_env, BENCH_PROBE=str(probe))
     started = time.monotonic()
     _run(root, env, *COMMON, "--loop-n", "1")

@@ -111,8 +111,10 @@ def grpo_catalogue(info_dir: str | None) -> str:
     lines = ["## GRPO keys (TRL GRPOConfig; any other GRPOConfig field is valid too)"]
     for key in GRPO_KEYS:
         p = params.get(key)
-        if p is not None:
-            help_text = " ".join(str(p.get("help", "")).split())[:220]
-            lines.append(f"- {key} ({p.get('type', '')}, default={p.get('default')!r}): {help_text}")
+        if p is None:  # an older catalogue without TRL's fields: the names alone
+            lines.append(f"- {key}")
+            continue
+        help_text = " ".join(str(p.get("help", "")).split())[:220]
+        lines.append(f"- {key} ({p.get('type', '')}, default={p.get('default')!r}): {help_text}")
     lines += ["## Model keys the GRPO script reads", *GRPO_OWN]
     return "\n".join(lines)
