@@ -53,7 +53,9 @@ class ForcedStageProposer:
             return self.inner.propose(trace, ctx)
         stage, first = os.environ.get("BENCH_STAGE", "sft"), trace.experiments[0]
         if stage == "sft":
-            recipe = {**first.plan["recipe"], "max_steps": int(os.environ["BENCH_SFT_STEPS"]), "warmup_steps": 5}
+            # the continuation's learning rate is the preference stages' (1e-4 on the tiny model), not the probe's
+            recipe = {**first.plan["recipe"], "max_steps": int(os.environ["BENCH_SFT_STEPS"]), "warmup_steps": 2,
+                      "learning_rate": 1e-4}
             return Hypothesis(reason="bench: SFT-only for the same wall time", hypothesis="SFT from loop 0's weights",
                               task="Train", parent=0, planner=PLANNER, plan={"recipe": recipe}, stage="sft",
                               weights_from=0)

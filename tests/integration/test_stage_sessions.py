@@ -12,7 +12,8 @@ SIGKILLed again while loop 1 trains (``grpo_script.py``), and resumed to its end
 * nothing of the killed runs is left (no process in the test's folders; the run registry is empty).
 
 Cost is kept down by a two-line wrapper around the CLI entry point that shortens the offline planner's
-stage runs and its sampling (``TINY_STEPS``, ``TINY_SAMPLING``), the same for every run here.
+stage runs and its sampling (``TINY_STEPS``, ``PREFERENCE_EPOCHS``, ``TINY_SAMPLING``), the same for every
+run here.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from ftagent.engine.events import read_events
 
 pytestmark = pytest.mark.integration
 WRAPPER = ("import sys, ftagent.planners.heuristic.stages as s; "
-           "s.TINY_STEPS.update(preference=24, grpo=12); "
+           "s.TINY_STEPS.update(grpo=12); s.PREFERENCE_EPOCHS = 6.0; "
            "s.TINY_SAMPLING = s.SamplingPlan(samples_per_prompt=2, temperature=1.0, max_prompts=24); "
            "sys.argv[0] = 'ftagent'; from ftagent.cli.main import main; main()")
 COMMAND = ["llm_finetune", "--benchmark", "demo_add", "--base-model", "builtin/tiny-qwen2", "--loop-n", "2", "--quiet"]
