@@ -23,8 +23,8 @@ def test_the_proposal_shows_the_measured_step_time_how_it_was_measured_and_a_ran
     assert "measured once before the first run by a 10-step probe (its train_runtime ÷ optimizer steps" in text
     assert "on 2 cpus while the machine was busy (1-min load 0.5-1 per CPU)" in text
     # busy: L in [0.5, 1) → 0.079 × 1.5/2 … 0.079 × 2/1.5
-    assert "0.079 s per optimizer step measured; expect 0.059-0.11 s per step" in text
-    assert "One epoch of 3000 rows is 375 steps, about 22 s-40 s" in text
+    assert "0.079 s per optimizer step measured at that batch (0.0099 s per row); expect 0.059-0.11 s per step" in text
+    assert "One epoch of 3000 rows is 375 steps at that batch, about 22 s-40 s" in text
 
 
 def test_the_range_widens_with_the_load_band_and_without_one():

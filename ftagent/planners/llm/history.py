@@ -105,6 +105,13 @@ def run_speed(exp: Any) -> tuple[float, int] | None:
     return float(row.get("train_runtime") or 0), int(state.get("global_step") or row.get("step") or 0)
 
 
+def run_rows_per_s(exp: Any) -> float | None:
+    """The run's ``train_samples_per_second`` (rows per second of training), None when not recorded."""
+    summary = _train_summary(exp)
+    value = summary[1].get("train_samples_per_second") if summary is not None else None
+    return float(value) if value else None
+
+
 def throughput_line(exp: Any) -> str:
     """Measured training speed from the run's ``trainer_state.json`` (empty when it did not train)."""
     summary = _train_summary(exp)
