@@ -243,9 +243,9 @@ def _items_in_memory(benchmark: str, checked: CheckedItems | None, input_columns
     is current for ``limit``. None when it is not prepared yet: its items exist only once it is downloaded
     or generated, and the scenario scans the file then (after the model and data sets are prepared).
     """
+    from ftagent.benchmarks.prepared import is_prepared
     from ftagent.core.paths import benchmark_data_dir
     from ftagent.tools.llamafactory.data_script import benchmark_items_for, keyed_items
-    from ftagent.tools.opencompass.runs import is_prepared
 
     if checked is not None:
         return {k: v for split in ("validation", "test")

@@ -90,9 +90,9 @@ def pure_inference(model: Path, root: Path, n: int, runner) -> tuple[float, dict
     import time
 
     from ftagent.benchmarks import get_benchmark
+    from ftagent.benchmarks.prepared import prepare_benchmark
     from ftagent.runners.base import Mount
     from ftagent.tools.opencompass.inference import inference_config
-    from ftagent.tools.opencompass.runs import prepare_benchmark
 
     settings = _settings(root, "pure", n)
     bench_root = Path(settings.ft.file_path) / "benchmarks"

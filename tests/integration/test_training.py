@@ -139,9 +139,10 @@ def test_lora_train_and_merge(env, runner: LocalRunner) -> None:
     losses = [p["loss"] for p in result.loss_history]
     assert len(losses) == 8 and losses[-1] < losses[0]
     start = time.monotonic()
-    from ftagent.tools.opencompass.runs import _merge  # the one LoRA merge, used before vLLM serving
+    # the one LoRA merge, used before vLLM serving
+    from ftagent.tools.opencompass.run_job import merge_adapter
 
-    merged = _merge(Path(result.model_path), Path(scen.base_model_path), ws / "merged", runner, None)
+    merged = merge_adapter(Path(result.model_path), Path(scen.base_model_path), ws / "merged", runner, None)
     print(f"merge: {time.monotonic() - start:.1f}s")
     assert (merged / "model.safetensors").is_file() and (merged / "tokenizer.json").is_file()
     assert (Path(result.model_path) / "adapter_model.safetensors").is_file()  # the adapter is kept

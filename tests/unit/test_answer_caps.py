@@ -11,10 +11,11 @@ from pathlib import Path
 import pytest
 
 from ftagent.benchmarks import get_benchmark
+from ftagent.benchmarks.prepared import prepare_benchmark
 from ftagent.core.settings import load_settings
 from ftagent.tools.opencompass.inference import answer_token_limit, eval_decoding, inference_config
 from ftagent.tools.opencompass.render import ModelSpec, render_config
-from ftagent.tools.opencompass.runs import _Job, prepare_benchmark
+from ftagent.tools.opencompass.run_job import EvalJob
 
 QWEN3 = "Qwen/Qwen3-8B"
 
@@ -51,7 +52,7 @@ def test_evaluator_blocks_and_brief_agree(tmp_path: Path):
     for mspec, name in ((_thinking_spec(), QWEN3),
                         (ModelSpec(abbr="ft-demo_add", path="/m", tokenizer_path="/m", max_out_len=32),
                          "builtin/tiny-qwen2")):
-        job = _Job(benchmark="demo_add", adapter=get_benchmark("demo_add"), settings=settings, runner=None,  # type: ignore[arg-type]
+        job = EvalJob(benchmark="demo_add", adapter=get_benchmark("demo_add"), settings=settings, runner=None,  # type: ignore[arg-type]
                    work_dir=tmp_path / "w",
                    mspec=mspec, root=root, bench_dir=bench_dir, timeout=None, on_progress=None)
         blocks = job.blocks("validation", suffix=False)

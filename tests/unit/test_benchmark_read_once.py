@@ -93,7 +93,7 @@ def test_an_edited_benchmark_file_is_prepared_again_for_the_next_session(tmp_pat
 def test_an_eval_without_a_session_prepares_an_edited_file_again(tmp_path, reads):
     """``ftagent eval``'s path (:func:`prepare_benchmark`, no start-up rows): the file is read where it is."""
     from ftagent.benchmarks import open_benchmark
-    from ftagent.tools.opencompass.runs import prepare_benchmark
+    from ftagent.benchmarks.prepared import prepare_benchmark
 
     bench = _bench(tmp_path / "b", "first")
     root = tmp_path / "ft" / "benchmarks"

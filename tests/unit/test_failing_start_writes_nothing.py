@@ -78,11 +78,11 @@ def test_a_contaminated_file_is_refused_before_the_copy_when_a_builtin_benchmark
 
     import pytest
 
+    from ftagent.benchmarks.prepared import is_prepared, prepare_benchmark
     from ftagent.core.errors import UserInputError
     from ftagent.core.settings import load_settings
     from ftagent.finetune.startup import resolve_run
     from ftagent.tools.llamafactory.data_script import benchmark_items_for
-    from ftagent.tools.opencompass.runs import is_prepared, prepare_benchmark
 
     ft = tmp_path / "ft"
     settings = load_settings(target_benchmark="demo_add", base_model="builtin/tiny-qwen2", planner="heuristic",

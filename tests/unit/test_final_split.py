@@ -34,7 +34,7 @@ def test_full_is_stratified_like_the_splits_and_capped_by_the_limit():
 
 
 def test_prepare_writes_the_full_split_and_an_old_folder_is_prepared_again(tmp_path):
-    from ftagent.tools.opencompass.runs import prepare_benchmark
+    from ftagent.benchmarks.prepared import prepare_benchmark
 
     out = tmp_path / "demo_add"
     out.mkdir()

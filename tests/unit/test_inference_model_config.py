@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ftagent.tools.opencompass import runs
+from ftagent.tools.opencompass import model_block
 from ftagent.tools.opencompass import vllm_rules as vr
 from ftagent.tools.opencompass.inference import inference_config, read_model_config
 
@@ -44,9 +44,9 @@ def test_model_spec_reads_the_served_model_config(tmp_path: Path, monkeypatch) -
     model.mkdir()
     (model / "config.json").write_text(json.dumps(_config("google__gemma-2-9b-it")), encoding="utf-8")
     (model / "chat_template.jinja").write_text("{{ messages }}")
-    monkeypatch.setattr(runs, "_gpu_facts", lambda n: (24.0, (8, 6), "NVIDIA A10G"))
-    spec = runs.model_spec(model, None, "google/gemma-2-9b-it", 8, "ft-x", serve_adapter=False,
-                           backend="vllm", device="cuda")
+    monkeypatch.setattr(model_block, "_gpu_facts", lambda n: (24.0, (8, 6), "NVIDIA A10G"))
+    spec = model_block.model_spec(model, None, "google/gemma-2-9b-it", 8, "ft-x", serve_adapter=False,
+                                  backend="vllm", device="cuda")
     assert spec.max_seq_len == 8192
     assert 16 % spec.tensor_parallel_size == 0 and spec.tensor_parallel_size == 2  # 18.5 GB > 60 % of 24
     assert read_model_config(tmp_path / "absent") == {}
@@ -60,9 +60,9 @@ def test_bf16_dtype_becomes_what_a_pre_ampere_gpu_serves(tmp_path: Path, monkeyp
     for name, capability, dtype in [("Qwen__Qwen2.5-3B", (7, 0), "float16"), ("google__gemma-2-9b-it", (7, 5), "float32"),
                                     ("Qwen__Qwen2.5-3B", (9, 0), "bfloat16")]:
         (model / "config.json").write_text(json.dumps(_config(name)), encoding="utf-8")
-        monkeypatch.setattr(runs, "_gpu_facts", lambda n, c=capability: (32.0, c, "Tesla V100"))
-        spec = runs.model_spec(model, None, name.replace("__", "/"), 1, "ft-x", serve_adapter=False,
-                               backend="vllm", device="cuda")
+        monkeypatch.setattr(model_block, "_gpu_facts", lambda n, c=capability: (32.0, c, "Tesla V100"))
+        spec = model_block.model_spec(model, None, name.replace("__", "/"), 1, "ft-x", serve_adapter=False,
+                                      backend="vllm", device="cuda")
         assert spec.dtype == dtype
         assert vr.refusals(_config(name), tensor_parallel_size=1, max_model_len=spec.max_seq_len, dtype=spec.dtype,
                            compute_capability=capability) == []

@@ -20,6 +20,7 @@ import pytest
 
 from ftagent.benchmarks import open_benchmark
 from ftagent.benchmarks.frozen import FROZEN, verify
+from ftagent.benchmarks.prepared import prepare_session_copy
 from ftagent.core.errors import StepError
 from ftagent.core.paths import benchmarks_dir
 from ftagent.core.trace import Experiment
@@ -27,7 +28,7 @@ from ftagent.core.types import ModelInfo, ScenarioInfo
 from ftagent.integrity.guard import IntegrityGuard
 from ftagent.runners.base import RunResult
 from ftagent.tools.llamafactory.data_script import benchmark_items
-from ftagent.tools.opencompass.runs import evaluate_splits_of_path, prepare_session_copy
+from ftagent.tools.opencompass.runs import evaluate_splits_of_path
 from tests.helpers.weights import answer_weights_check, safetensors_bytes
 
 REPO = Path(__file__).resolve().parents[2]

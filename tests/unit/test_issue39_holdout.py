@@ -121,11 +121,11 @@ def _times3_scenario(tmp: Path, name: str = "times3"):
     import json
 
     from ftagent.benchmarks import open_benchmark
+    from ftagent.benchmarks.prepared import prepare_session_copy
     from ftagent.core.paths import benchmarks_dir
     from ftagent.core.types import ModelInfo, ScenarioInfo
     from ftagent.finetune.scenario import validation_holdout
     from ftagent.planners.llm.brief import render_brief
-    from ftagent.tools.opencompass.runs import prepare_session_copy
 
     folder = tmp / "bench"
     folder.mkdir()

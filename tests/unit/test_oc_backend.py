@@ -10,8 +10,8 @@ import pytest
 from ftagent.runners.base import RunResult
 from ftagent.tools.opencompass import backend
 from ftagent.tools.opencompass.backend import VllmProbe, choose_backend, env_identity, probe_vllm, warn_once
+from ftagent.tools.opencompass.model_block import model_spec
 from ftagent.tools.opencompass.render import render_config
-from ftagent.tools.opencompass.runs import model_spec
 from tests.unit.test_oc_render import BLOCK
 
 
@@ -129,11 +129,11 @@ def test_tensor_parallel_size_follows_visible_gpus(tmp_path, monkeypatch, gpus, 
     was the largest power of two, 8, which vLLM refuses)."""
     import shutil
 
-    from ftagent.tools.opencompass import runs
+    from ftagent.tools.opencompass import model_block
 
     (tmp_path / "m").mkdir(exist_ok=True)
     shutil.copy(Path(__file__).parents[1] / "fixtures/model_configs/Qwen__Qwen2.5-7B/config.json", tmp_path / "m")
-    monkeypatch.setattr(runs, "_gpu_facts", lambda n: (24.0, (8, 6), "NVIDIA A10G"))
+    monkeypatch.setattr(model_block, "_gpu_facts", lambda n: (24.0, (8, 6), "NVIDIA A10G"))
     spec = _spec(tmp_path, gpus, "vllm", "cuda")
     assert spec.tensor_parallel_size == tp
     src = render_config([BLOCK], spec, benchmark="demo_add", split="validation", in_process=True)

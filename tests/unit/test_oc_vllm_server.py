@@ -18,8 +18,9 @@ from ftagent.core.errors import ErrorType, StepError, UserInputError
 from ftagent.core.settings import load_settings
 from ftagent.tools.opencompass import backend, serving
 from ftagent.tools.opencompass.backend import ServerCheck, choose_backend, runs_on_host
+from ftagent.tools.opencompass.model_block import model_spec
 from ftagent.tools.opencompass.render import ModelSpec, render_config
-from ftagent.tools.opencompass.runs import evaluate_splits_of_path, model_spec
+from ftagent.tools.opencompass.runs import evaluate_splits_of_path
 from ftagent.tools.opencompass.serving import ServeRequest, VllmServeCommand, model_server, served_model
 from tests.helpers.weights import safetensors_bytes
 from tests.unit.test_oc_backend import _probe

@@ -77,7 +77,7 @@ def test_a_folder_prepared_under_older_scoring_rules_is_prepared_again(tmp_path)
     import json
 
     from ftagent.benchmarks.components import SCORING_VERSION
-    from ftagent.tools.opencompass.runs import prepare_benchmark
+    from ftagent.benchmarks.prepared import prepare_benchmark
 
     out = tmp_path / "demo_add"
     out.mkdir()

@@ -67,7 +67,7 @@ def test_a_length_that_does_not_fit_is_lowered_and_the_evaluator_serves_that_one
     """Llama-3.1-8B on one A10G: models.yaml's 32,768 tokens need 4.3 GB of KV cache per sequence, more
     than the weights leave; the plan says so (fixed) and the evaluator's model block carries the same
     length, so vLLM gets the plan's --max-model-len."""
-    from ftagent.tools.opencompass import runs
+    from ftagent.tools.opencompass import model_block
 
     plan = _plan("meta-llama__Llama-3.1-8B", "1xA10G")
     verdict = _memory(plan)
@@ -81,9 +81,9 @@ def test_a_length_that_does_not_fit_is_lowered_and_the_evaluator_serves_that_one
     (model / "config.json").write_text(json.dumps(_config("meta-llama__Llama-3.1-8B")), encoding="utf-8")
     (model / "tokenizer_config.json").write_text(json.dumps({"chat_template": "{{ messages }}"}), encoding="utf-8")
     hw = parse_hardware_spec("1xA10G")
-    monkeypatch.setattr(runs, "_gpu_facts", lambda n: (hw.memory_gb, hw.compute_capability, hw.gpu_name))
-    spec = runs.model_spec(model, None, "meta-llama/Llama-3.1-8B", 1, "m", serve_adapter=False, backend="vllm-server",
-                           device="cuda")
+    monkeypatch.setattr(model_block, "_gpu_facts", lambda n: (hw.memory_gb, hw.compute_capability, hw.gpu_name))
+    spec = model_block.model_spec(model, None, "meta-llama/Llama-3.1-8B", 1, "m", serve_adapter=False, backend="vllm-server",
+                                  device="cuda")
     assert spec.max_seq_len == plan.max_model_len and spec.tensor_parallel_size == plan.tensor_parallel_size
 
 

@@ -104,7 +104,7 @@ def test_domain_subtask_sorted_by_label_is_shuffled(tmp_path):
 
 
 def test_a_prepared_folder_of_the_old_rule_is_prepared_again(tmp_path):
-    from ftagent.tools.opencompass.runs import prepare_benchmark
+    from ftagent.benchmarks.prepared import prepare_benchmark
 
     out = tmp_path / "demo_add"
     out.mkdir()

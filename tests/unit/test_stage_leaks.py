@@ -131,8 +131,8 @@ def test_the_sampling_run_reads_training_prompts_and_mounts_no_benchmark_folder(
     (model / "config.json").write_text(json.dumps({"model_type": "qwen2"}))
     (model / "tokenizer_config.json").write_text(json.dumps({"chat_template": "{{ messages }}"}))
     runner = _RecordingRunner()
+    from ftagent.benchmarks.prepared import prepare_benchmark
     from ftagent.core.paths import benchmarks_dir
-    from ftagent.tools.opencompass.runs import prepare_benchmark
 
     items = benchmarks_dir(settings.ft.file_path)
     prepare_benchmark(get_benchmark("demo_add"), items, 10)  # the session's items (their rules are read)

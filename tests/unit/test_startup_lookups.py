@@ -36,11 +36,11 @@ def model(tmp_path) -> Path:
 
 
 def _session_without_training(tmp_path: Path, model: Path, counter) -> None:
+    from ftagent.benchmarks.prepared import prepare_benchmark
     from ftagent.finetune.scenario import FinetuneScenario
     from ftagent.finetune.startup import resolve_run
     from ftagent.finetune.workflow import build_components
     from ftagent.tools.opencompass.inference import eval_decoding
-    from ftagent.tools.opencompass.runs import prepare_benchmark
 
     settings = load_settings(target_benchmark="demo_add", base_model="builtin/tiny-qwen2", planner="heuristic",
                              file_path=tmp_path / "ft", workspace_path=tmp_path / "ws", benchmark_limit=4)

@@ -19,7 +19,8 @@ from ftagent.core.types import EvalResult, SplitResults, TrainResult
 from ftagent.runners.base import Runner
 from ftagent.tools.opencompass.inference import InferenceSettings
 from ftagent.tools.opencompass.progress import ProgressCallback
-from ftagent.tools.opencompass.runs import SPLITS, WarningCallback, evaluate_splits_of_path
+from ftagent.tools.opencompass.run_job import WarningCallback
+from ftagent.tools.opencompass.runs import SPLITS, evaluate_splits_of_path
 from ftagent.tools.opencompass.serving import Placement, ServeCommand
 
 if TYPE_CHECKING:

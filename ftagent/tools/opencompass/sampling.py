@@ -28,8 +28,9 @@ from ftagent.tools.opencompass import parse
 from ftagent.tools.opencompass.backend import choose_backend
 from ftagent.tools.opencompass.inference import answer_token_limit
 from ftagent.tools.opencompass.merge import is_lora_adapter
+from ftagent.tools.opencompass.model_block import model_spec
 from ftagent.tools.opencompass.render import render_config
-from ftagent.tools.opencompass.runs import PACKAGE_ROOT, model_spec
+from ftagent.tools.opencompass.run_job import PACKAGE_ROOT
 from ftagent.tools.opencompass.serving import VllmServeCommand, served_model, server_check
 
 if TYPE_CHECKING:

@@ -3,7 +3,7 @@
 Two scorers time out per answer and retry once with a wider limit: math-verify
 (:class:`ftagent.tools.opencompass.oc_math.MathVerifyEvaluator`, ``verify_unresolved``) and TableBench's chart
 programs (:func:`ftagent.benchmarks.domain.tablebench.run_chart`, ``chart_unresolved``). A result with such an
-answer is warned about and never cached (``runs._run_groups``): its verdict is the time limit's, not the
+answer is warned about and never cached (``run_job.run_groups``): its verdict is the time limit's, not the
 answer's, and a rerun on a quieter machine may differ.
 """
 
