@@ -90,3 +90,20 @@ def test_division_items_are_matched_by_template_and_a_next_sentences_operation_h
     for honest in ("What is 12 / 84?", "Divide 84 by 7.", "Divide 120 by 12.", "Multiply 16 by 3 plus 4.", "What is 2 plus 3 times 16?",
                    "Read it over and divide 85 by 12.", "On 12/05 we met."):
         assert not flagged(honest), honest
+
+
+def test_a_loss_flat_near_zero_for_most_of_the_run_is_called_flat():
+    """req_4/req_5: loop 0's curve (35 points, the real run) reached 0.0006 at step 1,400 and stayed within the
+    4-decimal rounding to step 7,000; the summary said "falling, levelling off at the end", and the player had
+    to read the table to see that 80 % of the run taught nothing."""
+    from ftagent.planners.llm.history import loss_summary
+
+    losses = [2.1617, 0.0899, 0.0155, 0.0101, 0.0041, 0.0007, 0.0006, 0.0005, 0.0004, 0.0004, 0.0003, 0.0003, 0.0003,
+              *[0.0002] * 6, *[0.0001] * 16]
+    summary = loss_summary([{"step": 200 * (i + 1), "loss": v} for i, v in enumerate(losses)])
+    assert summary is not None and summary.trend.startswith("fell early, then flat from step 1400 for the last 83%")
+    assert "a run that ends there reaches the same loss" in summary.trend
+    # a curve still well above the rounding keeps its ratio rule: 0.0226 -> 0.0169 in the last fifth is falling
+    falling = [2.0, 1.0, 0.5, 0.2, 0.1, 0.06, 0.04, 0.03, 0.0226, 0.02, 0.0185, 0.0169]
+    assert loss_summary([{"step": i, "loss": v} for i, v in enumerate(falling)]).trend == \
+        "falling, still falling at the end"

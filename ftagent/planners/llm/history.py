@@ -202,12 +202,17 @@ def _still_falling(values: list[float]) -> bool:
 
 
 def _plateau_start(values: list[float], band: float = 1.25, min_share: float = 0.5) -> int | None:
-    """Index from which every loss stays within ``band`` × the final loss, when that plateau covers
-    more than ``min_share`` of the run (a curve that stopped learning early); else None."""
-    if len(values) < 6 or values[-1] <= 0:
+    """Index from which every loss stays within ``band`` × the final loss or LOSS_NOISE_FLOOR above it, when
+    that plateau covers more than ``min_share`` of the run (a curve that stopped learning early); else None.
+
+    The floor: near zero the 4-decimal rounding makes a ratio meaningless (relay round r1: 0.0006 at step
+    1,400, then 0.0005 ... 0.0001 to step 7,000 was "falling, levelling off at the end", 80 % of a run that
+    had learnt everything)."""
+    if len(values) < 6 or values[-1] < 0:
         return None
+    top = max(values[-1] * band, values[-1] + LOSS_NOISE_FLOOR)
     start = len(values) - 1
-    while start > 0 and values[start - 1] <= values[-1] * band:
+    while start > 0 and values[start - 1] <= top:
         start -= 1
     return start if (len(values) - start) / len(values) > min_share else None
 
@@ -232,8 +237,9 @@ def loss_summary(history: list[dict[str, Any]]) -> LossSummary | None:
         if flat_from is not None:
             share = 1 - flat_from / len(values)
             trend = (f"fell early, then flat from step {pts[flat_from][0]} for the last {share:.0%} of the run "
-                     "(within 25 % of the final loss): more steps alone will not help; look at the data "
-                     "and the targets, or the learning rate")
+                     f"(within 25 % of the final loss or {LOSS_NOISE_FLOOR:g} of it): more steps alone will not "
+                     "help, a run that ends there reaches the same loss; if the score falls short, look at the "
+                     "data and the targets, or the learning rate")
         else:
             trend = "falling" + (", still falling at the end" if _still_falling(values)
                                  else ", levelling off at the end")
