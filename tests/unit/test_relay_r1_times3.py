@@ -92,6 +92,55 @@ def test_division_items_are_matched_by_template_and_a_next_sentences_operation_h
         assert not flagged(honest), honest
 
 
+def _saturated_trace(holdout: bool):
+    from ftagent.core.holdout import Holdout
+    from ftagent.core.trace import Experiment, Trace
+    from ftagent.core.types import Hypothesis
+
+    trace = Trace(core_metric="accuracy", direction="max", baseline_val=0.0)
+    if holdout:
+        trace.holdout = Holdout(seed=39005, share=0.7, feedback={"times3": ["7"]}, selection={"times3": ["0", "1"]})
+    trace.record(Experiment(loop=0, val_score=100.0, hypothesis=Hypothesis(hypothesis="h", task="t")))
+    trace.sota_loop = 0
+    return trace
+
+
+def test_the_best_rule_names_the_selection_part_and_a_saturated_best_asks_for_a_cheaper_run(tmp_path):
+    """req_4's "Rule:" said a gain on "validation" decides, beside "Why: Selection part (21 validation items
+    never shown ...)"; at 100 % req_5 still closed with "Propose the next improvement on loop 0", which no
+    experiment can be, and suggested a robustness run that nothing measures."""
+    from ftagent.planners.llm.propose import build_proposal_messages, sota_rule
+    from ftagent.planners.llm.view import planner_view
+    from tests.unit.test_prompts import _demo_scenario, _settings
+
+    split = planner_view(_saturated_trace(holdout=True))
+    rule = sota_rule(split, 0.0)
+    assert "accuracy gain on the selection part of validation (never shown to you)" in rule, rule
+    assert "no later loop can replace it" in rule and "robustness" not in rule
+    assert "gain on the validation split" in sota_rule(planner_view(_saturated_trace(holdout=False)), 0.0)
+    ask = build_proposal_messages(_demo_scenario(tmp_path), split, _settings())[1]["content"]
+    assert "Loop 0 (the current best) already scores the metric's maximum" in ask
+    assert "Propose the next improvement" not in ask
+
+
+def test_the_feedback_marks_where_the_verdict_ends_and_the_review_begins():
+    """req_5: loop 0's "Feedback:" line was the system's verdict with the reviewer's prose pasted after it; a
+    later model may take the reviewer's claims for measurements."""
+    from ftagent.core.settings import FTSettings, LLMSettings, PathSettings, Settings
+    from ftagent.planners.llm.feedback import FeedbackReply, LLMFeedback
+
+    class Client:
+        def chat_json(self, messages, model, stage):
+            return FeedbackReply(reason="The digit rule was learnt.", next_step="stop")
+
+    trace = _saturated_trace(holdout=False)
+    fb = LLMFeedback(None, Settings(FTSettings(), LLMSettings(), PathSettings()), client=Client())  # type: ignore[arg-type]
+    fb._messages = lambda *a: []  # type: ignore[method-assign]
+    result = fb.feedback(trace.experiments[0], trace, None)
+    verdict = result.reason.split(" Review: ")
+    assert len(verdict) == 2 and verdict[1] == "The digit rule was learnt." and verdict[0], result.reason
+
+
 def test_a_loss_flat_near_zero_for_most_of_the_run_is_called_flat():
     """req_4/req_5: loop 0's curve (35 points, the real run) reached 0.0006 at step 1,400 and stayed within the
     4-decimal rounding to step 7,000; the summary said "falling, levelling off at the end", and the player had

@@ -85,7 +85,9 @@ class LLMFeedback:
             candidate = reply.error_type.strip().upper()
             if candidate in ErrorType.__members__:
                 error_type = candidate
-        return FeedbackResult(decision=decision, reason=f"{why} {reply.reason}".strip(),
+        # "Review:" marks where the system's measured verdict ends and the LLM's reading begins (relay round
+        # r1: a later proposal read the reviewer's claims, pasted after the verdict, as measured facts)
+        return FeedbackResult(decision=decision, reason=f"{why} Review: {reply.reason}" if reply.reason.strip() else why,
                               error_type=error_type, next_step=reply.next_step)
 
     def _messages(self, experiment: Experiment, trace: Trace, scenario: ScenarioInfo, decision: bool,

@@ -120,29 +120,39 @@ def experiment_counts(view: PlannerView) -> str:
 def sota_rule(view: PlannerView, min_delta: float, rule: str = "interval") -> str:
     """How the best is chosen (``FT_SOTA_RULE``, decided by :func:`ftagent.core.sota.decide_sota`), and a
     note when the best already reaches the metric's maximum."""
-    from ftagent.planners.llm.brief import format_score, metric_maximum
+    from ftagent.planners.llm.brief import format_score
 
     better = "higher" if view.direction == "max" else "lower"
+    # the split that decides (relay round r1: the rule said "validation" beside a verdict on the selection part)
+    scope = "selection part of validation (never shown to you)" if view.selection_decides else "validation split"
     if rule == "interval":
         bar = "0" if min_delta <= 0 else f"FT_SOTA_MIN_DELTA = {min_delta:g}"
-        text = (f"An experiment becomes the new best only when its validation {view.core_metric} gain over the "
+        text = (f"An experiment becomes the new best only when its {view.core_metric} gain on the {scope} over the "
                 "current best (or the baseline) is significant: the two models are compared item by item on the "
-                "same validation items, and the lower bound of the 95 % paired bootstrap interval of the "
+                "same items, and the lower bound of the 95 % paired bootstrap interval of the "
                 f"difference must be above {bar}. A tie, or a gain inside the noise (\"+3.0 [-4.0, +10.0] on 100 "
                 "items: not a significant gain\"), keeps the current best; where no interval exists the "
-                f"validation {view.core_metric} must be {better} by more than FT_SOTA_MIN_DELTA = {min_delta:g}. "
+                f"{view.core_metric} must be {better} by more than FT_SOTA_MIN_DELTA = {min_delta:g}. "
                 "The final model is the best one at the end of the session.")
     else:
-        text = (f"An experiment becomes the new best only when its validation {view.core_metric} is {better} than "
-                f"the current best's (or the baseline's) by more than FT_SOTA_MIN_DELTA = {min_delta:g}; a tie keeps "
-                "the current best. The final model is the best one at the end of the session.")
+        text = (f"An experiment becomes the new best only when its {view.core_metric} on the {scope} is {better} "
+                f"than the current best's (or the baseline's) by more than FT_SOTA_MIN_DELTA = {min_delta:g}; a tie "
+                "keeps the current best. The final model is the best one at the end of the session.")
+    if at_maximum(view):
+        _, score = view.incumbent()
+        text += (f" The current best already scores {format_score(score, view.core_metric)}, the metric's maximum: "
+                 "nothing can be gained on the validation split and no later loop can replace it. Aim at a cheaper "
+                 "run (its result is reported beside the best), or use little budget.")
+    return text
+
+
+def at_maximum(view: PlannerView) -> bool:
+    """The current best (or the baseline) scores the metric's maximum on validation."""
+    from ftagent.planners.llm.brief import metric_maximum
+
     top = metric_maximum(view.core_metric, view.direction)
     _, score = view.incumbent()
-    if top is not None and score is not None and score >= top - 1e-9:
-        text += (f" The current best already scores {format_score(score, view.core_metric)}, the metric's maximum: "
-                 "nothing can be gained on the validation split. Aim at robustness or a cheaper run, or use "
-                 "little budget.")
-    return text
+    return top is not None and score is not None and score >= top - 1e-9
 
 
 def sota_rule_of(view: PlannerView, settings: Any) -> str:
@@ -188,7 +198,8 @@ def build_proposal_messages(scenario: ScenarioInfo, view: PlannerView, settings:
             f"- {h.hypothesis} Task: {h.task}" for h in running), required=True, level=2))
     last = view.experiments[-1] if view.experiments else None
     sections.append(text_part("ask", "", render("proposal_user", parent=parent, tried=bool(view.experiments),
-                                                internal=last is not None and is_internal_error(last.failure)),
+                                                internal=last is not None and is_internal_error(last.failure),
+                                                saturated=at_maximum(view)),
                               required=True))
     fitted = fit(sections, settings, system)
     return [{"role": "system", "content": system}, {"role": "user", "content": fitted.text}]

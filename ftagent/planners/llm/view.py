@@ -44,6 +44,7 @@ class PlannerView(BaseModel):
     baseline_val: float | None = None
     sota_loop: int | None = None
     experiments: list[PlannerExperiment] = []
+    selection_decides: bool = False  # validation is split: its selection part decides the best (issue 39.5)
 
     def get(self, loop: int | None) -> PlannerExperiment | None:
         return next((e for e in self.experiments if e.loop == loop), None) if loop is not None else None
@@ -60,6 +61,6 @@ def planner_view(trace: Trace) -> PlannerView:
     """Copy ``trace`` without ``test_score`` and ``baseline_test``."""
     return PlannerView(
         core_metric=trace.core_metric, direction=trace.direction, baseline_val=trace.baseline_val,
-        sota_loop=trace.sota_loop,
+        sota_loop=trace.sota_loop, selection_decides=trace.holdout is not None,
         experiments=[PlannerExperiment(**e.model_dump(exclude={"test_score"})) for e in trace.experiments],
     )
