@@ -141,6 +141,57 @@ def test_the_feedback_marks_where_the_verdict_ends_and_the_review_begins():
     assert len(verdict) == 2 and verdict[1] == "The digit rule was learnt." and verdict[0], result.reason
 
 
+def test_row_tokens_are_counted_as_llamafactory_builds_the_turns(tmp_path):
+    """req_6: the config prompt said the longest row is 31 tokens, the data script measured 29: the prompt
+    counted "instruction input output" joined by spaces (an empty input left two), LLaMA-Factory's Alpaca
+    converter joins the non-empty instruction and input by a newline into the user turn."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    from ftagent.planners.llm.prompting import debug_data_stats
+
+    tok = Tokenizer(models.WordLevel({"[UNK]": 0, " ": 1, "\n": 2, "a": 3, "b": 4, "c": 5}, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Split(pattern=" ", behavior="isolated")
+    model = tmp_path / "m"
+    model.mkdir()
+    tok.save(str(model / "tokenizer.json"))
+    (tmp_path / "data.json").write_text(json.dumps([{"instruction": "a b", "input": "", "output": "c"}]))
+    stats = debug_data_stats(tmp_path, str(model))
+    assert "max 4\n" in stats, stats  # "a", " ", "b" + "c"; before: "a b  c", 6
+
+
+def test_the_previous_config_leaves_out_the_keys_the_prompt_says_the_system_sets(tmp_path):
+    """req_6: "Previous version of the config" showed `disable_gradient_checkpointing`, `bf16`, `fp16`,
+    `preprocessing_num_workers`, `dataloader_num_workers` -- keys the same prompt lists as set by the system
+    (on a CPU). The config prompt of a child loop, as `ftagent prompts` and the coder build it."""
+    from ftagent.core.trace import Experiment, Trace
+    from ftagent.core.types import Hypothesis
+    from ftagent.planners.llm.code import config_messages
+    from ftagent.planners.llm.preview import preview
+    from tests.unit.test_prompts import _demo_scenario, _settings
+
+    scenario = _demo_scenario(tmp_path)
+    validated = tmp_path / "train.yaml"
+    validated.write_text("finetuning_type: full\nlearning_rate: 0.001\nsave_strategy: 'no'\n"
+                         "disable_gradient_checkpointing: true\nbf16: false\nfp16: false\n"
+                         "preprocessing_num_workers: 1\ndataloader_num_workers: 0\n", encoding="utf-8")
+    trace = Trace(core_metric="accuracy", baseline_val=62.0)
+    trace.record(Experiment(loop=0, val_score=70.0, artefacts={"train.yaml": str(validated)},
+                            hypothesis=Hypothesis(hypothesis="h", task="t")))
+    child = Hypothesis(hypothesis="h2", task="t2", parent=0)
+    text = preview("config", scenario, _settings(), trace, hypothesis=child).messages[-1]["content"]
+    shown = text.split("# Previous version of the config\n", 1)[1].split("\n\n", 1)[0]
+    assert shown == "```yaml\nfinetuning_type: full\nlearning_rate: 0.001\nsave_strategy: 'no'\n```", shown
+    gpu = scenario.model_copy(update={"parameter_catalogue": _catalogue_text(True)})
+    on_gpu = config_messages(gpu, _settings(), child, previous=validated.read_text())[-1]["content"]
+    assert "disable_gradient_checkpointing: true" in on_gpu  # on a GPU it is the planner's choice
+
+
+def _catalogue_text(gpu: bool) -> str:
+    from tests.unit.test_prompts import _catalogue_text as text
+
+    return text(gpu)
+
+
 def test_a_loss_flat_near_zero_for_most_of_the_run_is_called_flat():
     """req_4/req_5: loop 0's curve (35 points, the real run) reached 0.0006 at step 1,400 and stayed within the
     4-decimal rounding to step 7,000; the summary said "falling, levelling off at the end", and the player had

@@ -243,12 +243,12 @@ class LLMCoder:
                                        encoding="utf-8")
                 notes.append("data script written")
         if not data_failed or not yaml_path.exists():
-            previous = without_system_keys(_read(yaml_path) or read_artefact(parent, TRAIN_YAML))
+            previous = _read(yaml_path) or read_artefact(parent, TRAIN_YAML)
             changes = parent.system_changes if parent is not None and not _read(yaml_path) else []
             view = planner_view(trace)
             yaml_path.write_text(self._config(client, hypothesis, scenario, workspace, previous,
                                               "" if data_failed else fix, ctx, changes,
-                                              _latest_part(latest, TRAIN_YAML, "yaml"),
+                                              _latest_part(latest, TRAIN_YAML, "yaml", managed_key_names(scenario)),
                                               extra=config_extra(workspace, view, scenario, hypothesis)),
                                  encoding="utf-8")
             notes.append("config written")
@@ -332,21 +332,29 @@ def _latest_other(view: Any, parent: Any) -> Any:
     return latest if latest is not None and (parent is None or latest.loop != parent.loop) else None
 
 
-def _latest_part(exp: Any, name: str, lang: str) -> Section | None:
+def _latest_part(exp: Any, name: str, lang: str, managed: set[str] | None = None) -> Section | None:
     """``name`` of the latest other experiment as a low-priority section (None when it has none)."""
     text = read_artefact(exp, name) if exp is not None else ""
     if not text:
         return None
     if name == TRAIN_YAML:
-        text = without_system_keys(text)
+        text = without_system_keys(text, managed or set())
     score = f"validation {exp.val_score:g}" if exp.val_score is not None else "no validation score"
     return text_part(f"latest:{name}", f"`{name}` of loop {exp.loop} (the latest experiment, {score}; not the "
                      "one you build on: reuse what the task asks for)", f"```{lang}\n{text.rstrip()}\n```", 40)
 
 
-def without_system_keys(config_text: str) -> str:
-    """The previous config as the planner may write it: without the keys (and host paths) the system
-    sets, which the validated ``train.yaml`` carries; text that is not a YAML mapping is kept as is."""
+def managed_key_names(scenario: ScenarioInfo) -> set[str]:
+    """The keys the config prompt lists as set by the system on this run's hardware (its managed line)."""
+    return set(_MANAGED_KEY.findall(split_managed(parameter_catalogue(scenario))[0]))
+
+
+def without_system_keys(config_text: str, managed: set[str] | frozenset[str] = frozenset()) -> str:
+    """A config as the planner may write it: without the keys (and host paths) the system sets, which the
+    validated ``train.yaml`` carries, and without ``managed``, the keys the same prompt lists as set by the
+    system (relay round r1: the previous config showed `bf16: false`, `disable_gradient_checkpointing: true`
+    ... which the prompt's fixed values told the planner to leave out); text that is not a YAML mapping is
+    kept as is."""
     import yaml
 
     try:
@@ -355,7 +363,8 @@ def without_system_keys(config_text: str) -> str:
         return config_text
     if not isinstance(config, dict):
         return config_text
-    return planner_config(config) + "\n"
+    kept = planner_config({k: v for k, v in config.items() if k not in managed})
+    return f"{kept}\n" if kept else ""
 
 
 def _experiment_part(hypothesis: Hypothesis) -> Section:
@@ -474,7 +483,9 @@ def config_messages(scenario: ScenarioInfo, settings: Any, hypothesis: Hypothesi
     if parent_changes:
         sections.append(text_part("changes", "What the system changed in the parent's train.yaml",
                                   "\n".join(f"- {c}" for c in parent_changes), 75))
-    sections += _fix_parts(previous, fix, "yaml", "the config")
+    # the previous config as the planner may write it (the coder and `ftagent prompts` alike)
+    sections += _fix_parts(without_system_keys(previous, set(_MANAGED_KEY.findall(managed))), fix, "yaml",
+                           "the config")
     if latest is not None:
         sections.append(latest)
     sections.append(text_part("reply", "", "Reply with the complete config in one ```yaml block.", required=True))

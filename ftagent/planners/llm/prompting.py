@@ -116,7 +116,11 @@ def debug_data_stats(workspace: Path, model_path: str | None, limit_rows: int = 
     from ftagent.datasets.tokens import load_token_counter
 
     counter = load_token_counter(Path(model_path) if model_path else None)
-    lengths = sorted(counter.count(" ".join(str(r.get(k) or "") for k in ("instruction", "input", "output")))
+    # the user turn as LLaMA-Factory builds it (llamafactory/data/converter.py, AlpacaDatasetConverter.__call__:
+    # the non-empty instruction and input joined by "\n"), then the answer turn; the template's tokens come on
+    # top. A join with spaces counted 2 tokens more than the data script's own count of each turn (relay r1)
+    lengths = sorted(counter.count("\n".join(str(r[k]) for k in ("instruction", "input") if r.get(k)))
+                     + counter.count(str(r.get("output") or ""))
                      for r in rows[:limit_rows] if isinstance(r, dict))
     out = sorted(counter.count(str(r.get("output") or "")) for r in rows[:limit_rows] if isinstance(r, dict))
     if not lengths:
@@ -129,7 +133,8 @@ def debug_data_stats(workspace: Path, model_path: str | None, limit_rows: int = 
     templated = (f"- longest sample with the chat template: {lengths[-1] + overhead.tokens} tokens "
                  f"({lengths[-1]} + {overhead.tokens} template tokens)\n" if overhead else "")
     return (f"- {len(rows):,} rows written by {written_by}\n"
-            f"- tokens per row (instruction + input + output, base model tokenizer): p50 {_percentile(lengths, 50)}, "
+            f"- tokens per row (instruction and input joined by a newline, LLaMA-Factory's user turn, plus the "
+            f"output; base model tokenizer): p50 {_percentile(lengths, 50)}, "
             f"p90 {_percentile(lengths, 90)}, p99 {_percentile(lengths, 99)}, max {lengths[-1]}\n"
             f"- tokens per output: p50 {_percentile(out, 50)}, max {out[-1]}\n{templated}"
             f"- first row: {sample}")
