@@ -91,7 +91,10 @@ def loop_facts(session: Path, loop: int) -> dict[str, Any]:
     """Loop ``loop``'s training step time, its wall (sampling, code, validate, train), validation and interval."""
     events = [e for e in _events(session) if e.get("loop") == loop]
     training = next((e for e in events if e["type"] == "training"), {})
-    steps = max((p.get("step") or 0 for p in training.get("loss_history") or []), default=0)
+    logged = max((p.get("step") or 0 for p in training.get("loss_history") or []), default=0)
+    # a max_steps run ran all of them (an early stop fails the loop); the last logged step can be up to
+    # logging_steps - 1 short of it (379 steps logged to 370), an epochs run (DPO) logs every step
+    steps = int((training.get("config") or {}).get("max_steps") or logged)
     runtime = training.get("train_runtime_s")
     wall = sum(e["duration_s"] for e in events if e["type"] == "step_end" and e["step"] in ("code", "validate", "train"))
     val = next((e for e in events if e["type"] == "benchmark_result" and e["split"] == "validation"), {})
