@@ -20,9 +20,10 @@ def status(job_dir: Path = typer.Argument(..., help="job folder (log/<job_id>), 
     from rich.table import Table
 
     from ftagent.ui import frames
-    from ftagent.views import session as data
+    from ftagent.views.job import load_job
+    from ftagent.views.layout import detect_layout
 
-    layout = data.detect_layout(job_dir)
+    layout = detect_layout(job_dir)
     if layout.kind == "missing":
         typer.secho(f"error: {job_dir} does not exist", fg=typer.colors.RED, err=True)
         raise typer.Exit(2)
@@ -30,7 +31,7 @@ def status(job_dir: Path = typer.Argument(..., help="job folder (log/<job_id>), 
         hint = f"; pick one of: {', '.join(Path(c).name for c in layout.children)}" if layout.children else ""
         typer.secho(f"error: {job_dir} holds no tasks or sessions{hint}", fg=typer.colors.RED, err=True)
         raise typer.Exit(2)
-    job = data.load_job(job_dir)
+    job = load_job(job_dir)
     rows, colours = frames.summary_rows(job)
     table = Table(title=f"job {Path(job_dir).resolve().name}  (cells: validation / test)")
     for col in rows[0].keys() if rows else ["Task"]:

@@ -31,7 +31,7 @@ from pydantic import BaseModel
 
 from ftagent.core.errors import UserInputError
 from ftagent.engine.session import SessionLock
-from ftagent.views.session import is_session_dir
+from ftagent.views.layout import is_session_dir
 
 # the command a run is: this interpreter's ftagent (tests put a wrapper here that shortens the training probe)
 CHILD_COMMAND: list[str] = [sys.executable, "-m", "ftagent"]

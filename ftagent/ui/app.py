@@ -18,9 +18,11 @@ import streamlit as st
 from ftagent.ui import frames as F
 from ftagent.ui.decisions import decision_mark, show_baselines, show_decisions, show_loop_decision
 from ftagent.ui.llm_calls import show_llm_calls
-from ftagent.views import session as D
 from ftagent.views.console import short_duration
+from ftagent.views.job import JobView, load_job
+from ftagent.views.layout import detect_layout, signature
 from ftagent.views.report import LoopRow, build_report, export_command, llm_cost_text
+from ftagent.views.session_view import LoopView, SessionView
 
 CSS = {"green": "background-color: #c8f7c5", "red": "background-color: #f9c6c6",
        "blue": "background-color: #cfe3ff", "": ""}
@@ -48,7 +50,7 @@ def sidebar() -> tuple[Path, str, bool, int]:
 
 def pick_job(log_dir: Path) -> Path | None:
     """Resolve the log dir to something loadable; show a message and return None otherwise."""
-    layout = D.detect_layout(log_dir)
+    layout = detect_layout(log_dir)
     if layout.kind == "missing":
         st.warning(f"No such directory: `{log_dir}`. Point the sidebar at a session, a folder of "
                    "sessions or a job folder (default `./log`).")
@@ -63,7 +65,7 @@ def pick_job(log_dir: Path) -> Path | None:
     return log_dir
 
 
-def styled_grid(job: D.JobView):
+def styled_grid(job: JobView):
     rows, colours = F.summary_rows(job)
     df = pd.DataFrame(rows).set_index("Task")
     css = pd.DataFrame([{k: CSS[v] for k, v in c.items()} for c in colours], index=df.index)
@@ -71,7 +73,7 @@ def styled_grid(job: D.JobView):
     return df.style.apply(lambda _: css, axis=None)
 
 
-def job_summary(job: D.JobView) -> None:
+def job_summary(job: JobView) -> None:
     st.subheader(f"Job summary · `{job.dir}`")
     stats = F.job_stats(job)
     cols = st.columns(len(stats))
@@ -88,7 +90,7 @@ def job_summary(job: D.JobView) -> None:
             st.warning(f"{task.name}: {w}")
 
 
-def session_header(s: D.SessionView, spec: dict | None = None) -> None:
+def session_header(s: SessionView, spec: dict | None = None) -> None:
     state = "running" if s.running else f"ended: {(s.end or {}).get('status')}"
     st.subheader(f"{s.benchmark or '?'} · {s.base_model or '?'}")
     st.caption(f"session `{s.session_id}` · {state}")
@@ -108,7 +110,7 @@ def session_header(s: D.SessionView, spec: dict | None = None) -> None:
     show_export(s)
 
 
-def show_export(s: D.SessionView) -> None:
+def show_export(s: SessionView) -> None:
     """The command that takes the best model home (the report's :func:`export_command`), once a loop beat the baseline."""
     if s.sota_loop is None:
         return
@@ -117,7 +119,7 @@ def show_export(s: D.SessionView) -> None:
     st.code(export_command(s.dir), language="bash")
 
 
-def show_step_times(s: D.SessionView) -> None:
+def show_step_times(s: SessionView) -> None:
     """Wall time per loop and step; forecast rows next to them once sessions record a forecast."""
     forecast = F.session_forecast(s)
     frame = F.step_times_frame(s, forecast)
@@ -145,7 +147,7 @@ def show_task(text: str) -> None:
         st.table(pd.DataFrame(rows), hide_index=True)
 
 
-def show_files(lp: D.LoopView) -> None:
+def show_files(lp: LoopView) -> None:
     """Files of the last code round (earlier rounds are listed; the files on disk are the latest)."""
     if not lp.code_rounds:
         return
@@ -175,7 +177,7 @@ def show_result(title: str, result: dict | None) -> None:
         st.dataframe(pd.DataFrame(result["error_samples"]).astype(str), width="stretch", hide_index=True)
 
 
-def loop_title(lp: D.LoopView, row: LoopRow | None = None) -> str:
+def loop_title(lp: LoopView, row: LoopRow | None = None) -> str:
     mark = decision_mark(row) if row is not None else {True: "· new best", False: "· not best",
                                                        None: "· pending"}[lp.decision]
     slot = f" · {lp.slot}" if lp.slot else ""
@@ -183,7 +185,7 @@ def loop_title(lp: D.LoopView, row: LoopRow | None = None) -> str:
             f"test {F.fmt_score(lp.test_score)} {mark}")
 
 
-def show_loop(lp: D.LoopView, session_dir: Path | None = None, row: LoopRow | None = None) -> None:
+def show_loop(lp: LoopView, session_dir: Path | None = None, row: LoopRow | None = None) -> None:
     steps = F.steps_frame(lp)
     if not steps.empty:
         st.dataframe(steps, width="stretch", hide_index=True)
@@ -224,7 +226,7 @@ def show_loop(lp: D.LoopView, session_dir: Path | None = None, row: LoopRow | No
         show_llm_calls(lp.llm_calls, session_dir)  # each prompt and reply, tokens, cost, latency
 
 
-def single_task(job: D.JobView) -> None:
+def single_task(job: JobView) -> None:
     tasks = [t for t in job.tasks if t.sessions]
     if not tasks:
         st.info("No task has started a session yet.")
@@ -277,7 +279,7 @@ def auto_refresh(path: Path, sig: tuple, every: int) -> None:
 
     @st.fragment(run_every=every)
     def _watch() -> None:
-        if D.signature(path) != sig:
+        if signature(path) != sig:
             st.rerun(scope="app")
 
     _watch()
@@ -290,8 +292,8 @@ def main() -> None:
     path = pick_job(log_dir)
     if path is None:
         return
-    sig = D.signature(path)
-    job = D.load_job(path)  # each session parsed once per change of its files (views' cache), not per rerun
+    sig = signature(path)
+    job = load_job(path)  # each session parsed once per change of its files (views' cache), not per rerun
     if page == "Job Summary":
         job_summary(job)
     else:

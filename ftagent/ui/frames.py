@@ -11,7 +11,8 @@ from typing import Any
 
 from ftagent.core.stats import interval_line
 from ftagent.views.console import short_duration
-from ftagent.views.session import JobView, LoopView, SessionView
+from ftagent.views.job import JobView
+from ftagent.views.session_view import LoopView, SessionView
 
 STEP_ORDER = ("propose", "code", "validate", "train", "evaluate", "feedback")
 

@@ -19,6 +19,7 @@ def preload() -> None:
     import ftagent.ui.decisions  # noqa: F401
     import ftagent.ui.frames  # noqa: F401
     import ftagent.ui.llm_calls  # noqa: F401
+    import ftagent.views.job  # noqa: F401
     import ftagent.views.report  # noqa: F401
     import ftagent.views.session  # noqa: F401
 

@@ -6,9 +6,9 @@ from ftagent.core.lazy import lazy_exports
 
 __all__ = ['SessionView', 'load_session', 'detect_layout', 'build_report', 'write_report']
 __getattr__ = lazy_exports(__name__, {
-    "SessionView": "ftagent.views.session",
+    "SessionView": "ftagent.views.session_view",
     "load_session": "ftagent.views.session",
-    "detect_layout": "ftagent.views.session",
+    "detect_layout": "ftagent.views.layout",
     "build_report": "ftagent.views.report",
     "write_report": "ftagent.views.report",
 })

@@ -9,7 +9,7 @@ from pydantic import BaseModel
 from ftagent.core.durations import format_duration
 from ftagent.core.forecast import EvalProbe, Forecast, TrainProbe, percent_error, what_would_fit
 from ftagent.core.reforecast import Reforecast
-from ftagent.views.session import SessionView
+from ftagent.views.session_view import SessionView
 
 
 class VersusRow(BaseModel):

@@ -7,7 +7,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from ftagent.core.errors import UserInputError
-from ftagent.views.session import is_session_dir, list_sessions
+from ftagent.views.layout import is_session_dir, list_sessions
 from ftagent.views.status import SessionStatus, State, session_status
 
 

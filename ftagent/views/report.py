@@ -1,4 +1,4 @@
-"""Session report (``report.md`` + ``report.json``): a rendering of :class:`~ftagent.views.session.SessionView`."""
+"""Session report (``report.md`` + ``report.json``): a rendering of :class:`~ftagent.views.session_view.SessionView`."""
 
 from __future__ import annotations
 
@@ -16,7 +16,8 @@ from ftagent.engine.events import ConstantAnswer
 from ftagent.engine.session import write_atomic
 from ftagent.views.commands import cli_command
 from ftagent.views.forecast import VersusRow, versus, versus_markdown, versus_note
-from ftagent.views.session import LoopView, SessionView, load_session
+from ftagent.views.session import load_session
+from ftagent.views.session_view import LoopView, SessionView
 from ftagent.views.trials import Busy, busy_fraction, trial_tree
 
 

@@ -17,7 +17,8 @@ from pydantic import BaseModel, Field
 
 from ftagent.core.stats import Difference
 from ftagent.engine.session import LockHolder, SessionLock
-from ftagent.views.session import LoopView, SessionView, load_session
+from ftagent.views.session import load_session
+from ftagent.views.session_view import LoopView, SessionView
 from ftagent.views.trials import busy_fraction
 
 State = Literal["running", "stopped", "completed", "timeout", "step_limit", "budget", "env_error", "interrupted",

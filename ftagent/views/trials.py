@@ -16,7 +16,7 @@ from __future__ import annotations
 from pydantic import BaseModel
 
 from ftagent.core.durations import format_duration
-from ftagent.views.session import LoopView, SessionView
+from ftagent.views.session_view import LoopView, SessionView
 
 IDLE_PURPOSES = ("data", "data_debug", "track")  # run purposes (runners.recording.purpose_of) off the accelerator
 

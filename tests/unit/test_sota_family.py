@@ -115,7 +115,7 @@ def test_rounds_fill_in_judgment_order_and_a_winner_opens_a_new_round(tmp_path: 
 
 def test_the_report_says_which_rule_ran_and_its_correction_over_k() -> None:
     from ftagent.views.report import sota_rule_text
-    from ftagent.views.session import LoopView, SessionView
+    from ftagent.views.session_view import LoopView, SessionView
 
     judged = {"judgment": Judgment(incumbent=None, order=0, family=0, family_size=4).model_dump()}
     view = SessionView(dir=".", session_id="s", settings={"ft": {"sota_rule": "interval", "sota_min_delta": 0.0}},

@@ -12,6 +12,7 @@ from ftagent.ui import frames as F
 from ftagent.ui.launch import streamlit_command
 from ftagent.views import session as D
 from ftagent.views.console import short_duration
+from ftagent.views.job import load_job
 from ftagent.views.report import export_command
 from tests.helpers.make_sessions import LoopPlan, SessionPlan, decisions_plan, make_job, make_session
 
@@ -225,7 +226,7 @@ def test_session_view_is_parsed_once_per_change(tmp_path, monkeypatch):
     real = D.load_session
     monkeypatch.setattr(D, "load_session", lambda p: calls.append(p) or real(p))
     first = D.load_session_cached(sdir)
-    assert D.load_session_cached(sdir) is first and len(D.load_job(sdir).tasks) == 1 and len(calls) == 1
+    assert D.load_session_cached(sdir) is first and len(load_job(sdir).tasks) == 1 and len(calls) == 1
     with open(sdir / "events.jsonl", "a") as fh:
         fh.write("\n")  # size and mtime change: parsed again
     assert D.load_session_cached(sdir) is not first and len(calls) == 2

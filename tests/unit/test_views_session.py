@@ -9,6 +9,8 @@ import pytest
 from ftagent.jobs.tasks import TaskSpec
 from ftagent.ui import frames as F
 from ftagent.views import session as D
+from ftagent.views.job import load_job
+from ftagent.views.layout import detect_layout, signature
 from tests.helpers.make_sessions import LoopPlan, SessionPlan, decisions_plan, make_job, make_session
 
 
@@ -65,14 +67,14 @@ def test_session_without_snapshots_or_events(tmp_path):
 
 
 def test_detect_layouts(tmp_path):
-    assert D.detect_layout(tmp_path / "nope").kind == "missing"
-    assert D.detect_layout(tmp_path).kind == "empty"
+    assert detect_layout(tmp_path / "nope").kind == "missing"
+    assert detect_layout(tmp_path).kind == "empty"
     sdir = make_session(tmp_path / "sessions")
-    assert D.detect_layout(sdir).kind == "session"
-    assert D.detect_layout(tmp_path / "sessions").kind == "sessions"
+    assert detect_layout(sdir).kind == "session"
+    assert detect_layout(tmp_path / "sessions").kind == "sessions"
     job = make_job(tmp_path / "jobs", "j1", [(TaskSpec(model="m/a", benchmark="demo_add"), SessionPlan(), None)])
-    assert D.detect_layout(job).kind == "job"
-    jobs = D.detect_layout(tmp_path / "jobs")
+    assert detect_layout(job).kind == "job"
+    jobs = detect_layout(tmp_path / "jobs")
     assert jobs.kind == "jobs" and [Path(c).name for c in jobs.children] == ["j1"]
 
 
@@ -83,7 +85,7 @@ def test_job_summary_rows(tmp_path):
          SessionPlan(benchmark="aime25", baseline=(0.0, 0.1), loops=[LoopPlan(val=0.2, test=0.1)] * 2), 9),
         (TaskSpec(model="org/m", benchmark="gsm8k"), None, None),
     ])
-    job = D.load_job(job_dir)
+    job = load_job(job_dir)
     assert job.kind == "job" and job.plan is not None
     rows, colours = F.summary_rows(job)
     by = {r["Task"]: r for r in rows}
@@ -102,10 +104,10 @@ def test_job_summary_rows(tmp_path):
 
 def test_signature_changes_when_events_grow(tmp_path):
     sdir = make_session(tmp_path / "log")
-    before = D.signature(tmp_path / "log")
+    before = signature(tmp_path / "log")
     with open(sdir / "events.jsonl", "a") as fh:
         fh.write('{"type": "message", "text": "hi", "ts": 1}\n')
-    assert D.signature(tmp_path / "log") != before
+    assert signature(tmp_path / "log") != before
 
 
 def test_report_is_a_rendering_of_the_session_view(tmp_path):
@@ -204,7 +206,7 @@ def test_best_is_the_sota_not_the_highest_score(tmp_path):
     s = D.load_session(sdir)
     assert max(lp.val_score for lp in s.loops) == 0.9
     assert (s.sota_loop, s.best("validation"), s.best("test")) == (0, 0.4, 0.35)
-    job = D.load_job(sdir)
+    job = load_job(sdir)
     assert F.summary_rows(job)[0][0]["Best"] == "0.4 / 0.35"
     none = D.load_session(make_session(tmp_path / "b", SessionPlan(baseline=(0.5, 0.5),
                                                                    loops=[LoopPlan(val=0.2, test=0.2)])))

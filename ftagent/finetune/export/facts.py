@@ -21,8 +21,10 @@ from ftagent.core.types import ScenarioInfo
 from ftagent.engine.session import list_snapshots
 from ftagent.finetune.export.stages import StageStep, chain_words, stage_steps
 from ftagent.finetune.state import FinetuneSessionState
+from ftagent.views.layout import is_session_dir
 from ftagent.views.report import build_report, llm_cost_text
-from ftagent.views.session import LoopView, SessionView, is_session_dir, load_session
+from ftagent.views.session import load_session
+from ftagent.views.session_view import LoopView, SessionView
 
 
 class ChainStep(BaseModel):
