@@ -129,7 +129,7 @@ def eval_key(scenario: ScenarioInfo) -> str:
 
 def first_recipe(scenario: ScenarioInfo) -> dict[str, Any]:
     """The recipe loop 0 is expected to train (the heuristic planner's deterministic first plan)."""
-    from ftagent.planners.heuristic.planner import base_recipe
+    from ftagent.planners.heuristic.policy import base_recipe
 
     return base_recipe(scenario)
 
@@ -386,7 +386,7 @@ def make_forecast(scenario: ScenarioInfo, settings: Settings, train: TrainProbe,
                   recipe: dict[str, Any] | None = None, events: list[Any] | None = None) -> Forecast:
     """Scale the probes to the session: loop 0 as the first recipe, later loops as the planner grows it."""
     from ftagent.finetune.forgetting import guard_items
-    from ftagent.planners.heuristic.planner import MAX_STEPS_CAP
+    from ftagent.planners.heuristic.policy import MAX_STEPS_CAP
     from ftagent.planners.registry import planner_spec
 
     recipe = recipe or first_recipe(scenario)

@@ -69,7 +69,7 @@ def _from_trace(trace: Trace, hypothesis: Hypothesis) -> tuple[Path, str] | None
 
 def _default_conversion(workspace: Path, data: DataProcessor, ctx: StepContext) -> Path:
     """The datasets' default Alpaca conversion (the offline planner's script), run like any data script."""
-    from ftagent.planners.heuristic.planner import render_process_data
+    from ftagent.planners.heuristic.render import render_process_data
 
     folder = workspace / PROMPTS_DIR
     folder.mkdir(parents=True, exist_ok=True)

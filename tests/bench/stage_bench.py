@@ -38,14 +38,16 @@ class ForcedStageProposer:
     loop 0's weights (``BENCH_SFT_STEPS`` optimizer steps when that stage is SFT)."""
 
     def __init__(self, scenario: Any, settings: Any = None) -> None:
-        import ftagent.planners.heuristic.planner as heuristic
+        import ftagent.planners.heuristic.policy as policy
+        from ftagent.planners.heuristic.planner import HeuristicProposer
 
-        heuristic.PROBE_STEPS = int(os.environ.get("BENCH_PROBE", heuristic.PROBE_STEPS))  # loop 0's length
-        self.scenario, self.inner = scenario, heuristic.HeuristicProposer(scenario, settings)
+        policy.PROBE_STEPS = int(os.environ.get("BENCH_PROBE", policy.PROBE_STEPS))  # loop 0's length
+        self.scenario, self.inner = scenario, HeuristicProposer(scenario, settings)
 
     def propose(self, trace: Any, ctx: Any) -> Any:
         from ftagent.core.types import Hypothesis
-        from ftagent.planners.heuristic.planner import PLANNER, _is_tiny, base_recipe
+        from ftagent.planners.heuristic.planner import PLANNER
+        from ftagent.planners.heuristic.policy import base_recipe, is_tiny
         from ftagent.planners.heuristic.stage_code import stage_hypothesis
         from ftagent.planners.heuristic.stages import StageChoice
 
@@ -61,7 +63,7 @@ class ForcedStageProposer:
                               weights_from=0)
         choice = StageChoice(stage=stage, weights_from=0, reason="bench")
         return stage_hypothesis(choice, trace, self.scenario, PLANNER, first_recipe=base_recipe(self.scenario),
-                                tiny=_is_tiny(self.scenario))
+                                tiny=is_tiny(self.scenario))
 
 
 def _env(root: Path, tools_env: Path, **extra: str) -> dict[str, str]:
@@ -111,7 +113,7 @@ def _sessions(root: Path) -> list[Path]:
 
 def run(res: BenchResults, tools_env: Path, work: Path, quick: bool) -> None:
     """The stages section (see the module docstring)."""
-    import ftagent.planners.heuristic.planner as heuristic
+    import ftagent.planners.heuristic.policy as heuristic
 
     root = work / "stages"
     root.mkdir(parents=True, exist_ok=True)

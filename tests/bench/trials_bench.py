@@ -34,10 +34,10 @@ from tests.bench.common import BenchResults, load_average
 
 SECTION = "trials"
 WRAPPER = (
-    "import sys, ftagent.planners.heuristic.planner as p, ftagent.planners.heuristic.spread as s; "
-    "p.PROBE_STEPS = int(sys.argv.pop(1)); "
+    "import sys, ftagent.planners.heuristic.planner as p, ftagent.planners.heuristic.policy as q, "
+    "ftagent.planners.heuristic.spread as s; q.PROBE_STEPS = int(sys.argv.pop(1)); "
     "s.VARIANTS = (('learning_rate', 0.5), ('learning_rate', 2.0), ('learning_rate', 0.25), ('learning_rate', 4.0)); "
-    "p.next_recipe = lambda parent, sota, last, scen: (p.base_recipe(scen), 'bench: the first recipe again', "
+    "p.next_recipe = lambda parent, sota, last, scen: (q.base_recipe(scen), 'bench: the first recipe again', "
     "'bench: every trial trains the same steps'); "
     "sys.argv[0] = 'ftagent'; from ftagent.cli.main import main; main()")
 

@@ -38,7 +38,7 @@ from ftagent.engine.events import read_events
 
 pytestmark = pytest.mark.integration
 PROBE_STEPS = 60
-WRAPPER = ("import sys, ftagent.planners.heuristic.planner as p; p.PROBE_STEPS = int(sys.argv.pop(1)); "
+WRAPPER = ("import sys, ftagent.planners.heuristic.policy as p; p.PROBE_STEPS = int(sys.argv.pop(1)); "
            "sys.argv[0] = 'ftagent'; from ftagent.cli.main import main; main()")
 COMMAND = ["llm_finetune", "--benchmark", "demo_add", "--base-model", "builtin/tiny-qwen2", "--loop-n", "1",
            "--quiet"]

@@ -33,9 +33,9 @@ from ftagent.engine.events import read_events
 pytestmark = pytest.mark.integration
 PROBE_STEPS = 40
 RUN_S = 1500  # the longest one phase may take on two loaded cores
-_CHILD = ("import sys, ftagent.planners.heuristic.planner as p; p.PROBE_STEPS = int(sys.argv.pop(1)); "
+_CHILD = ("import sys, ftagent.planners.heuristic.policy as p; p.PROBE_STEPS = int(sys.argv.pop(1)); "
           "sys.argv[0] = 'ftagent'; from ftagent.cli.main import main; main()")
-SERVER = ("import sys, ftagent.planners.heuristic.planner as p, ftagent.mcp_server.runs as r; n = sys.argv.pop(1); "
+SERVER = ("import sys, ftagent.planners.heuristic.policy as p, ftagent.mcp_server.runs as r; n = sys.argv.pop(1); "
           f"p.PROBE_STEPS = int(n); r.CHILD_COMMAND = [sys.executable, '-c', {_CHILD!r}, n]; "
           "sys.argv[0] = 'ftagent'; from ftagent.cli.main import main; main()")
 TOOLS = {"plan", "start", "status", "report", "eval", "export", "cancel", "resume", "list_sessions", "benchmarks",

@@ -40,7 +40,7 @@ from tests.integration.test_kill_resume import (
 
 pytestmark = pytest.mark.integration
 PROBE_STEPS = 30
-WRAPPER = ("import sys, ftagent.planners.heuristic.planner as p, ftagent.planners.heuristic.spread as s; "
+WRAPPER = ("import sys, ftagent.planners.heuristic.policy as p, ftagent.planners.heuristic.spread as s; "
            "p.PROBE_STEPS = int(sys.argv.pop(1)); s.VARIANTS = (('steps', 3.0),); "
            "sys.argv[0] = 'ftagent'; from ftagent.cli.main import main; main()")
 COMMAND = ["llm_finetune", "--benchmark", "demo_add", "--base-model", "builtin/tiny-qwen2", "--loop-n", "2",

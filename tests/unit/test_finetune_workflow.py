@@ -32,7 +32,8 @@ from ftagent.engine.session import Session, list_snapshots
 from ftagent.finetune.scenario import FinetuneScenario
 from ftagent.finetune.state import FinetuneLoop, FinetuneSessionState
 from ftagent.finetune.workflow import Components, FinetuneWorkflow, experiment_of, fork_workspace
-from ftagent.planners.heuristic.planner import HeuristicCoder, HeuristicProposer, base_recipe
+from ftagent.planners.heuristic.planner import HeuristicCoder, HeuristicProposer
+from ftagent.planners.heuristic.policy import base_recipe
 from tests.helpers.resolved_run import resolved_run
 
 REPO = Path(__file__).resolve().parents[2]

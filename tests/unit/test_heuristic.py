@@ -10,14 +10,8 @@ import yaml
 from ftagent.core.errors import ErrorType, StepFailure
 from ftagent.core.trace import Experiment, Trace
 from ftagent.core.types import ModelInfo, ScenarioInfo
-from ftagent.planners.heuristic.planner import (
-    HeuristicCoder,
-    HeuristicFeedback,
-    HeuristicProposer,
-    base_recipe,
-    loss_trend,
-    next_recipe,
-)
+from ftagent.planners.heuristic.planner import HeuristicCoder, HeuristicFeedback, HeuristicProposer
+from ftagent.planners.heuristic.policy import base_recipe, loss_trend, next_recipe
 
 
 def scenario(params=558_208, full_fits=True, **kw) -> ScenarioInfo:

@@ -136,12 +136,8 @@ def test_rows_already_in_the_benchmarks_format_pass_unchanged():
 def test_a_zero_score_is_no_format_problem_when_the_data_step_wrote_the_gold_form():
     """Run 1 of the played file: loop 1 (loss 0.004, score 0) was told to "write the training answers in
     the benchmark's answer format" -- which its data step had done; processing it again changes nothing."""
-    from ftagent.planners.heuristic.planner import (
-        FORMAT_HYPOTHESIS,
-        HeuristicFeedback,
-        HeuristicProposer,
-        base_recipe,
-    )
+    from ftagent.planners.heuristic.planner import HeuristicFeedback, HeuristicProposer
+    from ftagent.planners.heuristic.policy import FORMAT_HYPOTHESIS, base_recipe
     from tests.unit.test_heuristic import curve, exp
     from tests.unit.test_heuristic import scenario as heuristic_scenario
 

@@ -161,7 +161,7 @@ def test_single_device_runs(tmp_path: Path, n_gpus: int, asked: str | None, expe
 
 
 def test_heuristic_recipe_matches_the_launch_plan(tmp_path: Path) -> None:
-    from ftagent.planners.heuristic.planner import base_recipe
+    from ftagent.planners.heuristic.policy import base_recipe
     from ftagent.tools.llamafactory.memory import method_of_config
 
     def scenario(memory) -> ScenarioInfo:

@@ -276,12 +276,8 @@ def test_the_offline_planner_writes_a_user_file_in_the_benchmarks_boxed_format(t
 
 
 def test_the_offline_planner_reads_low_loss_and_zero_score_as_a_format_problem():
-    from ftagent.planners.heuristic.planner import (
-        FORMAT_HYPOTHESIS,
-        HeuristicFeedback,
-        HeuristicProposer,
-        base_recipe,
-    )
+    from ftagent.planners.heuristic.planner import HeuristicFeedback, HeuristicProposer
+    from ftagent.planners.heuristic.policy import FORMAT_HYPOTHESIS, base_recipe
     from tests.unit.test_heuristic import curve, exp
     from tests.unit.test_heuristic import scenario as heuristic_scenario
 

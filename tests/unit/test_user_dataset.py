@@ -141,7 +141,7 @@ def test_the_converter_source_runs_alone_like_in_process_data(tmp_path, root):
 def test_heuristic_process_data_trains_on_the_alpaca_file(tmp_path, root):
     from types import SimpleNamespace
 
-    from ftagent.planners.heuristic.planner import render_process_data
+    from ftagent.planners.heuristic.render import render_process_data
 
     register_user_file(_jsonl(tmp_path / "direct.jsonl", ALPACA), root)
     script = tmp_path / "ws" / "process_data.py"
