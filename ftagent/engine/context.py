@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ftagent.core.errors import ErrorType
-from ftagent.engine.events import EventLog, _Event
+from ftagent.engine.event_log import EventLog
+from ftagent.engine.events import _Event
 from ftagent.engine.session import LoopState, Session
 
 SessionStatus = Literal["completed", "timeout", "step_limit", "budget", "env_error", "interrupted", "no_progress",

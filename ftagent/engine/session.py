@@ -31,7 +31,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from ftagent.core.errors import EnvironmentFailure, StepFailure, UserInputError
 from ftagent.core.redact import mask_text
-from ftagent.engine.events import EventLog
+from ftagent.engine.event_log import EventLog
 
 SNAPSHOT_SCHEMA = 1
 SESSION_DIR = "__session__"

@@ -17,7 +17,8 @@ import pytest
 
 from ftagent.benchmarks import get_benchmark
 from ftagent.core.settings import load_settings
-from ftagent.engine.events import EventLog, read_events
+from ftagent.engine.event_log import EventLog
+from ftagent.engine.events import read_events
 from ftagent.llm.gateway import LLMGateway
 from ftagent.runners.local import LocalRunner
 from ftagent.tools.opencompass.runs import evaluate_splits_of_path

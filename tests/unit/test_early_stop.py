@@ -280,7 +280,8 @@ def test_early_stop_off_trains_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
 
 
 def test_the_report_counts_the_saved_training_time(tmp_path: Path) -> None:
-    from ftagent.engine.events import EarlyStopFacts, EventLog, LoopEnd, SessionStart, TrainingEvent
+    from ftagent.engine.event_log import EventLog
+    from ftagent.engine.events import EarlyStopFacts, LoopEnd, SessionStart, TrainingEvent
     from ftagent.views.report import build_report, render_markdown
 
     session = tmp_path / "sess"

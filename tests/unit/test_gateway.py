@@ -16,7 +16,8 @@ from openai import APIStatusError, OpenAI  # noqa: E402
 
 from ftagent.core.errors import BudgetExhausted  # noqa: E402
 from ftagent.core.settings import FTSettings, LLMSettings  # noqa: E402
-from ftagent.engine.events import EventLog, read_events  # noqa: E402
+from ftagent.engine.event_log import EventLog  # noqa: E402
+from ftagent.engine.events import read_events  # noqa: E402
 from ftagent.llm.client import LLMClient  # noqa: E402
 from ftagent.llm.gateway import LLMGateway  # noqa: E402
 from tests.fakes.openai_server import FakeOpenAIServer, Reply  # noqa: E402

@@ -468,7 +468,8 @@ def test_workflow_records_the_guard_and_vetoes_sota(tmp_path: Path, flag: bool) 
 
 
 def test_report_lists_each_candidates_checks_and_says_why_it_was_flagged(world: World, tmp_path: Path) -> None:
-    from ftagent.engine.events import EventLog, IntegrityEvent, LoopEnd, SessionStart
+    from ftagent.engine.event_log import EventLog
+    from ftagent.engine.events import IntegrityEvent, LoopEnd, SessionStart
     from ftagent.views.report import build_report, render_markdown
 
     session = tmp_path / "sess"

@@ -18,7 +18,8 @@ from ftagent.core.errors import ErrorType, StepFailure  # noqa: E402
 from ftagent.core.settings import FTSettings, LLMSettings, PathSettings, Settings  # noqa: E402
 from ftagent.core.trace import Experiment, Trace  # noqa: E402
 from ftagent.core.types import EvalResult, Hypothesis, ModelInfo, ScenarioInfo  # noqa: E402
-from ftagent.engine.events import EventLog, read_events  # noqa: E402
+from ftagent.engine.event_log import EventLog  # noqa: E402
+from ftagent.engine.events import read_events  # noqa: E402
 from ftagent.engine.loop import StepContext  # noqa: E402
 from ftagent.engine.session import Session  # noqa: E402
 from ftagent.finetune.protocols import Coder, Feedback, Proposer  # noqa: E402

@@ -14,7 +14,8 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 from ftagent.core.errors import BudgetExhausted, EnvironmentFailure  # noqa: E402
 from ftagent.core.redact import REDACTED, Redactor  # noqa: E402
 from ftagent.core.settings import FTSettings, LLMSettings  # noqa: E402
-from ftagent.engine.events import EventLog, read_events  # noqa: E402
+from ftagent.engine.event_log import EventLog  # noqa: E402
+from ftagent.engine.events import read_events  # noqa: E402
 from ftagent.llm.client import CONTINUE_PROMPT, LLMCallError, LLMClient  # noqa: E402
 from ftagent.llm.replies import extract_code, parse_json_reply  # noqa: E402
 from tests.fakes.openai_server import FakeOpenAIServer, Reply  # noqa: E402

@@ -16,7 +16,7 @@ import pytest
 from ftagent.core.settings import FTSettings, LLMSettings, PathSettings, Settings
 from ftagent.core.trace import Experiment, Trace
 from ftagent.core.types import EvalResult, Hypothesis, ModelInfo, ScenarioInfo
-from ftagent.engine.events import EventLog
+from ftagent.engine.event_log import EventLog
 from ftagent.engine.loop import StepContext
 from ftagent.engine.session import Session
 from ftagent.finetune.proposals import Proposals, recipe_key

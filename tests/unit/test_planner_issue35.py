@@ -213,7 +213,8 @@ def test_the_brief_warns_when_the_benchmark_fills_its_input_space(tmp_path):
 
 
 def test_every_scan_is_an_event_and_a_report_field_passing_or_not(tmp_path):
-    from ftagent.engine.events import EventLog, LoopEnd, SessionStart
+    from ftagent.engine.event_log import EventLog
+    from ftagent.engine.events import LoopEnd, SessionStart
     from ftagent.tools.llamafactory.data_script import DataProcessor
     from ftagent.views.report import build_report, render_markdown
 

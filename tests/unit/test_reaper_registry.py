@@ -125,7 +125,8 @@ def test_containers_of_dead_owners_are_removed_and_live_ones_kept(tmp_path):
 def test_the_event_reaches_the_console_and_the_session_view(tmp_path):
     from rich.console import Console
 
-    from ftagent.engine.events import EventLog, SessionStart
+    from ftagent.engine.event_log import EventLog
+    from ftagent.engine.events import SessionStart
     from ftagent.views.console import ConsoleProgress
     from ftagent.views.session import load_session
 

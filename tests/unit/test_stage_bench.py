@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ftagent.engine.events import BenchmarkResult, EventLog, StepEnd, TrainingEvent
+from ftagent.engine.event_log import EventLog
+from ftagent.engine.events import BenchmarkResult, StepEnd, TrainingEvent
 from tests.bench.stage_bench import loop_facts
 
 

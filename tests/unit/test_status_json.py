@@ -13,7 +13,8 @@ from typer.testing import CliRunner
 
 from ftagent.cli.main import app
 from ftagent.core.errors import UserInputError
-from ftagent.engine.events import EventLog, Progress, StepStart
+from ftagent.engine.event_log import EventLog
+from ftagent.engine.events import Progress, StepStart
 from ftagent.engine.session import EVENTS_FILE, SessionLock
 from ftagent.views.session import load_session
 from ftagent.views.status import SessionStatus, session_status

@@ -128,7 +128,8 @@ def test_report_is_a_rendering_of_the_session_view(tmp_path):
 
 
 def test_report_counts_unknown_prices_apart(tmp_path):
-    from ftagent.engine.events import EventLog, LLMCall
+    from ftagent.engine.event_log import EventLog
+    from ftagent.engine.events import LLMCall
     from ftagent.views.report import build_report, render_markdown
 
     sdir = make_session(tmp_path / "log")
