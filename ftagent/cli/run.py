@@ -229,7 +229,7 @@ def demo(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no live progress (the report is still printed)"),
 ) -> None:
     """Offline demo: tiny model, demo_add benchmark, local runner, heuristic planner (or LLM if set)."""
-    from ftagent.finetune.app import run_demo
+    from ftagent.finetune.demo import run_demo
 
     prepare_env()
     from ftagent.finetune.lifecycle import interrupt_exit_code

@@ -9,7 +9,7 @@ __all__ = ['FinetuneOptions', 'run_finetune', 'run_demo', 'FinetuneWorkflow', 'C
 __getattr__ = lazy_exports(__name__, {
     "FinetuneOptions": "ftagent.finetune.app",
     "run_finetune": "ftagent.finetune.app",
-    "run_demo": "ftagent.finetune.app",
+    "run_demo": "ftagent.finetune.demo",
     "FinetuneWorkflow": "ftagent.finetune.workflow",
     "Components": "ftagent.finetune.workflow",
     "build_components": "ftagent.finetune.workflow",

@@ -25,10 +25,10 @@ from rich.console import Console
 from ftagent.core.disk import check_disk_full
 from ftagent.core.durations import parse_duration
 from ftagent.core.errors import EnvironmentFailure, UserInputError
-from ftagent.engine.events import Message, ScenarioStage, SessionEnd, SessionStart, _Event
+from ftagent.engine.events import Message, ScenarioStage, SessionEnd, SessionStart
 from ftagent.engine.loop import RunSummary
-from ftagent.engine.parallel import trial_loop
 from ftagent.engine.session import Session
+from ftagent.finetune.emitter import SessionEmitter
 from ftagent.finetune.lifecycle import begin_run, hold
 from ftagent.finetune.state import FinetuneSessionState, finetune_state
 
@@ -62,60 +62,6 @@ class FinetuneOptions(BaseModel):
     quiet: bool = False  # no live progress (the report is still printed)
     # a run file's settings by name (core/run_config.RunFile.settings): below the flags and the environment
     settings: dict[str, Any] = Field(default_factory=dict)
-
-
-class SessionEmitter:
-    """The single way events reach ``events.jsonl``.
-
-    Events emitted before the session exists (scenario preparation, the runs it makes) are kept
-    and written, in order, once :meth:`attach` is called; later events are tagged with the loop
-    that is running.
-    """
-
-    def __init__(self, observer: Callable[[_Event], None] | None = None) -> None:
-        self._session: Session | None = None
-        self.ended = False  # a session_end was written in this run (else a crash writes one: end_if_open)
-        self._pending: list[_Event] = []
-        self._observer = observer  # sees pre-session events at once (the live display)
-
-    def __call__(self, event: _Event) -> None:
-        if event.loop is None:  # a trial's worker thread (K trials at once): its loop, whatever is current
-            event.loop = trial_loop()
-        if self._session is None:
-            self._pending.append(event)
-            if self._observer is not None:
-                self._observer(event)
-            return
-        current = self._session.state.current
-        if event.loop is None and current is not None:
-            event.loop = current.index
-        self._session.events.emit(event)
-
-    def attach(self, session: Session) -> None:
-        """Write the kept events, then let the observer follow the session's log itself."""
-        self._session = session
-        session.events.subscribe(self._note_end)
-        pending, self._pending = self._pending, []
-        for event in pending:
-            session.events.emit(event)  # the observer saw them already
-        if self._observer is not None:
-            session.events.subscribe(self._observer)
-
-
-    def _note_end(self, event: _Event) -> None:
-        if isinstance(event, SessionEnd):
-            self.ended = True
-
-    def end_if_open(self, exc: BaseException) -> None:
-        """A crash after the session exists still ends it (``failed``): the UI and ``job status`` would
-        show it running for good (issue 34.5)."""
-        if self._session is None or self.ended:
-            return
-        text = f"{type(exc).__name__}: {exc}".strip()[:2000]
-        try:
-            self._session.events.emit(SessionEnd(status="failed", message=text))
-        except OSError:  # LOG_PATH itself is failing: the error that ends the run says so
-            pass
 
 
 def run_finetune(options: FinetuneOptions) -> RunSummary:
@@ -369,42 +315,4 @@ def _run(session: Session, settings: Settings, run: ResolvedRun, runner: Runner,
     finally:
         if gateway is not None:
             gateway.stop()
-    return summary
-
-
-def ensure_tools_env(settings: Settings) -> Path:
-    """The tool env for the local runner, created with ``ftagent env setup`` logic when missing."""
-    from ftagent.core.hardware import detect_gpus
-    from ftagent.runners.toolenv import setup_tools_env, tools_env_path
-
-    path = tools_env_path(settings)
-    if all((path / "bin" / tool).exists() for tool in ("python", "llamafactory-cli", "opencompass")):
-        return path
-    console.print(f"[bold]ftagent[/bold]: creating the tool env at {path} (one time, a few minutes)")
-    setup_tools_env(path, detect_gpus().gpu_count > 0, progress=lambda msg: console.print(f"  {msg}"))
-    return path
-
-
-def run_demo(loop_n: int = 3, timeout: str | None = None, quiet: bool = False) -> RunSummary:
-    """The embedded default: tiny model + demo_add + local runner + offline planner (or the LLM).
-
-    The demo trains on up to 5000 generated rows (more than the default 2000 cap, because the tiny
-    model has to learn addition from scratch, not a format).
-    """
-    import os
-
-    os.environ.setdefault("FT_ENV_TYPE", "local")
-    os.environ.setdefault("FT_UPPER_DATA_SIZE_LIMIT", "5000")
-    from ftagent.core.settings import load_settings
-
-    settings = load_settings()
-    from ftagent.runners.base import capabilities
-    from ftagent.runners.factory import runner_class
-
-    if capabilities(runner_class(settings.ft.env_type)).uses_tools_env:
-        ensure_tools_env(settings)
-    options = FinetuneOptions(benchmark="demo_add", base_model="builtin/tiny-qwen2", loop_n=loop_n,
-                              timeout=timeout, quiet=quiet)
-    summary = run_finetune(options)
-    console.print(f"[bold]demo finished:[/bold] {summary.status} after {summary.loops_done} loop(s)")
     return summary

@@ -245,7 +245,7 @@ def test_bad_input_leaves_no_session_behind(tmp_path, args, fragment):
 def test_the_live_display_sees_every_event_once_before_and_after_the_session_exists(tmp_path):
     """Scenario stages run before the session exists; the build and the baseline after it."""
     from ftagent.engine.events import Message, ScenarioStage
-    from ftagent.finetune.app import SessionEmitter
+    from ftagent.finetune.emitter import SessionEmitter
 
     seen = []
     emit = SessionEmitter(observer=seen.append)
