@@ -88,18 +88,30 @@ class LFCatalogue(BaseModel):
                 ``config`` imports this module).
             count: token counter for ``max_tokens``.
         """
-        if exclude_patterns is None:
-            from ftagent.tools.llamafactory.defaults import load_lf_defaults
-
-            defaults = load_lf_defaults()
-            exclude_patterns = defaults.prompt_exclude_patterns + [re.escape(k) for k in defaults.system_managed]
-        excluded = re.compile("|".join(f"(?:{p})" for p in exclude_patterns)) if exclude_patterns else None
+        excluded = _exclusions(exclude_patterns)
         count = count or (lambda text: -(-len(text) // 4))
         wanted = set(categories or ["model", "data", "finetuning", "training"])
 
         def chosen(param: LFParam) -> bool:
             return categories is None or param.section in wanted or param.group in wanted
 
+        head, essential = self._head(managed, gpu, chosen, max_help)
+        rest: list[LFParam] = [p for p in self.parameters.values() if p.name not in essential and chosen(p)
+                               and (categories is not None or p.section in wanted)
+                               and (excluded is None or not excluded.fullmatch(p.name))]
+        rest.sort(key=lambda p: SECTION_ORDER.index(p.section) if p.section in SECTION_ORDER else 99)
+        body, left_out = _budgeted(rest, len(head), count(head), max_chars=max_chars, max_tokens=max_tokens,
+                                   max_help=max_help, count=count)
+        out = "\n".join([head, *body])
+        if left_out:
+            what = ", ".join(f"{n} {s}" for s, n in left_out.items())
+            out += f"\n({sum(left_out.values())} more valid arguments not listed for space: {what}.)"
+        return out
+
+    def _head(self, managed: list[str], gpu: bool, chosen: Callable[[LFParam], bool],
+              max_help: int) -> tuple[str, set[str]]:
+        """The version and methods, the system-managed keys and the arguments the planner tunes (always kept),
+        and the names of those arguments."""
         lines = [f"LLaMA-Factory {self.version}; finetuning_type is one of: {', '.join(self.methods)}",
                  # the config prompt shows this up front (issue 35: keys the planner set were replaced unseen)
                  f"{MANAGED_HEADING}\n" + "; ".join(managed)]
@@ -113,33 +125,40 @@ class LFCatalogue(BaseModel):
             if params:
                 lines.append(f"### {title}")
                 lines += [_param_line(p, max(max_help, 220)) for p in params]
-        head = "\n".join(lines)
-        used_chars, used_tokens = len(head), count(head)
-        rest: list[LFParam] = [p for p in self.parameters.values() if p.name not in essential and chosen(p)
-                               and (categories is not None or p.section in wanted)
-                               and (excluded is None or not excluded.fullmatch(p.name))]
-        rest.sort(key=lambda p: SECTION_ORDER.index(p.section) if p.section in SECTION_ORDER else 99)
-        body: list[str] = []
-        left_out: dict[str, int] = {}
-        current = None
-        for param in rest:
-            line = _param_line(param, max_help)
-            title = f"## Other {param.section} arguments" if param.section != current else ""
-            chunk = "\n".join([title, line] if title else [line])
-            fits = used_chars + len(chunk) + 200 <= max_chars and (
-                max_tokens is None or used_tokens + count(chunk) + 60 <= max_tokens)
-            if not fits or left_out:
-                left_out[param.section] = left_out.get(param.section, 0) + 1
-                continue
-            current = param.section
-            body.append(chunk)
-            used_chars += len(chunk) + 1
-            used_tokens += count(chunk)
-        out = "\n".join([head, *body])
-        if left_out:
-            what = ", ".join(f"{n} {s}" for s, n in left_out.items())
-            out += f"\n({sum(left_out.values())} more valid arguments not listed for space: {what}.)"
-        return out
+        return "\n".join(lines), essential
+
+
+def _exclusions(exclude_patterns: list[str] | None) -> re.Pattern[str] | None:
+    """The names hidden from the other arguments (None: defaults.yaml's patterns and system-managed keys)."""
+    if exclude_patterns is None:
+        from ftagent.tools.llamafactory.defaults import load_lf_defaults
+
+        defaults = load_lf_defaults()
+        exclude_patterns = defaults.prompt_exclude_patterns + [re.escape(k) for k in defaults.system_managed]
+    return re.compile("|".join(f"(?:{p})" for p in exclude_patterns)) if exclude_patterns else None
+
+
+def _budgeted(rest: list[LFParam], used_chars: int, used_tokens: int, *, max_chars: int, max_tokens: int | None,
+              max_help: int, count: Callable[[str], int]) -> tuple[list[str], dict[str, int]]:
+    """The other arguments' lines by section, whole lines while the budget allows (after the head's
+    ``used_chars``/``used_tokens``), and how many of each section were left out after the first that did not fit."""
+    body: list[str] = []
+    left_out: dict[str, int] = {}
+    current = None
+    for param in rest:
+        line = _param_line(param, max_help)
+        title = f"## Other {param.section} arguments" if param.section != current else ""
+        chunk = "\n".join([title, line] if title else [line])
+        fits = used_chars + len(chunk) + 200 <= max_chars and (
+            max_tokens is None or used_tokens + count(chunk) + 60 <= max_tokens)
+        if not fits or left_out:
+            left_out[param.section] = left_out.get(param.section, 0) + 1
+            continue
+        current = param.section
+        body.append(chunk)
+        used_chars += len(chunk) + 1
+        used_tokens += count(chunk)
+    return body, left_out
 
 
 #: the heading of the system-managed keys in :meth:`LFCatalogue.format_for_prompt` (the config prompt moves
