@@ -18,12 +18,14 @@ Prints ``{"ours": [bool...], "stock": [bool...] | null, "oracle": [bool...], "ou
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import inspect
+import io
 import json
+import multiprocessing
 import os
 import re
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -72,7 +74,7 @@ def _verdict(result: dict) -> bool:
     raise RuntimeError(f"no verdict in {sorted(result)}")
 
 
-def _score_one(evaluator_cfg: dict, pred: str, gold, row: dict) -> bool:
+def _score_one(evaluator_cfg: dict, pred: str, gold, row: dict, *, stock: bool = False) -> bool:
     evaluator = _evaluator(evaluator_cfg)
     kwargs = {"predictions": [pred], "references": [gold]}
     params = inspect.signature(evaluator.score).parameters
@@ -80,15 +82,24 @@ def _score_one(evaluator_cfg: dict, pred: str, gold, row: dict) -> bool:
         kwargs["test_set"] = Dataset.from_list([row]) if row else None
     if "origin_prompt" in params:  # OpenICLEvalTask passes the prediction file's prompts by name
         kwargs["origin_prompt"] = [""]
-    return _verdict(evaluator.score(**kwargs))
+    try:
+        return _verdict(evaluator.score(**kwargs))
+    except IndexError:
+        # stock MBPPEvaluator (opencompass/datasets/mbpp.py ``execution``) returns ``key[0]`` of a child that
+        # may have reported nothing: a program that ended its process (``os._exit(0)``) crashes stock's whole
+        # scoring with this IndexError -- no pass. ftagent's scorer must never crash, so only stock's may.
+        if not stock:
+            raise
+        return False
 
 
-def _pipeline(model_step, eval_cfg: dict, cases: list[dict], gold_key: str = "gold") -> tuple[list[bool], list[str]]:
+def _pipeline(model_step, eval_cfg: dict, cases: list[dict], gold_key: str = "gold",
+              *, stock: bool = False) -> tuple[list[bool], list[str]]:
     verdicts, preds = [], []
     for case in cases:
         pred = _apply(eval_cfg.get("pred_postprocessor"), _apply(model_step, case["output"]))
         gold = _apply(eval_cfg.get("dataset_postprocessor"), case.get(gold_key, case["gold"]))
-        verdicts.append(_score_one(eval_cfg["evaluator"], pred, gold, case.get("row") or {}))
+        verdicts.append(_score_one(eval_cfg["evaluator"], pred, gold, case.get("row") or {}, stock=stock))
         preds.append(pred)
     return verdicts, preds
 
@@ -99,15 +110,36 @@ def ours(config: str, cases: list[dict]) -> tuple[list[bool], list[str]]:
     return _pipeline(cfg["models"][0].get("pred_postprocessor"), cfg["datasets"][0]["eval_cfg"], cases)
 
 
-def _run_program(program: str, timeout: float = 10.0) -> bool:
+def _unsafe_execute(program: str, result) -> None:
+    """openai/human-eval ``human_eval/execution.py`` ``unsafe_execute``, without its ``reliability_guard``
+    (which only disables functions the corpora's programs never call): ``exec`` in a fresh namespace with the
+    output swallowed, and ``"passed"`` appended only after ``exec`` returned; any ``BaseException``
+    (``SystemExit`` included) is ``"failed: …"``."""
     with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "prog.py")
-        Path(path).write_text(program, encoding="utf-8")
+        os.chdir(tmp)
         try:
-            return subprocess.run([sys.executable, "-I", path], cwd=tmp, capture_output=True,
-                                  timeout=timeout, check=False).returncode == 0
-        except subprocess.TimeoutExpired:
-            return False
+            sink = io.StringIO()
+            with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
+                exec(program, {})  # noqa: S102 - the corpus's own programs, as the official scorer runs them
+            result.append("passed")
+        except BaseException as exc:  # noqa: BLE001 - the official scorer's rule
+            result.append(f"failed: {exc}")
+
+
+def _run_program(program: str, timeout: float = 10.0) -> bool:
+    """The official ``check_correctness``: the program runs in a child process that reports into a manager
+    list; a child that ended without a result (``os._exit``) or was killed at the time limit is
+    ``"timed out"``. Only ``"passed"`` passes: the exit status says nothing (issue 39, red team B4)."""
+    ctx = multiprocessing.get_context("fork")
+    with ctx.Manager() as manager:
+        result = manager.list()
+        proc = ctx.Process(target=_unsafe_execute, args=(program, result))
+        proc.start()
+        proc.join(timeout=timeout + 1)
+        if proc.is_alive():
+            proc.kill()
+            proc.join()
+        return list(result)[:1] == ["passed"]
 
 
 def _humaneval(eval_cfg: dict, cases: list[dict]) -> list[bool]:
@@ -160,7 +192,7 @@ def stock(spec: dict, cases: list[dict]) -> list[bool]:
     if spec["runner"] == "humaneval":
         return _humaneval(eval_cfg, cases)
     # a stock dataset post-processor reads the published gold (GSM8K: the worked answer ending '#### N')
-    return _pipeline(STOCK_MODEL_STEP, eval_cfg, cases, gold_key="stock_gold")[0]
+    return _pipeline(STOCK_MODEL_STEP, eval_cfg, cases, gold_key="stock_gold", stock=True)[0]
 
 
 def main() -> None:

@@ -49,9 +49,21 @@ def _wrong(c):
     return f"```python\ndef {name}(*args):\n    return None\n```"
 
 
+def _expected(style: str) -> bool | None:
+    """The verdict a case's style names (the exit cases of issue 39, red team B4), else None."""
+    if style.endswith("no pass"):
+        return False
+    return True if style.endswith("a pass") else None
+
+
 @pytest.mark.parametrize("key", sorted(STOCK))
 def test_code_parity_and_oracle(key, parity, tools_python, tmp_path):
     oracle = oracle_cases(load_corpus(key), _fenced, _wrong)
     corpus, result = score_corpus(tools_python, key, tmp_path, STOCK[key], oracle)
     check(parity, key, REFERENCE[key], corpus, result, deliberate=DELIBERATE[key])
     check_oracle(key, oracle, result["oracle"])
+    # agreeing is not enough: both scorers once passed a reply that exits before its tests
+    named = [(i, c["style"], _expected(c["style"])) for i, c in enumerate(corpus) if _expected(c["style"]) is not None]
+    assert len(named) >= 7
+    wrong = [(i, style) for i, style, want in named if (result["ours"][i], result["stock"][i]) != (want, want)]
+    assert wrong == [], f"{key}: these cases were not scored as their style says (ftagent, stock): {wrong}"

@@ -1,7 +1,8 @@
 """ftagent's OpenCompass extension, imported by rendered configs inside the tool env ONLY.
 
-Standalone on purpose: it imports OpenCompass and the standard library, never ftagent's core (the
-tool env does not have ftagent's dependencies). Registered names:
+Standalone on purpose: it imports OpenCompass, the standard library and ftagent's standard-library-only
+:mod:`ftagent.benchmarks.code_tests` (the code scorer's sandboxed run), never ftagent's core (the tool env does
+not have ftagent's dependencies). Registered names:
 
 * post-processors ``ftagent_last_boxed`` (:func:`last_boxed`), ``ftagent_extract_code`` (:func:`extract_code`,
   stock ``humaneval_postprocess_v2``'s fence rule);
@@ -14,15 +15,13 @@ tool env does not have ftagent's dependencies). Registered names:
 from __future__ import annotations
 
 import inspect
-import os
 import re
-import subprocess
-import sys
-import tempfile
 
 from opencompass.models import HuggingFacewithChatTemplate, OpenAISDK
 from opencompass.openicl.icl_evaluator import BaseEvaluator
 from opencompass.registry import ICL_EVALUATORS, MODELS, TEXT_POSTPROCESSORS
+
+from ftagent.benchmarks import code_tests
 
 _BOXED = re.compile(r"\\boxed\s*\{")
 # stock humaneval_postprocess_v2's block: a fence with any tag (```python, ```Python, ```python3, ```py, none)
@@ -112,20 +111,6 @@ def _drop_blank_head(code: str) -> str:
     return _BLANK_HEAD.sub("", code)
 
 
-def run_python(program: str, timeout: float) -> bool:
-    """True when ``program`` exits 0 within ``timeout`` seconds (isolated interpreter, temp cwd)."""
-    with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "prog.py")
-        with open(path, "w", encoding="utf-8") as fh:
-            fh.write(program)
-        try:
-            proc = subprocess.run([sys.executable, "-I", path], cwd=tmp, capture_output=True,
-                                  timeout=timeout, check=False)
-        except subprocess.TimeoutExpired:
-            return False
-        return proc.returncode == 0
-
-
 def type_aware_tests(tests: str) -> str:
     """The test program with stock's type-aware equality: every ``assert a == b`` becomes
     ``assert __opencompass_type_aware_equal(a, b)`` (stock ``make_assertions_type_aware``,
@@ -148,7 +133,10 @@ def type_aware_tests(tests: str) -> str:
 @ICL_EVALUATORS.register_module()
 class PythonTestsEvaluator(BaseEvaluator):
     """pass@1: the extracted code (prefixed by the item's ``prompt`` when it lacks the definition)
-    followed by the reference test program must exit 0.
+    followed by the reference test program must run to its end, in a sandbox of its own per item
+    (:mod:`ftagent.benchmarks.code_tests`: an exit of any kind before the tests ended is no pass, as in the
+    official scorers). Each detail carries the run's ``result`` (``passed``, ``failed``, ``timed out``,
+    ``exited before its tests ended``).
 
     ``type_aware`` (MBPP's YAML sets it): the test program's ``==`` asserts compare as stock
     ``MBPPEvaluator`` compares them (:func:`type_aware_tests`). HumanEval keeps plain ``assert``: its
@@ -170,9 +158,9 @@ class PythonTestsEvaluator(BaseEvaluator):
         for code, tests, prompt in zip(predictions, references, prompts, strict=False):
             head = "" if (prompt and prompt.strip() in code) else (prompt or "")
             program = type_aware_tests(tests) if self.type_aware else tests
-            ok = run_python(f"{head}{code}\n\n{program}", self.timeout)
-            passed += ok
-            details.append({"pred": code, "answer": tests, "correct": bool(ok)})
+            run = code_tests.run_tests(f"{head}{code}\n\n{program}", self.timeout)
+            passed += run.passed
+            details.append({"pred": code, "answer": tests, "correct": run.passed, "result": run.result})
         return {"pass@1": 100.0 * passed / max(len(references), 1), "details": details}
 
 
