@@ -1,9 +1,10 @@
 """One program a model wrote, run in a sandbox of its own (issue 39, red team B4).
 
-The code scorer (``humaneval``, ``mbpp``: :mod:`ftagent.benchmarks.code_tests`) runs what the model answered,
-inside the evaluation's own sandbox, next to what that sandbox must see: the evaluation's work folder
-(predictions, results, the item scores ftagent reads back), the benchmark's items (every split) and, with a judge,
-the judge gateway's token in the environment. The model's program sees none of it: each run is a fresh bubblewrap sandbox with
+The code scorer (``humaneval``, ``mbpp``: :mod:`ftagent.benchmarks.code_tests`) and TableBench's chart runner
+(:mod:`ftagent.benchmarks.domain.sandbox`) run what the model answered, inside the evaluation's own sandbox, next
+to what that sandbox must see: the evaluation's work folder (predictions, results, the item scores ftagent reads
+back), the benchmark's items (every split) and, with a judge, the judge gateway's token in the environment. The
+model's program sees none of it: each run is a fresh bubblewrap sandbox with
 
 * its own user, PID, network, IPC, UTS and cgroup namespaces (``--unshare-all``), no capabilities
   (``--cap-drop ALL``), a new session (no terminal), and it dies with the scorer (``--die-with-parent``);

@@ -108,7 +108,7 @@ def test_a_scored_program_reaches_nothing_of_its_evaluation(outer, tmp_path, lis
     (home / ".netrc").write_text("machine example.com password hunter2\n", encoding="utf-8")
     fields = {"token": TOKEN, "work": str(work), "items": str(items), "port": listener, "home": str(home)}
     names = ["(control: no attack)", *ATTACKS]
-    programs = [PROGRAM.format(attack="False", **fields)] + [PROGRAM.format(attack=a, **fields) for a in ATTACKS.values()]
+    programs = [PROGRAM.format(attack=a, **fields) for a in ("False", *ATTACKS.values())]
     (tmp_path / "programs.json").write_text(json.dumps(programs), encoding="utf-8")
     probe = PROBE.format(repo=str(REPO), programs=str(tmp_path / "programs.json"))
     runner = LocalRunner(TOOLS, sandbox=outer, gpu=False)
@@ -203,3 +203,26 @@ def test_the_scorer_process_keeps_its_own_environment_out(monkeypatch):
                    "for p in __import__('os').listdir('/proc') if p.isdigit())\n")
         assert run.passed, run.result
 
+
+def test_a_chart_program_reaches_nothing_of_its_scorer(tmp_path, monkeypatch):
+    """TableBench's visualization answers are programs too (``domain/sandbox.run_chart_code``): same sandbox.
+    The chart's bar heights say what the program reached (1, 2 when nothing). On the code before (main at
+    d29e192) it read the outside file and, through /proc/<parent>/cwd, the scorer's work folder."""
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "predictions.json").write_text("{}", encoding="utf-8")
+    outside = tmp_path / "items.jsonl"
+    outside.write_text("a held-out item\n", encoding="utf-8")
+    monkeypatch.chdir(work)
+    monkeypatch.setenv("OPENAI_API_KEY", TOKEN)
+    code = (f"import os\nimport matplotlib.pyplot as plt\nreached = 0\n"
+            f"try:\n    reached += bool(open({str(outside)!r}).read())\nexcept OSError:\n    pass\n"
+            f"reached += {TOKEN!r} in repr(dict(os.environ))\n"
+            "try:\n    reached += 'predictions.json' in os.listdir(f'/proc/{os.getppid()}/cwd')\nexcept OSError:\n"
+            "    pass\nplt.bar([0, 1], [1 + 10 * reached, 2])\n")
+    from ftagent.benchmarks.domain import sandbox as chart_sandbox
+
+    res = chart_sandbox.run_chart_code(code, {"columns": ["a"], "data": [[1]]}, timeout_s=60)
+    assert res.ok, res.error
+    assert res.series == [[1, 2]], f"the chart program reached something of its scorer: {res.series}"
+    assert res.network_isolation.startswith("bwrap") or program_sandbox.confinement().kind == "none"

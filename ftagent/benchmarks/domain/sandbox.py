@@ -1,10 +1,12 @@
-"""Run untrusted chart code (TableBench visualization answers) in a limited subprocess.
+"""Run untrusted chart code (TableBench visualization answers) in a sandbox of its own.
 
-Limits: wall-clock timeout (the whole process group is killed), CPU seconds, address space and file
-size through ``resource.setrlimit``; no network: ``unshare -n`` (or ``unshare -rn``) when it works
-here, and always a ``sitecustomize`` that makes ``socket.socket`` raise. The code runs in a fresh
-temporary folder holding ``table.csv``. After it ran, the chart's y values are read from the current
-axes the way TableBench's ``metrics/chart_metric_utils.py`` getters read them for the item's
+Each program runs as :mod:`ftagent.benchmarks.program_sandbox` runs one (issue 39, red team B4): a fresh
+bubblewrap sandbox that sees its own folder (``table.csv``, the answer, the harness) and the interpreter, no work
+folder, no benchmark item, no network, no ``/proc`` of the evaluation, none of the scorer's environment.
+Limits: wall-clock timeout (the sandbox is killed), CPU seconds, address space and file size, set by the
+harness before the answer runs. Without bubblewrap: ``unshare -n`` (or ``unshare -rn``) when it works here, and
+always a ``sitecustomize`` that makes ``socket.socket`` raise. After it ran, the chart's y values are read
+from the current axes the way TableBench's ``metrics/chart_metric_utils.py`` getters read them for the item's
 ``chart_type`` (bar/waterfall heights, hbar widths, pie wedge fractions, line/radar y data, area and
 scatter collections), so ``plt.*``, ``ax.*`` and ``df.plot`` charts all count. When matplotlib is not
 installed in that python, a recording stand-in for ``matplotlib.pyplot`` records bar/plot/scatter
@@ -17,12 +19,13 @@ import csv
 import functools
 import json
 import os
-import signal
 import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass, field
 from typing import Any
+
+from ftagent.benchmarks import program_sandbox
 
 MARKER = "__FTAGENT_SERIES__"
 
@@ -145,28 +148,6 @@ def network_prefix() -> tuple[str, ...]:
     return ()
 
 
-def _die_with_parent() -> None:  # runs in the child before exec
-    """SIGKILL the chart process when its parent dies: it left the parent's process group (setsid), so a
-    group kill of the evaluator would miss it. The forking thread waits for it, and it execs no set-uid
-    binary, so the PDEATHSIG caveats do not apply."""
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-
-
-def _limits(cpu_s: int, memory_mb: int) -> None:  # runs in the child before exec
-    import resource  # noqa: PLC0415 - POSIX only
-
-    os.setsid()
-    _die_with_parent()
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s))
-    resource.setrlimit(resource.RLIMIT_AS, (memory_mb << 20, memory_mb << 20))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (64 << 20, 64 << 20))
-
-
 def write_table_csv(path: str, table: dict[str, Any]) -> None:
     """``table`` ({columns, data}) as CSV with a header row and no index column."""
     with open(path, "w", encoding="utf-8", newline="") as fh:
@@ -188,32 +169,30 @@ def run_chart_code(code: str, table: dict[str, Any], *, timeout_s: float = 10.0,
         chart_type: TableBench's ``chart_type`` (``bar``, ``line``, ``pie`` …): the y values are then
             read from the axes as TableBench does; empty: the recorded bar/plot/scatter calls.
     """
-    prefix = network_prefix()
+    python = python or sys.executable
+    confined = program_sandbox.confinement().kind == "bwrap"
+    # bubblewrap has its own network namespace; without it, unshare's when it works here
+    prefix = () if confined else network_prefix()
+    isolation = "bwrap+socket-blocked" if confined else ("netns+socket-blocked" if prefix else "socket-blocked")
     with tempfile.TemporaryDirectory(prefix="ftagent-chart-") as tmp:
         write_table_csv(os.path.join(tmp, "table.csv"), table)
-        for name, text in (("answer.py", code), ("harness.py", _HARNESS)):
+        harness = program_sandbox.limits_source(cpu_s=int(timeout_s) + 2, memory_mb=memory_mb) + _HARNESS
+        for name, text in (("answer.py", code), ("harness.py", harness)):
             with open(os.path.join(tmp, name), "w", encoding="utf-8") as fh:
                 fh.write(text)
-        site = os.path.join(tmp, "_site")
-        os.mkdir(site)
-        with open(os.path.join(site, "sitecustomize.py"), "w", encoding="utf-8") as fh:
+        os.mkdir(os.path.join(tmp, "_site"))
+        with open(os.path.join(tmp, "_site", "sitecustomize.py"), "w", encoding="utf-8") as fh:
             fh.write(_SITECUSTOMIZE)
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": site, "HOME": tmp,
-               "MPLBACKEND": "Agg", "MPLCONFIGDIR": tmp, "OMP_NUM_THREADS": "1", "PYTHONNOUSERSITE": "1"}
-        cmd = [*prefix, python or sys.executable, "harness.py", chart_type]
-        proc = subprocess.Popen(cmd, cwd=tmp, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True, preexec_fn=lambda: _limits(int(timeout_s) + 2, memory_mb))
-        isolation = "netns+socket-blocked" if prefix else "socket-blocked"
-        try:
-            out, err = proc.communicate(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            proc.communicate()
-            return SandboxResult(False, error="timeout", timed_out=True, network_isolation=isolation)
-    if proc.returncode != 0 or MARKER not in out:
+        inside = program_sandbox.inside(tmp)
+        env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": os.path.join(inside, "_site"), "HOME": inside,
+               "MPLBACKEND": "Agg", "MPLCONFIGDIR": inside, "OMP_NUM_THREADS": "1", "PYTHONNOUSERSITE": "1",
+               "LANG": "C.UTF-8"}
+        run = program_sandbox.run_program([*prefix, python, "harness.py", chart_type], tmp, python=python,
+                                          timeout_s=timeout_s, env=env)
+    if run.timed_out:
+        return SandboxResult(False, error="timeout", timed_out=True, network_isolation=isolation)
+    out, err = run.stdout, run.stderr
+    if run.exit_code != 0 or MARKER not in out:
         return SandboxResult(False, error=(err or out)[-2000:], network_isolation=isolation)
     series = json.loads(out.rsplit(MARKER, 1)[1].strip() or "[]")
     return SandboxResult(True, series=series if series is not None else [], network_isolation=isolation,
