@@ -16,7 +16,9 @@ settings all pass through :func:`mask_text` / :func:`mask_obj` before they reach
   tokens — :mod:`ftagent.core.secret_shapes` says which detectors, with what exceptions, and why.
 
 Add a new shape here (or in :mod:`ftagent.core.secret_shapes`), never in a writer: a writer only calls
-:func:`mask_text` / :func:`mask_obj`.
+:func:`mask_text` / :func:`mask_obj`. What a tool process may see of ftagent's environment is decided with the same
+shapes (issue 39, red team B5): :func:`without_url_credentials` and :func:`carries_secret`, used by
+:func:`ftagent.runners.process.passthrough_env`.
 """
 
 from __future__ import annotations
@@ -43,6 +45,9 @@ _PATTERNS: list[re.Pattern[str]] = [
     re.compile(r"(?i)([?&][a-z0-9_.\-]*(?:key|token|secret|password|passwd|pwd|sig|signature|auth|credential)s?=)"
                r"[^&#\s\"'<>\\]+"),
 ]
+
+# URL userinfo with its "@" (RFC 3986 3.2.1), for removal: group 1 is the scheme and "//", kept
+_USERINFO = re.compile(r"(?i)(\b[a-z][a-z0-9+.\-]*://)[^\s/?#@\"'<>\\]+@")
 
 _registered: set[str] = set()
 _registered_lock = threading.Lock()
@@ -106,3 +111,15 @@ def mask_text(value: str) -> str:
 def mask_obj(value: Any) -> Any:
     """Like :func:`mask_text` for every string inside JSON-like data."""
     return _DEFAULT.obj(value)
+
+
+def without_url_credentials(value: str) -> str:
+    """``value`` with the userinfo of every URL in it removed (``https://user:password@host/simple`` ->
+    ``https://host/simple``; a value may hold several URLs, as ``PIP_EXTRA_INDEX_URL`` does)."""
+    return _USERINFO.sub(r"\1", value)
+
+
+def carries_secret(value: str) -> bool:
+    """True when the one masker would mask something in ``value``: a registered secret, a key shape, URL
+    credentials (userinfo, a ``?token=`` parameter) or what detect-secrets' detectors find."""
+    return mask_text(value) != value

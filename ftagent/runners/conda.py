@@ -21,7 +21,7 @@ from pathlib import Path
 
 from ftagent.core.errors import EnvironmentFailure
 from ftagent.runners.base import Mount, RunResult, ToolEnv, tool_uses_gpu
-from ftagent.runners.process import is_secret_name, passthrough_env, run_process
+from ftagent.runners.process import passthrough_env, run_process, tool_value
 from ftagent.runners.sandbox import bwrap_argv, gpu_device_nodes, gpu_library_dirs, use_sandbox
 
 DEFAULT_ENV_NAME = "ftagent-tools"
@@ -145,8 +145,8 @@ class CondaRunner:
         child = passthrough_env()
         conda_dir = [str(Path(self.conda).parent)] if "/" in self.conda else []
         child["PATH"] = os.pathsep.join([*conda_dir, os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin")])
-        child.update({k: v for k, v in os.environ.items()
-                      if k.startswith(("CONDA_", "MAMBA_")) and not is_secret_name(k)})
+        conda_vars = {k: tool_value(k, v) for k, v in os.environ.items() if k.startswith(("CONDA_", "MAMBA_"))}
+        child.update({k: v for k, v in conda_vars.items() if v is not None})
         child["PYTHONUNBUFFERED"] = "1"
         if not self.gpu:
             child["OMP_NUM_THREADS"] = "1"

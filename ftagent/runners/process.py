@@ -10,6 +10,7 @@ so a successor can end it if even the supervisor was killed.
 from __future__ import annotations
 
 import collections
+import logging
 import os
 import shutil
 import signal
@@ -20,6 +21,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import IO
 
+from ftagent.core.redact import carries_secret, without_url_credentials
 from ftagent.core.untrusted import UnsafeEntry, open_append
 from ftagent.runners import reaper
 from ftagent.runners.base import RunResult
@@ -27,12 +29,16 @@ from ftagent.runners.supervise import supervised_argv
 
 TAIL_LINES = 50
 
-# Environment variables passed from the caller's process to tools unless overridden.
+# Environment variables passed from the caller's process to tools unless overridden, each only as
+# :func:`tool_value` lets it through. No PIP_*: no tool process installs packages (training, evaluation, the
+# data script, the model server); the installers (``ftagent env setup``: toolenv._pip_env, the conda env's
+# create, the Docker image build: images.ImageSpec) read the index settings from ftagent's own environment.
+# A private index's URL carries its password (issue 39, red team B5).
 PASSTHROUGH_VARS = (
     "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR", "USER", "TERM",
     "HF_HOME", "HF_HUB_CACHE", "HF_DATASETS_CACHE", "HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE",
     "TRANSFORMERS_OFFLINE", "HF_ENDPOINT", "CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS",
-    "PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "COMPASS_DATA_CACHE", "LITELLM_LOCAL_MODEL_COST_MAP",
+    "COMPASS_DATA_CACHE", "LITELLM_LOCAL_MODEL_COST_MAP",
     # GPU runs: the driver's libraries where the image puts them, NCCL over the node's NICs
     "LD_LIBRARY_PATH", "CUDA_HOME", "NCCL_SOCKET_IFNAME", "NCCL_IB_DISABLE",
     "NCCL_P2P_DISABLE", "NCCL_DEBUG",
@@ -43,6 +49,8 @@ PASSTHROUGH_VARS = (
 # CUDA_VISIBLE_DEVICES is the GPU NVML reported as index 1 (CUDA Runtime API docs, "CUDA Environment
 # Variables": CUDA_DEVICE_ORDER FASTEST_FIRST|PCI_BUS_ID, default FASTEST_FIRST).
 FIXED_TOOL_ENV = {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+log = logging.getLogger(__name__)
+_dropped: set[str] = set()  # variables already warned about (passthrough_env runs for every command)
 _SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH")
 
 
@@ -52,13 +60,33 @@ def is_secret_name(name: str) -> bool:
     return any(marker in upper for marker in _SECRET_MARKERS)
 
 
+def tool_value(name: str, value: str) -> str | None:
+    """``value`` as a tool process may see it, or None when the variable must not reach one (issue 39, B5).
+
+    A credential never reaches a tool process, whatever the variable is called: the userinfo of every URL is
+    removed (``HF_ENDPOINT=https://user:password@mirror`` -> ``https://mirror``: the mirror's address is what
+    a tool needs, the password is not), and a value in which the one masker (:mod:`ftagent.core.redact`) still
+    finds a secret -- a ``?token=`` parameter, a key shape, a registered secret -- is dropped whole (a masked
+    value would be as broken as none), with a warning that names the variable, never the value.
+    """
+    if is_secret_name(name):
+        return None
+    clean = without_url_credentials(value)
+    if carries_secret(clean):
+        if name not in _dropped:
+            _dropped.add(name)
+            log.warning("%s is not passed to tool processes: its value looks like it carries a credential", name)
+        return None
+    return clean
+
+
 def passthrough_env(source: dict[str, str] | None = None) -> dict[str, str]:
-    """The safe subset of ``source`` (default ``os.environ``) that tools may see, never secrets, plus
-    :data:`FIXED_TOOL_ENV` (the GPU numbering NVML uses). Every runner builds a tool's environment
-    from it (local, conda, Docker, the vLLM server)."""
+    """The safe subset of ``source`` (default ``os.environ``) that tools may see, never secrets (by name or
+    by value: :func:`tool_value`), plus :data:`FIXED_TOOL_ENV` (the GPU numbering NVML uses). Every runner
+    builds a tool's environment from it (local, conda, Docker, the vLLM server)."""
     source = dict(os.environ) if source is None else source
-    kept = {k: v for k, v in source.items() if k in PASSTHROUGH_VARS and not is_secret_name(k)}
-    return {**kept, **FIXED_TOOL_ENV}
+    kept = {k: tool_value(k, v) for k, v in source.items() if k in PASSTHROUGH_VARS}
+    return {**{k: v for k, v in kept.items() if v is not None}, **FIXED_TOOL_ENV}
 
 
 def kill_tree(pid: int, sig: int = signal.SIGKILL) -> None:
