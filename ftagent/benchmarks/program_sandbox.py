@@ -28,7 +28,8 @@ Where bubblewrap is missing or cannot create namespaces (a Docker container unde
 profile), the program runs as a plain subprocess in its own folder with the same environment and limits
 (``confinement().kind == "none"``, its reason says why): its own environment holds no secret, but the files of
 the evaluation's sandbox (or container) and its processes' ``/proc`` entries are within its reach, as they were
-before issue 39. Standard library only: imported by scorers inside the tool env.
+before issue 39; the evaluation's log says so once (a WARNING line naming the reason). Standard library only:
+imported by scorers inside the tool env.
 """
 
 from __future__ import annotations
@@ -162,6 +163,13 @@ def limits_source(*, cpu_s: int | None = None, memory_mb: int | None = None) -> 
     return "\n".join(lines + ["del _r", ""])
 
 
+@functools.lru_cache(maxsize=1)
+def _warn_once(reason: str) -> None:
+    """Say once per scorer process, in the evaluation's log, that programs run without a sandbox of their own."""
+    print(f"[ftagent] WARNING: the model's programs run without a sandbox of their own ({reason}): they can "
+          "reach the evaluation's files and processes", file=sys.stderr, flush=True)
+
+
 def _die_with_parent() -> None:  # without bubblewrap only: in the child, before exec
     """SIGKILL the program when the scorer dies: it is the leader of its own session, so a group kill of the
     evaluator would miss it (bubblewrap's ``--die-with-parent`` does this in the sandbox)."""
@@ -204,6 +212,8 @@ def run_program(cmd: list[str], folder: str, *, python: str | None = None, timeo
     python = python or sys.executable
     argv = command_line(cmd, folder, python)
     confined = confinement().kind == "bwrap"
+    if not confined:
+        _warn_once(confinement().reason)
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         try:
             proc = subprocess.Popen(argv, cwd=folder, env=dict(env), stdin=subprocess.PIPE, stdout=out, stderr=err,

@@ -226,3 +226,12 @@ def test_a_chart_program_reaches_nothing_of_its_scorer(tmp_path, monkeypatch):
     assert res.ok, res.error
     assert res.series == [[1, 2]], f"the chart program reached something of its scorer: {res.series}"
     assert res.network_isolation.startswith("bwrap") or program_sandbox.confinement().kind == "none"
+
+
+def test_without_bubblewrap_the_evaluations_log_says_so(monkeypatch, capsys):
+    """The fallback (a Docker container under the default seccomp profile) still scores, and warns once."""
+    monkeypatch.setattr(program_sandbox, "confinement", lambda: program_sandbox.Confinement("none", "no bwrap here"))
+    program_sandbox._warn_once.cache_clear()
+    assert _run("assert 1 + 1 == 2\n").passed and _run("import sys\nsys.exit(0)\n").passed is False
+    err = capsys.readouterr().err
+    assert err.count("without a sandbox of their own (no bwrap here)") == 1
