@@ -349,6 +349,8 @@ def experiment_of(loop: FinetuneLoop) -> Experiment:
             exp.artefacts["adapter_of"] = loop.model.adapter_of
         exp.config = dict(loop.model.config)
         exp.loss_history = list(loop.model.loss_history)
+    if loop.start is not None and loop.start.loop is not None:  # the earlier loop's weights it trained from (the
+        exp.artefacts["start_weights"] = loop.start.path       # system's folder: the integrity guard accepts them)
     if loop.samples is not None:  # the start model's answers to training prompts (issue 40)
         exp.artefacts["samples"] = loop.samples.path
         exp.plan["sampling"] = loop.samples.model_dump(exclude={"path", "model"})

@@ -130,9 +130,11 @@ class IntegrityGuard:
                 self._items = {}
         return self._items
 
-    def model_checks(self, candidate: Path, validated: list[Path], output_dir: Path) -> list[CheckVerdict]:
+    def model_checks(self, candidate: Path, validated: list[Path], output_dir: Path, *,
+                     start: Path | None) -> list[CheckVerdict]:
         """The candidate's model files and weights against the references (the validated run's files are
-        accepted where an honest trainer rewrites them)."""
+        accepted where an honest trainer rewrites them); ``start``: the weights the system resolved for a loop
+        that trains from an earlier loop's (None: from the base), which its adapter may name."""
         refs = self.references
         if refs is None:
             return [CheckVerdict(name=n, passed=None, detail="no references recorded at the session start")
@@ -147,7 +149,7 @@ class IntegrityGuard:
             weights = served if served.passed is False else weights.model_copy(
                 update={"detail": f"{weights.detail}; {served.detail}"})
         return [tokenizer_check(base, files, allowed), chat_template_check(base, files, allowed),
-                architecture_check(base, files), decoding_check(base, files, allowed, adapter=adapter), weights]
+                architecture_check(base, files, start=start), decoding_check(base, files, allowed, adapter=adapter), weights]
 
     def check(self, experiment: Experiment) -> IntegrityVerdict:
         """Every check's verdict on ``experiment`` (a failed loop without a model: model checks skipped)."""
@@ -159,7 +161,9 @@ class IntegrityGuard:
         approved = experiment.approved  # what validation approved, frozen outside the workspace (issue 39 item 2)
         if model and Path(model).is_dir():
             validated = validated_runs(experiment, workspace)
-            checks += self.model_checks(Path(model), validated, Path(art.get("output_dir") or model))
+            start = art.get("start_weights")  # recorded by the workflow from the loop's StartModel (issue 40)
+            checks += self.model_checks(Path(model), validated, Path(art.get("output_dir") or model),
+                                        start=Path(start) if start else None)
         checks.append(benchmark_files_check(self.start_hashes, self.hashes()))
         output_dir = art.get("output_dir") or model
         if output_dir or experiment.eval_configs:

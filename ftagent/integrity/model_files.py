@@ -170,17 +170,32 @@ def _same_model(declared: str, base: Path) -> bool:
     return declared.rstrip("/").split("/")[-1] == Path(base).name
 
 
-def architecture_check(base: ModelFiles, candidate: ModelFiles) -> CheckVerdict:
-    """Same model type, shapes and custom code (``config.json``); an adapter names the declared base."""
+def _same_path(declared: str, folder: Path) -> bool:
+    """Whether ``declared`` is ``folder`` itself (an existing path, links resolved): no name fallback, a start
+    folder's name (``loop_0``) says nothing."""
+    try:
+        return Path(declared).exists() and os.path.realpath(declared) == os.path.realpath(folder)
+    except OSError:
+        return False
+
+
+def architecture_check(base: ModelFiles, candidate: ModelFiles, *, start: Path | None) -> CheckVerdict:
+    """Same model type, shapes and custom code (``config.json``); an adapter names the declared base, or
+    ``start``: the weights the system resolved for a stage that trains from an earlier loop's (issue 40: a
+    GRPO LoRA on an SFT loop's weights; ``WORKSPACE_PATH/<session>/weights/loop_<n>``), None from the base."""
     bad = _unreadable(candidate, ("config.json", "adapter_config.json"))
     if bad:
         return CheckVerdict(name="architecture", passed=False, detail="unreadable configs: " + "; ".join(bad))
     if "adapter_config.json" in candidate.configs:
         declared = str(candidate.file("adapter_config.json").get("base_model_name_or_path") or "")
+        if start is not None and declared and _same_path(declared, start):
+            return CheckVerdict(name="architecture", passed=True,
+                                detail=f"adapter of {declared}, the start weights the system resolved for this loop")
         ok = _same_model(declared, Path(base.folder))
         return CheckVerdict(name="architecture", passed=ok,
                             detail=f"adapter of {declared or 'an unrecorded base'}"
-                            + ("" if ok else f", not of the declared base {Path(base.folder).name}"))
+                            + ("" if ok else f", not of the declared base {Path(base.folder).name}"
+                               + (f" nor of this loop's start weights {start}" if start is not None else "")))
     b, c = base.file("config.json"), candidate.file("config.json")
     if not c:
         return CheckVerdict(name="architecture", passed=False, detail="no config.json in the candidate")

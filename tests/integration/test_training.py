@@ -158,7 +158,7 @@ def _assert_guard_passes(scen: ScenarioInfo, model: Path, report, ws: Path, root
     approved = getattr(report, "approved", None)
     validated = approved.validated_run if approved is not None else ws / "debug" / "output"
     guard = guard_for(root, Path(scen.base_model_path))
-    checks = guard.model_checks(model, [validated], model)
+    checks = guard.model_checks(model, [validated], model, start=None)
     print(model.name, [(c.name, c.passed, c.detail[:90]) for c in checks])
     assert [c for c in checks if c.passed is not True] == [], checks
 

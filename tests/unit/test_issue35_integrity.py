@@ -27,7 +27,7 @@ def test_every_integrity_check_the_guard_runs_is_described(tmp_path):
     fa, fb = mf.read_model_files(a), mf.read_model_files(b)
     checks = [ev.benchmark_files_check(None, {}), eval_config_check({}, a, {}), td.data_script_check(a, b, "x"),
               td.contamination_check(a / "data.json", {}, {}), ev.constant_answers_check(None),
-              mf.tokenizer_check(fa, fb, []), mf.chat_template_check(fa, fb, []), mf.architecture_check(fa, fb),
+              mf.tokenizer_check(fa, fb, []), mf.chat_template_check(fa, fb, []), mf.architecture_check(fa, fb, start=None),
               decoding_check(fa, fb, []), w.weight_check(fingerprint(a), b)]
     assert {c.name for c in checks} == set(CHECK_KINDS)
     assert set(MODEL_CHECKS) <= set(CHECK_KINDS)
