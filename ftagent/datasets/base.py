@@ -77,6 +77,7 @@ class FunctionSource:
     converter: Converter
     hook: Callable[[Path], object] = _no_hook  # what it returns (removed files, row counts) is not used
     generator: Callable[[Path], None] = _no_generator
+    code: Callable[[], str] | None = None  # the converter's source as shown (default: the function's own)
 
     def post_download(self, dataset_dir: Path) -> None:
         """Run the post-download hook."""
@@ -109,6 +110,9 @@ def converter_source(source: DatasetSource) -> str:
 
     The converter is called ``to_alpaca(dataset_dir, limit, seed)`` in the returned code.
     """
+    shown = getattr(source, "code", None)
+    if shown is not None:  # a converter shown as its source says (a user file: only the branches its file takes)
+        return str(shown())
     func = getattr(source, "converter", None) or source.to_alpaca
     code = textwrap.dedent(inspect.getsource(func))
     name = func.__name__

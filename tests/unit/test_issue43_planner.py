@@ -3,6 +3,8 @@ each fact of the code-writing prompts is said once, where it is used. Each test 
 
 from __future__ import annotations
 
+import pytest
+
 from ftagent.core.forecast import Forecast, LoopForecast, TrainPlan, TrainProbe
 from ftagent.planners.llm.estimate import estimate_line, speed_update_line
 
@@ -33,3 +35,65 @@ def test_the_checking_step_is_named_not_called_validation():
     assert ("2 min evaluating the candidate (both splits) and 1 min 35 s processing the data and checking it (the "
             "validate step: config and template checks and a few training steps)") in line
     assert "minus the evaluation and checking time" in line
+
+
+# --- each fact once, where it is used (the code-writing prompts were 15-19k characters) --------------------------
+
+def _user_file(tmp_path, rows, suffix=".jsonl"):
+    """``rows`` written as a user file of ``suffix`` and registered (the real --dataset path); its folder name."""
+    import json
+
+    import pandas as pd
+
+    from ftagent.datasets.user_file.register import register_user_file
+
+    path = tmp_path / f"raw{suffix}"
+    if suffix == ".jsonl":
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    elif suffix == ".json":
+        path.write_text(json.dumps(rows), encoding="utf-8")
+    elif suffix == ".csv":
+        pd.DataFrame(rows).to_csv(path, index=False)
+    else:
+        pd.DataFrame(rows).to_parquet(path)
+    root = tmp_path / "datasets"
+    return register_user_file(path, root).name, root
+
+
+def test_the_data_prompt_shows_a_plain_jsonl_files_converter_without_the_other_formats_branches(tmp_path):
+    """d350dfe: the converter of a plain Alpaca JSONL file carried its ShareGPT, CSV and parquet branches (~2.6k
+    characters); the prompt shows to_alpaca with only this file's reader and row builder."""
+    from ftagent.planners.llm.code import converter_sources
+
+    rows = [{"instruction": f"Multiply {n} by 3.", "input": "", "output": f"{3 * n}"} for n in range(100, 140)]
+    name, _ = _user_file(tmp_path, rows)
+    code = converter_sources([name])[name]
+    for other in ("read_parquet", "csv", "role_tag", "turns", "pairs"):
+        assert other not in code, other
+    assert "def to_alpaca(" in code and "splitlines()" in code and len(code) < 1800, len(code)
+
+
+SHAREGPT = [{"conversations": [{"from": "system", "value": "Be brief."}, {"from": "human", "value": "Hi"},
+                               {"from": "gpt", "value": "Hello"}, {"from": "human", "value": f"What is {a} + 2?"},
+                               {"from": "gpt", "value": str(a + 2)}]} for a in range(10, 20)]
+ALPACA = [{"instruction": f"What is {a} + 1?", "input": "x" if a % 3 else "", "output": f"{a + 1}"} for a in range(20)] + \
+    [{"instruction": "", "input": "", "output": "dropped"}]
+
+
+@pytest.mark.parametrize(("suffix", "rows"), [(".jsonl", ALPACA), (".json", ALPACA), (".csv", ALPACA),
+                                              (".parquet", ALPACA), (".jsonl", SHAREGPT), (".json", SHAREGPT)])
+def test_the_shown_converter_reads_its_file_as_the_registered_one_does(tmp_path, suffix, rows):
+    """What the prompt shows (and `ftagent datasets show --code`, and the heuristic planner pastes) runs alone and
+    returns what the registered converter returns, for each reader and layout it was cut from."""
+    from ftagent.datasets import registry
+    from ftagent.datasets.base import converter_source
+    from ftagent.datasets.user_file.convert import to_alpaca
+
+    name, root = _user_file(tmp_path, rows, suffix)
+    source = registry.get_source(name)
+    assert source.converter is to_alpaca  # the registered converter
+    namespace: dict = {}
+    exec(compile(converter_source(source), "process_data.py", "exec"), namespace)  # noqa: S102 - our own source
+    for args in ((None, None), (5, 0), (None, None, True)):
+        assert namespace["to_alpaca"](str(root / name), *args) == to_alpaca(root / name, *args), args
+    assert len(to_alpaca(root / name, None, None, True)) == len(rows)

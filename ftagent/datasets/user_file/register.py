@@ -20,7 +20,7 @@ from filelock import FileLock
 
 from ftagent.core.errors import UserInputError
 from ftagent.datasets.base import DatasetSpec, FunctionSource
-from ftagent.datasets.user_file.convert import to_alpaca
+from ftagent.datasets.user_file.convert import converter_code, to_alpaca
 from ftagent.datasets.user_file.folder import LF_INFO_FILE, write_folder
 from ftagent.datasets.user_file.info import INFO_FILE, UserDataset, read_info
 from ftagent.datasets.user_file.layout import Layout, detect_layout
@@ -105,7 +105,8 @@ def user_source(info: UserDataset) -> FunctionSource:
     spec = DatasetSpec(name=info.name, repo_id=None, related_benchmarks=[], license=LICENSE,
                        task_type=f"user file ({info.format})",
                        summary=f"{info.rows:,} rows from {Path(info.source_path).name} ({info.format})")
-    return FunctionSource(spec=spec, converter=to_alpaca, generator=_no_regeneration)
+    return FunctionSource(spec=spec, converter=to_alpaca, generator=_no_regeneration,
+                          code=lambda: converter_code(info.file_name, info.format))
 
 
 def _no_regeneration(dataset_dir: Path) -> None:
