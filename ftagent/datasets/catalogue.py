@@ -304,6 +304,7 @@ def render_entry(name: str, entry: DatasetEntry, detail: str = "full", *, max_ta
     """
     h1, h2 = "#" * level, "#" * (level + 1)
     full = detail == "full"
+    readme = _readme_excerpt(entry.readme, 2500 if full else 600) if entry.readme else ""
     lines = [f"{h1} Dataset `{name}`",
              f"- {entry.total_samples:,} rows in {sum(len(t.files) for t in entry.tasks.values())} data file(s), "
              f"{entry.total_size_mb} MB; token counts by `{entry.token_counter or 'unknown'}`"]
@@ -325,7 +326,11 @@ def render_entry(name: str, entry: DatasetEntry, detail: str = "full", *, max_ta
         cols += [f"`{k}` ({_KIND.get(kinds[k], kinds[k])})" for k in other]
         if cols:
             lines.append("- columns: " + "; ".join(cols))
-        samples = info.samples[:2] if full else info.samples[:1]
+        # a row the README excerpt already shows (a user file's stratified samples) is not shown twice (issue 43);
+        # the excerpt may show a long row clipped (makeup._clip), so its start is what is looked for
+        samples = [r for r in (info.samples[:2] if full else info.samples[:1]) if _compact(r)[:200] not in readme]
+        if not samples and info.samples:
+            lines.append("- samples: in the README excerpt below")
         for i, sample in enumerate(samples, 1):
             text = json.dumps(_clip_value(sample, 400 if full else 160), ensure_ascii=False)
             cap = 1500 if full else 400
@@ -338,7 +343,16 @@ def render_entry(name: str, entry: DatasetEntry, detail: str = "full", *, max_ta
         tree = entry.file_tree.splitlines()
         shown = tree[:40] + ([f"... ({len(tree) - 40} more lines)"] if len(tree) > 40 else [])
         lines += [f"{h2} Files", "```", *shown, "```"]
-    if entry.readme:
+    if readme:
         lines += [f"{h2} README (excerpt; it may describe the published dataset: the rows and columns above "
-                  "are measured on the files here)", _readme_excerpt(entry.readme, 2500 if full else 600)]
+                  "are measured on the files here)", readme]
     return "\n".join(lines)
+
+
+def _compact(row: dict[str, Any]) -> str:
+    """A row as a user file's notes write a sample (:mod:`ftagent.datasets.makeup`): JSON without its empty
+    fields, the Alpaca fields first."""
+    first = [k for k in ("instruction", "input", "output") if k in row]
+    ordered = {k: row[k] for k in [*first, *(k for k in row if k not in first)]}
+    return json.dumps({k: v for k, v in ordered.items() if v not in ("", None, [], {})}, ensure_ascii=False,
+                      default=str)

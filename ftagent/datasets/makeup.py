@@ -58,7 +58,7 @@ class Group(BaseModel):
     # each varying number of the template -> its range and digit counts, e.g. "N": "10–999 (622 distinct;
     # digits 2:60, 3:562)": two samples alone suggested two-digit N only (relay round 4)
     numbers: dict[str, str] = Field(default_factory=dict)
-    samples: list[dict[str, Any]] = Field(default_factory=list)  # stratified: the first rows of the group
+    samples: list[dict[str, Any]] = Field(default_factory=list)  # stratified: the first distinct rows of the group
 
 
 # what each anomaly example shows (relay round r1: an exact duplicate, a good-looking row, was listed
@@ -179,8 +179,9 @@ def profile_rows(rows: list[dict[str, Any]]) -> Makeup:
             varying = [v for v, constant in found if not constant]
             answers[t][_answer_shape(answer, out_found, varying)[:100]] += 1
             values[t].append(varying)
-            if len(samples[t]) < per_group:
-                samples[t].append({k: row.get(k) for k in ("instruction", "input", "output") if row.get(k)})
+            sample = {k: row.get(k) for k in ("instruction", "input", "output") if row.get(k)}
+            if len(samples[t]) < per_group and sample not in samples[t]:  # distinct (issue 43: a row shown twice)
+                samples[t].append(sample)
     makeup.groups = [Group(template=t, rows=templates[t], answer_templates=dict(answers[t].most_common(2)),
                            numbers=_ranges(values[t]) if words is None else {}, samples=samples[t])
                      for t in top]

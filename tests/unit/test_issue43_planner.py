@@ -97,3 +97,21 @@ def test_the_shown_converter_reads_its_file_as_the_registered_one_does(tmp_path,
     for args in ((None, None), (5, 0), (None, None, True)):
         assert namespace["to_alpaca"](str(root / name), *args) == to_alpaca(root / name, *args), args
     assert len(to_alpaca(root / name, None, None, True)) == len(rows)
+
+
+def test_a_raw_files_samples_are_shown_once_each(tmp_path):
+    """d350dfe: two of the catalogue's samples reappeared among the stratified ones of the file's notes, and a
+    group of identical rows showed the same row twice."""
+    import json
+    import re
+
+    from ftagent.datasets.catalogue import build_catalogue, read_catalogue, render_entry
+    from tests.helpers.times3_raw import raw_rows
+
+    name, root = _user_file(tmp_path, raw_rows(), ".json")
+    build_catalogue(root, [name])
+    entry = render_entry(name, read_catalogue(root)[name], "full")
+    shown = [json.loads(m) for m in re.findall(r"^- (?:sample \d+: )?(\{.*\})$", entry, flags=re.MULTILINE)]
+    keyed = [json.dumps({k: v for k, v in r.items() if v}, sort_keys=True) for r in shown]
+    assert len(shown) >= 5 and len(keyed) == len(set(keyed)), entry
+    assert "- samples: in the README excerpt below" in entry
