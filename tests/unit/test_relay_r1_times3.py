@@ -67,7 +67,7 @@ def test_the_example_item_comes_with_its_token_counts(tmp_path):
     tok.pre_tokenizer = pre_tokenizers.Whitespace()
     (tmp_path / "m").mkdir()
     tok.save(str(tmp_path / "m" / "tokenizer.json"))
-    brief = _times3_scenario(tmp_path)[0].description_text
+    brief = _times3_scenario(tmp_path, "times3_tokens")[0].description_text  # its own name
     # "What is 3 times 61 ? Put the final answer in \ boxed {}." (the number and "{}." one [UNK] each): 14
     assert ("Reference answer: `\\boxed{" in brief and "(the model's tokenizer counts 14 tokens in this prompt "
             "and 5 in the reference answer, before the chat template's tokens)" in brief), brief
