@@ -1,5 +1,5 @@
 """Issue 35 (relay critique), item 2: the contamination rule, stated exactly where the planner is told
-about it (the brief's Training data rules, in the data and proposal prompts)."""
+about it (the brief's Contamination check, in the data prompt; issue 43: the proposal gets a summary)."""
 
 from __future__ import annotations
 
@@ -11,13 +11,16 @@ from tests.unit.test_prompts import _demo_scenario, _settings
 
 def test_the_data_prompt_states_the_contamination_rule_from_the_scan_itself(tmp_path):
     from ftagent.datasets import contamination as c
+    from ftagent.planners.llm.brief import CONTAMINATION_SUMMARY
 
     scenario = _demo_scenario(tmp_path)
-    for step in ("data", "propose"):
-        text = text_of(preview(step, scenario, _settings()))
-        rules = text.split("Training data rules", 1)[1]
-        assert c.rule_words() in rules, step
     rule = c.rule_words()
+    # the data script's writer gets the rule whole, under its heading (issue 43: its lead words not again); the
+    # proposal, which plans the data, what planning needs of it
+    data = text_of(preview("data", scenario, _settings())).split("## Contamination check\n", 1)[1]
+    assert data.startswith("E" + rule.removeprefix("Contamination check, exactly: e"))
+    proposal = text_of(preview("propose", scenario, _settings())).split("Training data rules", 1)[1]
+    assert CONTAMINATION_SUMMARY in proposal and "Both sides are normalised" not in proposal
     # the numbers are the scan's own, and the consequence is the real one (the data step fails, nothing dropped)
     assert f"fewer than {c.N_GRAM} tokens" in rule and f"at least {c.MIN_COVERAGE:.0%}" in rule
     assert "whole word tokens" in rule and "NFKC" in rule and "instruction, input or output" in rule

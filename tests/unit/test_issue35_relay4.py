@@ -42,8 +42,8 @@ def test_the_paraphrase_rule_says_numbers_count_and_the_guard_does_what_it_says(
 def test_the_data_rules_say_the_contamination_rule_wins_over_looking_like_the_benchmark(demo):
     data = demo[1]["data"]
     assert "should read like the benchmark's prompt" not in data
-    assert "the contamination rule under\n  Training data rules wins" in data
-    assert "keep the benchmark's format, put content outside its items" in data
+    assert "Where that pulls against the contamination check, the check\n  wins" in data
+    assert "keep the benchmark's format, put the content outside its items" in data
 
 
 # --- 3. the logging rule, from one owner, in the proposal prompt too -------------------------------------------

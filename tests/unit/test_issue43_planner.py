@@ -39,6 +39,29 @@ def test_the_checking_step_is_named_not_called_validation():
 
 # --- each fact once, where it is used (the code-writing prompts were 15-19k characters) --------------------------
 
+def _loop_prompts(tmp_path) -> dict[str, str]:
+    """One loop's four requests (proposal, data script, config, feedback) on the golden demo scenario."""
+    from tests.unit.test_prompts import _demo_scenario, _previews, _settings
+
+    scenario = _demo_scenario(tmp_path / "demo")
+    return _previews(scenario, tmp_path / "demo", _settings())
+
+
+def test_the_contamination_rule_is_said_once_in_a_loops_prompts_to_the_data_script_writer(tmp_path):
+    """d350dfe: the ~2.3k-character rule was in the proposal and the data-script prompt alike. The data-script
+    writer, who filters the rows, gets the rule; the proposal gets what planning needs of it, one bullet."""
+    prompts = _loop_prompts(tmp_path)
+    rule = "Both sides are normalised first"  # a sentence of the rule (ftagent.datasets.contamination.rule_words)
+    assert {step: text.count(rule) for step, text in prompts.items()} == \
+        {"propose": 0, "data": 1, "config": 0, "feedback": 0}
+    assert "## Contamination check\nEvery row of data.json" in prompts["data"]  # under its heading, said once
+    from ftagent.planners.llm.brief import CONTAMINATION_SUMMARY
+
+    assert prompts["propose"].count(CONTAMINATION_SUMMARY) == 1
+    for step, text in prompts.items():  # the data cap: in the brief's data rules, not again in the rules around it
+        assert text.count("At most 2000 training samples") + text.count("Keep at most 2000") <= 1, step
+
+
 def _user_file(tmp_path, rows, suffix=".jsonl"):
     """``rows`` written as a user file of ``suffix`` and registered (the real --dataset path); its folder name."""
     import json

@@ -33,10 +33,21 @@ from ftagent.planners.llm.templates import render
 if TYPE_CHECKING:
     from ftagent.core.types import EvalDecoding, ScenarioInfo
 
-# the brief's sections, in order (the ``## `` headings of scenario_brief.j2)
-OBJECTIVE, MODEL, HARDWARE, MEMORY, BUDGETS, DATA_RULES, DATASETS = (
-    "Objective", "Base model", "Hardware", "Memory estimate", "Budgets", "Training data rules", "Raw datasets")
-SECTIONS = (OBJECTIVE, MODEL, HARDWARE, MEMORY, BUDGETS, DATA_RULES, DATASETS)
+# the brief's sections, in order (the ``## `` headings of scenario_brief.j2). Each prompt quotes the sections whose
+# facts it uses, so each fact is said once, where it is used (issue 43: the ~2.3k-character contamination rule was
+# in every prompt): the judging rules (trivial baseline, validation's parts) go to the proposal and the feedback;
+# the warning about the benchmark's item space to the proposal and the data coder; the contamination check's exact
+# rule to the data coder only, and CONTAMINATION_SUMMARY, what planning the data needs of it, to the proposal.
+OBJECTIVE, JUDGING, ITEM_SPACE, MODEL, HARDWARE, MEMORY, BUDGETS, DATA_RULES, CONTAMINATION, DATASETS = (
+    "Objective", "Judging results", "Benchmark items and generated data", "Base model", "Hardware",
+    "Memory estimate", "Budgets", "Training data rules", "Contamination check", "Raw datasets")
+SECTIONS = (OBJECTIVE, JUDGING, ITEM_SPACE, MODEL, HARDWARE, MEMORY, BUDGETS, DATA_RULES, CONTAMINATION, DATASETS)
+#: what the proposal is told of the contamination check (the data coder gets the whole rule, CONTAMINATION)
+CONTAMINATION_SUMMARY = ("- Contamination check: a training row that asks a validation or test item again, in any "
+                         "wording (the same question with the same numbers, names or facts), fails the data step; the "
+                         "data script's author is given the check's exact rule. Plan data whose questions lie outside "
+                         "the benchmark's items; raw rows a dataset's notes say ask no item stay clean rewritten in "
+                         "the benchmark's wording.")
 
 
 # --- formatting helpers (pure, tested directly) ------------------------------------------------------
@@ -168,7 +179,7 @@ def space_warning(file_path: str | None, benchmark: str, input_column: str, *, r
     return (f"The benchmark's own items (validation and test) fill about {top.share:.0%} of the questions of the "
             f"form `{top.template}` ({top.items} of about {top.space} possible; {top.ranges_text()}): "
             "generated training questions of that form would mostly be benchmark items, and one such row "
-            "fails the data step (the contamination check below), in this wording or any other: the check reads "
+            "fails the data step (the contamination check), in this wording or any other: the check reads "
             "the template and the numbers, not the words (its check 4). Train the skill on numbers outside "
             f"those ranges ({top.ranges_text()} are the items' own) or on related tasks, instead of enumerating "
             "this template.")

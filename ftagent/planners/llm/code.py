@@ -18,7 +18,15 @@ from typing import TYPE_CHECKING, Any
 from ftagent.core.errors import ErrorType, StepFailure
 from ftagent.core.types import CodeResult, Hypothesis
 from ftagent.llm.budget import Section
-from ftagent.planners.llm.brief import DATA_RULES, HARDWARE, MEMORY, MODEL, OBJECTIVE
+from ftagent.planners.llm.brief import (
+    CONTAMINATION,
+    DATA_RULES,
+    HARDWARE,
+    ITEM_SPACE,
+    MEMORY,
+    MODEL,
+    OBJECTIVE,
+)
 from ftagent.planners.llm.history import clip_text, is_internal_error, planner_config
 from ftagent.planners.llm.prompting import (
     brief_part,
@@ -396,8 +404,10 @@ def data_messages(scenario: ScenarioInfo, settings: Any, hypothesis: Hypothesis,
         text_part("intro", "", "You write `process_data.py`, a Python script that builds the training set for "
                                "one experiment.", required=True),
         brief_part(scenario, OBJECTIVE, required=True),
-        brief_part(scenario, MODEL, 80),
+        brief_part(scenario, ITEM_SPACE, required=True),
+        brief_part(scenario, MODEL, required=True),  # the context window the rules below drop long samples by
         brief_part(scenario, DATA_RULES, required=True),
+        brief_part(scenario, CONTAMINATION, required=True),
         _experiment_part(hypothesis),
         text_part("raw", "Raw data", f"Datasets chosen for this benchmark: "
                                      f"{', '.join(scenario.datasets) if scenario.datasets else '(none)'}",

@@ -18,7 +18,7 @@ from ftagent.core.errors import BudgetExhausted, EnvironmentFailure, ErrorType
 from ftagent.core.gold_match import GoldMatch, gold_matches
 from ftagent.core.sota import decide_sota
 from ftagent.core.types import FeedbackResult
-from ftagent.planners.llm.brief import HARDWARE, MODEL, OBJECTIVE
+from ftagent.planners.llm.brief import HARDWARE, JUDGING, MODEL, OBJECTIVE
 from ftagent.planners.llm.history import INTERNAL_NOTE, experiment_block, is_internal_error, short_paths
 from ftagent.planners.llm.prompting import brief_part, budgets_part, fit, text_part
 from ftagent.planners.llm.propose import read_artefact, sota_rule_of
@@ -114,6 +114,7 @@ def feedback_messages(scenario: ScenarioInfo, settings: Any, experiment: Experim
     sections = [
         text_part("intro", "", intro, required=True),
         brief_part(scenario, OBJECTIVE, 70),
+        brief_part(scenario, JUDGING, 65),
         brief_part(scenario, MODEL, 60),
         *([] if internal else [brief_part(scenario, HARDWARE, 50), budgets_part(scenario, ctx, 45, finished=True)]),
         text_part("experiment", first.lstrip("# "), rest, required=True),

@@ -13,7 +13,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ftagent.llm.budget import DEFAULT_BUDGET, Fitted, Section, fit_sections, message_tokens
-from ftagent.planners.llm.brief import BUDGETS, brief_sections, format_duration, scenario_brief
+from ftagent.planners.llm.brief import (
+    BUDGETS,
+    CONTAMINATION,
+    CONTAMINATION_SUMMARY,
+    brief_sections,
+    format_duration,
+    scenario_brief,
+)
 
 if TYPE_CHECKING:
     from ftagent.core.types import ScenarioInfo
@@ -31,6 +38,12 @@ def brief_part(scenario: ScenarioInfo, name: str, priority: int = 50, *, require
     if extra:
         body = f"{body}\n{extra}".strip()
     return Section(key=f"brief:{name}", title=name, body=body, priority=priority, required=required, level=2)
+
+
+def contamination_summary(scenario: ScenarioInfo) -> str:
+    """The contamination check in one bullet, for a prompt that plans data but does not write it ('' when
+    the brief has no such check)."""
+    return CONTAMINATION_SUMMARY if brief_sections(scenario_brief(scenario)).get(CONTAMINATION) else ""
 
 
 def time_left(ctx: Any, *, finished: bool = False) -> str:

@@ -18,12 +18,14 @@ from ftagent.planners.llm.brief import (
     DATA_RULES,
     DATASETS,
     HARDWARE,
+    ITEM_SPACE,
+    JUDGING,
     MEMORY,
     MODEL,
     OBJECTIVE,
 )
 from ftagent.planners.llm.history import experiment_block, is_internal_error, throughput_line
-from ftagent.planners.llm.prompting import brief_part, budgets_part, fit, text_part
+from ftagent.planners.llm.prompting import brief_part, budgets_part, contamination_summary, fit, text_part
 from ftagent.planners.llm.templates import render
 from ftagent.planners.llm.view import PlannerExperiment, PlannerView, planner_view
 
@@ -181,11 +183,13 @@ def build_proposal_messages(scenario: ScenarioInfo, view: PlannerView, settings:
     sections = [
         text_part("scenario", "", "# Scenario", required=True),  # a heading only: the sections below are its body
         brief_part(scenario, OBJECTIVE, required=True),
+        brief_part(scenario, JUDGING, required=True),  # which split decides the best: the plan depends on it
+        brief_part(scenario, ITEM_SPACE, required=True),
         brief_part(scenario, MODEL, 90),
         brief_part(scenario, HARDWARE, 70),
         brief_part(scenario, MEMORY, 60),
         budgets_part(scenario, ctx, 65),
-        brief_part(scenario, DATA_RULES, required=True),
+        brief_part(scenario, DATA_RULES, required=True, extra=contamination_summary(scenario)),
         brief_part(scenario, DATASETS, 75),
         *history_sections(view, getattr(scenario, "forecast", None)),
     ]

@@ -23,7 +23,10 @@ def contamination_rule_words(example: str = "", question: str = "") -> str:
     ``example`` and ``question`` from the session's own benchmark (issue 39: times3's prompts carried plus11's)."""
     from ftagent.datasets.contamination import rule_words
 
-    return rule_words(example, question.split("?")[0] + "?" if "?" in question else question)
+    text = rule_words(example, question.split("?")[0] + "?" if "?" in question else question)
+    # under its own heading in the brief ("## Contamination check"): the rule's lead words would repeat it
+    lead = "Contamination check, exactly: "
+    return text[len(lead)].upper() + text[len(lead) + 1:] if text.startswith(lead) else text
 
 
 def _rule_example(question: str, root: Path | None, benchmark: str, columns: list[str]) -> str:
