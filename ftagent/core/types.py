@@ -45,6 +45,9 @@ class Hypothesis(BaseModel):
     stage: str = "sft"
     weights_from: int | None = None
     sampling: SamplingPlan | None = None  # a stage that needs samples: how many, how hot (None: the defaults)
+    # the training rows the proposal plans (issue 43): the config prompt sizes the run by them before the data
+    # exists (None: the planner named no count; the heuristic planner)
+    rows: int | None = None
 
     @field_validator("stage", mode="before")
     @classmethod

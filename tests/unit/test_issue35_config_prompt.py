@@ -43,8 +43,8 @@ def test_every_key_the_system_sets_is_listed_and_shown_before_the_catalogue(tmp_
 def test_the_first_config_prompt_says_why_the_rows_are_unknown_and_what_is_known(tmp_path):
     text = text_of(preview("config", _demo_scenario(tmp_path), _settings()))
     data = text.split("# Training data", 1)[1].split("# Parameter catalogue", 1)[0]
-    assert "Rows: not known yet" in data and "runs only after it" in data
-    assert "at most 2,000 rows are kept" in data and "`demo_add` 6,000 rows" in data  # the cap, the raw file
+    assert "the proposal names no count" in data and "runs after it, in the validate step" in data  # issue 43
+    assert "Rows: at most 2,000 (larger outputs" in data and "`demo_add` 6,000 rows" in data  # the cap, the raw file
     assert "steps per epoch = ceil(rows × (1 − val_size) ÷ (per_device_train_batch_size × " in data
 
 

@@ -138,3 +138,31 @@ def test_a_raw_files_samples_are_shown_once_each(tmp_path):
     keyed = [json.dumps({k: v for k, v in r.items() if v}, sort_keys=True) for r in shown]
     assert len(shown) >= 5 and len(keyed) == len(set(keyed)), entry
     assert "- samples: in the README excerpt below" in entry
+
+
+def test_the_config_prompt_says_the_row_count_the_proposal_plans(tmp_path):
+    """d350dfe: the config prompt said "Rows: not known yet" when the task fixed 2,000. The proposal now names the
+    count as a number ("rows"), the config is sized by it."""
+    from ftagent.core.trace import Trace
+    from ftagent.planners.llm.preview import preview
+    from ftagent.planners.llm.propose import LLMProposer, ProposalReply
+    from tests.unit.test_prompts import _demo_scenario, _settings
+
+    scenario = _demo_scenario(tmp_path)
+
+    class Client:
+        def chat_json(self, messages, model, stage):
+            assert '"rows": the number of training rows' in messages[0]["content"]
+            return model.model_validate({"hypothesis": "[Data] 2,000 generated rows", "task": "1) 2,000 rows 2) full",
+                                         "rows": "2,000"})
+
+    trace = Trace(core_metric="accuracy", baseline_val=62.0)
+    hypothesis = LLMProposer(scenario, _settings(), client=Client()).propose(trace, None)  # type: ignore[arg-type]
+    assert hypothesis.rows == 2000
+    text = preview("config", scenario, _settings(), trace, hypothesis=hypothesis).messages[-1]["content"]
+    data = text.split("# Training data", 1)[1].split("\n#", 1)[0]
+    assert "- Rows: 2,000, as the proposal plans;" in data and "not known" not in data, data
+    more = preview("config", scenario, _settings(), trace, hypothesis=hypothesis.model_copy(update={"rows": 5000}))
+    assert "- Rows: 2,000, as the proposal plans (the proposal planned 5,000; at most 2,000 are kept)" in \
+        more.messages[-1]["content"]
+    assert ProposalReply.model_validate({"hypothesis": "h", "rows": "about a thousand"}).rows is None  # never refused

@@ -37,6 +37,7 @@ from ftagent.planners.llm.prompting import (
     text_part,
 )
 from ftagent.planners.llm.propose import llm_pools_configured, read_artefact
+from ftagent.planners.llm.rows import unknown_data_words
 from ftagent.planners.llm.templates import clip, render
 from ftagent.planners.llm.view import planner_view
 
@@ -285,21 +286,6 @@ def config_extra(workspace: Path | None, view: Any, scenario: ScenarioInfo, hypo
     return [*data, *_last_failure_part(view.experiments[-1] if view.experiments else None)]
 
 
-def _unknown_data_words(scenario: ScenarioInfo) -> str:
-    """Why the data's size is not known when the first config is written, and what is known (issue 35: the
-    planner could not compute steps per epoch)."""
-    from ftagent.datasets.catalogue import read_catalogue
-
-    catalogue = read_catalogue(Path(scenario.dataset_root)) if scenario.dataset_root else {}
-    raw = [f"`{n}` {catalogue[n].total_samples:,} rows" for n in scenario.datasets if n in catalogue]
-    return ("- Rows: not known yet. The data script is written with this config and runs only after it, in the "
-            "validation step (its debug run, then the full run), so no row count exists when this config is "
-            f"written. Known: at most {scenario.upper_data_size_limit:,} rows are kept (larger outputs are sampled "
-            "down)" + (f"; the raw data holds {', '.join(raw)}" if raw else "; no raw dataset (generated data only)")
-            + ". Size the run so it is right for the rows the experiment plans (or set max_steps); a later round "
-            "of this config, if any, shows the debug run's rows and token lengths.")
-
-
 def _parent_data_part(workspace: Path | None, parent: Any, scenario: ScenarioInfo,
                       hypothesis: Hypothesis) -> list[Section]:
     """Before this loop's data exists, the statistics of the data built on (issue 35: loop 1's config
@@ -485,7 +471,8 @@ def config_messages(scenario: ScenarioInfo, settings: Any, hypothesis: Hypothesi
     elif data_part is not None:
         sections.append(data_part.model_copy(update={"body": f"{data_part.body}\n{rule}"}))
     else:
-        sections.append(text_part("data", "Training data", _unknown_data_words(scenario) + f"\n{rule}", 80))
+        sections.append(text_part("data", "Training data", unknown_data_words(scenario, hypothesis) + f"\n{rule}",
+                                  80))
     sections += [x for x in extra if x.key != "data"]
     sections.append(text_part("catalogue", "Parameter catalogue", essential or "(not available)", required=True))
     if others:

@@ -225,6 +225,19 @@ class ProposalReply(BaseModel):
     stage: str = "sft"  # issue 40: one of FT_STAGES (checked when the loop's stage is prepared)
     weights_from: int | None = None  # the loop whose weights it starts from; null: the base model
     sampling: SamplingPlan | None = None
+    rows: int | None = None  # issue 43: the training rows planned, which the config prompt sizes the run by
+
+    @field_validator("rows", mode="before")
+    @classmethod
+    def _row_count(cls, value: Any) -> Any:
+        """A positive count ("1,100" read as 1100); anything else is no count: the field only sizes the config,
+        so a reply is never refused for it."""
+        if isinstance(value, str):
+            value = value.replace(",", "").replace("_", "").strip()
+            value = int(value) if value.isdigit() else None
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
     @field_validator("stage", mode="before")
     @classmethod
@@ -281,4 +294,4 @@ class LLMProposer:
         return Hypothesis(reason=reply.reason, hypothesis=reply.hypothesis, task=reply.task,
                           skip_data_processing=reply.skip_data_processing and can_skip and same_data,
                           parent=view.sota_loop, planner="llm", stage=reply.stage, weights_from=reply.weights_from,
-                          sampling=reply.sampling)
+                          sampling=reply.sampling, rows=reply.rows)
