@@ -114,8 +114,8 @@ def test_memory_per_stage_counts_the_reference_and_the_sequences() -> None:
 
 
 def test_report_and_ui_name_each_loops_stage(tmp_path) -> None:
+    from ftagent.engine.event_log import EventLog
     from ftagent.engine.events import (
-        EventLog,
         HypothesisEvent,
         LoopEnd,
         SamplingEvent,
