@@ -1,5 +1,5 @@
 """The loop engine, generic: runs a workflow's steps loop after loop with budgets, goto caps and
-resume (``loop``), keeps JSON snapshots (``session``) and the typed event log (``events``). It knows
+resume (``loop``), keeps JSON snapshots (``session``) and the typed event log (``events``, written by ``event_log``). It knows
 nothing of fine-tuning; may import only ``ftagent.core``.
 """
 
@@ -16,6 +16,6 @@ __getattr__ = lazy_exports(__name__, {
     "SessionState": "ftagent.engine.session",
     "LoopState": "ftagent.engine.session",
     "list_snapshots": "ftagent.engine.session",
-    "EventLog": "ftagent.engine.events",
+    "EventLog": "ftagent.engine.event_log",
     "read_events": "ftagent.engine.events",
 })

@@ -10,8 +10,8 @@ from pathlib import Path
 from rich.console import Console
 
 from ftagent.core.forecast import LoopForecast, makespan, what_would_fit
+from ftagent.engine.event_log import EventLog
 from ftagent.engine.events import (
-    EventLog,
     HypothesisEvent,
     LoopEnd,
     Progress,
