@@ -53,12 +53,12 @@ def _load(benchmark, base_model, path, dataset):
 
     if path is not None:
         from ftagent.engine.session import Session
-        from ftagent.finetune.state import FinetuneSessionState, finetune_state
+        from ftagent.finetune.state import FinetuneSessionState
 
         if not Path(path).exists():
             fail(f"--path {path} does not exist")
         session, _ = Session.load(path, FinetuneSessionState)
-        state = finetune_state(session.state)
+        state = session.state
         if state.scenario is None:
             fail(f"--path {path}: the session has no scenario yet (it stopped before loop 0)")
         run = state.config.get("run", {})

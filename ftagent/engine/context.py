@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Generic, Literal, TypeVar
 
 from ftagent.core.errors import ErrorType
 from ftagent.engine.event_log import EventLog
 from ftagent.engine.events import _Event
-from ftagent.engine.session import LoopState, Session
+from ftagent.engine.session import LoopState, S, Session, SessionState
 
 SessionStatus = Literal["completed", "timeout", "step_limit", "budget", "env_error", "interrupted", "no_progress",
                         "no_model"]
@@ -25,10 +25,16 @@ class Goto:
     error_type: ErrorType | None = None  # the type of what sent it back: the loop's failure past the cap
 
 
-class StepContext:
+#: the session's state class as a step sees it. Covariant: a step that reads only the engine's fields (a
+#: planner's, typed ``StepContext[SessionState]``) accepts a fine-tuning session's context; steps never
+#: replace ``ctx.session`` or its state.
+S_co = TypeVar("S_co", bound=SessionState, covariant=True)
+
+
+class StepContext(Generic[S_co]):
     """What a step gets: the session, the current loop, the event log and the deadline."""
 
-    def __init__(self, session: Session, events: EventLog, deadline: float | None,
+    def __init__(self, session: Session[S_co], events: EventLog, deadline: float | None,
                  clock: Callable[[], float]) -> None:
         self.session = session
         self.events = events
@@ -36,8 +42,8 @@ class StepContext:
         self._clock = clock
 
     @property
-    def state(self) -> Any:
-        """The workflow's own :class:`SessionState` subclass (the engine does not know its fields)."""
+    def state(self) -> S_co:
+        """The session's state, typed as the workflow's own :class:`SessionState` subclass."""
         return self.session.state
 
     @property
@@ -63,4 +69,5 @@ class StepContext:
         self.events.emit(event)
 
 
-StepFn = Callable[[StepContext], Any]
+#: one step of a workflow whose sessions hold an ``S`` (``StepFn[FinetuneSessionState]``)
+StepFn = Callable[[StepContext[S]], Any]

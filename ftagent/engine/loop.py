@@ -33,12 +33,12 @@ import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
 from ftagent.core.errors import BudgetExhausted, EnvironmentFailure, ErrorType, StepFailure
 from ftagent.engine.context import Goto, SessionStatus, StepContext, StepFn
 from ftagent.engine.events import LoopEnd, Message, SessionEnd
-from ftagent.engine.session import Session
+from ftagent.engine.session import LoopState, S, Session, SessionState
 from ftagent.engine.steps import run_step
 
 if TYPE_CHECKING:
@@ -52,23 +52,27 @@ __all__ = ["Goto", "LoopEngine", "RunSummary", "SessionStatus", "StepContext", "
 _NEEDS_A_RESULT = ("completed", "timeout", "budget")
 
 
-class Workflow(Protocol):
-    """An ordered set of steps; ``ftagent.finetune.workflow`` has the real one."""
+S_contra = TypeVar("S_contra", bound=SessionState, contravariant=True)
+
+
+class Workflow(Protocol[S_contra]):
+    """An ordered set of steps over sessions whose state is an ``S_contra``; ``ftagent.finetune.workflow``
+    has the real one (``Workflow[FinetuneSessionState]``)."""
 
     feedback_step: str
     goto_caps: dict[str, int]
 
-    def steps(self) -> Sequence[tuple[str, StepFn]]: ...
+    def steps(self) -> Sequence[tuple[str, StepFn[S_contra]]]: ...
 
-    def new_loop(self, index: int) -> Any:
+    def new_loop(self, index: int) -> LoopState:
         """The typed state of loop ``index`` (the engine keeps it as ``state.current``)."""
         ...
 
-    def is_best_loop(self, state: Any, index: int) -> bool:
+    def is_best_loop(self, state: S_contra, index: int) -> bool:
         """Whether loop ``index`` is the session's best so far (``LoopEnd.is_sota``)."""
         ...
 
-    def produced_result(self, state: Any) -> bool:
+    def produced_result(self, state: S_contra) -> bool:
         """Whether any loop of the session (a resumed one's earlier runs included) produced a scored result;
         a session without one ends ``no_model``, never as a success."""
         ...
@@ -117,20 +121,20 @@ def no_model(status: str, message: str, failures: Sequence[StepFailure]) -> str:
             "or fix what the failure names")
 
 
-class LoopEngine:
-    """Drives a :class:`Workflow` over a :class:`Session`."""
+class LoopEngine(Generic[S]):
+    """Drives a :class:`Workflow` over a :class:`Session` whose state both type as ``S``."""
 
     def __init__(
         self,
-        workflow: Workflow,
-        session: Session,
+        workflow: Workflow[S],
+        session: Session[S],
         *,
         loop_n: int | None = None,
         step_n: int | None = None,
         timeout_s: float | None = None,
         clock: Callable[[], float] = time.time,
-        finish: Callable[[StepContext], None] | None = None,
-        loop_guard: Callable[[StepContext], str | None] | None = None,
+        finish: Callable[[StepContext[S]], None] | None = None,
+        loop_guard: Callable[[StepContext[S]], str | None] | None = None,
         pool: SlotPool | None = None,
         interrupt: Callable[[], None] | None = None,
     ) -> None:
@@ -179,7 +183,7 @@ class LoopEngine:
         self.events.emit(SessionEnd(status=status, message=message))
         return RunSummary(status, state.loop_index - len(state.running), steps_run, message, failures)
 
-    def _run_sequential(self, ctx: StepContext, failures: list[StepFailure]) -> tuple[SessionStatus, str, int]:
+    def _run_sequential(self, ctx: StepContext[S], failures: list[StepFailure]) -> tuple[SessionStatus, str, int]:
         """One loop at a time: ``(status, message, steps run)``."""
         state = self.session.state
         start, elapsed_before = self._time_base
@@ -220,7 +224,7 @@ class LoopEngine:
             steps_run += 1
         return status, message, steps_run
 
-    def _conclude(self, ctx: StepContext, status: SessionStatus, message: str,
+    def _conclude(self, ctx: StepContext[S], status: SessionStatus, message: str,
                   failures: list[StepFailure]) -> tuple[SessionStatus, str]:
         """How the session ends (no progress, no model) and the finish step (a final evaluation)."""
         state = self.session.state
@@ -241,7 +245,7 @@ class LoopEngine:
                 state.elapsed_s = elapsed_before + (self.clock() - start)
         return status, message
 
-    def _run_one_step(self, ctx: StepContext, failures: list[StepFailure]) -> None:
+    def _run_one_step(self, ctx: StepContext[S], failures: list[StepFailure]) -> None:
         state = self.session.state
         loop = state.current
         assert loop is not None

@@ -36,14 +36,17 @@ import queue
 import statistics
 import threading
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Generic, Literal
 
 from ftagent.core.errors import BudgetExhausted, EnvironmentFailure, ErrorType, StepFailure
 from ftagent.engine.context import SessionStatus, StepContext
 from ftagent.engine.events import LoopEnd, Message, StepEnd, TrialStart, _Event
 from ftagent.engine.pools import LocalSlotPool, SlotPool, WholeMachine
-from ftagent.engine.session import LoopState, SessionState
+from ftagent.engine.session import LoopState, S, SessionState
 from ftagent.engine.steps import StepOutcome, run_step
+
+if TYPE_CHECKING:
+    from ftagent.engine.loop import LoopEngine
 
 __all__ = ["LocalSlotPool", "Scheduler", "SlotPool", "TrialContext", "WholeMachine", "trial_loop"]
 
@@ -63,15 +66,15 @@ class _Stop(Exception):
     """The scheduler asked the trials to stop before their next step (a limit, an error elsewhere)."""
 
 
-class Scheduler:
+class Scheduler(Generic[S]):
     """Runs a :class:`~ftagent.engine.loop.LoopEngine`'s workflow K loops at once (see the module docstring)."""
 
-    def __init__(self, engine: Any, pool: SlotPool, *, interrupt: Callable[[], None] | None = None) -> None:
+    def __init__(self, engine: LoopEngine[S], pool: SlotPool, *, interrupt: Callable[[], None] | None = None) -> None:
         """``engine``: the :class:`~ftagent.engine.loop.LoopEngine` whose session, workflow and budgets these are
-        (not imported: the engine imports this module)."""
+        (imported for its type only: the engine imports this module)."""
         self.engine, self.pool, self.interrupt = engine, pool, interrupt
         self.session, self.workflow = engine.session, engine.workflow
-        self.state: SessionState = engine.session.state
+        self.state: S = engine.session.state
         self.steps = list(self.workflow.steps())
         self.serial = set(getattr(self.workflow, "serial_steps", ()))
         self._lock = threading.RLock()  # the shared state: commits and snapshots
@@ -88,7 +91,7 @@ class Scheduler:
         self.loop_failures: list[StepFailure | None] = []
 
     # -- the main thread ------------------------------------------------------------------------------
-    def run(self, ctx: StepContext) -> tuple[SessionStatus, str]:
+    def run(self, ctx: StepContext[S]) -> tuple[SessionStatus, str]:
         """Run until a stop condition; returns ``(status, message)`` (the engine ends the session)."""
         self.ctx = ctx
         self.state.ordered_snapshots = True
@@ -295,13 +298,13 @@ class Scheduler:
             if self._stop.is_set():
                 raise _Stop()
 
-    def _copy_back(self, view: SessionState) -> None:
+    def _copy_back(self, view: S) -> None:
         """A serial step's changes to the application's part of the state (fields the engine does not own)."""
         for name in type(self.state).model_fields:
             if name not in SessionState.model_fields:
                 setattr(self.state, name, getattr(view, name))
 
-    def _commit(self, ctx: StepContext, loop: LoopState, out: StepOutcome) -> bool:
+    def _commit(self, ctx: StepContext[S], loop: LoopState, out: StepOutcome) -> bool:
         """Record a finished step (under the lock): events, the loop's copy, counters, the snapshot."""
         st = self.state
         if out.status == "failed" and out.failure is not None:
@@ -336,16 +339,16 @@ class Scheduler:
             return [x.model_copy(deep=True) for x in self.state.running if x.index != index]
 
 
-class TrialContext(StepContext):
+class TrialContext(StepContext[S]):
     """A trial's :class:`~ftagent.engine.loop.StepContext`: its own loop and slot, the session's deadline."""
 
-    def __init__(self, scheduler: Scheduler, state: SessionState, loop: LoopState) -> None:
+    def __init__(self, scheduler: Scheduler[S], state: S, loop: LoopState) -> None:
         super().__init__(scheduler.session, scheduler.engine.events, scheduler.ctx.deadline, scheduler.engine.clock)
         self._scheduler, self._state, self._loop = scheduler, state, loop
         self.slot = scheduler._slots.get(loop.index)
 
     @property
-    def state(self) -> Any:
+    def state(self) -> S:
         return self._state
 
     @property

@@ -25,7 +25,7 @@ import uuid
 from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar, overload
 
 from pydantic import BaseModel, Field, ValidationError
 
@@ -145,6 +145,11 @@ class SessionState(BaseModel):
     ordered_snapshots: bool = False
 
 
+#: a session's state class: the engine's :class:`SessionState` or an application's subclass
+#: (``FinetuneSessionState``); a :class:`Session` and its step contexts are typed with it
+S = TypeVar("S", bound=SessionState)
+
+
 def new_session_id() -> str:
     """A sortable, unique session id: UTC timestamp plus a short random suffix."""
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d_%H-%M-%S")
@@ -200,10 +205,11 @@ def write_atomic(path: Path, text: str) -> None:
         raise
 
 
-class Session:
-    """A session directory plus its current :class:`SessionState` and its one :class:`EventLog`."""
+class Session(Generic[S]):
+    """A session directory plus its current state (an ``S``: :class:`SessionState` or the application's
+    subclass, as it was created or loaded) and its one :class:`EventLog`."""
 
-    def __init__(self, directory: Path, state: SessionState) -> None:
+    def __init__(self, directory: Path, state: S) -> None:
         self.dir = directory
         self.state = state
         self.events = EventLog(directory / EVENTS_FILE)
@@ -233,14 +239,23 @@ class Session:
     def llm_dir(self) -> Path:
         return self.dir / "llm"
 
-    @classmethod
-    def create(cls, log_path: Path, config: dict[str, Any] | None = None, *,
-               state_cls: type[SessionState] = SessionState, **state: Any) -> Session:
+    @overload
+    @staticmethod
+    def create(log_path: Path, config: dict[str, Any] | None = None) -> Session[SessionState]: ...
+
+    @overload
+    @staticmethod
+    def create(log_path: Path, config: dict[str, Any] | None = None, *, state_cls: type[S],
+               **state: Any) -> Session[S]: ...
+
+    @staticmethod
+    def create(log_path: Path, config: dict[str, Any] | None = None, *,
+               state_cls: type[SessionState] = SessionState, **state: Any) -> Session[Any]:
         """Start a new session directory under ``log_path`` with a fresh ``state_cls`` state."""
         sid = new_session_id()
         directory = Path(log_path) / sid
         directory.mkdir(parents=True, exist_ok=False)
-        return cls(directory, state_cls(session_id=sid, config=config or {}, **state))
+        return Session(directory, state_cls(session_id=sid, config=config or {}, **state))
 
     def save(self, loop: int, seq: int, step: str, order: int | None = None) -> Path:
         """Write the snapshot taken after step ``seq`` of ``loop``; drop now-stale later ones.
@@ -267,8 +282,16 @@ class Session:
                 other.unlink(missing_ok=True)
         return path
 
-    @classmethod
-    def load(cls, path: Path, state_cls: type[SessionState] = SessionState) -> tuple[Session, Path]:
+    @overload
+    @staticmethod
+    def load(path: Path) -> tuple[Session[SessionState], Path]: ...
+
+    @overload
+    @staticmethod
+    def load(path: Path, state_cls: type[S]) -> tuple[Session[S], Path]: ...
+
+    @staticmethod
+    def load(path: Path, state_cls: type[SessionState] = SessionState) -> tuple[Session[Any], Path]:
         """Load a snapshot file, or the latest snapshot of a session directory.
 
         The snapshot is validated as ``state_cls`` (the engine's own fields by default; an
@@ -301,7 +324,7 @@ class Session:
                     raise UserInputError(f"{exc}. The previous good snapshot is {good}: resume from it with "
                                          f"--path {good} (the steps after it run again)") from exc
             raise
-        return cls(session_dir, state), snapshot
+        return Session(session_dir, state), snapshot
 
     def checkout(self, snapshot: Path) -> None:
         """Make ``snapshot`` the head: delete later snapshots and truncate later events."""
@@ -313,7 +336,7 @@ class Session:
                 loop_dir.rmdir()
         self.events.truncate(self.state.event_count)
 
-    def fork(self, log_path: Path) -> Session:
+    def fork(self, log_path: Path) -> Session[S]:
         """Continue in a new session directory (``--no-checkout``), leaving the original untouched.
 
         Events up to the snapshot are copied so the new session's log is complete on its own.
@@ -332,7 +355,7 @@ class Session:
         return Session(directory, state)
 
 
-def _read_snapshot(snapshot: Path, state_cls: type[SessionState]) -> SessionState:
+def _read_snapshot(snapshot: Path, state_cls: type[S]) -> S:
     """Parse and validate one snapshot file (UserInputError when corrupted or incompatible)."""
     try:
         raw = json.loads(snapshot.read_text(encoding="utf-8"))

@@ -21,7 +21,7 @@ from ftagent.core.disk import check_disk_full
 from ftagent.core.errors import BudgetExhausted, EnvironmentFailure, ErrorType, StepError, StepFailure
 from ftagent.engine.context import Goto, StepContext, StepFn
 from ftagent.engine.events import StepEnd, StepStart
-from ftagent.engine.session import LoopState
+from ftagent.engine.session import LoopState, S
 
 
 @dataclass
@@ -56,7 +56,7 @@ def failure_from(exc: BaseException, stage: str) -> StepFailure:
                        log_tail=tail)
 
 
-def run_step(workflow: Any, steps: Sequence[tuple[str, StepFn]], ctx: StepContext, loop: LoopState, seq: int,
+def run_step(workflow: Any, steps: Sequence[tuple[str, StepFn[S]]], ctx: StepContext[S], loop: LoopState, seq: int,
              clock: Callable[[], float], session_dir: Path) -> StepOutcome:
     """Run step ``seq`` of ``loop`` (see the module docstring); updates the loop's failure, jumps and time."""
     names = [n for n, _ in steps]

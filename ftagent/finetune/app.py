@@ -30,7 +30,7 @@ from ftagent.engine.loop import RunSummary
 from ftagent.engine.session import Session
 from ftagent.finetune.emitter import SessionEmitter
 from ftagent.finetune.lifecycle import begin_run, hold
-from ftagent.finetune.state import FinetuneSessionState, finetune_state
+from ftagent.finetune.state import FinetuneSessionState
 
 if TYPE_CHECKING:
     from ftagent.benchmarks.base import BenchmarkAdapter
@@ -76,7 +76,7 @@ def run_finetune(options: FinetuneOptions) -> RunSummary:
     started = time.time()
     timeout_s = parse_duration(options.timeout) if options.timeout else None
     resumed = Session.load(options.path, FinetuneSessionState) if options.path is not None else None
-    if resumed is not None and finetune_state(resumed[0].state).scenario is None:  # before any lock, checkout, fork or registry
+    if resumed is not None and resumed[0].state.scenario is None:  # before any lock, checkout, fork or registry
         raise UserInputError(f"--path {resumed[1]}: the snapshot has no scenario (it was taken before loop 0)")
     run_cfg = resumed[0].state.config.get("run", {}) if resumed else {}
     startup = start(  # the one lookup of benchmark and model; the planner from the registry
@@ -141,7 +141,7 @@ def run_finetune(options: FinetuneOptions) -> RunSummary:
     return summary
 
 
-def _session_start(session: Session, settings: Settings, run: ResolvedRun, resumed_from: str | None) -> SessionStart:
+def _session_start(session: Session[FinetuneSessionState], settings: Settings, run: ResolvedRun, resumed_from: str | None) -> SessionStart:
     return SessionStart(session_id=session.state.session_id, benchmark=run.benchmark,
                         base_model=run.base_model, planner=run.planner, runner=settings.ft.env_type,
                         resumed_from=resumed_from, settings=settings.redacted())
@@ -163,7 +163,7 @@ def deadline_limit(timeout_s: float | None, started: float, when: str) -> Callab
 
 
 def _start(startup: Startup, emit: SessionEmitter, loop_n: int | None, timeout_s: float | None,
-           started: float, monitor: CpuSpeedMonitor) -> Session:
+           started: float, monitor: CpuSpeedMonitor) -> Session[FinetuneSessionState]:
     """Prepare (no session yet), create the session, then build the scenario and the baseline."""
     settings, run, planner = startup.settings, startup.run, startup.planner
     prepared = startup.prepare(emit)  # bad dataset / model / benchmark data: raises before any session exists
@@ -182,7 +182,7 @@ def _start(startup: Startup, emit: SessionEmitter, loop_n: int | None, timeout_s
     emit.attach(session)
     _route_judge(settings, session, emit)  # before the baseline: its judge calls are the session's too
     emit(Message(text=f"planner: {_planner_note(planner, settings)}"))
-    state = finetune_state(session.state)
+    state = session.state
 
     try:
         scenario = builder.build(prepared)
@@ -204,7 +204,7 @@ def _start(startup: Startup, emit: SessionEmitter, loop_n: int | None, timeout_s
     return session
 
 
-def _forecast_stage(session: Session, record: Callable[[], Any]) -> None:
+def _forecast_stage(session: Session[FinetuneSessionState], record: Callable[[], Any]) -> None:
     """The forecast (its training probe: ~40 s for the demo on CPU) as a scenario stage of its own.
 
     Issue 32: without one, the console's heartbeat kept showing the finished baseline as the current
@@ -217,8 +217,8 @@ def _forecast_stage(session: Session, record: Callable[[], Any]) -> None:
         session.events.emit(ScenarioStage(stage="forecast", status="done"))
 
 
-def _resume(resumed: tuple[Session, Path], checkout: bool, settings: Settings, run: ResolvedRun,
-            emit: SessionEmitter) -> Session:
+def _resume(resumed: tuple[Session[FinetuneSessionState], Path], checkout: bool, settings: Settings, run: ResolvedRun,
+            emit: SessionEmitter) -> Session[FinetuneSessionState]:
     from ftagent.finetune.workflow import fork_workspace
 
     session, snapshot = resumed
@@ -228,14 +228,14 @@ def _resume(resumed: tuple[Session, Path], checkout: bool, settings: Settings, r
     else:
         old_id = session.state.session_id
         session = hold(session.fork(Path(settings.paths.log_path)))
-        fork_workspace(finetune_state(session.state), _workspace_root(settings), old_id)
+        fork_workspace(session.state, _workspace_root(settings), old_id)
     emit.attach(session)  # (a snapshot without a scenario was refused by run_finetune before anything was written)
     session.events.emit(_session_start(session, settings, run, str(snapshot)))
     _route_judge(settings, session, emit)
     return session
 
 
-def _route_judge(settings: Settings, session: Session, emit: SessionEmitter) -> None:
+def _route_judge(settings: Settings, session: Session[FinetuneSessionState], emit: SessionEmitter) -> None:
     """Start the session's judge gateway when ``FT_JUDGE_*`` is set: OpenCompass's judge then gets its
     URL and a per-session token (never the real key), and every judge call is recorded (stage ``judge``)
     and counted against ``FT_LLM_BUDGET_USD`` with the planner's and the data script's."""
@@ -257,7 +257,7 @@ def _planner_note(planner: str, settings: Settings) -> str:
     return f"LLM planner ({settings.llm.chat_model})"
 
 
-def _run(session: Session, settings: Settings, run: ResolvedRun, runner: Runner, emit: SessionEmitter, planner: str,
+def _run(session: Session[FinetuneSessionState], settings: Settings, run: ResolvedRun, runner: Runner, emit: SessionEmitter, planner: str,
          options: FinetuneOptions, timeout_s: float | None, monitor: CpuSpeedMonitor,
          guards: list[BenchmarkAdapter] | None = None) -> RunSummary:
     from ftagent.engine.loop import LoopEngine
@@ -268,7 +268,7 @@ def _run(session: Session, settings: Settings, run: ResolvedRun, runner: Runner,
     from ftagent.integrity.references import FILE_NAME as REFERENCES_FILE
 
     ft = settings.ft
-    state = finetune_state(session.state)
+    state = session.state
     assert state.scenario is not None
     console.print(f"[bold]ftagent[/bold] session {session.dir} — planner: {_planner_note(planner, settings)}; "
                   f"runner: {ft.env_type}", soft_wrap=True)
@@ -301,7 +301,7 @@ def _run(session: Session, settings: Settings, run: ResolvedRun, runner: Runner,
         total = options.loop_n or state.config.get("run", {}).get("loop_n") or 1
         from ftagent.finetune.final import final_evaluation
 
-        def finish(ctx: StepContext) -> None:  # FT_FINAL_EVAL: the best and the base model on the final item set
+        def finish(ctx: StepContext[FinetuneSessionState]) -> None:  # FT_FINAL_EVAL: the best and the base model on the final item set
             final_evaluation(session, settings, run, runner, ctx.emit, timeout=ctx.limit(ft.benchmark_timeout_s))
 
         # after every step: what is left, from this session's step times and the load now (issue 43)

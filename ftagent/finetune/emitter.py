@@ -7,6 +7,7 @@ from collections.abc import Callable
 from ftagent.engine.events import SessionEnd, _Event
 from ftagent.engine.parallel import trial_loop
 from ftagent.engine.session import Session
+from ftagent.finetune.state import FinetuneSessionState
 
 
 class SessionEmitter:
@@ -18,7 +19,7 @@ class SessionEmitter:
     """
 
     def __init__(self, observer: Callable[[_Event], None] | None = None) -> None:
-        self._session: Session | None = None
+        self._session: Session[FinetuneSessionState] | None = None
         self.ended = False  # a session_end was written in this run (else a crash writes one: end_if_open)
         self._pending: list[_Event] = []
         self._observer = observer  # sees pre-session events at once (the live display)
@@ -36,7 +37,7 @@ class SessionEmitter:
             event.loop = current.index
         self._session.events.emit(event)
 
-    def attach(self, session: Session) -> None:
+    def attach(self, session: Session[FinetuneSessionState]) -> None:
         """Write the kept events, then let the observer follow the session's log itself."""
         self._session = session
         session.events.subscribe(self._note_end)

@@ -23,7 +23,6 @@ from ftagent.core.final import FINAL_FILE, FinalEvaluation
 from ftagent.core.stats import load_items, paired_bootstrap
 from ftagent.engine.events import Message, _Event
 from ftagent.engine.session import write_atomic
-from ftagent.finetune.state import finetune_state
 
 if TYPE_CHECKING:
     from ftagent.core.settings import Settings
@@ -31,6 +30,7 @@ if TYPE_CHECKING:
     from ftagent.core.types import ScenarioInfo
     from ftagent.engine.session import Session
     from ftagent.finetune.startup import ResolvedRun
+    from ftagent.finetune.state import FinetuneSessionState
     from ftagent.runners.base import Runner
 
 
@@ -63,13 +63,13 @@ def _best_model(exp: Experiment, scenario: ScenarioInfo) -> tuple[Path, Path | N
     return model, base, exp.config.get("template")
 
 
-def _evaluate_full(session: Session, settings: Settings, run: ResolvedRun, runner: Runner,
+def _evaluate_full(session: Session[FinetuneSessionState], settings: Settings, run: ResolvedRun, runner: Runner,
                    timeout: float | None) -> tuple[Any, Any]:
     """The base model's and the best model's ``full`` results (the best: None when there is none)."""
     from ftagent.core.paths import baseline_dir
     from ftagent.tools.opencompass.runs import evaluate_splits_of_path
 
-    state = finetune_state(session.state)
+    state = session.state
     scenario = state.scenario
     assert scenario is not None  # final_evaluation returns before this without one
     evaluate = partial(evaluate_splits_of_path, benchmark=run.adapter, splits=("full",), settings=settings,
@@ -87,14 +87,14 @@ def _evaluate_full(session: Session, settings: Settings, run: ResolvedRun, runne
     return base, best
 
 
-def final_evaluation(session: Session, settings: Settings, run: ResolvedRun, runner: Runner,
+def final_evaluation(session: Session[FinetuneSessionState], settings: Settings, run: ResolvedRun, runner: Runner,
                      emit: Callable[[_Event], None], *, timeout: float | None = None) -> FinalEvaluation | None:
     """Run the final evaluation of ``FT_FINAL_EVAL``, write ``SESSION_DIR/final_eval.json`` and one message.
 
     Returns None for ``none`` or when it could not be run (a warning says why).
     """
     mode = getattr(settings.ft, "final_eval", "full")
-    state = finetune_state(session.state)
+    state = session.state
     trace, scenario = state.trace, state.scenario
     if mode == "none" or scenario is None:
         return None

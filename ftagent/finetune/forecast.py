@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from ftagent.engine.loop import StepContext
     from ftagent.engine.session import Session
     from ftagent.finetune.startup import ResolvedRun
+    from ftagent.finetune.state import FinetuneSessionState
     from ftagent.runners.base import Runner
 
 PROBE_STEPS = 10  # micro-batch steps of the probe (the validator's own check runs 3)
@@ -202,7 +203,7 @@ def measure_training(scenario: ScenarioInfo, settings: Settings, runner: Runner,
                                 planner="heuristic", plan={"recipe": recipe})
         trace = Trace()
         # a stand-in step context: emit and limit are all the probe's steps read (the heuristic coder none)
-        ctx = cast("StepContext", _ProbeContext(lambda _event: None, limit))
+        ctx = cast("StepContext[FinetuneSessionState]", _ProbeContext(lambda _event: None, limit))
         code = components.coder.code(hypothesis, trace, work, None, ctx)
         t0 = time.monotonic()
         components.data.prepare(code, hypothesis, trace, ctx, debug=True)
@@ -459,7 +460,7 @@ def session_forecast(scenario: ScenarioInfo, settings: Settings, runner: Runner,
                          timeout_s=timeout_s, baseline_needed=False, probe_cost_s=spent, events=events)
 
 
-def record_forecast(session: Session, scenario: ScenarioInfo, settings: Settings, runner: Runner,
+def record_forecast(session: Session[FinetuneSessionState], scenario: ScenarioInfo, settings: Settings, runner: Runner,
                     run: ResolvedRun, *, planner: str, loop_n: int | None, timeout_s: float | None,
                     limit: Callable[[float], float],
                     cpu_slowness: Callable[[], float | None] | None = None) -> Forecast | None:

@@ -23,14 +23,14 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from ftagent.engine.events import LeftoversReaped, _Event
-from ftagent.engine.session import Session
+from ftagent.engine.session import S, Session
 
 if TYPE_CHECKING:
     from ftagent.core.settings import Settings
     from ftagent.runners.reaper import Reaped
 
 log = logging.getLogger(__name__)
-_held: list[Session] = []
+_held: list[Session[Any]] = []
 
 
 class Terminated(KeyboardInterrupt):
@@ -121,7 +121,7 @@ def begin_run(settings: Settings, emit: Callable[[_Event], None]) -> Callable[[]
     return cleanup
 
 
-def hold(session: Session) -> Session:
+def hold(session: Session[S]) -> Session[S]:
     """Lock ``session`` for this process and tag new child records with its id.
 
     Raises:

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from ftagent.core.trace import Experiment, Trace
     from ftagent.core.types import Hypothesis
     from ftagent.engine.loop import StepContext
+    from ftagent.finetune.state import FinetuneSessionState
     from ftagent.tools.llamafactory.data_script import DataProcessor
 
 PROMPTS_DIR = "prompts"
@@ -67,7 +68,7 @@ def _from_trace(trace: Trace, hypothesis: Hypothesis) -> tuple[Path, str] | None
     return None
 
 
-def _default_conversion(workspace: Path, data: DataProcessor, ctx: StepContext) -> Path:
+def _default_conversion(workspace: Path, data: DataProcessor, ctx: StepContext[FinetuneSessionState]) -> Path:
     """The datasets' default Alpaca conversion (the offline planner's script), run like any data script."""
     from ftagent.planners.heuristic.render import render_process_data
 
@@ -93,7 +94,7 @@ def prompt_rows(rows: list[Any]) -> list[dict[str, str]]:
 
 
 def training_prompts(trace: Trace, hypothesis: Hypothesis, workspace: Path, max_prompts: int, *,
-                     data: DataProcessor, ctx: StepContext) -> tuple[list[dict[str, str]], str]:
+                     data: DataProcessor, ctx: StepContext[FinetuneSessionState]) -> tuple[list[dict[str, str]], str]:
     """At most ``max_prompts`` seeded ``{prompt, gold}`` rows from training data, scanned; and their source.
 
     Raises:

@@ -31,6 +31,7 @@ from ftagent.core.types import (
 
 if TYPE_CHECKING:
     from ftagent.engine.loop import StepContext
+    from ftagent.finetune.state import FinetuneSessionState
 
 
 def reads_resolved_run(component: Any) -> bool:
@@ -43,7 +44,7 @@ def reads_resolved_run(component: Any) -> bool:
 class Proposer(Protocol):
     """Step 0: the next hypothesis from the trace (the SOTA and its siblings)."""
 
-    def propose(self, trace: Trace, ctx: StepContext) -> Hypothesis: ...
+    def propose(self, trace: Trace, ctx: StepContext[FinetuneSessionState]) -> Hypothesis: ...
 
 
 @runtime_checkable
@@ -54,7 +55,7 @@ class Coder(Protocol):
     """
 
     def code(self, hypothesis: Hypothesis, trace: Trace, workspace: Path, feedback: StepFailure | None,
-             ctx: StepContext) -> CodeResult: ...
+             ctx: StepContext[FinetuneSessionState]) -> CodeResult: ...
 
 
 @runtime_checkable
@@ -64,7 +65,7 @@ class DataStep(Protocol):
     Returns the number of rows written to ``data.json``.
     """
 
-    def prepare(self, code: CodeResult, hypothesis: Hypothesis, trace: Trace, ctx: StepContext, *,
+    def prepare(self, code: CodeResult, hypothesis: Hypothesis, trace: Trace, ctx: StepContext[FinetuneSessionState], *,
                 debug: bool) -> int | None: ...
 
 
@@ -72,14 +73,14 @@ class DataStep(Protocol):
 class Validator(Protocol):
     """Step 2: fail-fast checks of the config and data (a failure sends the loop back to code)."""
 
-    def validate(self, code: CodeResult, ctx: StepContext) -> ValidationReport: ...
+    def validate(self, code: CodeResult, ctx: StepContext[FinetuneSessionState]) -> ValidationReport: ...
 
 
 @runtime_checkable
 class Trainer(Protocol):
     """Step 3: train with the validated config; the model it saved."""
 
-    def train(self, code: CodeResult, report: ValidationReport, ctx: StepContext) -> TrainResult: ...
+    def train(self, code: CodeResult, report: ValidationReport, ctx: StepContext[FinetuneSessionState]) -> TrainResult: ...
 
 
 @runtime_checkable
@@ -91,7 +92,7 @@ class Evaluator(Protocol):
     ``(phase, done, total)`` while it runs.
     """
 
-    def evaluate_splits(self, model: TrainResult, ctx: StepContext, splits: tuple[str, ...] = ("validation", "test"),
+    def evaluate_splits(self, model: TrainResult, ctx: StepContext[FinetuneSessionState], splits: tuple[str, ...] = ("validation", "test"),
                         *, on_progress: Callable[[str, int | None, int | None], None] | None = None
                         ) -> SplitResults: ...
 
@@ -100,4 +101,4 @@ class Evaluator(Protocol):
 class Feedback(Protocol):
     """Step 5: explain the loop and advise the next step (the SOTA decision itself is numeric)."""
 
-    def feedback(self, experiment: Experiment, trace: Trace, ctx: StepContext) -> FeedbackResult: ...
+    def feedback(self, experiment: Experiment, trace: Trace, ctx: StepContext[FinetuneSessionState]) -> FeedbackResult: ...

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from ftagent.core.cpu_speed import CpuSpeedMonitor
     from ftagent.engine.loop import StepContext
     from ftagent.engine.session import Session
+    from ftagent.finetune.state import FinetuneSessionState
 
 #: the fine-tuning workflow's steps as parts of the forecast (core.forecast.LoopForecast): validate is the
 #: forecast's "validate + data", the planner's LLM time is spread over its calls (1 proposal, 2 coders, 1 feedback)
@@ -41,7 +42,7 @@ CPU_PARTS = {"other", "train", "eval"}  # what a busier CPU slows (the LLM waits
 class Reforecaster:
     """Re-forecasts after every step of a session and answers whether the next loop fits (see the module)."""
 
-    def __init__(self, session: Session, monitor: CpuSpeedMonitor, *, steps: Sequence[str], feedback_step: str,
+    def __init__(self, session: Session[FinetuneSessionState], monitor: CpuSpeedMonitor, *, steps: Sequence[str], feedback_step: str,
                  loop_n: int, gpus: int, emit: Callable[[Any], None]) -> None:
         self.session, self.monitor, self.emit = session, monitor, emit
         self.steps, self.feedback_step, self.loop_n = list(steps), feedback_step, loop_n
@@ -55,8 +56,8 @@ class Reforecaster:
     # -- the first forecast ---------------------------------------------------------------------------
     def forecast(self) -> Forecast:
         """The session's first forecast (an empty one when it has none: then measured step times alone)."""
-        scenario = getattr(self.session.state, "scenario", None)
-        found = getattr(scenario, "forecast", None)
+        scenario = self.session.state.scenario
+        found = scenario.forecast if scenario is not None else None
         return found if isinstance(found, Forecast) else Forecast(planner="?", loops=[], plan={})
 
     def _reforecast(self, current_loop: int, steps_left: Sequence[str], slowness: float) -> Reforecast:
@@ -96,7 +97,7 @@ class Reforecaster:
         return event.loop, self.steps[self.steps.index(target):]
 
     # -- the engine's --timeout rule ------------------------------------------------------------------
-    def loop_guard(self, ctx: StepContext) -> str | None:
+    def loop_guard(self, ctx: StepContext[FinetuneSessionState]) -> str | None:
         """Why loop ``ctx.state.loop_index`` must not start: its re-forecast does not fit in the time left."""
         left = ctx.time_left()
         if left is None:

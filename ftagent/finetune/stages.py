@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from ftagent.core.types import ScenarioInfo
     from ftagent.engine.loop import StepContext
     from ftagent.finetune.startup import ResolvedRun
+    from ftagent.finetune.state import FinetuneSessionState
     from ftagent.runners.base import Runner
     from ftagent.tools.llamafactory.data_script import DataProcessor
 
@@ -64,7 +65,7 @@ class StagePreparer:
         return stage_spec(hypothesis.stage)
 
     # -- 2 ----------------------------------------------------------------------------------------------
-    def start_model(self, hypothesis: Hypothesis, trace: Trace, session_dir: Path, ctx: StepContext) -> StartModel:
+    def start_model(self, hypothesis: Hypothesis, trace: Trace, session_dir: Path, ctx: StepContext[FinetuneSessionState]) -> StartModel:
         """The weights the loop trains from (a LoRA parent merged once, outside every loop workspace)."""
         loop = hypothesis.weights_from
         if loop is None:
@@ -90,7 +91,7 @@ class StagePreparer:
             self._merge(Path(str(base)), Path(model), weights, ctx)
         return StartModel(path=str(weights), loop=loop, chain=chain, merged_adapter=str(model))
 
-    def _merge(self, base: Path, adapter: Path, out: Path, ctx: StepContext) -> None:
+    def _merge(self, base: Path, adapter: Path, out: Path, ctx: StepContext[FinetuneSessionState]) -> None:
         from ftagent.runners.base import Mount
         from ftagent.runners.scrubbed import run_scrubbed
         from ftagent.tools.opencompass.merge import merge_command
@@ -110,7 +111,7 @@ class StagePreparer:
 
     # -- 3 ----------------------------------------------------------------------------------------------
     def sample(self, hypothesis: Hypothesis, start: StartModel, trace: Trace, workspace: Path,
-               ctx: StepContext) -> SamplingResult:
+               ctx: StepContext[FinetuneSessionState]) -> SamplingResult:
         """``samples.jsonl`` of the start model on training prompts (see :mod:`.prompts`)."""
         from ftagent.finetune.prompts import training_prompts
         from ftagent.tools.opencompass.sampling import sample_training_prompts
@@ -197,7 +198,7 @@ def summarise(samples: list[dict[str, Any]], *, path: Path, model: str, source: 
 
 
 def prepare_stage(preparer: StagePreparer | None, loop: Any, trace: Trace, session_dir: Path, workspace: Path,
-                  ctx: StepContext) -> None:
+                  ctx: StepContext[FinetuneSessionState]) -> None:
     """The code step's system part (issue 40): the stage checked, the start weights resolved, the samples
     drawn and the reward resolved, each once per loop (kept in ``loop``: a second code round reuses them).
 

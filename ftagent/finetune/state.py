@@ -52,17 +52,6 @@ class FinetuneSessionState(SessionState):
     trace: Trace = Field(default_factory=Trace)
 
 
-def finetune_state(state: SessionState) -> FinetuneSessionState:
-    """``state`` as the fine-tuning state: every fine-tuning session is created and loaded with it.
-
-    The engine types a session's state as its own base class (it does not know the application's fields);
-    this narrows it with a check instead of a cast, so a session built with the wrong class fails here.
-    """
-    if not isinstance(state, FinetuneSessionState):
-        raise TypeError(f"a fine-tuning session needs a FinetuneSessionState, got {type(state).__name__}")
-    return state
-
-
 def finetune_loop(loop: LoopState) -> FinetuneLoop:
     """``loop`` as a fine-tuning loop (the current loop of a :class:`FinetuneSessionState`)."""
     if not isinstance(loop, FinetuneLoop):

@@ -117,7 +117,7 @@ class FinetuneWorkflow:
         self.goto_caps = {"code": max(0, coder_max_loop - 1)}
 
     # -- the engine's Workflow protocol ------------------------------------------------------------
-    def steps(self) -> list[tuple[str, StepFn]]:
+    def steps(self) -> list[tuple[str, StepFn[FinetuneSessionState]]]:
         return [(name, getattr(self, name)) for name in STEP_NAMES]
 
     def new_loop(self, index: int) -> FinetuneLoop:
@@ -141,10 +141,10 @@ class FinetuneWorkflow:
         return workspace_dir(self.workspace_root, session_id, loop)
 
     @staticmethod
-    def _loop(ctx: StepContext) -> FinetuneLoop:
+    def _loop(ctx: StepContext[FinetuneSessionState]) -> FinetuneLoop:
         return finetune_loop(ctx.loop)
 
-    def _slot(self, ctx: StepContext) -> tuple[Components, ForgettingGuard | None]:
+    def _slot(self, ctx: StepContext[FinetuneSessionState]) -> tuple[Components, ForgettingGuard | None]:
         """The components and guard of the slot this step runs on (the session's one trial at a time). A slot
         lent with other GPUs (a Ray lease) gets components built for those."""
         slot = getattr(ctx, "slot", None)
@@ -156,15 +156,15 @@ class FinetuneWorkflow:
                 self._slot_parts[key] = self.for_slot(slot)
             return self._slot_parts[key]
 
-    def parts(self, ctx: StepContext) -> Components:
+    def parts(self, ctx: StepContext[FinetuneSessionState]) -> Components:
         """The components of the slot this step runs on (the session's when trials run one at a time)."""
         return self._slot(ctx)[0]
 
-    def _forgetting_guard(self, ctx: StepContext) -> ForgettingGuard | None:
+    def _forgetting_guard(self, ctx: StepContext[FinetuneSessionState]) -> ForgettingGuard | None:
         return self._slot(ctx)[1]
 
     # -- steps -------------------------------------------------------------------------------------
-    def propose(self, ctx: StepContext) -> None:
+    def propose(self, ctx: StepContext[FinetuneSessionState]) -> None:
         loop = self._loop(ctx)
         hypothesis = self.proposals.next(self.parts(ctx).proposer, ctx.state.trace, ctx)
         loop.hypothesis = hypothesis
@@ -174,7 +174,7 @@ class FinetuneWorkflow:
                                  planner=hypothesis.planner, stage=hypothesis.stage,
                                  weights_from=hypothesis.weights_from))
 
-    def code(self, ctx: StepContext) -> None:
+    def code(self, ctx: StepContext[FinetuneSessionState]) -> None:
         loop = self._loop(ctx)
         assert loop.hypothesis is not None
         previous = loop.report  # set only when validation sent us back here
@@ -191,7 +191,7 @@ class FinetuneWorkflow:
         loop.code, loop.report = result, None
         ctx.emit(CodeRound(round=result.round, files=result.files))
 
-    def validate(self, ctx: StepContext) -> Goto | None:
+    def validate(self, ctx: StepContext[FinetuneSessionState]) -> Goto | None:
         loop = self._loop(ctx)
         assert loop.code is not None and loop.hypothesis is not None
         frozen = frozen_dir(self.workspace_root, ctx.state.session_id, loop.index)
@@ -220,7 +220,7 @@ class FinetuneWorkflow:
         ctx.emit(CodeRound(round=loop.code.round, files=loop.code.files, accepted=True))  # this round is kept
         return None
 
-    def train(self, ctx: StepContext) -> None:
+    def train(self, ctx: StepContext[FinetuneSessionState]) -> None:
         loop = self._loop(ctx)
         assert loop.code is not None and loop.report is not None and loop.hypothesis is not None
         approved = loop.report.approved
@@ -240,7 +240,7 @@ class FinetuneWorkflow:
                                loss_history=result.loss_history, train_runtime_s=result.train_runtime_s,
                                config=result.config, stage=result.stage, chain=result.chain))
 
-    def evaluate(self, ctx: StepContext) -> None:
+    def evaluate(self, ctx: StepContext[FinetuneSessionState]) -> None:
         """Validation drives the loop; the test split is only recorded (its failure never fails the loop)."""
         loop = self._loop(ctx)
         assert loop.model is not None
@@ -259,7 +259,7 @@ class FinetuneWorkflow:
             loop.scores.test_error = failure.summary()[:500]
             ctx.emit(Message(level="warning", text=f"test evaluation failed (report only): {failure.message}"[:500]))
 
-    def _track_scores(self, ctx: StepContext, loop: FinetuneLoop) -> None:
+    def _track_scores(self, ctx: StepContext[FinetuneSessionState], loop: FinetuneLoop) -> None:
         """The validation score into the loop's tracker run (``FT_REPORT_TO``); a failure is only a warning.
         The test score is not sent: see :mod:`ftagent.tools.llamafactory.tracking`."""
         log_scores = getattr(self.parts(ctx).trainer, "log_scores", None)  # optional: a plug-in trainer may not track
@@ -274,7 +274,7 @@ class FinetuneWorkflow:
             ctx.emit(Message(level="warning", text=f"tracker: validation score not logged (exit {result.exit_code}; "
                                                    f"see {result.log_file})"[:500]))
 
-    def feedback(self, ctx: StepContext) -> None:
+    def feedback(self, ctx: StepContext[FinetuneSessionState]) -> None:
         loop = self._loop(ctx)
         trace = ctx.state.trace
         trace.family_size = self.family_size  # before anything judges: K candidates per round
@@ -310,7 +310,7 @@ class FinetuneWorkflow:
                                judgment=experiment.judged))
 
 
-    def _forgetting(self, ctx: StepContext, loop: FinetuneLoop, experiment: Experiment, trace: Trace) -> None:
+    def _forgetting(self, ctx: StepContext[FinetuneSessionState], loop: FinetuneLoop, experiment: Experiment, trace: Trace) -> None:
         """The forgetting guard, only for a candidate the target score would make SOTA (it costs an
         evaluation per guard benchmark); a blocked result then vetoes it in decide_sota."""
         guard = self._forgetting_guard(ctx)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ftagent.core.errors import StepFailure
 from ftagent.core.sota import decide_sota
@@ -40,6 +40,10 @@ from ftagent.planners.heuristic.stage_code import (
 )
 from ftagent.planners.heuristic.stages import choose_stage, sft_view
 
+if TYPE_CHECKING:
+    from ftagent.engine.context import StepContext
+    from ftagent.engine.session import SessionState
+
 PLANNER = "heuristic"
 
 
@@ -50,7 +54,7 @@ class HeuristicProposer:
         self.scenario = scenario
         self.stages = list(getattr(getattr(settings, "ft", None), "stages", None) or ["sft"])  # FT_STAGES
 
-    def propose(self, trace: Trace, ctx: Any) -> Hypothesis:
+    def propose(self, trace: Trace, ctx: StepContext[SessionState]) -> Hypothesis:
 
         scenario = self.scenario
         choice = choose_stage(trace, self.stages)  # issue 40: leave SFT once it plateaus
@@ -71,7 +75,7 @@ class HeuristicProposer:
                           skip_data_processing=reuse, parent=parent.loop if parent else None,
                           planner=PLANNER, plan=plan)
 
-    def propose_batch(self, trace: Trace, ctx: Any, *, n: int, running: list[Hypothesis]) -> list[Hypothesis]:
+    def propose_batch(self, trace: Trace, ctx: StepContext[SessionState], *, n: int, running: list[Hypothesis]) -> list[Hypothesis]:
         """``n`` distinct proposals for trials at once: the policy's next recipe and variants of it
         (:mod:`.spread`), none equal to a running trial's."""
         from ftagent.planners.heuristic.spread import spread
@@ -87,7 +91,7 @@ class HeuristicCoder:
         self.limit = scenario.upper_data_size_limit
 
     def code(self, hypothesis: Hypothesis, trace: Trace, workspace: Path,
-             feedback: StepFailure | None, ctx: Any) -> CodeResult:
+             feedback: StepFailure | None, ctx: StepContext[SessionState]) -> CodeResult:
         scenario = self.scenario
         recipe = dict(hypothesis.plan.get("recipe") or base_recipe(scenario))
         if feedback is not None:  # a validation round failed: fall back to the safest recipe
@@ -118,7 +122,7 @@ class HeuristicFeedback:
         self.min_delta = float(getattr(getattr(settings, "ft", None), "sota_min_delta", 0.0) or 0.0)
         self.rule = str(getattr(getattr(settings, "ft", None), "sota_rule", "interval"))
 
-    def feedback(self, experiment: Experiment, trace: Trace, ctx: Any) -> FeedbackResult:
+    def feedback(self, experiment: Experiment, trace: Trace, ctx: StepContext[SessionState]) -> FeedbackResult:
         if experiment.failure is not None:
             f = experiment.failure
             return FeedbackResult(decision=False, error_type=f.error_type.value,

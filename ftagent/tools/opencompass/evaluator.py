@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from ftagent.core.settings import Settings
     from ftagent.core.types import ScenarioInfo
     from ftagent.engine.loop import StepContext
+    from ftagent.engine.session import SessionState
 
 __all__ = ["BaselineEvaluationError", "OpenCompassEvaluator", "evaluate_baseline", "evaluate_model_path"]
 
@@ -89,7 +90,7 @@ class OpenCompassEvaluator:
         self.benchmark: BenchmarkAdapter = run.adapter
         self.inference: InferenceSettings = run.model.inference
 
-    def evaluate_splits(self, model: TrainResult, ctx: StepContext, splits: tuple[str, ...] = SPLITS, *,
+    def evaluate_splits(self, model: TrainResult, ctx: StepContext[SessionState], splits: tuple[str, ...] = SPLITS, *,
                         on_progress: ProgressCallback | None = None) -> SplitResults:
         """Evaluate a trained model on ``splits`` in one OpenCompass run.
 
@@ -107,7 +108,7 @@ class OpenCompassEvaluator:
         )
         return _planner_view(out, self.scenario)
 
-    def evaluate(self, model: TrainResult, split: str, ctx: StepContext) -> EvalResult:
+    def evaluate(self, model: TrainResult, split: str, ctx: StepContext[SessionState]) -> EvalResult:
         """One split (the :class:`~ftagent.finetune.protocols.Evaluator` protocol)."""
         return self.evaluate_splits(model, ctx, (split,)).require(split)
 
