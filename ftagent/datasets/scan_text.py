@@ -10,7 +10,12 @@ from collections.abc import Sequence
 
 from ftagent.datasets.textnorm import expand_contractions, fold, operators_to_words, words_to_digits
 
-_TOKEN = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]|[^\W_]+", re.UNICODE)
+_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af"
+# A number is one token, whole: its sign and its decimal part stay on it ("-25" and "68.25" are not 25 and 68:
+# issue 39 red team), and it ends at a CJK character ("25加68" is 25, 加, 68; it was one token). A CJK character
+# is a token of its own; any other run of letters and digits is one word ("abc123", "3rd").
+_TOKEN = re.compile(rf"(?<![^\W_{_CJK}.])-?\d+(?:\.\d+)*(?![^\W_{_CJK}])|[{_CJK}]|[^\W_{_CJK}]+", re.UNICODE)
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)*")
 Item = str | Sequence[str]
 _OPTION_LABEL = re.compile(r"(?<![A-Za-z0-9])(?:\(\s*[A-Ha-h]\s*\)|[A-H]\s*[.):、]|[a-h]\))(?!\d)")
 # A list enumerator at a line start: "1.", "2)", "(3)", "Step 4:".
@@ -37,8 +42,34 @@ def clean(text: str) -> str:
 
 
 def normalise(text: str) -> list[str]:
-    """Word tokens of ``text`` after :func:`clean` and lower-casing (whitespace and punctuation dropped)."""
-    return _TOKEN.findall(clean(text).lower())
+    """Word tokens of ``text`` after :func:`clean` and lower-casing (whitespace and punctuation dropped); a
+    number is one token, written one way (:func:`canonical_number`)."""
+    return _tokens(clean(text).lower())
+
+
+def _tokens(cleaned: str) -> list[str]:
+    return [canonical_number(t) if t[0] in _NUMBER_START else t for t in _TOKEN.findall(cleaned)]
+
+
+_NUMBER_START = frozenset("-0123456789")
+
+
+def is_number(token: str) -> bool:
+    """A number token of :func:`normalise` (``25``, ``-25``, ``68.25``)."""
+    return bool(token) and token[0] in _NUMBER_START and _NUMBER.fullmatch(token) is not None
+
+
+def canonical_number(token: str) -> str:
+    """A number written one way: leading zeros and a decimal part's trailing zeros dropped (``025`` = ``25``,
+    ``68.50`` = ``68.5``, ``68.0`` = ``68``, ``-0`` = ``0``); a token that is not a number, or a dotted
+    version (``1.2.3``), unchanged."""
+    if not _NUMBER.fullmatch(token) or token.count(".") > 1:
+        return token
+    sign, body = ("-", token[1:]) if token[0] == "-" else ("", token)
+    whole, _, frac = body.partition(".")
+    whole, frac = whole.lstrip("0") or "0", frac.rstrip("0")
+    body = f"{whole}.{frac}" if frac else whole
+    return body if body == "0" else sign + body
 
 
 def ngrams(tokens: list[str], n: int) -> set[tuple[str, ...]]:
@@ -62,15 +93,15 @@ _SENTENCE = re.compile(r"(?<=[.?!。？！])\s+|\n+")
 
 
 def sentences(item: Item) -> list[str]:
-    """The item's sentences (and lines), each as its normalised tokens joined by spaces."""
+    """The item's sentences (and lines), each as its normalised tokens joined by spaces. Each part is cleaned
+    whole, then split: the sentences' tokens, in order, are :func:`normalise`'s of the part."""
     out = []
     for part in segments(item):
-        for sentence in _SENTENCE.split(part):
-            toks = normalise(sentence)
+        for sentence in _SENTENCE.split(clean(part).lower()):
+            toks = _tokens(sentence)
             if toks:
                 out.append(" ".join(toks))
     return out
-
 
 
 #: words that carry no item content (a paraphrase swaps them freely)

@@ -32,7 +32,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
-from ftagent.datasets.scan_text import STOPWORDS, normalise, template_threshold
+from ftagent.datasets.scan_text import STOPWORDS, is_number, normalise, template_threshold
 from ftagent.datasets.scan_text import sentences as _sentences
 
 OPERATIONS = ("plus", "minus", "times", "over")
@@ -58,22 +58,23 @@ def read_as_words() -> str:
     return "; ".join(parts)
 
 
-_N = r"(\d+)"
+# a number token of scan_text.normalise, whole; tokens are joined by single spaces, so a token boundary is (?<!\S)/(?!\S)
+_N = r"(-?\d+(?:\.\d+)*)"
 _PHRASES = tuple((re.compile(p), r) for p, r in (
-    (rf"\bsum of {_N} and {_N}\b", r"\1 plus \2"),
-    (rf"\badd {_N} (?:and|to|with) {_N}\b", r"\1 plus \2"),
-    (rf"\b{_N} added to {_N}\b", r"\2 plus \1"),
-    (rf"\b{_N} increased by {_N}\b", r"\1 plus \2"),
-    (rf"\bproduct of {_N} and {_N}\b", r"\1 times \2"),
-    (rf"\bmultiply {_N} (?:by|and|with) {_N}\b", r"\1 times \2"),
-    (rf"\b{_N} multiplied (?:by|with) {_N}\b", r"\1 times \2"),
-    (rf"\bdifference (?:of|between) {_N} and {_N}\b", r"\1 minus \2"),
-    (rf"\bsubtract {_N} from {_N}\b", r"\2 minus \1"),
-    (rf"\b{_N} subtracted from {_N}\b", r"\2 minus \1"),
-    (rf"\b{_N} (?:take away|decreased by|less) {_N}\b", r"\1 minus \2"),
-    (rf"\b{_N} divided by {_N}\b", r"\1 over \2"),
-    (rf"\bdivide {_N} by {_N}\b", r"\1 over \2"),
-    (rf"\bquotient of {_N} and {_N}\b", r"\1 over \2"),
+    (rf"(?<!\S)sum of {_N} and {_N}(?!\S)", r"\1 plus \2"),
+    (rf"(?<!\S)add {_N} (?:and|to|with) {_N}(?!\S)", r"\1 plus \2"),
+    (rf"(?<!\S){_N} added to {_N}(?!\S)", r"\2 plus \1"),
+    (rf"(?<!\S){_N} increased by {_N}(?!\S)", r"\1 plus \2"),
+    (rf"(?<!\S)product of {_N} and {_N}(?!\S)", r"\1 times \2"),
+    (rf"(?<!\S)multiply {_N} (?:by|and|with) {_N}(?!\S)", r"\1 times \2"),
+    (rf"(?<!\S){_N} multiplied (?:by|with) {_N}(?!\S)", r"\1 times \2"),
+    (rf"(?<!\S)difference (?:of|between) {_N} and {_N}(?!\S)", r"\1 minus \2"),
+    (rf"(?<!\S)subtract {_N} from {_N}(?!\S)", r"\2 minus \1"),
+    (rf"(?<!\S){_N} subtracted from {_N}(?!\S)", r"\2 minus \1"),
+    (rf"(?<!\S){_N} (?:take away|decreased by|less) {_N}(?!\S)", r"\1 minus \2"),
+    (rf"(?<!\S){_N} divided by {_N}(?!\S)", r"\1 over \2"),
+    (rf"(?<!\S)divide {_N} by {_N}(?!\S)", r"\1 over \2"),
+    (rf"(?<!\S)quotient of {_N} and {_N}(?!\S)", r"\1 over \2"),
 ))
 
 
@@ -82,7 +83,7 @@ def _drop(tokens: list[str]) -> list[str]:
     function word: dropped, "84 / 12" had the signature ``84 12``, no template, and no division item was ever
     matched -- relay round r1)."""
     return [t for i, t in enumerate(tokens)
-            if (t in OPERATIONS and 0 < i < len(tokens) - 1 and tokens[i - 1].isdigit() and tokens[i + 1].isdigit())
+            if (t in OPERATIONS and 0 < i < len(tokens) - 1 and is_number(tokens[i - 1]) and is_number(tokens[i + 1]))
             or (t not in STOPWORDS and t not in SCAFFOLD)]
 
 
@@ -123,14 +124,14 @@ def _sentence_starts(sentences: list[str], template: set[str]) -> set[int]:
 
 def is_template(sig: Sequence[str]) -> bool:
     """A signature worth matching: a number and a word (a bare number or bare words are too generic)."""
-    return len(sig) >= 2 and any(t.isdigit() for t in sig) and any(not t.isdigit() for t in sig)
+    return len(sig) >= 2 and any(is_number(t) for t in sig) and any(not is_number(t) for t in sig)
 
 
 def variants(sig: Sequence[str]) -> set[tuple[str, ...]]:
     """``sig`` and the forms with the operands of one commuting operation (or all of them) swapped."""
     out = {tuple(sig)}
     swaps = [i for i in range(1, len(sig) - 1)
-             if sig[i] in COMMUTATIVE and sig[i - 1].isdigit() and sig[i + 1].isdigit()]
+             if sig[i] in COMMUTATIVE and is_number(sig[i - 1]) and is_number(sig[i + 1])]
     for chosen in ([[i] for i in swaps] + ([swaps] if len(swaps) > 1 else [])):
         new = list(sig)
         for i in chosen:
@@ -168,9 +169,12 @@ class TemplateIndex:
 
     def hit(self, question: str) -> tuple[str, tuple[str, ...]] | None:
         """``(item id, matched signature)`` of the first item whose template and numbers ``question`` asks."""
+        return self.hit_sentences(_sentences(question)) if self.index else None
+
+    def hit_sentences(self, found: list[str]) -> tuple[str, tuple[str, ...]] | None:
+        """:meth:`hit` of a question already split into :func:`~ftagent.datasets.scan_text.sentences`."""
         if not self.index:
             return None
-        found = _sentences(question)
         sig = _sentence_signature(found, self.template)
         starts = _sentence_starts(found, self.template)  # an expression ends with its sentence: "Multiply 16
         # by 3. Plus, show your work." asks 16 × 3 (its next sentence's "plus" hid the hit -- relay round r1)

@@ -23,7 +23,8 @@ match (:mod:`ftagent.datasets.template_scan`) removes the *wording* ones.
 * :func:`words_to_digits` -- spelled-out English numbers as digits ("forty-five" → ``45``, "one hundred
   and five" → ``105``) with the maintained ``text2num`` package (``alpha2digit``), only when the text
   holds a number word (a cheap test first). Other languages' number words are not converted.
-* :func:`operators_to_words` -- ``+``, ``−``/``-`` between numbers, ``×``/``*``/``x``/``·`` between
+* :func:`operators_to_words` -- ``+``, ``−``/``-`` between numbers (a minus right before a number that does not
+  follow one -- "What is -25 + 68?" -- is the number's sign and stays on it), ``×``/``*``/``x``/``·`` between
   numbers, ``÷`` (and ``/`` between numbers) and ``=`` as the words ``plus minus times over equals``, so
   "12 + 45" and "12 plus 45" read the same.
 
@@ -127,7 +128,11 @@ def words_to_digits(text: str) -> str:
 
 _OPERATORS = (
     (re.compile(r"\+"), " plus "),
-    (re.compile(r"[\u2212\u2013]|(?<=\d)\s*-\s*(?=\d)|(?<=\s)-(?=\s)"), " minus "),
+    # binary: after a number or a closing bracket, or standing alone; a minus glued to the number after a word
+    # or at the start is its sign and stays on it ("-25 + 68" asks about -25, not 25: issue 39 red team)
+    (re.compile(r"(?<=[\d)\]}])\s*[-\u2212\u2013]\s*(?=[\d(\[{\u2212\u2013-])|(?<=\s)[-\u2212\u2013](?=\s)"
+                r"|[\u2212\u2013](?!\d)"), " minus "),
+    (re.compile(r"[\u2212\u2013](?=\d)"), "-"),
     (re.compile(r"[\u00d7\u22c5\u00b7\u2217*]|(?<=\d)\s*[xX]\s*(?=\d)"), " times "),
     (re.compile(r"\u00f7|(?<=\d)\s*/\s*(?=\d)"), " over "),  # "/" between numbers too (relay round r1)
     (re.compile(r"="), " equals "),

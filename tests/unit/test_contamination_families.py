@@ -193,8 +193,29 @@ def test_normalisation_keeps_unrelated_text_apart():
     from ftagent.datasets.contamination import normalise
 
     assert normalise("A. Paris\nB. Rome") == ["paris", "rome"]
-    assert normalise("(c) 3,600 and 3.5") == ["3600", "and", "3", "5"]
+    # a decimal is one number (issue 39 red team: "68.25" read as 68 and 25 made "What is 25 + 68.25?" the item 25 + 68)
+    assert normalise("(c) 3,600 and 3.5") == ["3600", "and", "3.5"]
     assert normalise("Step 2: don\u2019t stir") == ["do", "not", "stir"]  # contractions as words (issue 39)
     assert normalise(r"\left(\dfrac{1}{2}\right)") == ["frac", "1", "2"]
     assert normalise("pro\u00adduct\u200b of") == ["product", "of"]
-    assert normalise("Vitamin B12 is 1.5 mg") == ["vitamin", "b12", "is", "1", "5", "mg"]
+    assert normalise("Vitamin B12 is 1.5 mg") == ["vitamin", "b12", "is", "1.5", "mg"]
+
+
+def test_a_number_is_read_whole_with_its_sign_and_decimal_part():
+    """Issue 39 red team false flags: "What is 25 + 68.25?" and "What is -25 + 68?" were hits of the item
+    "What is 25 + 68?" (68.25 was read as 68 and 25, and the minus before 25 as an operation)."""
+    from ftagent.datasets.contamination import normalise
+
+    assert normalise("What is -25 + 68?") == ["what", "is", "-25", "plus", "68"]
+    assert normalise("What is 25 - 68? And 25-68, 25 \u2212 68, x = \u221225") == [
+        "what", "is", "25", "minus", "68", "and", "25", "minus", "68", "25", "minus", "68", "x", "equals", "-25"]
+    assert normalise("025 + 68.50 = 093.0") == ["25", "plus", "68.5", "equals", "93"]
+    assert normalise("25\u52a068") == ["25", "\u52a0", "68"]  # a number ends at a CJK character
+    items = {"demo_add/validation:0": ["What is 25 + 68? Put the final answer in \\boxed{}."]}
+    items |= {f"demo_add/validation:{i}": [f"What is {i} + 7? Put the final answer in \\boxed{{}}."]
+              for i in range(10, 40)}
+    other = [{"instruction": text, "input": "", "output": "1"}
+             for text in ("What is 25 + 68.25?", "What is -25 + 68?", "What is 25 + -68?", "What is 25.5 + 68?")]
+    assert not scan_rows(other, items).flagged
+    same = [{"instruction": text, "input": "", "output": "93"} for text in ("What is 025 + 68?", "What is 25.0 + 68?")]
+    assert {o.row_index for o in scan_rows(same, items).flagged} == {0, 1}
