@@ -114,6 +114,23 @@ def keyed_items(where: str, split: str, rows: list[dict], input_columns: list[st
     return {f"{where}/{split}:{i}": [str(row.get(f, "")) for f in input_columns] for i, row in enumerate(rows)}
 
 
+def keyed_answers(where: str, split: str, rows: list[dict], answer_column: str) -> dict[str, str]:
+    """The gold answers of one split file's rows, keyed as :func:`keyed_items` keys the items (the scan's
+    numeric match reads an item's numbers and its gold: :mod:`ftagent.datasets.numeric_scan`)."""
+    return {f"{where}/{split}:{i}": str(row.get(answer_column) or "") for i, row in enumerate(rows)}
+
+
+def scan_answers(folder: Path, answer_column: str) -> dict[str, str]:
+    """Every validation and test item's gold answer of a prepared benchmark folder, keyed as :func:`scan_items`."""
+    from ftagent.benchmarks.base import read_jsonl
+
+    answers: dict[str, str] = {}
+    for split in ("validation", "test"):
+        for path in sorted(Path(folder).glob(f"**/{split}.jsonl")):
+            answers.update(keyed_answers(path.parent.name, split, read_jsonl(path), answer_column))
+    return answers
+
+
 def scan_items(folder: Path, input_columns: list[str]) -> dict[str, list[str]]:
     """Every validation and test item of a prepared benchmark folder, as the contamination scan keys them."""
     from ftagent.benchmarks.base import read_jsonl

@@ -17,8 +17,15 @@ sentences that are not template (a sentence found in :func:`template_threshold` 
 "what is 28 times 3" of "What is 28 times 3? Put the final answer in \\boxed{}." -- found the same way
 inside a row field (issue 35: a row holding the bare question, without the template, passed the
 n-gram test because it has fewer than ``n`` tokens).
+A row is every text LLaMA-Factory trains on of it (:mod:`ftagent.datasets.trained_text`: system, history turns,
+instruction + input, output or chosen and rejected), and the matches are :mod:`ftagent.datasets.row_scan`'s:
+besides the exact, core and n-gram matches above, the template match (:mod:`ftagent.datasets.template_scan`) and
+the numeric match, an item whose answer is a number asked with its numbers in any wording
+(:mod:`ftagent.datasets.numeric_scan`). An item's run is not a hit as part of a longer expression: "What is 25 + 68
+- 3?" is another question than "What is 25 + 68?".
 Rows hitting any item are flagged; more than ``max_flagged`` flagged rows raise
-:class:`~ftagent.core.errors.StepError` (``ErrorType.DATA``).
+:class:`~ftagent.core.errors.StepError` (``ErrorType.DATA``), and so does data that answers a large share of a
+small templated input space (:func:`ftagent.datasets.numeric_scan.space_flags`).
 
 The exact and core matches compare whole tokens, never characters: "What is 128 times 3?" does not hold
 the item "28 times 3?" (tokens ``128`` ≠ ``28``), and "What is 28 times 3? Explain." does. The
@@ -36,10 +43,14 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
+from types import MappingProxyType
+from typing import Any
 
 from pydantic import BaseModel, Field
 
 from ftagent.core.errors import ErrorType, StepError
+from ftagent.datasets.numeric_scan import COVERAGE_FLAG, MAX_ENUMERABLE, MIN_DIGITS, SpaceFlag, space_flags
+from ftagent.datasets.row_scan import MIN_CORE_TOKENS, MIN_COVERAGE, N_GRAM, PRIMARY, RowScanner
 from ftagent.datasets.scan_text import (  # noqa: F401 - re-exported: the scan's text, one owner
     STOPWORDS,
     TEMPLATE_SHARE,
@@ -51,15 +62,15 @@ from ftagent.datasets.scan_text import (  # noqa: F401 - re-exported: the scan's
     sentences,
     template_threshold,
 )
+from ftagent.datasets.trained_text import trained_row
 
 _segments, _sentences = segments, sentences
 
-ROW_FIELDS = ("instruction", "input", "output")
+NO_ANSWERS: Mapping[str, str] = MappingProxyType({})
 
 
-# An option label: "(A)", "A.", "A)", "A:", "A、" (capital A-H), "a)" / "(a)"; never inside a word or number.
 class Overlap(BaseModel):
-    """One flagged training row."""
+    """One flagged training row (or system text)."""
 
     row_index: int
     item_id: str
@@ -74,6 +85,7 @@ class ContaminationReport(BaseModel):
     items_checked: int
     n: int
     flagged: list[Overlap] = Field(default_factory=list)
+    spaces: list[SpaceFlag] = Field(default_factory=list)  # templated input spaces the rows answer a large share of
 
     @property
     def flagged_rows(self) -> int:
@@ -81,146 +93,70 @@ class ContaminationReport(BaseModel):
         return len({o.row_index for o in self.flagged})
 
 
-_PRIMARY = "\x00primary:"
-MIN_CORE_TOKENS = 4  # a shorter core is too generic to flag a row by (see the module doc)
-N_GRAM = 8  # the n of the n-gram test; shorter items must match whole
-MIN_COVERAGE = 0.5  # the share of an item's n-grams a row must hold
 ANSWER_MIN_TOKENS = 8  # shorter gold answers ("118", "Yes") are common words, not a copied item
 ANSWER_COVERAGE = 0.8  # the share of a long gold answer's n-grams an output must hold to copy it
 
 
-def _row_text(row: Mapping) -> str:
-    return "\n".join(str(row.get(k) or "") for k in ROW_FIELDS)
+def _excerpt(row: Any) -> str:
+    return "\n".join(trained_row(row).texts()).strip()[:160]
 
 
-def _index(items: Mapping[str, Item], n: int):
-    """(n-gram → keys, key → n-gram count, exact short items); keys are item ids or primary-field keys.
-
-    N-grams shared by :func:`template_threshold` items or more (a prompt template around every item,
-    "Give the correct order of the steps as a list ...") are dropped, unless nothing else is left of an
-    item: otherwise an item whose text is half template could never reach ``min_coverage``.
-    """
-    grams_of: dict[str, set[tuple[str, ...]]] = {}
-    exact: dict[str, str] = {}
-    df: dict[tuple[str, ...], int] = defaultdict(int)
-    for item_id, item in items.items():
-        parts = _segments(item)
-        toks = normalise("\n".join(parts))
-        grams = ngrams(toks, n)
-        if grams:
-            grams_of[item_id] = grams
-            for g in grams:
-                df[g] += 1
-        elif toks:
-            exact[" ".join(toks)] = item_id
-        primary = ngrams(normalise(parts[0]), n) if len(parts) > 1 else set()
-        if primary and len(primary) < len(grams):  # the primary field alone, as its own key
-            grams_of[_PRIMARY + item_id] = primary
-    limit = template_threshold(len(items))
-    index: dict[tuple[str, ...], set[str]] = defaultdict(set)
-    sizes: dict[str, int] = {}
-    for key, grams in grams_of.items():
-        kept = {g for g in grams if df[g] < limit} or grams
-        sizes[key] = len(kept)
-        for g in kept:
-            index[g].add(key)
-    sentences = {item_id: _sentences(item) for item_id, item in items.items()}
-    shared: dict[str, int] = defaultdict(int)
-    for found in sentences.values():
-        for text in set(found):
-            shared[text] += 1
-    for item_id, found in sentences.items():
-        core = " ".join(text for text in found if shared[text] < limit)  # the item without its template
-        size = core.count(" ") + 1 if core else 0
-        if MIN_CORE_TOKENS <= size < n and len(found) > 1:
-            exact.setdefault(core, item_id)
-    return index, sizes, exact
-
-
-def scan_rows(rows: Sequence[Mapping], items: Mapping[str, Item], *, n: int = N_GRAM,
-              min_coverage: float = MIN_COVERAGE) -> ContaminationReport:
-    """Compare Alpaca ``rows`` against benchmark ``items`` (item id → text, or its field texts)."""
-    from ftagent.datasets.template_scan import TemplateIndex
-
-    index, sizes, exact = _index(items, n)
-    templates = TemplateIndex(items)
+def scan_rows(rows: Sequence[Any], items: Mapping[str, Item], *, answers: Mapping[str, str] = NO_ANSWERS,
+              n: int = N_GRAM, min_coverage: float = MIN_COVERAGE) -> ContaminationReport:
+    """Compare Alpaca ``rows`` (every text LLaMA-Factory trains: :mod:`ftagent.datasets.trained_text`) with
+    benchmark ``items`` (item id → text, or its field texts). ``answers``: the items' gold answers (item id →
+    text) for the numeric match and the input-space check (:mod:`ftagent.datasets.numeric_scan`); without them
+    only the text matches run."""
+    scanner = RowScanner(items, answers, n=n, min_coverage=min_coverage)
     report = ContaminationReport(rows_checked=len(rows), items_checked=len(items), n=n)
     for i, row in enumerate(rows):
-        hit = (_exact_hit(row, exact) or _ngram_hit(_row_text(row), index, sizes, n, min_coverage)
-               or _template_hit(row, templates))
+        hit = scanner.hit(row)
         if hit:
             item_id, cov = hit
-            report.flagged.append(Overlap(row_index=i, item_id=item_id.removeprefix(_PRIMARY),
-                                          coverage=round(cov, 3), row_excerpt=_row_text(row).strip()[:160]))
+            report.flagged.append(Overlap(row_index=i, item_id=item_id.removeprefix(PRIMARY),
+                                          coverage=round(cov, 3), row_excerpt=_excerpt(row)))
+    report.spaces = space_flags(scanner.numeric, scanner.answered)
     return report
 
 
-def _template_hit(row: Mapping, templates) -> tuple[str, float] | None:
-    """The row's question side asks an item again (:mod:`ftagent.datasets.template_scan`)."""
-    found = templates.hit(f"{row.get('instruction') or ''}\n{row.get('input') or ''}")
-    return (found[0], 1.0) if found else None
+def scan_system_texts(texts: Sequence[str], items: Mapping[str, Item], answers: Mapping[str, str]) -> list[Overlap]:
+    """The config's text that reaches every prompt (train.yaml's ``default_system``: LLaMA-Factory's template
+    renders it in training and, for a template that writes its Jinja, in evaluation) scanned like a row's
+    ``system``; ``row_index`` is the text's position in ``texts``."""
+    rows = [{"system": t} for t in texts if t]
+    return scan_rows(rows, items, answers=answers).flagged if rows else []
 
 
-def _exact_hit(row: Mapping, exact: dict[str, str]) -> tuple[str, float] | None:
-    """A short benchmark item (fewer than ``n`` words) found as a contiguous word run in a row field.
-
-    Containment, not equality: "What is 12 + 34? Put the answer in \\boxed{}." still holds the item
-    "What is 12 + 34?".
-    """
-    if not exact:
-        return None
-    lengths = sorted({key.count(" ") + 1 for key in exact})
-    firsts = {key.split(" ", 1)[0] for key in exact}
-    for key in ROW_FIELDS:
-        toks = normalise(str(row.get(key) or ""))
-        for start in range(len(toks)):
-            if toks[start] not in firsts:  # cheap: most positions start no item
-                continue
-            for size in lengths:
-                if start + size > len(toks):
-                    break
-                window = " ".join(toks[start:start + size])
-                if window in exact:
-                    return exact[window], 1.0
-    return None
-
-
-def _ngram_hit(text: str, index: Mapping, sizes: Mapping[str, int], n: int,
-               min_coverage: float) -> tuple[str, float] | None:
-    if not sizes:
-        return None
-    counts: dict[str, int] = defaultdict(int)
-    for g in ngrams(normalise(text), n):
-        for item_id in index.get(g, ()):
-            counts[item_id] += 1
-    best = max(counts.items(), key=lambda kv: kv[1] / sizes[kv[0]], default=None)
-    if best and best[1] / sizes[best[0]] >= min_coverage:
-        return best[0], best[1] / sizes[best[0]]
-    return None
-
-
-def check_contamination(rows: Sequence[Mapping], items: Mapping[str, Item], *, n: int = N_GRAM,
+def check_contamination(rows: Sequence[Any], items: Mapping[str, Item], *,
+                        answers: Mapping[str, str] = NO_ANSWERS, n: int = N_GRAM,
                         min_coverage: float = MIN_COVERAGE, max_flagged: int = 0,
                         examples: int = 3) -> ContaminationReport:
-    """Scan and raise when more than ``max_flagged`` rows overlap benchmark items.
+    """Scan and raise when more than ``max_flagged`` rows overlap benchmark items, or the rows answer a large
+    share of a templated input space (:func:`ftagent.datasets.numeric_scan.space_flags`).
 
     Raises:
         StepError: ``error_type=ErrorType.DATA``, listing up to ``examples`` flagged rows (row index,
-            benchmark item id, coverage). No text is quoted: an overlapping row *is* benchmark text.
+            benchmark item id, coverage) and the input spaces. No text is quoted: an overlapping row *is*
+            benchmark text.
     """
-    report = scan_rows(rows, items, n=n, min_coverage=min_coverage)
-    if report.flagged_rows > max_flagged:
-        shown = "\n".join(f"- row {o.row_index} overlaps benchmark item {o.item_id} "
-                          f"({o.coverage:.0%} of its {n}-grams)"
-                          for o in report.flagged[:examples])
+    report = scan_rows(rows, items, answers=answers, n=n, min_coverage=min_coverage)
+    if report.flagged_rows > max_flagged or report.spaces:
+        shown = "\n".join([f"- row {o.row_index} overlaps benchmark item {o.item_id} "
+                           f"({o.coverage:.0%} of its {n}-grams)" for o in report.flagged[:examples]]
+                          + [f"- {flag.words()}" for flag in report.spaces])
+        what = (f"{report.flagged_rows} of {report.rows_checked} training rows contain benchmark items"
+                if report.flagged else f"the {report.rows_checked} training rows answer most of the benchmark's "
+                                       "input space")
         raise StepError(
-            f"{report.flagged_rows} of {report.rows_checked} training rows contain benchmark items",
+            what,
             error_type=ErrorType.DATA,
             log_tail=shown,
             suggestion="drop rows that copy benchmark questions; never build training data from "
-                       "benchmark files",
+                       "benchmark files" + ("; generate numbers outside the benchmark's ranges"
+                                            if report.spaces else ""),
             details={"flagged_rows": report.flagged_rows,
-                     "examples": [o.model_dump(exclude={"row_excerpt"}) for o in report.flagged[:examples]]},
+                     "examples": [o.model_dump(exclude={"row_excerpt"}) for o in report.flagged[:examples]],
+                     "input_spaces": [flag.words() for flag in report.spaces]},
         )
     return report
 
@@ -237,29 +173,41 @@ def rule_words(example: str = "", question: str = "") -> str:
     pct = f"{TEMPLATE_SHARE:.0%}"
     return (
         "Contamination check, exactly: every row of data.json (debug and full run) is compared with the question "
-        "fields of every validation and test item (your script cannot read them; the check runs outside it). "
+        "fields and gold answers of every validation and test item (your script cannot read them; the check runs outside it). "
         "Both sides are normalised first: Unicode NFKC, invisible and joiner characters removed, accents removed, "
         "letters that look Latin (Cyrillic, Greek) read as Latin, digits of any script as 0-9, spelled-out "
         "numbers as digits (`forty-five` = `45`), contractions expanded (`What's` = `What is`), `+ - x * / =` "
         "read as `plus minus times over equals`, lower case, punctuation and spacing ignored, option "
         "labels (`A.`, `(B)`) and list numbers dropped, thousands separators removed; then they are compared as "
         "whole word tokens (`What is 128 times 3?` does not hold `28 times 3?`; `What is 28 times 3? Explain.` "
-        f"does). A row holds an item when (1) an item of fewer than {N_GRAM} tokens appears as a contiguous run "
-        "of tokens inside its instruction, input or output; (2) an item's core (its sentences without the prompt "
+        "does). Every text LLaMA-Factory trains on is read: instruction, input, output, chosen, rejected, system "
+        "and every history turn (and train.yaml's default_system, checked like a row's system when validation "
+        f"passes). A row holds an item when (1) an item of fewer than {N_GRAM} tokens appears as a contiguous run "
+        "of tokens inside one of its texts, not as part of a longer expression (`What is 25 + 68 - 3?` is another "
+        "question than `What is 25 + 68?`); (2) an item's core (its sentences without the prompt "
         f"template, i.e. sentences found in {pct} of the items or more) of {MIN_CORE_TOKENS}-{N_GRAM - 1} tokens "
-        f"appears contiguously inside one of those fields; (3) the row holds at least {MIN_COVERAGE:.0%} of a "
-        f"longer item's {N_GRAM}-token runs (runs shared by {pct} of the items or more do not count); or (4) the "
-        "row's instruction + input asks the item again: the same template and the same numbers, in any "
-        "wording -- question words and verbs (`what is`, `calculate`, `compute`, `find`, `equals`) ignored, "
-        f"{read_as_words()}, and the two numbers of a `plus` or `times` in either order. Other numbers, another operation, or the "
+        f"appears contiguously inside one of those texts; (3) the row holds at least {MIN_COVERAGE:.0%} of a "
+        f"longer item's {N_GRAM}-token runs (runs shared by {pct} of the items or more do not count); (4) a user "
+        "turn (instruction + input, a history question) or the system text asks the item again: the same template "
+        "and the same numbers, no other number in that sentence -- question words and verbs (`what is`, `calculate`, `compute`, `find`, `equals`) "
+        f"ignored, {read_as_words()}, and the two numbers of a `plus` or `times` in either order; or (5) the item's "
+        f"answer is a number ({MIN_DIGITS}+ digits in its numbers and answer together) and a user turn holds "
+        "exactly the item's numbers in the sentences they are in, in any words, order or language (a number is "
+        "read whole: `-25` is not `25`, `68.25` is not `68`, `068` is `68`), while an answer trained on that turn "
+        "ends with the item's answer (its last number, or what `\\boxed{}` or `####` holds); a system text that "
+        "holds an item's numbers next to its answer states it. Other numbers, another operation, or the "
         "benchmark's own sentence with numbers outside the items' range are not hits. "
         + (f"{example} " if example else "")
         + "One such row fails the data step (a DATA error naming row numbers and item ids, never the text): no "
-        "row is dropped for you, so filter in process_data.py. After training the integrity guard also checks "
-        f"paraphrases (a row whose instruction + input has a content-word overlap, Jaccard, of {FUZZY_JACCARD:.0%} "
+        "row is dropped for you, so filter in process_data.py. The data fails as well when the benchmark's "
+        f"questions share a template whose input space is small (at most {MAX_ENUMERABLE:,} questions: the ranges "
+        f"of its numbers multiplied) and its texts, worked answers included, answer {COVERAGE_FLAG:.0%} or more of "
+        "that template's items: it then holds as large a share of the hidden selection part and test split. After "
+        "training the integrity guard also checks "
+        f"paraphrases (a row whose user turn or system text has a content-word overlap, Jaccard, of {FUZZY_JACCARD:.0%} "
         f"or more with an item's question, for items of {FUZZY_MIN_TOKENS}+ content words; "
         f"{content_words_rule(question)}) "
-        "and outputs that copy "
+        "and answers that copy "
         f"{ANSWER_COVERAGE:.0%} of a gold answer of {ANSWER_MIN_TOKENS}+ words: such a result is not eligible "
         "as best. So a script that generates questions in the benchmark's own form over its own value range "
         "will hit items it cannot see, and rewording the items you were shown does not hide them: vary the "
@@ -302,12 +250,13 @@ def content_words_rule(question: str = "") -> str:
             f"(`{example}` has {{{words}}}; `171` and `71` differ), less {len(STOPWORDS)} function words "
             f"({shown}, ...) and less the words found in {TEMPLATE_SHARE:.0%} of the items or more (the benchmark's "
             "template: when every item shares all its words but one number, only that number is left, fewer than "
-            f"{FUZZY_MIN_TOKENS} words, so only checks (1)-(4) above apply to those items)")
+            f"{FUZZY_MIN_TOKENS} words, so only checks (1)-(5) above apply to those items)")
 
 
-def fuzzy_scan(rows: Sequence[Mapping], items: Mapping[str, Item], *, threshold: float = FUZZY_JACCARD,
+def fuzzy_scan(rows: Sequence[Any], items: Mapping[str, Item], *, threshold: float = FUZZY_JACCARD,
                min_tokens: int = FUZZY_MIN_TOKENS) -> ContaminationReport:
-    """Rows whose question side (``instruction`` + ``input``) is a paraphrase of an item's primary field.
+    """Rows with a user turn (``instruction`` + ``input``, a ``history`` question) or a ``system`` text that is a
+    paraphrase of an item's primary field (:meth:`~ftagent.datasets.trained_text.TrainedRow.prompts`).
 
     The n-gram scan (:func:`scan_rows`) needs runs of ``n`` words in order; a paraphrase reorders clauses
     and swaps words. Here an item's primary field and a row's question are compared as sets of content
@@ -330,18 +279,25 @@ def fuzzy_scan(rows: Sequence[Mapping], items: Mapping[str, Item], *, threshold:
             index[t].append(item_id)
     report = ContaminationReport(rows_checked=len(rows), items_checked=len(sets), n=0)
     for i, row in enumerate(rows):
-        question = f"{row.get('instruction') or ''}\n{row.get('input') or ''}"
-        mine = {t for t in content_tokens(question) if df.get(t, 0) < limit}
-        shared: dict[str, int] = defaultdict(int)
-        for t in mine:
-            for item_id in index.get(t, ()):
-                shared[item_id] += 1
-        best, score = None, 0.0
-        for item_id, common in shared.items():
-            jaccard = common / (len(mine) + len(sets[item_id]) - common)
-            if jaccard > score:
-                best, score = item_id, jaccard
-        if best is not None and score >= threshold:
-            report.flagged.append(Overlap(row_index=i, item_id=best, coverage=round(score, 3),
-                                          row_excerpt=question.strip()[:160]))
+        for question in trained_row(row).prompts():  # every user turn (history too) and the system text
+            mine = {t for t in content_tokens(question) if df.get(t, 0) < limit}
+            best, score = _closest(mine, index, sets)
+            if best is not None and score >= threshold:
+                report.flagged.append(Overlap(row_index=i, item_id=best, coverage=round(score, 3),
+                                              row_excerpt=question.strip()[:160]))
+                break
     return report
+
+
+def _closest(mine: set[str], index: Mapping[str, list[str]], sets: Mapping[str, set[str]]) -> tuple[str | None, float]:
+    """The item whose content words are closest to ``mine`` (Jaccard), and the similarity."""
+    shared: dict[str, int] = defaultdict(int)
+    for t in mine:
+        for item_id in index.get(t, ()):
+            shared[item_id] += 1
+    best, score = None, 0.0
+    for item_id, common in shared.items():
+        jaccard = common / (len(mine) + len(sets[item_id]) - common)
+        if jaccard > score:
+            best, score = item_id, jaccard
+    return best, score

@@ -300,6 +300,14 @@ def input_space_coverage(questions: list[str], scale: float = 1.0) -> list[Space
     which only makes the warning rarer. ``scale``: the items there are for each one given (the heuristic
     planner sees validation items only, about half of them: 2); the share test counts ``items × scale``.
     """
+    out = [cover for cover, _ in template_spaces(questions) if cover.share * scale >= COVERAGE_WARN]
+    return sorted(out, key=lambda c: -c.share)
+
+
+def template_spaces(questions: list[str]) -> list[tuple[SpaceCoverage, list[str]]]:
+    """Every template of ``questions`` with ≥ MIN_TEMPLATE_ITEMS distinct questions and integer numbers that
+    vary, with its space (see :func:`input_space_coverage`) and its questions; the contamination scan's
+    input-space check (:mod:`ftagent.datasets.numeric_scan`) reads the same estimate."""
     distinct = sorted(set(questions))
     keys = _template_keys(distinct)
     groups: dict[str, list[str]] = {}
@@ -318,7 +326,5 @@ def input_space_coverage(questions: list[str], scale: float = 1.0) -> list[Space
             if len(values) > 1:
                 space *= max(values) - min(values) + 1
                 ranges.append((min(values), max(values)))
-        cover = SpaceCoverage(template=key, items=len(texts), space=space, ranges=ranges)
-        if cover.share * scale >= COVERAGE_WARN:
-            out.append(cover)
-    return sorted(out, key=lambda c: -c.share)
+        out.append((SpaceCoverage(template=key, items=len(texts), space=space, ranges=ranges), texts))
+    return out

@@ -178,6 +178,7 @@ class TemplateIndex:
         sig = _sentence_signature(found, self.template)
         starts = _sentence_starts(found, self.template)  # an expression ends with its sentence: "Multiply 16
         # by 3. Plus, show your work." asks 16 × 3 (its next sentence's "plus" hid the hit -- relay round r1)
+        bounds = sorted(starts | {len(sig)})
         for start, first in enumerate(sig):
             if first not in self.firsts:
                 continue
@@ -188,6 +189,15 @@ class TemplateIndex:
                 if end > len(sig):
                     break
                 window = tuple(sig[start:end])
-                if window in self.index and not (end < len(sig) and end not in starts and sig[end] in OPERATIONS):
+                if window in self.index and not (end < len(sig) and end not in starts and sig[end] in OPERATIONS) \
+                        and _alone(sig, start, end, bounds):
                     return self.index[window], window
         return None
+
+
+def _alone(sig: Sequence[str], start: int, end: int, bounds: Sequence[int]) -> bool:
+    """No other number in the sentence of ``sig[start:end]``: "Add 25 and 68, then add 1." or "... and 1" asks
+    another question than 25 + 68 (issue 39: the numeric match reads a sentence the same way)."""
+    first = max((b for b in bounds if b <= start), default=0)
+    last = min((b for b in bounds if b >= end), default=len(sig))
+    return not any(is_number(t) for t in (*sig[first:start], *sig[end:last]))

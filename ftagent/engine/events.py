@@ -271,6 +271,7 @@ class ContaminationScan(_Event):
     flagged_rows: int = 0
     passed: bool = True
     examples: list[dict[str, Any]] = Field(default_factory=list)  # row_index, item_id, coverage
+    input_spaces: list[str] = Field(default_factory=list)  # templated spaces the rows answer most of (no item)
 
 
 class CheckVerdict(BaseModel):

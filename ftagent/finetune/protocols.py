@@ -68,6 +68,11 @@ class DataStep(Protocol):
     def prepare(self, code: CodeResult, hypothesis: Hypothesis, trace: Trace, ctx: StepContext[FinetuneSessionState], *,
                 debug: bool) -> int | None: ...
 
+    def scan_config(self, config_path: Path) -> None:
+        """Check the approved train.yaml's text that reaches every prompt (``default_system``) against the
+        benchmark's items; raise a DATA :class:`~ftagent.core.errors.StepError` when it holds one."""
+        ...
+
 
 @runtime_checkable
 class Validator(Protocol):

@@ -121,7 +121,8 @@ class FinetuneScenario:
         users = [n for n in names if is_user_dataset(n)]
         if users:
             lines = self._stage("user_dataset_scan", lambda: check_user_datasets(
-                users, self.run.benchmark, file_path, list(self.run.spec.input_columns)), datasets=users)
+                users, self.run.benchmark, file_path, list(self.run.spec.input_columns),
+                self.run.spec.output_column), datasets=users)
             for line in lines:
                 self.emit(Message(text=line))
 

@@ -107,7 +107,7 @@ def check_base_model(name: str | None, file_path: Path | None = None, *, fetchab
 
 
 def check_dataset(choice: str | None, benchmark: str, file_path: Path | None, related: list[str],
-                  items: dict[str, Any] | None = None) -> str | None:
+                  items: dict[str, Any] | None = None, answers: dict[str, str] | None = None) -> str | None:
     """``--dataset`` must be a registered dataset name, ``all`` or a data file; returns the name to use.
 
     A file (``./my_data.jsonl``, ``.json``, ``.csv``, ``.parquet``) is checked, copied under
@@ -115,7 +115,8 @@ def check_dataset(choice: str | None, benchmark: str, file_path: Path | None, re
     returned. Raises UserInputError for an unknown name or a bad file (nothing is copied then).
     ``related``: the benchmark spec's ``related_datasets``.
     ``items``: the benchmark's validation and test items when they are known before anything is written
-    (a local-file benchmark): a file holding one is refused before it is copied (issue 34.12).
+    (a local-file benchmark): a file holding one is refused before it is copied (issue 34.12); ``answers``
+    their gold answers (the scan's numeric match).
     """
     from ftagent.datasets.registry import dataset_names, resolve_dataset_choice
     from ftagent.datasets.user_file.reading import looks_like_file
@@ -125,7 +126,8 @@ def check_dataset(choice: str | None, benchmark: str, file_path: Path | None, re
         from ftagent.core.paths import datasets_dir
 
         root = datasets_dir(Path(file_path or ".").absolute())
-        return register_user_file(Path(choice), root, reserved=set(dataset_names()), items=items).name
+        return register_user_file(Path(choice), root, reserved=set(dataset_names()), items=items,
+                                  answers=answers or {}).name
     resolve_dataset_choice(choice, benchmark, related)
     return choice
 
@@ -222,7 +224,9 @@ def resolve_run(settings: Settings, *, planner: str | None = None, check_dataset
 
         scan = (_items_in_memory(key, items, list(adapter.spec.input_columns), file_path, ft.benchmark_limit)
                 if looks_like_file(dataset) else None)
-        name = check_dataset(dataset, key, ft.file_path, related=related, items=scan)
+        answers = (_answers_in_memory(key, items, adapter.spec.output_column, file_path)
+                   if scan is not None else None)
+        name = check_dataset(dataset, key, ft.file_path, related=related, items=scan, answers=answers)
         if dataset is not None and name != dataset:  # a file: the session goes on with its registered copy
             dataset_file, dataset = str(Path(dataset).expanduser().absolute()), name
         check_training_source(chosen_planner, dataset, key, related)
@@ -255,28 +259,47 @@ def _items_in_memory(benchmark: str, checked: CheckedItems | None, input_columns
     return None
 
 
-def check_user_datasets(names: list[str], benchmark: str, file_path: Path, input_columns: list[str]) -> list[str]:
+def _answers_in_memory(benchmark: str, checked: CheckedItems | None, answer_column: str,
+                       file_path: Path) -> dict[str, str]:
+    """The gold answers of :func:`_items_in_memory`'s items, keyed the same (the scan's numeric match)."""
+    from ftagent.benchmarks.frozen import keyed_answers, scan_answers
+    from ftagent.core.paths import benchmark_data_dir
+
+    if checked is not None:
+        return {k: v for split in ("validation", "test")
+                for k, v in keyed_answers(benchmark, split, checked.split(split), answer_column).items()}
+    return scan_answers(benchmark_data_dir(file_path, benchmark), answer_column)
+
+
+def check_user_datasets(names: list[str], benchmark: str, file_path: Path, input_columns: list[str],
+                        answer_column: str) -> list[str]:
     """Scan the user files among ``names`` against the benchmark's validation and test items.
 
     Runs once the benchmark data is prepared, still before the session exists. Returns one line per
     user file (the detected format, rows, where the copy is) for the session's events.
-    ``input_columns``: the resolved spec's.
+    ``input_columns``, ``answer_column``: the resolved spec's.
 
     Raises:
         UserInputError: a file holds benchmark items (how many, the first row index and item id).
     """
+    from ftagent.benchmarks.frozen import scan_answers
+    from ftagent.core.paths import benchmark_data_dir
     from ftagent.datasets.prepare import dataset_dir
     from ftagent.datasets.registry import is_user_dataset
     from ftagent.datasets.user_file.info import read_info
     from ftagent.datasets.user_file.register import check_against_benchmark
     from ftagent.tools.llamafactory.data_script import benchmark_items_for
 
-    lines, items = [], None
+    lines: list[str] = []
+    items: dict[str, list[str]] | None = None
+    answers: dict[str, str] = {}
     for name in names:
         info = read_info(dataset_dir(name, file_path)) if is_user_dataset(name) else None
         if info is None:
             continue
-        items = benchmark_items_for(benchmark, file_path, input_columns) if items is None else items
-        check_against_benchmark(info, dataset_dir(name, file_path), items)
+        if items is None:  # read once, when some file is a user's
+            items = benchmark_items_for(benchmark, file_path, input_columns)
+            answers = scan_answers(benchmark_data_dir(file_path, benchmark), answer_column)
+        check_against_benchmark(info, dataset_dir(name, file_path), items, answers)
         lines.append(info.describe())
     return lines

@@ -203,6 +203,8 @@ class FinetuneWorkflow:
             if report.passed:  # what validation approved, frozen outside the workspace (issue 39 item 2)
                 report.approved = approve(loop.code, report, frozen,
                                           data_run_dir(self.workspace_root, ctx.state.session_id, loop.index))
+                # its default_system is in every prompt: scanned like a row's system (issue 39 red team B3)
+                self.parts(ctx).data.scan_config(report.approved.config_path)
         except StepError as exc:
             report = ValidationReport(passed=False, failure=exc.to_failure("validate"))
         loop.report = report
@@ -415,7 +417,8 @@ def build_components(scenario: ScenarioInfo, settings: Any, runner: Any, planner
         return cls(scenario, settings, **kw)
 
     data = DataProcessor(scenario, settings, runner, llm_gateway_url=llm_gateway_url,
-                         llm_gateway_token=llm_gateway_token, input_columns=list(run.spec.input_columns))
+                         llm_gateway_token=llm_gateway_token, input_columns=list(run.spec.input_columns),
+                         answer_column=run.spec.output_column)
     return Components(
         proposer=make(ft.proposer, defaults[0]),
         coder=make(ft.coder, defaults[1]),

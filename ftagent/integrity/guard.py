@@ -62,6 +62,7 @@ from ftagent.integrity.training_data import (
     benchmark_items,
     contamination_check,
     data_script_check,
+    trained_system_texts,
 )
 from ftagent.integrity.verdict import IntegrityVerdict
 from ftagent.integrity.weights import full_model_check, is_adapter, weight_check
@@ -179,6 +180,7 @@ class IntegrityGuard:
                 workspace, self.data_dir, self.benchmark, code_dir=approved.code_dir if approved else None,
                 data_run=Path(approved.data_dir) if approved is not None else None))
             checks.append(contamination_check(data_file, self._bench_items(),
-                                              benchmark_answers(self.data_dir, self.answer_field)))
+                                              benchmark_answers(self.data_dir, self.answer_field),
+                                              system_texts=trained_system_texts(experiment)))
         checks.append(constant_answers_check(experiment.val_answers))
         return IntegrityVerdict(checks=checks, seconds=time.monotonic() - started)

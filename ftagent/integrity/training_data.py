@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from ftagent.core.trace import Experiment
 from ftagent.engine.events import CheckVerdict
 
 DATA_SCRIPT = "process_data.py"
@@ -91,43 +92,63 @@ def benchmark_items(data_dir: Path, input_columns: list[str]) -> dict[str, list[
 
 def benchmark_answers(data_dir: Path, answer_field: str = "answer") -> dict[str, str]:
     """The gold answers of the validation and test items, keyed like :func:`benchmark_items`."""
-    from ftagent.benchmarks.base import read_jsonl
+    from ftagent.benchmarks.frozen import scan_answers
 
-    out: dict[str, str] = {}
-    for split in ("validation", "test"):
-        for path in sorted(Path(data_dir).glob(f"**/{split}.jsonl")):
-            for i, row in enumerate(read_jsonl(path)):
-                out[f"{path.parent.name}/{split}:{i}"] = str(row.get(answer_field) or "")
-    return out
+    return scan_answers(Path(data_dir), answer_field)
 
 
-def contamination_check(data_file: Path, items: dict[str, list[str]], answers: dict[str, str]) -> CheckVerdict:
-    """The loop's training rows hold no validation/test item: copied, paraphrased, or its answer copied."""
+def trained_system_texts(experiment: Experiment) -> tuple[str, ...]:
+    """The ``default_system`` of the config the loop trained with: validation's frozen train.yaml (written by
+    ftagent, outside any sandbox) and the experiment's recorded config. LLaMA-Factory's template renders it in
+    every training prompt whose row has no ``system`` (llamafactory/data/template.py ``Template._encode``:
+    ``system or self.default_system``) and, for a template that writes its Jinja, in every evaluation prompt."""
+    import yaml
+
+    configs = [dict(experiment.config or {})]
+    approved = experiment.approved
+    if approved is not None and approved.config_path.is_file():
+        try:
+            configs.append(yaml.safe_load(approved.config_path.read_text(encoding="utf-8")) or {})
+        except (OSError, yaml.YAMLError):
+            pass
+    found = [str(c.get("default_system") or "") for c in configs if isinstance(c, dict)]
+    return tuple(dict.fromkeys(t for t in found if t))
+
+
+def contamination_check(data_file: Path, items: dict[str, list[str]], answers: dict[str, str], *,
+                        system_texts: tuple[str, ...] = ()) -> CheckVerdict:
+    """The loop's training rows hold no validation/test item: copied, reworded (numbers and gold), paraphrased, or
+    its answer copied; they answer no large share of a small templated input space; and ``system_texts`` (the
+    validated train.yaml's ``default_system``, in every training and evaluation prompt) hold no item."""
     from ftagent.datasets.contamination import (
         ANSWER_COVERAGE,
         ANSWER_MIN_TOKENS,
         fuzzy_scan,
         normalise,
         scan_rows,
+        scan_system_texts,
     )
+    from ftagent.datasets.trained_text import trained_row
 
     rows = _read_rows(Path(data_file))
     if rows is None:
         return CheckVerdict(name="contamination", passed=None, detail=f"no readable {Path(data_file).name}")
     if not items:
         return CheckVerdict(name="contamination", passed=None, detail="no benchmark items to compare")
-    exact = scan_rows(rows, items)
+    exact = scan_rows(rows, items, answers=answers)
     fuzzy = fuzzy_scan(rows, items)
     long_answers = {k: v for k, v in answers.items() if len(normalise(v)) >= ANSWER_MIN_TOKENS}
-    copied = scan_rows([{"output": r.get("output")} for r in rows], long_answers,
-                       min_coverage=ANSWER_COVERAGE) \
-        if long_answers else None
+    trained_answers = [{"output": "\n".join(a for t in trained_row(r).turns for a in t.answers)} for r in rows]
+    copied = scan_rows(trained_answers, long_answers, min_coverage=ANSWER_COVERAGE) if long_answers else None
     parts = [(exact, "hold items"), (fuzzy, "paraphrase items"), (copied, "copy gold answers")]
     found = [f"{rep.flagged_rows} rows {what} (e.g. row {rep.flagged[0].row_index} ~ {rep.flagged[0].item_id})"
              for rep, what in parts if rep is not None and rep.flagged]
+    found += [flag.words() for flag in exact.spaces]
+    found += [f"train.yaml's default_system holds benchmark item {o.item_id}"
+              for o in scan_system_texts(system_texts, items, answers)]
     if found:
         return CheckVerdict(name="contamination", passed=False, detail="; ".join(found))
     return CheckVerdict(name="contamination", passed=True,
-                        detail=f"{len(rows):,} rows vs {len(items):,} items: none copied, paraphrased or "
-                                 f"answer-copied")
-
+                        detail=f"{len(rows):,} rows vs {len(items):,} items: none copied, reworded, paraphrased or "
+                               f"answer-copied; no input space covered"
+                               + ("; default_system holds no item" if any(system_texts) else ""))

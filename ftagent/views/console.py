@@ -130,7 +130,10 @@ class ConsoleProgress:
                 score += "; " + interval_line(chosen.score, getattr(ev, "intervals", []), "selection")
             return f"{self._where()} feedback: {'new best' if ev.decision else 'not better'} ({score})"[:300]
         if kind == "contamination":  # every scan, passing or not (issue 35)
-            verdict = "clean" if ev.passed else f"{ev.flagged_rows:,} row(s) hold benchmark items"
+            spaces = getattr(ev, "input_spaces", None) or []
+            verdict = "clean" if ev.passed else ", ".join(
+                ([f"{ev.flagged_rows:,} row(s) hold benchmark items"] if ev.flagged_rows or not spaces else [])
+                + ([f"the rows answer most of {len(spaces)} benchmark input space(s)"] if spaces else []))
             return (f"{self._where()} contamination scan of {ev.dataset}: {ev.rows_checked:,} rows vs "
                     f"{ev.items_checked:,} benchmark items, {verdict}")
         if kind == "integrity":  # the integrity guard's verdict on the candidate (issue 31.5)

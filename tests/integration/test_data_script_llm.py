@@ -48,7 +48,7 @@ def test_the_prompt_recipe_reaches_the_llm_from_the_tool_env(tools_python, tmp_p
                           openai_api_base=upstream.base_url, chat_stream=False, max_retry=0)
         with LLMGateway(llm, ft, tmp_path) as gateway:
             processor = DataProcessor(SimpleNamespace(dataset_root=str(tmp_path)), SimpleNamespace(ft=ft, llm=llm),
-                                      runner=None, input_columns=["question"], llm_gateway_url=gateway.url,
+                                      runner=None, input_columns=["question"], answer_column="answer", llm_gateway_url=gateway.url,
                                       llm_gateway_token=gateway.token)
             env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI")}
             env.update(processor.script_env())

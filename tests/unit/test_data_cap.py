@@ -41,7 +41,7 @@ def _processor(tmp_path: Path, cap: int, monkeypatch: pytest.MonkeyPatch, rows: 
                                                   strong_models=[], weak_models=[], api_max_workers=1),
                                llm=SimpleNamespace(embedding_model=""))
     scenario = SimpleNamespace(upper_data_size_limit=cap, dataset_root=None, base_model_path=None)
-    return DataProcessor(scenario, settings, runner=None, input_columns=["question"])
+    return DataProcessor(scenario, settings, runner=None, input_columns=["question"], answer_column="answer")
 
 
 def _prepare(proc: DataProcessor, ws: Path, debug: bool = False) -> tuple[int, _Ctx]:

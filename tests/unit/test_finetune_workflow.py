@@ -50,6 +50,9 @@ class FakeData:
     def prepare(self, code, hypothesis, trace, ctx, *, debug):
         return 10 if debug else 1234
 
+    def scan_config(self, config_path):  # no benchmark items here: nothing to hold
+        return None
+
 
 class FakeValidator:
     def __init__(self, fail_first: bool = False) -> None:

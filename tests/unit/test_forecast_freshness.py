@@ -145,6 +145,9 @@ def test_the_probe_keeps_to_the_session_deadline(tmp_path: Path, monkeypatch: py
         def prepare(self, _code, _h, _t, ctx, debug):
             seen["data"] = ctx.limit(1200.0)
 
+        def scan_config(self, _config_path):
+            return None
+
     class Validator(LlamaFactoryValidator):
         def __init__(self) -> None:  # the probe reads only its micro-batch defaults
             self.defaults = load_lf_defaults()

@@ -149,10 +149,10 @@ def test_data_step_env_holds_the_gateway_not_the_key(tmp_path):
     settings = SimpleNamespace(ft=_ft(), llm=LLMSettings(chat_model="gpt-4o", openai_api_key=KEY,
                                                           openai_api_base="https://api.example.com/v1"))
     scenario = SimpleNamespace(dataset_root="/data")
-    with_gw = DataProcessor(scenario, settings, runner=None, input_columns=["question"], llm_gateway_url="http://127.0.0.1:5/v1",
+    with_gw = DataProcessor(scenario, settings, runner=None, input_columns=["question"], answer_column="answer", llm_gateway_url="http://127.0.0.1:5/v1",
                             llm_gateway_token="ftgw-tok").script_env()
     assert with_gw["OPENAI_API_KEY"] == "ftgw-tok" and with_gw["OPENAI_API_BASE"] == "http://127.0.0.1:5/v1"
-    without = DataProcessor(scenario, settings, runner=None, input_columns=["question"]).script_env()
+    without = DataProcessor(scenario, settings, runner=None, input_columns=["question"], answer_column="answer").script_env()
     for env in (with_gw, without):
         assert KEY not in json.dumps(env) and "api.example.com" not in json.dumps(env)
     assert "OPENAI_API_KEY" not in without and without["EMBEDDING_MODEL"] == "text-embedding-3-small"
@@ -160,7 +160,7 @@ def test_data_step_env_holds_the_gateway_not_the_key(tmp_path):
     model = tmp_path / "model"
     model.mkdir()
     scenario.base_model_path = str(model)
-    assert DataProcessor(scenario, settings, runner=None, input_columns=["question"]).script_env()["FT_TOKENIZER_DIR"] == str(model)
+    assert DataProcessor(scenario, settings, runner=None, input_columns=["question"], answer_column="answer").script_env()["FT_TOKENIZER_DIR"] == str(model)
 
 
 def test_upstream_timeout_is_504_and_embeddings_use_embedding_model(upstream, tmp_path):

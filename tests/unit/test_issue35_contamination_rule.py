@@ -23,7 +23,8 @@ def test_the_data_prompt_states_the_contamination_rule_from_the_scan_itself(tmp_
     assert CONTAMINATION_SUMMARY in proposal and "Both sides are normalised" not in proposal
     # the numbers are the scan's own, and the consequence is the real one (the data step fails, nothing dropped)
     assert f"fewer than {c.N_GRAM} tokens" in rule and f"at least {c.MIN_COVERAGE:.0%}" in rule
-    assert "whole word tokens" in rule and "NFKC" in rule and "instruction, input or output" in rule
+    assert "whole word tokens" in rule and "NFKC" in rule
+    assert "instruction, input, output, chosen, rejected, system and every history turn" in rule
     assert "One such row fails the data step" in rule and "no row is dropped for you" in rule
     # what the rule says is what the scan does: a bare core inside a longer row is caught, a longer number is not
     items = {"demo/validation:0": ["What is 28 times 3? Put the final answer in \\boxed{}."]}

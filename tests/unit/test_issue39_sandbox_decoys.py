@@ -80,7 +80,7 @@ class World:
         settings.paths.log_path = str(self.logs)
         events: list = []
         ctx = SimpleNamespace(limit=lambda s: s, emit=events.append)
-        data = DataProcessor(self.scenario, settings, self.runner, input_columns=["question"])
+        data = DataProcessor(self.scenario, settings, self.runner, input_columns=["question"], answer_column="answer")
         data._bench_items = {}  # the scan is not under test here
         data.prepare(CodeResult(workspace=str(self.ws)), SimpleNamespace(skip_data_processing=False, parent=None),
                      None, ctx, debug=True)

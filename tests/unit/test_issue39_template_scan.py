@@ -83,6 +83,7 @@ def _honest_rows() -> list[dict[str, str]]:
         f"Sara had {other[0]} marbles and lost {other[1]}. How many are left?",
         "Add the two numbers carefully and put the result in a box.",  # no numbers at all
         "# numbers come from benchmarks/demo_add? No: generated here, 100-999 only.",  # names the folder
+        f"Add {A} and {B}, then add 1.",  # a second step: its sentence holds another number (a hit before)
         f"Write {A} + {B} as a word problem about apples? No: {A + 1} + {B} instead.",
     ]
     return [{"instruction": t, "input": "", "output": "\\boxed{1}"} for t in texts]

@@ -181,7 +181,7 @@ def test_a_planted_copy_of_the_validation_item_the_brief_shows_is_caught(tmp_pat
     assert "What is 31 + 58?" in shown and "`89`" in shown  # the item and its gold reach every prompt
     rows = [{"instruction": f"What is {a} + {b}? Answer in \\boxed{{}}.", "input": "", "output": f"\\boxed{{{a + b}}}"}
             for a, b in ((11, 22), (45, 46))]
-    processor = DataProcessor(scenario, _settings(), runner=None, input_columns=["question"])  # type: ignore[arg-type]
+    processor = DataProcessor(scenario, _settings(), runner=None, input_columns=["question"], answer_column="answer")  # type: ignore[arg-type]
     processor._scan(rows)  # clean rows pass
     planted = rows + [{"instruction": "Example from the task: What is 31 + 58? Put the final answer in "
                                       "\\boxed{}.", "input": "", "output": "\\boxed{89}"}]
@@ -220,7 +220,7 @@ def test_every_scan_is_an_event_and_a_report_field_passing_or_not(tmp_path):
 
     scenario = _demo_scenario(tmp_path)
     items = _times3_items("")
-    processor = DataProcessor(scenario, _settings(), runner=None, input_columns=["question"])  # type: ignore[arg-type]
+    processor = DataProcessor(scenario, _settings(), runner=None, input_columns=["question"], answer_column="answer")  # type: ignore[arg-type]
     processor._bench_items = {k: [v] for k, v in items.items()}
     session = tmp_path / "sess"
     log = EventLog(session / "events.jsonl")

@@ -74,6 +74,9 @@ class Data:
     def prepare(self, code, hypothesis, trace, ctx, *, debug):
         return 10 if debug else 100
 
+    def scan_config(self, config_path):
+        return None
+
 
 class Validator:
     def validate(self, code, ctx):
@@ -251,7 +254,7 @@ def test_data_script_faults_become_data_errors(tmp_path, outcome, error_type, fr
     ws.mkdir()
     scen = scenario(tmp_path)
     ctx = SimpleNamespace(limit=lambda s: s, emit=lambda e: None)
-    data = DataProcessor(scen, load_settings(file_path=str(tmp_path / "ft")), ScriptRunner(outcome), input_columns=["question"])
+    data = DataProcessor(scen, load_settings(file_path=str(tmp_path / "ft")), ScriptRunner(outcome), input_columns=["question"], answer_column="answer")
     hypothesis = SimpleNamespace(skip_data_processing=False, parent=None)
     with pytest.raises(StepError) as info:
         data.prepare(CodeResult(workspace=str(ws)), hypothesis, None, ctx, debug=True)
@@ -273,7 +276,7 @@ def test_empty_and_non_alpaca_output_fail_the_validate_step(tmp_path, outcome, f
     scen = scenario(tmp_path)
     settings = load_settings(file_path=str(tmp_path / "ft"))
     ctx = SimpleNamespace(limit=lambda s: s, emit=lambda e: None)
-    rows = DataProcessor(scen, settings, ScriptRunner(outcome), input_columns=["question"]).prepare(
+    rows = DataProcessor(scen, settings, ScriptRunner(outcome), input_columns=["question"], answer_column="answer").prepare(
         CodeResult(workspace=str(ws)), SimpleNamespace(skip_data_processing=False, parent=None), None, ctx, debug=True)
     assert rows == 1 if outcome == "bad_rows" else rows == 0
     validator = LlamaFactoryValidator(scen, settings, runner=ScriptRunner("crash"),

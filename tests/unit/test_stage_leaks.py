@@ -68,7 +68,7 @@ def _row(a: int, b: int, lead: str = "") -> dict:
 def test_prompts_come_from_the_start_weights_training_data_and_are_scanned(tmp_path: Path) -> None:
     scenario = _demo_scenario(tmp_path)
     _bench(scenario)
-    data = DataProcessor(scenario, _settings(), runner=None, input_columns=["question"])  # type: ignore[arg-type]
+    data = DataProcessor(scenario, _settings(), runner=None, input_columns=["question"], answer_column="answer")  # type: ignore[arg-type]
     trace = _sft_loop(tmp_path, [_row(11, 22), _row(45, 46), _row(11, 22)])
     ctx = _Ctx()
     rows, source = training_prompts(trace, Hypothesis(hypothesis="d", stage="dpo", weights_from=0), tmp_path / "loop_1",
@@ -82,7 +82,7 @@ def test_prompts_come_from_the_start_weights_training_data_and_are_scanned(tmp_p
 def test_a_training_prompt_that_copies_a_validation_item_fails_before_sampling(tmp_path: Path) -> None:
     scenario = _demo_scenario(tmp_path)
     _bench(scenario)
-    data = DataProcessor(scenario, _settings(), runner=None, input_columns=["question"])  # type: ignore[arg-type]
+    data = DataProcessor(scenario, _settings(), runner=None, input_columns=["question"], answer_column="answer")  # type: ignore[arg-type]
     trace = _sft_loop(tmp_path, [_row(11, 22), _row(31, 58, lead="Example: ")])  # validation item 0
     ctx = _Ctx()
     with pytest.raises(StepError) as err:
@@ -95,7 +95,7 @@ def test_a_training_prompt_that_copies_a_validation_item_fails_before_sampling(t
 def test_a_benchmark_item_in_a_pair_is_caught_in_either_answer(tmp_path: Path) -> None:
     scenario = _demo_scenario(tmp_path)
     _bench(scenario)
-    data = DataProcessor(scenario, _settings(), runner=None, input_columns=["question"])  # type: ignore[arg-type]
+    data = DataProcessor(scenario, _settings(), runner=None, input_columns=["question"], answer_column="answer")  # type: ignore[arg-type]
     clean = [{"instruction": "What is 11 + 22?", "input": "", "chosen": "\\boxed{33}", "rejected": "\\boxed{34}"}]
     data.scan(clean)
     hidden = clean + [{"instruction": "What is 1 + 1?", "input": "", "chosen": "\\boxed{2}",

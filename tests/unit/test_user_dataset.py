@@ -159,13 +159,13 @@ def test_contamination_names_count_and_row_never_the_text(tmp_path, root):
     info = register_user_file(_jsonl(tmp_path / "leaky.jsonl", rows), root)
     items = {"demo_add/test:7": ["What is 77 + 11?"], "demo_add/validation:0": ["What is 55 + 44?"]}
     with pytest.raises(UserInputError) as err:
-        check_against_benchmark(info, root / "leaky", items)
+        check_against_benchmark(info, root / "leaky", items, {})
     msg = str(err.value)
     assert "1 of 4 rows" in msg and "row 3" in msg and "demo_add/test:7" in msg and "77" not in msg
     assert not (root / "leaky").exists()  # the fresh copy is gone: the fixed file takes the name again
     fixed = register_user_file(_jsonl(tmp_path / "leaky.jsonl", ALPACA[:3]), root)
     assert fixed.name == "leaky" and not fixed.reused
-    assert check_against_benchmark(fixed, root / "leaky", items) == 3
+    assert check_against_benchmark(fixed, root / "leaky", items, {}) == 3
     assert "contamination scan: none of its 3 rows holds one of" in fixed.describe()  # said when it passes too
 
 

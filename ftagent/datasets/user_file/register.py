@@ -13,7 +13,9 @@ import hashlib
 import re
 import shutil
 import time
+from collections.abc import Mapping
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from filelock import FileLock
@@ -31,7 +33,8 @@ _CREATED: set[str] = set()  # copies this process made (a contaminated one is re
 
 
 def register_user_file(path: Path, datasets_root: Path, reserved: set[str] | frozenset[str] = frozenset(),
-                       items: dict[str, Any] | None = None) -> UserDataset:
+                       items: dict[str, Any] | None = None,
+                       answers: Mapping[str, str] = MappingProxyType({})) -> UserDataset:
     """Check ``path``, copy it into ``datasets_root/<name>/`` (or reuse the copy) and register it.
 
     Args:
@@ -40,6 +43,7 @@ def register_user_file(path: Path, datasets_root: Path, reserved: set[str] | fro
         reserved: names the copy must not take (the built-in datasets).
         items: the benchmark's validation and test items, when known before anything is written (a
             local-file benchmark): the file is scanned against them first (issue 34.12).
+        answers: their gold answers (item id → text), for the scan's numeric match.
 
     Raises:
         UserInputError: a bad file (see :func:`read_records`, :func:`detect_layout`) or, with ``items``,
@@ -49,7 +53,7 @@ def register_user_file(path: Path, datasets_root: Path, reserved: set[str] | fro
     records = read_records(path)
     layout = detect_layout(path, records)
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
-    scan = "" if items is None else scan_before_copy(path, len(records), layout, items)
+    scan = "" if items is None else scan_before_copy(path, len(records), layout, items, answers)
     root = Path(datasets_root)
     root.mkdir(parents=True, exist_ok=True)
     for name in candidate_names(path, digest, reserved):
@@ -70,7 +74,8 @@ def register_user_file(path: Path, datasets_root: Path, reserved: set[str] | fro
     raise UserInputError(f"--dataset {path}: every name for this file is taken under {root}")  # unreachable
 
 
-def scan_before_copy(path: Path, rows: int, layout: Layout, items: dict[str, Any]) -> str:
+def scan_before_copy(path: Path, rows: int, layout: Layout, items: dict[str, Any],
+                     answers: Mapping[str, str]) -> str:
     """:func:`check_against_benchmark` on the user's file where it is, before any copy, lock or registration.
 
     The converter reads a dataset folder (its code is shown to the planner as it is), so it is given a
@@ -84,7 +89,7 @@ def scan_before_copy(path: Path, rows: int, layout: Layout, items: dict[str, Any
     with tempfile.TemporaryDirectory(prefix="ftagent-scan-") as tmp:
         (Path(tmp) / INFO_FILE).write_text(info.model_dump_json(), encoding="utf-8")
         (Path(tmp) / info.file_name).symlink_to(path)
-        check_against_benchmark(info, Path(tmp), items)  # not one of _CREATED: nothing to remove
+        check_against_benchmark(info, Path(tmp), items, answers)  # not one of _CREATED: nothing to remove
     return info.scan
 
 
@@ -133,7 +138,8 @@ def register_existing(datasets_root: Path) -> list[str]:
     return names
 
 
-def check_against_benchmark(info: UserDataset, folder: Path, items: dict[str, Any]) -> int:
+def check_against_benchmark(info: UserDataset, folder: Path, items: dict[str, Any],
+                            answers: Mapping[str, str]) -> int:
     """The contamination scan of the built-in datasets' generated rows, on the whole user file.
 
     Returns the rows checked. Raises UserInputError naming how many rows hold benchmark items and the
@@ -149,7 +155,7 @@ def check_against_benchmark(info: UserDataset, folder: Path, items: dict[str, An
         info.scan = "no benchmark items to scan it against"
         return len(rows)
     try:
-        check_contamination(rows, items, examples=1)
+        check_contamination(rows, items, answers=answers, examples=1)
         info.scan = (f"contamination scan: none of its {len(rows):,} rows holds one of {len(items):,} benchmark items "
                      "(the contamination rule's checks 1-4: its questions ask no item, in this wording or any "
                      "other the check reads)")
@@ -157,10 +163,12 @@ def check_against_benchmark(info: UserDataset, folder: Path, items: dict[str, An
         if info.name in _CREATED:
             shutil.rmtree(folder, ignore_errors=True)
             _CREATED.discard(info.name)
-        first = (exc.details or {}).get("examples", [{}])[0]
+        first = ((exc.details or {}).get("examples") or [{}])[0]
+        spaces = (exc.details or {}).get("input_spaces") or []
+        held = (f"{exc.details.get('flagged_rows')} of {len(rows)} rows contain items of the benchmark's validation "
+                f"or test split (first: row {first.get('row_index')}, counted from 0, holds benchmark item "
+                f"{first.get('item_id')})" if first else f"its {len(rows)} rows answer most of a benchmark input space")
         raise UserInputError(
-            f"--dataset {info.source_path}: {exc.details.get('flagged_rows')} of {len(rows)} rows contain items of "
-            f"the benchmark's validation or test split (first: row {first.get('row_index')}, counted from 0, holds "
-            f"benchmark item {first.get('item_id')}); remove them -- training on evaluation items makes the score "
-            "meaningless") from exc
+            f"--dataset {info.source_path}: {held}" + (f"; {spaces[0]}" if spaces else "")
+            + "; remove them -- training on evaluation items makes the score meaningless") from exc
     return len(rows)

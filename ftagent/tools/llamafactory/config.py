@@ -122,19 +122,16 @@ def write_dataset_info(workspace: Path, dataset_name: str, data_file: str = DATA
     The optional Alpaca columns ``system`` and ``history`` are mapped when rows carry them (a user's
     own data file or a data script may); unmapped, LLaMA-Factory would silently train without them.
     """
-    columns = {"prompt": "instruction", "query": "input", "response": "output"}
-    extra: dict[str, Any] = {}
-    if data_format == "pairwise":  # llamafactory/data/parser.py DatasetAttr: ranking, chosen, rejected
-        columns = {"prompt": "instruction", "query": "input", "chosen": "chosen", "rejected": "rejected"}
-        extra["ranking"] = True
-    elif data_format == "kto":
-        columns["kto_tag"] = "kto_tag"
+    from ftagent.datasets.trained_text import dataset_columns
+
+    # llamafactory/data/parser.py DatasetAttr: ranking, chosen, rejected
+    extra: dict[str, Any] = {"ranking": True} if data_format == "pairwise" else {}
     try:
         rows = json.loads((Path(workspace) / data_file).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         rows = []
     present = {key for row in rows if isinstance(row, dict) for key in row} if isinstance(rows, list) else set()
-    columns.update({key: key for key in ("system", "history") if key in present})
+    columns = dataset_columns(data_format, present)  # one owner: what the contamination scan reads follows it
     info = {dataset_name: {"file_name": data_file, "formatting": "alpaca", **extra, "columns": columns}}
     path = Path(workspace) / DATASET_INFO
     path.write_text(json.dumps(info, indent=2), encoding="utf-8")

@@ -26,7 +26,7 @@ class DataProcessor:
     """Runs ``process_data.py`` for the debug round (validate) and the full run (train)."""
 
     def __init__(self, scenario: ScenarioInfo, settings: Any, runner: Runner, *,
-                 input_columns: list[str], llm_gateway_url: str | None = None,
+                 input_columns: list[str], answer_column: str, llm_gateway_url: str | None = None,
                  llm_gateway_token: str | None = None) -> None:
         """Create the data step.
 
@@ -39,6 +39,8 @@ class DataProcessor:
             llm_gateway_token: the per-session token the gateway accepts.
             input_columns: the benchmark's input columns (the resolved spec's), which the contamination
                 scan compares.
+            answer_column: the benchmark's gold answer column (the resolved spec's ``output_column``): the
+                scan's numeric match is an item's numbers and its gold (:mod:`ftagent.datasets.numeric_scan`).
         """
         self.scenario = scenario
         self.settings = settings
@@ -46,7 +48,9 @@ class DataProcessor:
         self.llm_gateway_url = llm_gateway_url
         self.llm_gateway_token = llm_gateway_token
         self.input_columns = input_columns
+        self.answer_column = answer_column
         self._bench_items: dict[str, list[str]] | None = None
+        self._bench_answers: dict[str, str] = {}
 
     def script_env(self) -> dict[str, str]:
         """What a data script may see: dataset path, model pools, worker count, and the gateway's URL and
@@ -198,27 +202,55 @@ class DataProcessor:
     def _scan(self, rows: list[dict], ctx: Any = None, dataset: str = "data.json") -> None:
         """The contamination scan; its result is a ``contamination`` event whether it passes or not (issue 35).
 
-        Preference rows are scanned as the rows they train (issue 40): a pair as two rows, its prompt with the
-        chosen and with the rejected answer; a KTO row as its prompt and answer (:func:`scan_view`)."""
-        rows = scan_view(rows)
+        Every row is read as LLaMA-Factory trains it (:mod:`ftagent.datasets.trained_text`: system, history,
+        instruction + input, and every answer: ``output``, a pair's ``chosen`` and ``rejected``); flagged rows are
+        named by their index in ``rows``."""
         from ftagent.datasets.contamination import check_contamination
         from ftagent.engine.events import ContaminationScan
 
-        if self._bench_items is None:
-            self._bench_items = benchmark_items(self.scenario, self.input_columns)
-        if not self._bench_items:
+        if not self._items():
             return
-        event = ContaminationScan(dataset=dataset, rows_checked=len(rows), items_checked=len(self._bench_items))
+        items = self._items()
+        event = ContaminationScan(dataset=dataset, rows_checked=len(rows), items_checked=len(items))
         try:
-            check_contamination(rows, self._bench_items)
+            check_contamination(rows, items, answers=self._bench_answers)
         except StepError as exc:
             details = exc.details or {}
             event = event.model_copy(update={"flagged_rows": details.get("flagged_rows", 0), "passed": False,
-                                             "examples": details.get("examples", [])})
+                                             "examples": details.get("examples", []),
+                                             "input_spaces": details.get("input_spaces", [])})
             raise
         finally:
             if ctx is not None:
                 ctx.emit(event)
+
+    def _items(self) -> dict[str, list[str]]:
+        """The benchmark's validation and test items (and their gold answers), read once."""
+        if self._bench_items is None:
+            self._bench_items = benchmark_items(self.scenario, self.input_columns)
+            self._bench_answers = benchmark_answers(self.scenario, self.answer_column)
+        return self._bench_items
+
+    def scan_config(self, config_path: Path) -> None:
+        """The validated train.yaml's ``default_system`` (LLaMA-Factory renders it in every training prompt whose
+        row has no ``system``, and a template that writes its Jinja puts it in every evaluation prompt) against
+        the items, like a row's ``system``. ``config_path``: written by ftagent (validation's frozen copy).
+
+        Raises:
+            StepError: DATA, naming the item id only.
+        """
+        import yaml
+
+        from ftagent.datasets.contamination import scan_system_texts
+
+        config = yaml.safe_load(Path(config_path).read_text(encoding="utf-8")) if Path(config_path).is_file() else {}
+        text = str((config or {}).get("default_system") or "") if isinstance(config, dict) else ""
+        hits = scan_system_texts([text], self._items(), self._bench_answers) if text and self._items() else []
+        if hits:
+            raise StepError(f"train.yaml's default_system holds benchmark item {hits[0].item_id}",
+                            error_type=ErrorType.DATA, suggestion="drop default_system or write one without "
+                            "benchmark questions or answers: it is in every training and evaluation prompt",
+                            details={"examples": [o.model_dump(exclude={"row_excerpt"}) for o in hits[:3]]})
 
 
 REPLACED_DIR = ".replaced"  # beside the loop workspaces: earlier runs' outputs of a loop run again
@@ -238,23 +270,17 @@ def _set_aside_old_output(workspace: Path) -> None:
         os.replace(old, dest)
 
 
-def scan_view(rows: list[Any]) -> list[Any]:
-    """Rows as the contamination scan reads them (``instruction``, ``input``, ``output``): a pairwise row
-    (``chosen``/``rejected``) becomes one row per answer; every other row is itself."""
-    out: list[Any] = []
-    for row in rows:
-        if isinstance(row, dict) and ("chosen" in row or "rejected" in row) and "output" not in row:
-            base = {k: row.get(k) for k in ("instruction", "input", "system", "history") if k in row}
-            out += [{**base, "output": row.get(answer)} for answer in ("chosen", "rejected")]
-        else:
-            out.append(row)
-    return out
-
-
 def benchmark_items(scenario: ScenarioInfo, input_columns: list[str]) -> dict[str, list[str]]:
     """The input fields (question first) of the benchmark's validation and test items, keyed by
     ``subset/split:index``."""
     return items_of(scenario.items_root() / scenario.benchmark, input_columns)
+
+
+def benchmark_answers(scenario: ScenarioInfo, answer_column: str) -> dict[str, str]:
+    """The gold answers of :func:`benchmark_items`, keyed the same."""
+    from ftagent.benchmarks.frozen import scan_answers
+
+    return scan_answers(scenario.items_root() / scenario.benchmark, answer_column)
 
 
 def benchmark_items_for(benchmark: str, file_path: Path, input_columns: list[str]) -> dict[str, list[str]]:
