@@ -199,5 +199,5 @@ class RowScanner:
         return None
 
     def _template_hit(self, found: list[str]) -> Hit | None:
-        found = self.templates.hit_sentences(found)
-        return (found[0], 1.0) if found else None
+        hit = self.templates.hit_sentences(found)
+        return (hit[0], 1.0) if hit else None
