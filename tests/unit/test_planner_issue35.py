@@ -205,6 +205,9 @@ def test_the_brief_warns_when_the_benchmark_fills_its_input_space(tmp_path):
     text = brief.render_brief(scenario, benchmark=get_benchmark(scenario.benchmark))
     assert "fill about 100% of the questions of the form `What is N times 3?` (80 of about 80 possible" in text
     assert "(80 of about 80 possible; N from 10 to 89)" in text  # the values the items take, not inferred
+    # the warning names the check that fails data covering this small space (issue 39 red team B3)
+    assert "its checks 4 and 5); and data whose texts, worked answers included, answer 25% or more of this form's " \
+           "items fails it as a whole (the input-space check)." in text
     # a sparse sample of a large space: no warning
     for split in ("validation", "test"):
         (bench / f"{split}.jsonl").write_text("".join(json.dumps({"question": f"What is {a} + {a * 7 % 89 + 10}?",

@@ -159,6 +159,7 @@ def space_warning(file_path: str | None, benchmark: str, input_column: str, *, r
     """A warning when the benchmark's items (validation and test, counted, never shown) fill most of a
     templated question space (:func:`ftagent.datasets.makeup.input_space_coverage`), else ""."""
     from ftagent.datasets.makeup import input_space_coverage
+    from ftagent.datasets.numeric_scan import COVERAGE_FLAG, MAX_ENUMERABLE
 
     folder = _folder(file_path, benchmark, root)
     if folder is None:
@@ -180,7 +181,10 @@ def space_warning(file_path: str | None, benchmark: str, input_column: str, *, r
             f"form `{top.template}` ({top.items} of about {top.space} possible; {top.ranges_text()}): "
             "generated training questions of that form would mostly be benchmark items, and one such row "
             "fails the data step (the contamination check), in this wording or any other: the check reads "
-            "the template and the numbers, not the words (its check 4). Train the skill on numbers outside "
+            "the template and the numbers, not the words (its checks 4 and 5)"
+            + (f"; and data whose texts, worked answers included, answer {COVERAGE_FLAG:.0%} or more of this form's "
+               "items fails it as a whole (the input-space check)" if top.space <= MAX_ENUMERABLE else "")
+            + ". Train the skill on numbers outside "
             f"those ranges ({top.ranges_text()} are the items' own) or on related tasks, instead of enumerating "
             "this template.")
 
