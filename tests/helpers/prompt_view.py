@@ -9,13 +9,13 @@ import pytest
 
 from ftagent.core.trace import Experiment
 from ftagent.core.types import Hypothesis
-from ftagent.planners.llm import brief
+from ftagent.planners.llm import brief, brief_machine
 
 
 @pytest.fixture(autouse=True)
 def fixed_machine(monkeypatch: pytest.MonkeyPatch) -> None:
     """2 CPUs, 24 GiB and a 2.3 MB model folder, whatever machine renders the prompt (autouse where imported)."""
-    monkeypatch.setattr(brief, "cpu_facts", lambda: (2, 24.0))
+    monkeypatch.setattr(brief_machine, "cpu_facts", lambda: (2, 24.0))
     monkeypatch.setattr(brief, "dir_size", lambda path: 2_312_345)
 
 

@@ -13,7 +13,7 @@ SECRET = "sk-cli-prompts-SECRET-987654"
 
 
 def _session(tmp_path, monkeypatch):
-    monkeypatch.setattr(tp.brief, "cpu_facts", lambda: (2, 24.0))
+    monkeypatch.setattr(tp.brief_machine, "cpu_facts", lambda: (2, 24.0))
     scenario = tp._demo_scenario(tmp_path / "files")
     trace = tp._trace(tmp_path / "files", 62.0, "accuracy")
     session = Session.create(tmp_path / "log", config={"run": {"benchmark": "demo_add",

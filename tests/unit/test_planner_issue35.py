@@ -11,7 +11,7 @@ from ftagent.benchmarks import get_benchmark
 from ftagent.core.errors import ErrorType, StepError, StepFailure
 from ftagent.core.trace import Experiment, Trace
 from ftagent.core.types import Hypothesis
-from ftagent.planners.llm import brief
+from ftagent.planners.llm import brief, brief_machine
 from tests.unit.test_prompts import _demo_scenario, _settings
 
 PROGRESS = (" 80%|████████  | 1600/2000 [01:52<00:28, 14.2it/s]\n"
@@ -22,7 +22,7 @@ PROGRESS = (" 80%|████████  | 1600/2000 [01:52<00:28, 14.2it/s]\
 
 @pytest.fixture(autouse=True)
 def _fixed_machine(monkeypatch):
-    monkeypatch.setattr(brief, "cpu_facts", lambda: (2, 24.0))
+    monkeypatch.setattr(brief_machine, "cpu_facts", lambda: (2, 24.0))
     monkeypatch.setattr(brief, "dir_size", lambda path: 2_312_345)
 
 

@@ -25,7 +25,7 @@ from ftagent.core.types import AnswerProfile, EvalResult, Hypothesis, ModelInfo,
 from ftagent.datasets.catalogue import build_catalogue
 from ftagent.datasets.prepare import prepare_dataset
 from ftagent.llm.budget import Section, count_tokens, fit_sections
-from ftagent.planners.llm import brief
+from ftagent.planners.llm import brief, brief_benchmark, brief_machine, numbers
 from ftagent.planners.llm.preview import STEPS, as_text, preview
 from ftagent.planners.llm.propose import build_proposal_messages
 from ftagent.planners.llm.templates import PROMPTS_DIR, render
@@ -44,7 +44,7 @@ BASELINE_TEST = 0.827364
 @pytest.fixture(autouse=True)
 def _fixed_machine(monkeypatch):
     """The brief reads this machine's CPU and the model folder's size: fix both."""
-    monkeypatch.setattr(brief, "cpu_facts", lambda: (2, 24.0))
+    monkeypatch.setattr(brief_machine, "cpu_facts", lambda: (2, 24.0))
     monkeypatch.setattr(brief, "dir_size", lambda path: 16_381_470_720 if "Qwen3" in str(path) else 2_312_345)
 
 
@@ -232,7 +232,7 @@ def test_answer_limit_is_the_smaller_cap():
     assert decoding.max_out_len == 32 and not decoding.sampling
     # a thinking model keeps its own, longer cap (tests/unit/test_answer_caps.py)
     assert eval_decoding("Qwen/Qwen3-8B", 1, 1024).sampling and eval_decoding("Qwen/Qwen3-8B", 0, 1024).max_out_len == 38912
-    assert "greedy" in brief.decoding_words(decoding) and brief.decoding_words(None) == ""
+    assert "greedy" in brief_benchmark.decoding_words(decoding) and brief_benchmark.decoding_words(None) == ""
 
 
 def test_per_item_prompts_show_one_validation_item(chem):
@@ -300,10 +300,10 @@ def test_templates_render_with_strict_undefined():
 
 
 def test_brief_formatting():
-    assert brief.format_count(558_208) == "558K" and brief.format_count(8_190_735_360) == "8.2B"
-    assert brief.format_count(494_032_768) == "494M" and brief.format_duration(5400) == "1 h 30 min"
+    assert numbers.format_count(558_208) == "558K" and numbers.format_count(8_190_735_360) == "8.2B"
+    assert numbers.format_count(494_032_768) == "494M" and brief.format_duration(5400) == "1 h 30 min"
     assert brief.format_duration(604800) == "7 days" and brief.format_duration(45) == "45 s"
-    assert brief.format_gb(0.0004) == "400.0 KB" and brief.format_bytes(2_312_345) == "2.3 MB"
+    assert numbers.format_gb(0.0004) == "400.0 KB" and numbers.format_bytes(2_312_345) == "2.3 MB"
     sections = brief.brief_sections("## A\none\n## B\ntwo\nthree\n")
     assert sections == {"A": "one", "B": "two\nthree"}
 
@@ -489,8 +489,8 @@ def test_catalogue_reads_ftagent_notes_fresh(tmp_path):
 
 
 def test_score_format_and_domain_metric(chem):
-    assert brief.format_score(62.0, "accuracy") == "62.0 %" and brief.format_score(31.25, "mean_core") == "31.25 %"
-    assert brief.format_score(0.5, "kendall_tau") == "0.5" and brief.format_score(None, "accuracy") == "not yet measured"
+    assert numbers.format_score(62.0, "accuracy") == "62.0 %" and numbers.format_score(31.25, "mean_core") == "31.25 %"
+    assert numbers.format_score(0.5, "kendall_tau") == "0.5" and numbers.format_score(None, "accuracy") == "not yet measured"
     _, p = chem
     assert "mean_core, a percentage, 0–100, the plain mean of the sub-tasks' core metrics" in p["propose"]
     assert "31.25 % mean_core on the validation split" in p["propose"]

@@ -104,7 +104,7 @@ def test_answers_nearly_constant():
 
 @pytest.mark.skipif(not chem.available(), reason="RDKit not installed")
 def test_the_brief_names_the_constant_baseline(prepared, tmp_path):
-    from ftagent.planners.llm.brief import constant_baseline_words
+    from ftagent.planners.llm.brief_benchmark import constant_baseline_words
 
     bench, root = prepared
     words = constant_baseline_words(str(root.parent), bench)

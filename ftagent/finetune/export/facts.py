@@ -188,7 +188,7 @@ def _integrity_line(checks: list[dict[str, Any]] | None) -> str:
 
 def _constant_baseline(scenario: ScenarioInfo) -> str:
     """The constant-answer baseline's line ('' when the benchmark's validation split is not prepared here)."""
-    from ftagent.planners.llm.brief import constant_baseline_words
+    from ftagent.planners.llm.brief_benchmark import constant_baseline_words
 
     try:
         from ftagent.benchmarks import get_benchmark

@@ -126,7 +126,7 @@ def feedback_messages(scenario: ScenarioInfo, settings: Any, experiment: Experim
         incumbent_loop, incumbent_score = view.incumbent()
         who = f"Current best (loop {incumbent_loop})" if incumbent_loop is not None else "Baseline (base model)"
         better = "higher" if view.direction == "max" else "lower"
-        from ftagent.planners.llm.brief import format_score
+        from ftagent.planners.llm.numbers import format_score
 
         metric = view.core_metric
         lines = [f"- This experiment: {format_score(exp.val_score, metric)}", *_part_lines(exp, metric),
@@ -152,7 +152,7 @@ def feedback_messages(scenario: ScenarioInfo, settings: Any, experiment: Experim
             body = (f"{count}The prompts as OpenCompass records them (e.g. `HUMAN: ...`); the model received each "
                     "through its chat template, exactly as in training.\n" + body)
             sections.append(text_part("errors", "Some validation items the model got wrong", body, 65, level=2))
-    from ftagent.planners.llm.brief import metric_maximum
+    from ftagent.planners.llm.numbers import metric_maximum
 
     top = metric_maximum(view.core_metric, view.direction)
     saturated = top is not None and exp.val_score is not None and exp.val_score >= top - 1e-9
@@ -169,7 +169,7 @@ def feedback_messages(scenario: ScenarioInfo, settings: Any, experiment: Experim
 
 def _part_lines(exp: Any, metric: str) -> list[str]:
     """The two parts' scores of validation (issue 39 item 5): which one the shown items come from, which decides."""
-    from ftagent.planners.llm.brief import format_score
+    from ftagent.planners.llm.numbers import format_score
 
     parts = getattr(exp, "parts", None) or {}
     out = []

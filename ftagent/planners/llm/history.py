@@ -315,7 +315,7 @@ def decisive_lines(log_tail: str, limit: int = 12) -> str:
 
 def score_line(value: float | None, baseline: float | None, core_metric: str, direction: str) -> str:
     """``validation accuracy 71.0 % (baseline 62.0 %, +9.0)``."""
-    from ftagent.planners.llm.brief import format_score
+    from ftagent.planners.llm.numbers import format_score
 
     if value is None:
         return f"no validation {core_metric}"

@@ -12,13 +12,13 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ftagent.core.durations import format_duration
 from ftagent.llm.budget import DEFAULT_BUDGET, Fitted, Section, fit_sections, message_tokens
 from ftagent.planners.llm.brief import (
     BUDGETS,
     CONTAMINATION,
     CONTAMINATION_SUMMARY,
     brief_sections,
-    format_duration,
     scenario_brief,
 )
 

@@ -53,9 +53,9 @@ def history_sections(view: PlannerView, forecast: Any = None) -> list[Section]:
     Before any training run finished, the session's ``forecast`` (measured s/step, s/epoch, time share
     per loop) stands in for the measured speed.
     """
-    from ftagent.planners.llm.brief import format_score
     from ftagent.planners.llm.estimate import estimate_line, speed_update_line
     from ftagent.planners.llm.history import run_rows_per_s, run_speed
+    from ftagent.planners.llm.numbers import format_score
 
     block = partial(experiment_block, baseline=view.baseline_val, core_metric=view.core_metric, direction=view.direction)
     parent = view.get(view.sota_loop)
@@ -122,7 +122,7 @@ def experiment_counts(view: PlannerView) -> str:
 def sota_rule(view: PlannerView, min_delta: float, rule: str = "interval") -> str:
     """How the best is chosen (``FT_SOTA_RULE``, decided by :func:`ftagent.core.sota.decide_sota`), and a
     note when the best already reaches the metric's maximum."""
-    from ftagent.planners.llm.brief import format_score
+    from ftagent.planners.llm.numbers import format_score
 
     better = "higher" if view.direction == "max" else "lower"
     # the split that decides (relay round r1: the rule said "validation" beside a verdict on the selection part)
@@ -150,7 +150,7 @@ def sota_rule(view: PlannerView, min_delta: float, rule: str = "interval") -> st
 
 def at_maximum(view: PlannerView) -> bool:
     """The current best (or the baseline) scores the metric's maximum on validation."""
-    from ftagent.planners.llm.brief import metric_maximum
+    from ftagent.planners.llm.numbers import metric_maximum
 
     top = metric_maximum(view.core_metric, view.direction)
     _, score = view.incumbent()
