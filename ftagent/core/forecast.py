@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Sequence
 
 from pydantic import BaseModel, Field
 
@@ -163,13 +164,17 @@ class Forecast(BaseModel):
         return max(0.0, self.timeout_s - (self.baseline_eval_s or 0.0)) * max(1, self.slots) / len(self.loops)
 
 
-def makespan(durations: list[float], slots: int) -> float:
-    """Wall time of trials started in order, each on the slot that frees first (the scheduler's rule)."""
+def makespan(durations: Sequence[float], slots: int, busy: Sequence[float] = ()) -> float:
+    """Wall time of trials started in order, each on the slot that frees first (the scheduler's rule).
+
+    ``busy``: what is left of the trials already running, each holding a slot until then (a re-forecast with K
+    trials at once, issue 43): the new trials wait for those slots. More running trials than slots (a session
+    resumed with fewer) run first, on the slots that free first."""
     free = [0.0] * max(1, slots)
-    for d in durations:
+    for d in [*busy, *durations]:
         i = free.index(min(free))
-        free[i] += d
-    return max(free) if durations else 0.0
+        free[i] += max(0.0, d)
+    return max(free) if durations or busy else 0.0
 
 
 def what_would_fit(f: Forecast) -> str | None:

@@ -108,6 +108,9 @@ class ValidationEvent(_Event):
     dropped_keys: list[str] = Field(default_factory=list)
     injected_keys: list[str] = Field(default_factory=list)
     failure: StepFailure | None = None
+    # the optimizer steps the validated train.yaml plans (max_steps, or epochs x ceil(rows / global batch) with rows
+    # at most the data cap: the full data run has not run yet); the re-forecast prices its training by it (issue 43)
+    planned_steps: int | None = None
 
 
 class RunEvent(_Event):
@@ -252,10 +255,11 @@ class ForecastEvent(_Event):
 
 class ReforecastEvent(_Event):
     """After every step (issue 43): the step's measured time and CPU slowness, and what is left of the session
-    re-forecast from this session's step times and the load now (:mod:`ftagent.core.reforecast`)."""
+    re-forecast from this session's step times and the load now (:mod:`ftagent.core.reforecast`); also while a
+    command runs, on its progress (at most every 30 s: then ``step_time`` is None)."""
 
     type: Literal["reforecast"] = "reforecast"
-    step_time: StepTime
+    step_time: StepTime | None = None
     reforecast: Reforecast
 
 

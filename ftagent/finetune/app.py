@@ -307,7 +307,7 @@ def _run(session: Session[FinetuneSessionState], settings: Settings, run: Resolv
         # after every step: what is left, from this session's step times and the load now (issue 43)
         reforecaster = Reforecaster(session, monitor, steps=[name for name, _ in workflow.steps()],
                                     feedback_step=workflow.feedback_step, loop_n=total,
-                                    gpus=state.scenario.hardware.gpu_count, emit=session.events.emit)
+                                    gpus=state.scenario.hardware.gpu_count, emit=session.events.emit, slots=slots.k)
         session.events.subscribe(reforecaster)
         summary = LoopEngine(workflow, session, loop_n=total, step_n=options.step_n, timeout_s=timeout_s,
                              finish=finish, loop_guard=reforecaster.loop_guard, pool=slots.pool,

@@ -11,12 +11,22 @@ the UI and ``status --json`` show the latest, the report compares each loop with
 before it started. :meth:`Reforecaster.loop_guard` is the engine's ``--timeout`` rule: a loop whose
 re-forecast does not fit in the time left is not started.
 
+Each loop in flight is followed on its own (:class:`ftagent.finetune.trials_seen.TrialsSeen`): a training that
+runs is priced by its own progress (its total steps × its measured s/step), a validated one by its planned steps
+× this session's s/step, and with K trials at once (``FT_PARALLEL_TRIALS``) the loops still to start are scheduled
+over the K slots after the running ones' rest. While a command reports progress the re-forecast is refreshed at
+most every ``refresh_s`` (30 s) too (a ``reforecast`` event without a step time), so "expected … more" follows a
+long training instead of counting down a number made before it started (a real session said "0 s more" with two
+7,500-step trainings 12 and 18 minutes from their end).
+
 A resumed session reads its earlier step times back from its ``reforecast`` events. On a GPU the training and
 evaluation do not run on the CPU, so the slowness scales nothing there (measured step times only).
 """
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +34,7 @@ from ftagent.core.durations import format_duration
 from ftagent.core.forecast import Forecast
 from ftagent.core.reforecast import Reforecast, StepTime, reforecast
 from ftagent.engine.events import ReforecastEvent, read_events
+from ftagent.finetune.trials_seen import TrialsSeen
 
 if TYPE_CHECKING:
     from ftagent.core.cpu_speed import CpuSpeedMonitor
@@ -39,19 +50,27 @@ STEP_PARTS: dict[str, tuple[str, float]] = {"propose": ("llm", 0.25), "code": ("
 CPU_PARTS = {"other", "train", "eval"}  # what a busier CPU slows (the LLM waits on a server)
 
 
+REFRESH_S = 30.0  # a re-forecast on a command's progress at most this often (one after every step regardless)
+
+
 class Reforecaster:
     """Re-forecasts after every step of a session and answers whether the next loop fits (see the module)."""
 
-    def __init__(self, session: Session[FinetuneSessionState], monitor: CpuSpeedMonitor, *, steps: Sequence[str], feedback_step: str,
-                 loop_n: int, gpus: int, emit: Callable[[Any], None]) -> None:
-        self.session, self.monitor, self.emit = session, monitor, emit
+    def __init__(self, session: Session[FinetuneSessionState], monitor: CpuSpeedMonitor, *, steps: Sequence[str],
+                 feedback_step: str, loop_n: int, gpus: int, emit: Callable[[Any], None], slots: int = 1,
+                 refresh_s: float = REFRESH_S, clock: Callable[[], float] = time.time) -> None:
+        self.session, self.monitor, self.emit, self.clock = session, monitor, emit, clock
         self.steps, self.feedback_step, self.loop_n = list(steps), feedback_step, loop_n
+        self.slots, self.refresh_s = max(1, slots), refresh_s
         self.cpu_parts = set() if gpus > 0 else set(CPU_PARTS)
         self.times: list[StepTime] = [e.step_time for e in read_events(session.events_path)
-                                      if isinstance(e, ReforecastEvent)]
+                                      if isinstance(e, ReforecastEvent) and e.step_time is not None]
+        train = next(s for s, (part, _) in STEP_PARTS.items() if part == "train")
+        self.seen = TrialsSeen(self.steps, feedback_step, train, monitor,
+                               highest=max((t.loop for t in self.times), default=-1))
         self.latest: Reforecast | None = None
-        self._started: float | None = None
-        self._last_end: float | None = None  # the previous step_end of this run: the gap between steps counts
+        self._lock = threading.Lock()  # K trials emit from their own threads
+        self._made = float("-inf")  # when the last re-forecast was made (the progress refresh waits refresh_s)
 
     # -- the first forecast ---------------------------------------------------------------------------
     def forecast(self) -> Forecast:
@@ -60,50 +79,42 @@ class Reforecaster:
         found = scenario.forecast if scenario is not None else None
         return found if isinstance(found, Forecast) else Forecast(planner="?", loops=[], plan={})
 
-    def _reforecast(self, current_loop: int, steps_left: Sequence[str], slowness: float) -> Reforecast:
-        first = self.forecast()
+    def _reforecast(self, now: float, next_loop: int | None = None) -> Reforecast:
+        first, slowness = self.forecast(), self.monitor.now()
         return reforecast(first, self.times, STEP_PARTS, steps=self.steps, loop_n=self.loop_n,
-                          current_loop=current_loop, steps_left=steps_left, slowness=slowness,
+                          trials=self.seen.in_flight(now), next_loop=self.seen.highest + 1 if next_loop is None
+                          else next_loop, slots=self.slots, now=now, slowness=slowness,
                           forecast_slowness=first.cpu_slowness or slowness, cpu_parts=self.cpu_parts)
 
     # -- the event-log subscriber ---------------------------------------------------------------------
     def __call__(self, event: Any) -> None:
-        kind = getattr(event, "type", None)
-        if kind == "step_start":
-            self._started = event.ts
-        elif kind == "step_end" and event.loop is not None:
-            self._after(event)
+        if getattr(event, "type", None) == "reforecast":
+            return
+        out = None
+        with self._lock:  # the event is emitted outside it: this subscriber sees its own event too
+            step = self.seen.see(event)
+            if step is not None:
+                self.times.append(step)
+                out = ReforecastEvent(ts=event.ts, loop=event.loop, step_time=step, reforecast=self._made_now(event.ts))
+            elif event.type == "progress" and event.loop is not None and event.ts - self._made >= self.refresh_s:
+                out = ReforecastEvent(ts=event.ts, loop=event.loop, reforecast=self._made_now(event.ts))
+        if out is not None:
+            self.emit(out)
 
-    def _after(self, event: Any) -> None:
-        start = self._started if self._started is not None else event.ts - event.duration_s
-        slowness = self.monitor.slowness(start, event.ts) or self.monitor.now()
-        # the wall time the step added: its run plus the snapshot and events between it and the previous step
-        seconds = max(event.duration_s, event.ts - self._last_end) if self._last_end is not None else event.duration_s
-        self._last_end = event.ts
-        step = StepTime(loop=event.loop, step=event.step, seconds=round(seconds, 3),
-                        slowness=round(slowness, 3), ok=event.status != "failed")
-        self.times.append(step)
-        loop, left = self._position(event)
-        self.latest = self._reforecast(loop, left, self.monitor.now())
-        self.emit(ReforecastEvent(loop=event.loop, step_time=step, reforecast=self.latest))
-
-    def _position(self, event: Any) -> tuple[int, list[str]]:
-        """(the loop that runs next, its steps still to run) after ``event`` (a step_end)."""
-        if event.step == self.feedback_step:
-            return event.loop + 1, []
-        if event.status == "failed":
-            return event.loop, [self.feedback_step]
-        target = event.goto or self.steps[self.steps.index(event.step) + 1]
-        return event.loop, self.steps[self.steps.index(target):]
+    def _made_now(self, now: float) -> Reforecast:
+        self.latest, self._made = self._reforecast(now), now
+        return self.latest
 
     # -- the engine's --timeout rule ------------------------------------------------------------------
     def loop_guard(self, ctx: StepContext[FinetuneSessionState]) -> str | None:
-        """Why loop ``ctx.state.loop_index`` must not start: its re-forecast does not fit in the time left."""
+        """Why loop ``ctx.state.loop_index`` must not start: its re-forecast does not fit in the time left (with K
+        trials at once it starts on a free slot now, so its own time is what must fit)."""
         left = ctx.time_left()
         if left is None:
             return None
         loop = int(ctx.state.loop_index)
-        ahead = self._reforecast(loop, [], self.monitor.now())
+        with self._lock:
+            ahead = self._reforecast(self.clock(), next_loop=loop)
         need = next((lp.seconds for lp in ahead.loops if lp.loop == loop), None)
         if need is None or need <= left:
             return None

@@ -60,6 +60,7 @@ from ftagent.finetune.protocols import (
 )
 from ftagent.finetune.stages import SAMPLES_FILE, StagePreparer, prepare_stage
 from ftagent.finetune.state import FinetuneLoop, FinetuneSessionState, finetune_loop
+from ftagent.finetune.trials_seen import validated_steps
 from ftagent.integrity.guard import IntegrityGuard
 
 if TYPE_CHECKING:
@@ -212,7 +213,7 @@ class FinetuneWorkflow:
             report.failure.error_type = ErrorType.ENV  # no code round's fault: the session stops below
         ctx.emit(ValidationEvent(passed=report.passed, data_stats=report.data_stats,
                                  dropped_keys=report.dropped_keys, injected_keys=report.injected_keys,
-                                 failure=report.failure))
+                                 failure=report.failure, planned_steps=validated_steps(report, self.scenario, ctx)))
         if report.failure is not None:  # a full disk: another code round would fill it again (issue 34.1)
             check_disk_full(f"{report.failure.message}\n{report.failure.log_tail}", "validation",
                             self.disk_folders)

@@ -3,7 +3,8 @@
 Two renderings of the same state:
 
 * a terminal (TTY): one live status line — ``loop i (k of N) · step · elapsed · time left · expected N more``
-  (the last re-forecast, issue 43) — and a bar for
+  (the last re-forecast, issue 43, counted down since it was made, and never less than what the running
+  trainings' own progress says is left of them) — and a bar for
   the running command (training steps with loss, lr and ETA; evaluation items per split, or a
   spinner with the phase when OpenCompass gives no count); with K trials at once, one line per running
   trial instead of the bar — ``loop i (k of N) · slot 1 (GPU 2,3) · train 120/300 (loss 0.41)``;
@@ -48,6 +49,7 @@ class ConsoleProgress:
         self.loop: int | None = None
         self.step = "scenario"
         self.task: tuple[str, int | None, int | None, dict[str, Any]] | None = None  # phase, done, total, detail
+        self.task_at: float | None = None  # when the running command last reported progress
         self.left_s: tuple[float, float] | None = None  # the last re-forecast's seconds left, and when it was made
         self._lock = threading.Lock()
         self._last_line = clock()
@@ -115,6 +117,7 @@ class ConsoleProgress:
             return f"{self._where()} {ev.step} {ev.status} in {short_duration(ev.duration_s)}{tail}{why}"[:300]
         if kind == "progress":
             self.task = (ev.phase, ev.done, ev.total, dict(ev.detail))
+            self.task_at = ev.ts
             return None  # shown by the bar or the heartbeat
         if kind == "llm_call":
             cost = "cost unknown" if ev.cost_usd is None else f"${ev.cost_usd:.4f}"
@@ -146,7 +149,8 @@ class ConsoleProgress:
             from ftagent.views.forecast import reforecast_line
 
             self.left_s = (ev.reforecast.remaining_s, ev.ts)
-            return reforecast_line(ev.reforecast)
+            # one line after each step; one made on a command's progress only refreshes "expected … more"
+            return reforecast_line(ev.reforecast) if ev.step_time is not None else None
         if kind == "leftovers_reaped":
             return f"warning: {ev.message}"[:300]
         if kind == "message" and ev.level != "info":
@@ -166,7 +170,7 @@ class ConsoleProgress:
         elif kind == "step_end":
             trial["task"] = None
         elif kind == "progress":
-            trial["task"] = (ev.phase, ev.done, ev.total, dict(ev.detail))
+            trial["task"], trial["at"] = (ev.phase, ev.done, ev.total, dict(ev.detail)), ev.ts
         elif kind in ("loop_end", "session_end"):
             self.trials.pop(ev.loop, None)
 
@@ -192,8 +196,20 @@ class ConsoleProgress:
         if self.timeout_s is not None:
             parts.append(f"left {format_duration(max(0.0, self.timeout_s - used))}")
         if self.left_s is not None:  # the last re-forecast, counted down since it was made
-            parts.append(f"expected {format_duration(max(0.0, self.left_s[0] - (self.clock() - self.left_s[1])))} more")
+            parts.append(f"expected {format_duration(self.expected_s())} more")
         return " · ".join(parts)
+
+    def expected_s(self) -> float:
+        """The last re-forecast counted down since it was made, never less than the longest running command's own
+        ETA (a training's ``ETA`` in its progress, counted down since that progress came): what is left of the
+        session is at least what is left of each trial in it."""
+        now = self.clock()
+        counted = max(0.0, self.left_s[0] - (now - self.left_s[1])) if self.left_s is not None else 0.0
+        running = [(self.task, self.task_at)] if not self.trials else [
+            (t["task"], t.get("at")) for t in self.trials.values()]
+        etas = [task[3]["eta_s"] - max(0.0, now - at) for task, at in running
+                if task is not None and at is not None and isinstance(task[3].get("eta_s"), int | float)]
+        return max([counted, *etas])
 
     def task_line(self) -> str:
         """The running command's progress as text ('' when none is reported)."""

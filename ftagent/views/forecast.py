@@ -98,13 +98,17 @@ def print_forecast(f: Forecast, console: Any) -> None:
 
 
 def at_loop_starts(view: SessionView) -> dict[int, float]:
-    """Each loop's seconds as the last re-forecast made before it started predicted them (a re-forecast made
-    between loops: nothing left of the current one, the loop first among those to start)."""
+    """Each loop's seconds as the last re-forecast made before it started predicted them (its first step's start;
+    with K trials at once other loops run then, so that re-forecast still has some of theirs left)."""
+    starts = {lp.index: lp.steps[0].started for lp in view.loops if lp.steps and lp.steps[0].started is not None}
     out: dict[int, float] = {}
-    for r in view.reforecasts:
-        loops = r.get("loops") or []
-        if not r.get("current_s") and loops:
-            out[int(loops[0]["loop"])] = float(loops[0]["seconds"])
+    for r in view.reforecasts:  # in the order they were made: the last one before a loop's start wins
+        made = r.get("made_at")
+        for left in r.get("loops") or []:
+            loop = int(left["loop"])
+            start = starts.get(loop)
+            if made is None or start is None or float(made) <= start:
+                out[loop] = float(left["seconds"])
     return out
 
 
@@ -163,11 +167,15 @@ def reforecast_line(r: Reforecast) -> str:
     """The console's line after a step (issue 43): what is left, by part, the load, and what the first forecast
     said of the same steps."""
     parts = []
-    if r.current_s:
+    several = r.slots > 1 or len(r.running) > 1
+    if several and r.running:  # K trials at once: each running one's rest (issue 41)
+        parts.append("running: " + ", ".join(f"loop {lp.loop} {_dur(lp.seconds)}" for lp in r.running))
+    elif r.current_s:
         parts.append(f"this loop {_dur(r.current_s)}")
     if r.loops:
         span = f"loop {r.loops[0].loop}" if len(r.loops) == 1 else f"loops {r.loops[0].loop}-{r.loops[-1].loop}"
-        parts.append(f"{span} {_dur(sum(lp.seconds for lp in r.loops))}")
+        parts.append(f"{span} {_dur(sum(lp.seconds for lp in r.loops))}"
+                     + (f" of work on {r.slots} slots" if several else ""))
     if r.final_s:
         parts.append(f"final evaluation {_dur(r.final_s)}")
     load = f"; CPU {r.slowness:.1f}x as slow as idle (at the forecast {r.forecast_slowness:.1f}x)"

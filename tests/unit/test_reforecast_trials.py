@@ -1,0 +1,268 @@
+"""Issue 43's re-forecast with the planner's own training length and K trials at once (issue 41).
+
+Found by the lead in a real session (the LLM planner through a relay, demo_add, ``FT_PARALLEL_TRIALS=2``): the
+planner chose 7,500 optimizer steps per trial where the first forecast's probe recipe had 300, and the console said
+*"2 trials at once · elapsed 37 min 33 s · expected 0 s more"* while the two trainings showed *"ETA 11 min 41 s"*
+and *"ETA 17 min 35 s"*. The re-forecast priced each loop's training from the probe's recipe, summed the loops as if
+they ran one after another, ignored the trainings' progress, and the console only counted down the last step's
+re-forecast.
+
+``tests/fixtures/reforecast/relay_r2_two_trials.json`` is that session's ``events.jsonl`` pruned to what the
+re-forecast reads (trial/step starts and ends, validations, training progress, the first forecast, the CPU slowness
+its sampler read); ``relay_r2_loop0_train.yaml`` is loop 0's validated train.yaml (300 epochs of 400 rows at batch 16).
+The replay feeds those events, at their own times, to the real :class:`Reforecaster`, the real CPU-speed monitor
+(its samples replayed) and the real console.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from io import StringIO
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from pydantic import BaseModel
+from rich.console import Console
+
+from ftagent.core.approved import Approved, Fingerprint
+from ftagent.core.cpu_speed import CpuSpeedMonitor
+from ftagent.core.forecast import Forecast, LoopForecast, TrainProbe, makespan
+from ftagent.core.reforecast import LoopLeft, Reforecast, StepTime
+from ftagent.core.types import ValidationReport
+from ftagent.engine.events import (
+    EVENT_ADAPTER,
+    Progress,
+    ReforecastEvent,
+    TrialStart,
+    ValidationEvent,
+    read_events,
+)
+from ftagent.engine.loop import LoopEngine
+from ftagent.engine.session import Session
+from ftagent.finetune.reforecast import Reforecaster
+from ftagent.finetune.trials_seen import validated_steps
+from ftagent.views.console import ConsoleProgress
+from tests.unit._workflows import STEPS, RecordingWorkflow, TraceState
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "reforecast"
+AT_06_33_31 = 1796538811.0  # the lead's two console quotes, as epoch seconds of the session's clock
+AT_06_50_28 = 1796539828.0
+
+
+class _Scenario(BaseModel):
+    forecast: Forecast | None = None
+
+
+class _State(TraceState):
+    scenario: _Scenario | None = None
+
+
+def _no_gpu(cap: int) -> SimpleNamespace:
+    return SimpleNamespace(upper_data_size_limit=cap, hardware=SimpleNamespace(gpu_count=0))
+
+
+# -- the validated plan and the schedule -----------------------------------------------------------------------
+def test_the_validated_config_gives_its_own_optimizer_steps(tmp_path):
+    real = ValidationReport(passed=True, config_path=str(FIXTURES / "relay_r2_loop0_train.yaml"))
+    assert validated_steps(real, _no_gpu(400), None) == 7500  # 300 epochs x ceil(400 / 16)
+    # an epoch-based plan counts the data cap (the full data run has not run yet): an upper bound
+    assert validated_steps(real, _no_gpu(2000), None) == 300 * 125
+    capped = tmp_path / "train.yaml"
+    capped.write_text("max_steps: 120\nnum_train_epochs: 300\nper_device_train_batch_size: 16\n")
+    assert validated_steps(ValidationReport(passed=True, config_path=str(capped)), _no_gpu(400), None) == 120
+    two_gpus = SimpleNamespace(slot=SimpleNamespace(gpus=[0, 1]))  # K trials at once: the slot's GPUs
+    assert validated_steps(real, _no_gpu(400), two_gpus) == 300 * 13
+    assert validated_steps(ValidationReport(passed=False, config_path=str(capped)), _no_gpu(400), None) is None
+    assert validated_steps(ValidationReport(passed=True), _no_gpu(400), None) is None  # a plug-in: no config
+    # what the workflow reads: the frozen copy validation approved (never the workspace's, which code can write)
+    frozen = tmp_path / "frozen"
+    frozen.mkdir()
+    (frozen / "train.yaml").write_text("max_steps: 77\n")
+    approved = Approved(frozen=Fingerprint(root=str(frozen)), data_dir=str(tmp_path / "data"))
+    report = ValidationReport(passed=True, config_path=str(capped), approved=approved)
+    assert validated_steps(report, _no_gpu(400), None) == 77
+
+
+def test_the_loops_to_start_wait_for_the_running_trials_slots():
+    assert makespan([10.0, 10.0], 2, busy=[5.0, 30.0]) == 30.0  # both new loops queue on the slot freed at 5 s
+    assert makespan([10.0], 2, busy=[5.0, 7.0]) == 15.0
+    assert makespan([10.0, 10.0, 10.0], 2) == 20.0  # as before without running trials
+    assert makespan([], 2, busy=[12.0]) == 12.0
+
+
+# -- the real session, replayed ------------------------------------------------------------------------------------
+class _Replay:
+    """A real session's events fed at their own times to the re-forecaster, its CPU-speed monitor and the console."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        data = json.loads((FIXTURES / "relay_r2_two_trials.json").read_text())
+        self.events, samples = data["events"], data["slowness"]
+        self.now = [self.events[0]["ts"]]
+
+        def sampler() -> float:  # the slowness the session's own sampler read last before now
+            return ([v for t, v in samples if t <= self.now[0]] or [samples[0][1]])[-1]
+
+        clock = lambda: self.now[0]  # noqa: E731
+        self.monitor = CpuSpeedMonitor(clock=clock, sampler=sampler)
+        session = Session.create(tmp_path / "log", state_cls=_State)
+        session.state.scenario = _Scenario(forecast=Forecast(**data["forecast"]))
+        self.planned = validated_steps(ValidationReport(passed=True, config_path=str(FIXTURES / "relay_r2_loop0_train.yaml")),
+                                       _no_gpu(400), None)
+        self.console = ConsoleProgress(Console(file=StringIO(), width=300), loop_n=4, live=False, clock=clock)
+        self.emitted: list[ReforecastEvent] = []
+
+        def emit(event: ReforecastEvent) -> None:  # as the session's event log hands it to its subscribers
+            self.emitted.append(event)
+            self.console(event)
+
+        self.reforecaster = Reforecaster(session, self.monitor, steps=STEPS, feedback_step="feedback", loop_n=4,
+                                         gpus=0, emit=emit, slots=2, clock=clock)
+        self._next = 0
+
+    def until(self, ts: float) -> None:
+        while self._next < len(self.events) and self.events[self._next]["ts"] <= ts:
+            raw = self.events[self._next]
+            self._next += 1
+            self.now[0] = raw["ts"]
+            self.monitor.sample()
+            if raw["type"] == "validation":  # what the workflow now records with it (the config above)
+                raw = {**raw, "planned_steps": self.planned}
+            event = EVENT_ADAPTER.validate_python(raw)
+            self.console(event)
+            self.reforecaster(event)
+        self.now[0] = ts
+
+    def eta(self, loop: int) -> float:
+        """The loop's training ETA as LLaMA-Factory last reported it, counted down to now."""
+        last = [e for e in self.events[: self._next] if e["type"] == "progress" and e["loop"] == loop][-1]
+        return last["detail"]["eta_s"] - (self.now[0] - last["ts"])
+
+
+def test_two_trials_training_7500_steps_are_reforecast_from_their_progress(tmp_path):
+    replay = _Replay(tmp_path)
+    replay.until(1796538120.2)  # both configs validated (7,500 steps each), neither training has started
+    r = replay.reforecaster.latest
+    assert r is not None and [lp.loop for lp in r.running] == [0, 1] and r.slots == 2
+    # each running loop's training is priced from its own 7,500 steps (before: the probe recipe's 300 steps,
+    # 144 s a loop; the whole session was re-forecast at 18 min 44 s)
+    assert min(lp.seconds for lp in r.running) > 20 * 60
+    for at in (AT_06_33_31, AT_06_50_28):
+        replay.until(at)
+        r = replay.reforecaster.latest
+        assert r is not None and at - r.made_at < 120  # refreshed by the trainings' progress, not only by step ends
+        running = {lp.loop: lp.seconds for lp in r.running}
+        for loop in (0, 1):  # its training's rest (its own total steps x its measured s/step) and what follows it
+            assert replay.eta(loop) * 0.85 <= running[loop] <= replay.eta(loop) * 1.4 + 300, (loop, running, at)
+        # the loops still to start train as long as the planner's trainings so far, and wait for a free slot
+        assert all(lp.seconds > 20 * 60 for lp in r.loops), r.loops
+        assert r.remaining_s == pytest.approx(makespan([lp.seconds for lp in r.loops], 2,
+                                                       busy=[lp.seconds for lp in r.running]), abs=0.05)
+        assert r.remaining_s < sum(running.values()) + sum(lp.seconds for lp in r.loops)  # not the sum
+        expected = replay.console.expected_s()
+        assert expected >= max(replay.eta(0), replay.eta(1))  # before: "expected 6 min 43 s more", "0 s more"
+        assert "expected 0 s more" not in replay.console.status_line()
+    on_progress = [e for e in replay.emitted if e.step_time is None]
+    assert on_progress and all(b.ts - a.ts >= 30.0 for a, b in zip(on_progress, on_progress[1:], strict=False))  # throttled
+
+
+def test_the_step_times_of_trials_that_interleave_are_each_measured_from_their_own_loop(tmp_path):
+    replay = _Replay(tmp_path)
+    replay.until(1796538120.2)
+    steps = {(e.step_time.loop, e.step_time.step): e.step_time for e in replay.emitted if e.step_time is not None}
+    # loop 1's propose took 0.09 s (the proposals of a round are made together); before, the re-forecaster timed it
+    # from loop 0's step end (0.47 s) and its slowness from the latest step start of any loop
+    assert steps[(1, "propose")].seconds == pytest.approx(0.094, abs=0.01)
+    assert steps[(0, "validate")].seconds == pytest.approx(117.95, abs=0.5)
+
+
+# -- the console: "expected … more" never less than a running trial's own ETA --------------------------------------
+def test_the_console_never_expects_less_than_the_longest_running_training():
+    now = [1000.0]
+    display = ConsoleProgress(Console(file=StringIO(), width=300), loop_n=4, live=False, clock=lambda: now[0])
+    for loop in (0, 1):
+        display(TrialStart(loop=loop, slot=loop, slot_label=f"slot {loop} (core {loop})", step="propose", ts=1000.0))
+    old = Reforecast(remaining_s=1093.93, running=[LoopLeft(loop=0, seconds=126.7)], made_at=1000.0)
+    display(ReforecastEvent(loop=0, ts=1000.0, step_time=StepTime(loop=0, step="validate", seconds=118.0),
+                            reforecast=old))
+    now[0] = 1000.0 + 1700.0  # 28 min later: the step's re-forecast is used up, the trainings are not
+    display(Progress(loop=0, phase="train", done=5250, total=7500, detail={"eta_s": 701.0}, ts=2688.0))
+    display(Progress(loop=1, phase="train", done=4500, total=7500, detail={"eta_s": 1055.0}, ts=2631.0))
+    assert "expected 16 min 26 s more" in display.status_line()  # before: "expected 0 s more"
+    assert display.expected_s() == pytest.approx(1055.0 - 69.0)  # loop 1's ETA, counted down since it came
+    # a re-forecast made on progress refreshes the line without printing one of its own
+    fresh = Reforecast(remaining_s=4100.0, made_at=2700.0)
+    out = StringIO()
+    display.console = Console(file=out, width=300)
+    display(ReforecastEvent(loop=1, ts=2700.0, reforecast=fresh))
+    assert out.getvalue() == "" and "expected 1 h 8 min more" in display.status_line()
+
+
+# -- --timeout: a trial that cannot fit is not started, priced by the running trials' own plans --------------------
+class _Steady:
+    def slowness(self, since, until=None):
+        return 1.0
+
+    def now(self, window_s=None):
+        return 1.0
+
+
+class _PlannedWorkflow(RecordingWorkflow):
+    """Two trials at once: loop 0 trains 10 steps and fails its evaluation (once loop 1 is validated); loop 1's
+    validated config plans ``LONG`` steps, and its training reports progress as LLaMA-Factory's does."""
+
+    serial_steps = ("propose", "feedback")
+    LONG, S_PER_STEP = 400, 0.01
+
+    def __init__(self) -> None:
+        super().__init__(plan={(0, "evaluate"): "fail"})
+        self.validated = threading.Event()
+
+    def _make(self, name: str):
+        inner = super()._make(name)
+
+        def step(ctx):
+            loop = ctx.loop.index
+            if name == "validate":
+                ctx.emit(ValidationEvent(passed=True, planned_steps=10 if loop == 0 else self.LONG))
+                if loop == 1:
+                    self.validated.set()
+            elif name == "train":
+                total = 10 if loop == 0 else self.LONG
+                for done in range(0, total + 1, 10 if loop == 0 else 50):
+                    ctx.emit(Progress(phase="train", done=done, total=total,
+                                      detail={"eta_s": (total - done) * self.S_PER_STEP}))
+                    time.sleep(0.1 if loop == 0 else 50 * self.S_PER_STEP)
+            elif name == "evaluate" and loop == 0:
+                self.validated.wait(10)  # loop 2 is asked for once loop 1's plan is known
+            return inner(ctx)
+
+        return step
+
+
+def test_a_trial_is_not_started_when_the_running_trials_own_plans_say_it_cannot_fit(tmp_path):
+    """The first forecast says a loop trains 3 steps (0.03 s); loop 1's validated config plans 400 (4 s). When loop 0
+    ends (~0.5 s), loop 2 would take a free slot: priced from loop 1's plan it needs ~4 s, and --timeout leaves ~2 s,
+    so it is not started (before: priced from the probe's recipe, ~0.2 s, it started)."""
+    from ftagent.engine.parallel import LocalSlotPool
+    from tests.unit.test_parallel_engine import _pool
+
+    probe = TrainProbe(key="t", s_per_step=_PlannedWorkflow.S_PER_STEP, startup_s=0.0, validate_s=0.01, steps=10)
+    first = Forecast(planner="llm", plan={"max_steps": 3}, train_probe=probe, cpu_slowness=1.0, slots=2,
+                     loops=[LoopForecast(loop=i, train_s=0.03, eval_s=0.01, other_s=0.01) for i in range(4)])
+    session = Session.create(tmp_path / "log", state_cls=_State)
+    session.state.scenario = _Scenario(forecast=first)
+    wf = _PlannedWorkflow()
+    ref = Reforecaster(session, _Steady(), steps=STEPS, feedback_step="feedback", loop_n=4, gpus=0,
+                       emit=session.events.emit, slots=2)
+    session.events.subscribe(ref)
+    pool: LocalSlotPool = _pool(2)
+    summary = LoopEngine(wf, session, loop_n=4, timeout_s=2.5, loop_guard=ref.loop_guard, pool=pool).run()
+    assert not any(loop >= 2 for loop, _ in wf.calls), (summary, sorted(set(wf.calls)))
+    events = list(read_events(session.events_path))
+    again = [e for e in events if isinstance(e, ReforecastEvent)]
+    after_validate = next(e for e in again if e.step_time is not None and e.step_time.loop == 1
+                          and e.step_time.step == "validate")
+    assert {lp.loop: lp.seconds for lp in after_validate.reforecast.running}[1] >= 4.0  # 400 steps x 0.01 s
