@@ -36,6 +36,7 @@ from ftagent.engine.events import (
     EVENT_ADAPTER,
     Progress,
     ReforecastEvent,
+    SessionStart,
     TrialStart,
     ValidationEvent,
     read_events,
@@ -254,6 +255,7 @@ def test_a_trial_is_not_started_when_the_running_trials_own_plans_say_it_cannot_
                      loops=[LoopForecast(loop=i, train_s=0.03, eval_s=0.01, other_s=0.01) for i in range(4)])
     session = Session.create(tmp_path / "log", state_cls=_State)
     session.state.scenario = _Scenario(forecast=first)
+    session.events.emit(SessionStart(session_id="s"))  # as the app does: the secret masker loads before the loops
     wf = _PlannedWorkflow()
     ref = Reforecaster(session, _Steady(), steps=STEPS, feedback_step="feedback", loop_n=4, gpus=0,
                        emit=session.events.emit, slots=2)
