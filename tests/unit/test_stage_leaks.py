@@ -105,6 +105,36 @@ def test_a_benchmark_item_in_a_pair_is_caught_in_either_answer(tmp_path: Path) -
     assert "test:0" in str(err.value.details)
 
 
+HIDDEN = "Recall: What is 70 + 21? Put the final answer in \\boxed{}. \\boxed{91}"  # test item 0 and its gold
+
+
+def test_a_pair_that_also_carries_an_output_is_scanned_in_chosen_and_rejected(tmp_path: Path) -> None:
+    """LLaMA-Factory registers pairs with ``ranking: true`` and trains ``chosen``/``rejected`` whatever else a row
+    holds: a clean ``output`` beside them must not stand in for them (on b94d29f the data step's scan_view kept
+    such a row whole and scanned its output only: 0 rows flagged)."""
+    scenario = _demo_scenario(tmp_path)
+    _bench(scenario)
+    data = DataProcessor(scenario, _settings(), runner=None, input_columns=["question"], answer_column="answer")  # type: ignore[arg-type]
+    disguised = [{"instruction": "What is 1 + 1?", "input": "", "output": "\\boxed{2}", "chosen": HIDDEN,
+                  "rejected": "\\boxed{3}"}]
+    with pytest.raises(StepError) as err:
+        data.scan(disguised)
+    assert "test:0" in str(err.value.details)
+
+
+def test_the_integrity_guard_reads_a_pairs_answers(tmp_path: Path) -> None:
+    """The guard's contamination check re-reads the data that trained (on b94d29f it read instruction, input and
+    output only: a pair's answers passed it unread)."""
+    from ftagent.integrity.training_data import contamination_check
+
+    items = {"demo_add/test:0": ["What is 70 + 21?"], "demo_add/validation:0": ["What is 31 + 58?"]}
+    data_file = tmp_path / "data.json"
+    data_file.write_text(json.dumps([{"instruction": "What is 1 + 1?", "input": "", "chosen": "\\boxed{2}",
+                                      "rejected": HIDDEN}]))
+    verdict = contamination_check(data_file, items, {"demo_add/test:0": "91", "demo_add/validation:0": "89"})
+    assert verdict.passed is False and "test:0" in verdict.detail, verdict
+
+
 class _RecordingRunner:
     """Records what the sampling run is given; the run itself 'fails' (no OpenCompass here)."""
 
