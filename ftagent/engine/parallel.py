@@ -363,3 +363,7 @@ class TrialContext(StepContext[S]):
     def peers(self) -> list[LoopState]:
         """The other trials in flight (their committed state): what they propose, how far they are."""
         return self._scheduler.peers(self._loop.index)
+
+    def trials_at_once(self) -> int:
+        """K: how many trials run at once (the pool's slots), which the prompts say (relay round r2)."""
+        return int(self._scheduler.pool.size)

@@ -377,7 +377,7 @@ def test_relay_critique_facts(demo):
     # feedback clipped at a sentence end, never mid-word
     assert "can still help. …" in prop and "memorised" not in prop  # cut after a sentence, marked
     # counts say what they count
-    assert "Experiments run so far (finished loops, failed ones included): 2 — 1 with a validation score, 1 failed" in prop
+    assert "Experiments finished so far (failed ones included; loops still running are not counted): 2 (loops 0, 1) — 1 with a validation score, 1 failed" in prop
     assert "1 of the 2 experiment(s) above started from it" in prop and "1 experiment(s), the latest" not in prop
     assert "not measured yet" not in prop  # a run has finished: its speed is shown instead
     # scores as percentages, consistently

@@ -47,7 +47,8 @@ def contamination_summary(scenario: ScenarioInfo) -> str:
 
 
 def time_left(ctx: Any, *, finished: bool = False) -> str:
-    """``- time left in this session: 3 h 20 min; this is loop 2 of 5`` (empty without a context)."""
+    """``- time left in this session: 3 h 20 min``, where the session is (this loop, what runs beside it, the
+    loops left) and the time each loop has (empty without a context)."""
     parts = []
     try:
         left = ctx.time_left()
@@ -63,16 +64,69 @@ def time_left(ctx: Any, *, finished: bool = False) -> str:
         loop_n = (ctx.state.config.get("run") or {}).get("loop_n")
     except Exception:  # noqa: BLE001
         index, loop_n = None, None
-    if index is not None:
+    if index is None:
+        return "\n".join(parts)
+    at_once = trials_in_flight(ctx)
+    if at_once is None:
         more = int(loop_n) - index - 1 if loop_n else None
         parts.append(_loop_line(index, more, finished))
         loops = None if more is None else more if finished else more + 1  # the loops still to run
-        if left is not None and loops:
-            which = "for each of them" if finished else "per loop, this one included,"
-            parts.append(f"- so about {format_duration(left / loops)} {which} for data processing, "
-                         "training and evaluation together: plan the training to fit in that (the per-run "
-                         "limits above are ceilings, not targets)")
+        k = 1
+    else:
+        k, others = at_once
+        started = int(getattr(ctx.state, "loop_index", index + 1) or index + 1)
+        parts.extend(_trials_lines(index, k, others, started, int(loop_n) if loop_n else None, finished))
+        to_start = max(int(loop_n) - started, 0) if loop_n else None
+        loops = None if to_start is None else to_start + len(others) + (0 if finished else 1)
+    if left is not None and loops:
+        which = "for each of them" if finished else "per loop, this one included"
+        rounds = -(-loops // k)  # K at once: the loops still to run take this many turns of the slots
+        per = (f"{format_duration(left / rounds)} {which}" + (f" ({k} run at once)" if k > 1 else "")
+               + ("" if finished else ","))
+        parts.append(f"- so about {per} for data processing, training and evaluation together: plan the training "
+                     "to fit in that (the per-run limits above are ceilings, not targets)")
     return "\n".join(parts)
+
+
+def trials_in_flight(ctx: Any) -> tuple[int, list[tuple[int, Any]]] | None:
+    """K and the other loops in flight (index, hypothesis or None) when loops run K at once (issue 41's
+    :class:`~ftagent.engine.parallel.TrialContext`); None one at a time."""
+    try:
+        k = int(ctx.trials_at_once())
+        others = ctx.peers()
+    except Exception:  # noqa: BLE001 - one loop at a time: a plain context has neither
+        return None
+    if k <= 1:
+        return None
+    return k, sorted(((int(p.index), getattr(p, "hypothesis", None)) for p in others), key=lambda x: x[0])
+
+
+def one_line(text: str, limit: int = 160) -> str:
+    """``text`` on one line, cut at a word before ``limit`` characters."""
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= limit else flat[:limit].rsplit(" ", 1)[0] + " …"
+
+
+def _trials_lines(index: int, k: int, others: list[tuple[int, Any]], started: int, loop_n: int | None,
+                  finished: bool) -> list[str]:
+    """Where a session with K loops at once is (relay round r2: "this is loop 2; 1 more loop(s) after it" beside
+    a running loop 1 read as if loops ran one after another): K, this loop, what runs beside it, what is left."""
+    this = f"loop {index} has just finished" if finished else f"this is loop {index}"
+    lines = [f"- loops run {k} at once (FT_PARALLEL_TRIALS), numbered from 0 in the order they start; {this}"]
+    if others:
+        lines.append("- running now" + ("" if finished else " beside it") + ": " + "; ".join(
+            f"loop {i} ({one_line(h.hypothesis)})" if h is not None else f"loop {i} (not proposed yet)"
+            for i, h in others) + " — results not in yet")
+    else:
+        lines.append("- no other loop is running now")
+    if loop_n is not None:
+        done = started - len(others) - (0 if finished else 1)
+        to_start = max(loop_n - started, 0)
+        later = (f"{to_start} more will start as slots free up" if to_start else
+                 "no more will start: the loops above are the session's last")
+        lines.append(f"- loops in this session: {loop_n} (--loop-n); {started} started, {done} finished"
+                     + (" (this one included)" if finished else "") + f"; {later}")
+    return lines
 
 
 def _loop_line(index: int, more: int | None, finished: bool) -> str:

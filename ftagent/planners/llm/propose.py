@@ -106,7 +106,7 @@ def _ancestors(view: PlannerView, exp: Any) -> set[int]:
 
 
 def experiment_counts(view: PlannerView) -> str:
-    """``Experiments run so far (loops finished): 2 — 1 with a validation score, 1 failed (...)``."""
+    """``Experiments finished so far (…): 2 (loops 0, 1) — 1 with a validation score, 1 failed (...)``."""
     exps = view.experiments
     scored = sum(1 for e in exps if e.val_score is not None and e.failure is None)
     internal = sum(1 for e in exps if is_internal_error(e.failure))
@@ -116,7 +116,11 @@ def experiment_counts(view: PlannerView) -> str:
         parts.append(f"{failed} failed")
     if internal:
         parts.append(f"{internal} stopped by an internal error of the system")
-    return f"Experiments run so far (finished loops, failed ones included): {len(exps)} — " + ", ".join(parts)
+    loops = ("…, " if len(exps) > 12 else "") + ", ".join(str(e.loop) for e in exps[-12:])
+    which = f" (loop{'s' if len(exps) > 1 else ''} {loops})" if exps else ""
+    # "run so far: 1" beside loops 1 and 2 in flight read as a count of started loops (relay round r2)
+    return (f"Experiments finished so far (failed ones included; loops still running are not counted): "
+            f"{len(exps)}{which} — " + ", ".join(parts))
 
 
 def sota_rule(view: PlannerView, min_delta: float, rule: str = "interval") -> str:
@@ -198,8 +202,8 @@ def build_proposal_messages(scenario: ScenarioInfo, view: PlannerView, settings:
         sections.append(text_part("parent_script", f"process_data.py of loop {parent.loop}",  # type: ignore[union-attr]
                                   f"```python\n{parent_script.rstrip()}\n```", 55, level=2))
     if running:  # what the other trials test now: required, or a slot would run the same experiment twice
-        sections.append(text_part("running", "Running now on the other slots (results not in yet)", "\n".join(
-            f"- {h.hypothesis} Task: {h.task}" for h in running), required=True, level=2))
+        sections.append(text_part("running", "Running now on the other slots (results not in yet)",
+                                  running_words(running, ctx), required=True, level=2))
     last = view.experiments[-1] if view.experiments else None
     sections.append(text_part("ask", "", render("proposal_user", parent=parent, tried=bool(view.experiments),
                                                 internal=last is not None and is_internal_error(last.failure),
@@ -207,6 +211,23 @@ def build_proposal_messages(scenario: ScenarioInfo, view: PlannerView, settings:
                               required=True))
     fitted = fit(sections, settings, system)
     return [{"role": "system", "content": system}, {"role": "user", "content": fitted.text}]
+
+
+def running_words(running: list[Hypothesis], ctx: Any) -> str:
+    """One line per running experiment, named by its loop (relay round r2: the lines named none, beside a budget
+    line that counted loops); a hypothesis no running loop holds was proposed in this round and waits for a slot."""
+    from ftagent.planners.llm.prompting import trials_in_flight
+
+    in_flight = trials_in_flight(ctx)
+    if in_flight is None:  # a context that knows no loops in flight
+        return "\n".join(f"- {h.hypothesis} Task: {h.task}" for h in running)
+    loops = [(i, h) for i, h in in_flight[1] if h is not None]
+    lines = []
+    for h in running:
+        loop = next((i for i, peer in loops if peer == h), None)
+        who = f"loop {loop}" if loop is not None else "proposed in this round, not started yet"
+        lines.append(f"- {who}: {h.hypothesis} Task: {h.task}")
+    return "\n".join(lines)
 
 
 def llm_pools_configured(settings: Any) -> bool:

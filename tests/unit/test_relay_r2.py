@@ -1,0 +1,102 @@
+"""Relay round r2 (demo_add, FT_STAGES=sft,dpo,grpo, FT_PARALLEL_TRIALS=2, --loop-n 4): what the player
+found in the prompts, each checked through the code that renders them (docs/llm.md "Sixth and seventh relay
+rounds")."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from types import SimpleNamespace as NS
+
+from ftagent.core.slots import Slot
+from ftagent.core.types import Hypothesis
+from ftagent.engine.loop import LoopEngine
+from ftagent.engine.parallel import LocalSlotPool
+from ftagent.engine.session import Session
+from ftagent.planners.llm.prompting import time_left
+from ftagent.planners.llm.propose import running_words
+from tests.unit._workflows import RecordedLoop, RecordingWorkflow, TraceState
+
+
+class _HypLoop(RecordedLoop):
+    hypothesis: Hypothesis | None = None
+
+
+class _PromptWorkflow(RecordingWorkflow):
+    """Propose (serial) writes a hypothesis; propose, train and feedback record what the prompts' budget
+    lines say there (the proposal's, the coders', the feedback's)."""
+
+    serial_steps = ("propose", "feedback")
+
+    def __init__(self, *a, **kw) -> None:
+        super().__init__(*a, **kw)
+        self.said: dict[tuple[int, str], str] = {}
+        self._lock = threading.Lock()
+
+    def new_loop(self, index: int) -> _HypLoop:
+        return _HypLoop(index=index)
+
+    def _make(self, name: str):
+        inner = super()._make(name)
+
+        def step(ctx):
+            if name == "propose":
+                with self._lock:
+                    self.said[(ctx.loop.index, name)] = time_left(ctx)
+                ctx.loop.hypothesis = Hypothesis(hypothesis=f"[Training] idea number {ctx.loop.index} " + "word " * 60)
+            elif name in ("train", "feedback"):
+                with self._lock:
+                    self.said[(ctx.loop.index, name)] = time_left(ctx, finished=name == "feedback")
+            return inner(ctx)
+
+        return step
+
+
+def test_k_at_once_the_budget_lines_name_the_loops_running_and_the_loops_left(tmp_path: Path) -> None:
+    """r2: "this is loop 2 (numbered from 0); 1 more loop(s) after it" beside a running loop 1 read as loops one
+    after another; the feedback of loop 1 said nothing of loop 2 running. Now every request says K, which loops
+    run now (by number, what each tests in one line) and how many are left to start."""
+    wf = _PromptWorkflow(plan={(i, "train"): "sleep:0.5" for i in range(4)})
+    session = Session.create(tmp_path / "log", {"run": {"loop_n": 4}}, state_cls=TraceState)
+    summary = LoopEngine(wf, session, loop_n=4, pool=LocalSlotPool([Slot(index=i) for i in range(2)])).run()
+    assert (summary.status, summary.loops_done) == ("completed", 4)
+    for (index, step), text in wf.said.items():
+        this = f"loop {index} has just finished" if step == "feedback" else f"this is loop {index}"
+        assert f"- loops run 2 at once (FT_PARALLEL_TRIALS), numbered from 0 in the order they start; {this}" in text
+        assert "- loops in this session: 4 (--loop-n); " in text, text
+        assert "numbered from 0)" not in text and "more loop(s)" not in text  # the one-at-a-time wording is gone
+    train0 = wf.said[(0, "train")]  # loop 1 trains beside loop 0 (both sleep 0.5 s in train)
+    assert "- running now beside it: loop 1 ([Training] idea number 1 word" in train0 and " …)" in train0
+    assert "2 started, 0 finished; 2 more will start as slots free up" in train0
+    last = wf.said[(3, "feedback")]
+    assert "4 started" in last and "no more will start" in last and "(this one included)" in last
+
+
+def test_time_left_words_with_two_at_once() -> None:
+    """The exact lines (a proposal of loop 2 while loop 1 runs; its feedback once loop 1 has finished)."""
+    running = NS(index=1, hypothesis=Hypothesis(hypothesis="[Data] reversed   sum\nformat"))
+    ctx = NS(time_left=lambda: 3600.0, loop=NS(index=2), state=NS(config={"run": {"loop_n": 4}}, loop_index=3),
+             trials_at_once=lambda: 2, peers=lambda: [running])
+    assert time_left(ctx) == (
+        "- time left in this session: 1 h\n"
+        "- loops run 2 at once (FT_PARALLEL_TRIALS), numbered from 0 in the order they start; this is loop 2\n"
+        "- running now beside it: loop 1 ([Data] reversed sum format) — results not in yet\n"
+        "- loops in this session: 4 (--loop-n); 3 started, 1 finished; 1 more will start as slots free up\n"
+        "- so about 30 min per loop, this one included (2 run at once), for data processing, training and "
+        "evaluation together: plan the training to fit in that (the per-run limits above are ceilings, not targets)")
+    alone = NS(time_left=lambda: None, loop=NS(index=3), state=NS(config={"run": {"loop_n": 4}}, loop_index=4),
+               trials_at_once=lambda: 2, peers=lambda: [])
+    assert time_left(alone, finished=True) == (
+        "- no session time limit (no --timeout): only the number of loops ends the session\n"
+        "- loops run 2 at once (FT_PARALLEL_TRIALS), numbered from 0 in the order they start; loop 3 has just "
+        "finished\n- no other loop is running now\n"
+        "- loops in this session: 4 (--loop-n); 4 started, 4 finished (this one included); no more will start: "
+        "the loops above are the session's last")
+
+
+def test_running_experiments_are_named_by_loop() -> None:
+    """The proposal's "Running now" lines name their loop; one proposed in this round but not started says so."""
+    h1, h2 = Hypothesis(hypothesis="idea one", task="t1"), Hypothesis(hypothesis="idea two", task="t2")
+    ctx = NS(trials_at_once=lambda: 2, peers=lambda: [NS(index=1, hypothesis=h1.model_copy())])
+    assert running_words([h1, h2], ctx) == ("- loop 1: idea one Task: t1\n"
+                                            "- proposed in this round, not started yet: idea two Task: t2")
