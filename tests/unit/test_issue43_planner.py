@@ -86,7 +86,7 @@ def _user_file(tmp_path, rows, suffix=".jsonl"):
 def test_the_data_prompt_shows_a_plain_jsonl_files_converter_without_the_other_formats_branches(tmp_path):
     """d350dfe: the converter of a plain Alpaca JSONL file carried its ShareGPT, CSV and parquet branches (~2.6k
     characters); the prompt shows to_alpaca with only this file's reader and row builder."""
-    from ftagent.planners.llm.code import converter_sources
+    from ftagent.planners.llm.code_context import converter_sources
 
     rows = [{"instruction": f"Multiply {n} by 3.", "input": "", "output": f"{3 * n}"} for n in range(100, 140)]
     name, _ = _user_file(tmp_path, rows)

@@ -301,7 +301,8 @@ def test_the_offline_planner_reads_low_loss_and_zero_score_as_a_format_problem()
 def test_the_config_prompt_shows_what_applies_the_parents_data_and_the_last_failure(tmp_path):
     import json
 
-    from ftagent.planners.llm.code import _last_failure_part, _parent_data_part, config_messages
+    from ftagent.planners.llm.code_context import _last_failure_part, _parent_data_part
+    from ftagent.planners.llm.code_messages import config_messages
     from ftagent.planners.llm.view import planner_view
 
     scenario = _demo_scenario(tmp_path)  # CPU only

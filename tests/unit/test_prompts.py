@@ -322,7 +322,7 @@ def test_fallback_shortens_before_dropping():
 def test_data_prompt_keeps_a_dataset_summary_when_the_full_entry_does_not_fit(tmp_path):
     from types import SimpleNamespace
 
-    from ftagent.planners.llm.code import data_messages
+    from ftagent.planners.llm.code_messages import data_messages
 
     scenario = _demo_scenario(tmp_path)
     hyp = Hypothesis(hypothesis="h", task="t")
@@ -392,7 +392,7 @@ def test_relay_critique_facts(demo):
 
 
 def test_llm_rules_only_with_model_pools(tmp_path):
-    from ftagent.planners.llm.code import data_messages
+    from ftagent.planners.llm.code_messages import data_messages
 
     scenario = _demo_scenario(tmp_path)
     hyp = Hypothesis(hypothesis="h", task="t")
@@ -523,7 +523,7 @@ def test_a_run_that_stopped_learning_early_is_called_flat():
 
 def test_previous_config_is_shown_without_system_keys():
     """A repair round or a child loop sees the planner's keys, not the host paths the system injected."""
-    from ftagent.planners.llm.code import without_system_keys
+    from ftagent.planners.llm.code_context import without_system_keys
 
     validated = ("model_name_or_path: /tmp/x/models/builtin/tiny-qwen2\noutput_dir: /tmp/ws/loop_0/output\n"
                  "dataset: ftagent_data\nstage: sft\nlearning_rate: 0.001\nnum_train_epochs: 30\n")
@@ -560,7 +560,7 @@ def test_feedback_shows_the_answer_profile():
 
 def test_coder_sees_the_latest_experiments_files(tmp_path):
     """The tablebench play: the task said "use loop 1's parser" but only the best's (loop 0) script was shown."""
-    from ftagent.planners.llm.code import _latest_other, _latest_part
+    from ftagent.planners.llm.code_context import latest_other, latest_part
 
     trace = Trace(core_metric="accuracy", direction="max", baseline_val=0.0)
     for loop, score in ((0, 60.0), (1, 57.5)):
@@ -572,11 +572,11 @@ def test_coder_sees_the_latest_experiments_files(tmp_path):
                                 artefacts={"workspace": str(ws), "process_data.py": str(ws / "process_data.py"),
                                            "train.yaml": str(ws / "train.yaml")}))
     view = planner_view(trace)
-    latest = _latest_other(view, view.get(0))
-    assert latest is not None and latest.loop == 1 and _latest_other(view, view.get(1)) is None
-    script = _latest_part(latest, "process_data.py", "python")
+    latest = latest_other(view, view.get(0))
+    assert latest is not None and latest.loop == 1 and latest_other(view, view.get(1)) is None
+    script = latest_part(latest, "process_data.py", "python")
     assert "parser of loop 1" in script.body and "latest experiment, validation 57.5" in script.title
-    config = _latest_part(latest, "train.yaml", "yaml")
+    config = latest_part(latest, "train.yaml", "yaml")
     assert "num_train_epochs: 12" in config.body and "/tmp/x" not in config.body
 
 

@@ -165,7 +165,7 @@ def test_the_previous_config_leaves_out_the_keys_the_prompt_says_the_system_sets
     (on a CPU). The config prompt of a child loop, as `ftagent prompts` and the coder build it."""
     from ftagent.core.trace import Experiment, Trace
     from ftagent.core.types import Hypothesis
-    from ftagent.planners.llm.code import config_messages
+    from ftagent.planners.llm.code_messages import config_messages
     from ftagent.planners.llm.preview import preview
     from tests.unit.test_prompts import _demo_scenario, _settings
 

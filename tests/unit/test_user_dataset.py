@@ -252,7 +252,7 @@ def test_bad_file_is_one_error_exit_2_and_no_session(tmp_path, name):
 
 
 def test_llm_data_coder_gets_the_user_files_converter(tmp_path, root):
-    from ftagent.planners.llm.code import converter_sources
+    from ftagent.planners.llm.code_context import converter_sources
 
     register_user_file(_jsonl(tmp_path / "for_llm.jsonl", ALPACA), root)
     sources = converter_sources(["for_llm", "demo_add"])

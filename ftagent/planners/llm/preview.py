@@ -16,7 +16,8 @@ from pydantic import BaseModel
 from ftagent.core.trace import Experiment, Trace
 from ftagent.core.types import Hypothesis
 from ftagent.llm.budget import message_tokens
-from ftagent.planners.llm.code import config_extra, config_messages, data_messages
+from ftagent.planners.llm.code_context import config_extra
+from ftagent.planners.llm.code_messages import config_messages, data_messages
 from ftagent.planners.llm.feedback import decide_numeric, feedback_messages
 from ftagent.planners.llm.propose import build_proposal_messages, read_artefact
 from ftagent.planners.llm.view import planner_view
