@@ -44,9 +44,14 @@ class _PromptWorkflow(RecordingWorkflow):
                 with self._lock:
                     self.said[(ctx.loop.index, name)] = time_left(ctx)
                 ctx.loop.hypothesis = Hypothesis(hypothesis=f"[Training] idea number {ctx.loop.index} " + "word " * 60)
-            elif name in ("train", "feedback"):
+            elif name == "train":  # after its sleep: the other trial has proposed by then
+                out = inner(ctx)
                 with self._lock:
-                    self.said[(ctx.loop.index, name)] = time_left(ctx, finished=name == "feedback")
+                    self.said[(ctx.loop.index, name)] = time_left(ctx)
+                return out
+            elif name == "feedback":
+                with self._lock:
+                    self.said[(ctx.loop.index, name)] = time_left(ctx, finished=True)
             return inner(ctx)
 
         return step
@@ -56,7 +61,7 @@ def test_k_at_once_the_budget_lines_name_the_loops_running_and_the_loops_left(tm
     """r2: "this is loop 2 (numbered from 0); 1 more loop(s) after it" beside a running loop 1 read as loops one
     after another; the feedback of loop 1 said nothing of loop 2 running. Now every request says K, which loops
     run now (by number, what each tests in one line) and how many are left to start."""
-    wf = _PromptWorkflow(plan={(i, "train"): "sleep:0.5" for i in range(4)})
+    wf = _PromptWorkflow(plan={(i, "train"): "sleep:1.5" for i in range(4)})
     session = Session.create(tmp_path / "log", {"run": {"loop_n": 4}}, state_cls=TraceState)
     summary = LoopEngine(wf, session, loop_n=4, pool=LocalSlotPool([Slot(index=i) for i in range(2)])).run()
     assert (summary.status, summary.loops_done) == ("completed", 4)
@@ -65,7 +70,7 @@ def test_k_at_once_the_budget_lines_name_the_loops_running_and_the_loops_left(tm
         assert f"- loops run 2 at once (FT_PARALLEL_TRIALS), numbered from 0 in the order they start; {this}" in text
         assert "- loops in this session: 4 (--loop-n); " in text, text
         assert "numbered from 0)" not in text and "more loop(s)" not in text  # the one-at-a-time wording is gone
-    train0 = wf.said[(0, "train")]  # loop 1 trains beside loop 0 (both sleep 0.5 s in train)
+    train0 = wf.said[(0, "train")]  # loop 1 trains beside loop 0 (each sleeps 1.5 s in train, then records)
     assert "- running now beside it: loop 1 ([Training] idea number 1 word" in train0 and " …)" in train0
     assert "2 started, 0 finished; 2 more will start as slots free up" in train0
     last = wf.said[(3, "feedback")]
@@ -100,3 +105,25 @@ def test_running_experiments_are_named_by_loop() -> None:
     ctx = NS(trials_at_once=lambda: 2, peers=lambda: [NS(index=1, hypothesis=h1.model_copy())])
     assert running_words([h1, h2], ctx) == ("- loop 1: idea one Task: t1\n"
                                             "- proposed in this round, not started yet: idea two Task: t2")
+
+
+def test_the_config_prompt_names_the_experiments_own_stage(tmp_path: Path) -> None:
+    """r2: the managed line said `stage` "(the hypothesis's stage: sft, dpo, kto; orpo and simpo …)" in a session
+    whose stages were sft, dpo, grpo. It names this experiment's stage (and the pref_loss an orpo run forces);
+    a session stored with the old words gets the new ones too."""
+    from ftagent.core.settings import FTSettings, LLMSettings, PathSettings, Settings
+    from ftagent.planners.llm.code_messages import config_messages
+    from tests.unit.test_prompts import _demo_scenario
+
+    scenario = _demo_scenario(tmp_path / "demo")
+    settings = Settings(FTSettings(stages="sft,dpo,grpo"), LLMSettings(), PathSettings())
+    for stage, words in (("sft", "`stage: sft` (this experiment's stage, sft)"),
+                         ("dpo", "`stage: dpo` (this experiment's stage, dpo)"),
+                         ("orpo", "`stage: dpo`, `pref_loss: orpo` (this experiment's stage, orpo)")):
+        text = config_messages(scenario, settings, Hypothesis(hypothesis="h", task="t", stage=stage))[0]["content"]
+        assert words in text and "kto" not in text.split("Fixed values")[1].split("\n#")[0], stage
+    scenario.parameter_catalogue = scenario.parameter_catalogue.replace(
+        "(the experiment's stage, from its proposal)",
+        "(the hypothesis's stage: sft, dpo, kto; orpo and simpo are dpo with their pref_loss)")  # a stored session
+    text = config_messages(scenario, settings, Hypothesis(hypothesis="h", task="t"))[0]["content"]
+    assert "`stage: sft` (this experiment's stage, sft)" in text and "orpo and simpo" not in text

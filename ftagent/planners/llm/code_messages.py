@@ -29,6 +29,7 @@ from ftagent.planners.llm.config_catalogue import (
     parameter_catalogue,
     split_catalogue,
     split_managed,
+    stage_managed_words,
     without_topic,
 )
 from ftagent.planners.llm.prompting import (
@@ -105,6 +106,7 @@ def config_messages(scenario: ScenarioInfo, settings: Any, hypothesis: Hypothesi
     managed, catalogue = split_managed(parameter_catalogue(scenario))
     essential, others = split_catalogue(applicable_catalogue(catalogue, scenario, hypothesis))
     stage = stage_spec(hypothesis.stage)
+    managed = stage_managed_words(managed, stage)
     if stage.name == "sft":  # the preference keys are noise for an SFT run (relay critique, issue 35)
         essential = without_topic(essential, "### Preference stages")
     if stage.trainer == "trl":  # GRPO: TRL's GRPOConfig, not LLaMA-Factory's arguments (issue 40)

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from ftagent.core.stages import StageSpec
     from ftagent.core.types import Hypothesis, ScenarioInfo
 
 
@@ -91,6 +92,19 @@ def split_managed(text: str) -> tuple[str, str]:
     rest = text[:found.start()] + text[found.end():]
     kept = [line for line in rest.splitlines() if not (line.startswith("- ") and line[2:].split(" ", 1)[0] in keys)]
     return body, _without_empty_topics(kept)
+
+
+_STAGE_ENTRY = re.compile(r"`stage` \([^)]*\)")
+
+
+def stage_managed_words(managed: str, stage: StageSpec) -> str:
+    """The managed line's `stage` entry as this experiment's own stage (and the pref_loss it forces), the words
+    of ``tools.llamafactory.stage_config.stage_forced``; a session stored before relay round r2 listed every
+    stage LLaMA-Factory has there ("sft, dpo, kto; orpo and simpo") whatever FT_STAGES enabled."""
+    if stage.lf_stage is None:  # GRPO: TRL's run, whose managed line is its own
+        return managed
+    forced = f"`stage: {stage.lf_stage}`" + (f", `pref_loss: {stage.pref_loss}`" if stage.pref_loss else "")
+    return _STAGE_ENTRY.sub(lambda _: f"{forced} (this experiment's stage, {stage.name})", managed, count=1)
 
 
 def without_topic(text: str, heading: str) -> str:

@@ -30,7 +30,9 @@ PATH_KEYS = {"model_name_or_path": "the weights the loop starts from: the base m
              "dataset_dir": "the loop's workspace", "dataset": "this experiment's data.json"}
 
 
-STAGE_WORDS = "(the hypothesis's stage: sft, dpo, kto; orpo and simpo are dpo with their pref_loss)"
+#: the words for `stage`; the config prompt names the experiment's own stage in their place (relay round r2: a list
+#: of every stage LLaMA-Factory has, "sft, dpo, kto; orpo and simpo", beside a session whose stages were sft, dpo, grpo)
+STAGE_WORDS = "(the experiment's stage, from its proposal)"
 
 
 class DroppedKey(BaseModel):
