@@ -127,3 +127,33 @@ def test_the_config_prompt_names_the_experiments_own_stage(tmp_path: Path) -> No
         "(the hypothesis's stage: sft, dpo, kto; orpo and simpo are dpo with their pref_loss)")  # a stored session
     text = config_messages(scenario, settings, Hypothesis(hypothesis="h", task="t"))[0]["content"]
     assert "`stage: sft` (this experiment's stage, sft)" in text and "orpo and simpo" not in text
+
+
+def test_the_speed_figures_say_what_was_measured_at_which_batch(tmp_path: Path) -> None:
+    """r2: "twice the batch is about twice the time per step" beside the probe's 0.32 s/step at batch 32 and loop
+    0's 0.31 s/step at batch 16. The latest run's line names its batch, and with two batches measured says what
+    they show; no scaling law is asserted."""
+    from ftagent.core.forecast import Forecast, TrainPlan, TrainProbe
+    from ftagent.core.trace import Experiment, Trace
+    from ftagent.planners.llm.propose import history_sections
+    from ftagent.planners.llm.view import planner_view
+
+    probe = TrainProbe(key="full", steps=10, s_per_step=0.32, startup_s=49.0, validate_s=30.0)
+    forecast = Forecast(planner="llm", loops=[], plan=TrainPlan(method="full", rows=400, epochs=1, effective_batch=32, cutoff_len=64),
+                        train_probe=probe)
+    out = tmp_path / "loop_0" / "output"
+    out.mkdir(parents=True)
+    (out / "trainer_state.json").write_text(
+        '{"global_step": 7500, "log_history": [{"step": 7500, "train_runtime": 2359.0, '
+        '"train_samples_per_second": 50.9}]}', encoding="utf-8")
+    trace = Trace(core_metric="accuracy", baseline_val=0.0)
+    trace.record(Experiment(loop=0, hypothesis=Hypothesis(hypothesis="h", task="t"), val_score=100.0, decision=True,
+                            config={"per_device_train_batch_size": 16, "gradient_accumulation_steps": 1},
+                            artefacts={"output_dir": str(out), "workspace": str(out.parent)}))
+    body = history_sections(planner_view(trace), forecast)[0].body
+    line = next(x for x in body.splitlines() if x.startswith("- Training speed"))
+    assert "measured 0.31 s per optimizer step at effective batch 16 (7,500 steps" in line
+    assert "probe before the first run measured 0.32 s per step" in line and "effective batch 32: 0.01 s per row" in line
+    assert ("Measured here: 0.31 s per step at batch 16, 0.32 s at batch 32: a step's time was about the same at both "
+            "batches (1× the time per step for 2× the rows)") in line
+    assert "twice the batch" not in line and "in proportion to the tokens" not in line

@@ -105,6 +105,18 @@ def run_speed(exp: Any) -> tuple[float, int] | None:
     return float(row.get("train_runtime") or 0), int(state.get("global_step") or row.get("step") or 0)
 
 
+def run_batch(exp: Any) -> int | None:
+    """The run's effective batch on one device (per_device_train_batch_size × gradient_accumulation_steps of the
+    config it trained), None when the config does not say."""
+    config = getattr(exp, "config", None) or {}
+    try:
+        batch = int(config.get("per_device_train_batch_size") or 0)
+        accumulation = int(config.get("gradient_accumulation_steps") or 1)
+    except (TypeError, ValueError, AttributeError):
+        return None
+    return batch * accumulation if batch > 0 and accumulation > 0 else None
+
+
 def run_rows_per_s(exp: Any) -> float | None:
     """The run's ``train_samples_per_second`` (rows per second of training), None when not recorded."""
     summary = _train_summary(exp)

@@ -54,7 +54,7 @@ def history_sections(view: PlannerView, forecast: Any = None) -> list[Section]:
     per loop) stands in for the measured speed.
     """
     from ftagent.planners.llm.estimate import estimate_line, speed_update_line
-    from ftagent.planners.llm.history import run_rows_per_s, run_speed
+    from ftagent.planners.llm.history import run_batch, run_rows_per_s, run_speed
     from ftagent.planners.llm.numbers import format_score
 
     block = partial(experiment_block, baseline=view.baseline_val, core_metric=view.core_metric, direction=view.direction)
@@ -70,7 +70,7 @@ def history_sections(view: PlannerView, forecast: Any = None) -> list[Section]:
         lines.append(estimate_line(forecast)
                      or "- Training speed on this hardware: not measured yet (no training run has finished)")
     elif speed := speed_update_line(forecast, trained[-1].loop, *(run_speed(trained[-1]) or (0.0, 0)),
-                                    rows_per_s=run_rows_per_s(trained[-1])):
+                                    rows_per_s=run_rows_per_s(trained[-1]), batch=run_batch(trained[-1])):
         lines.append(speed)
     out = [Section(key="results", title="Results so far", body="\n".join(lines), required=True)]
     if parent is not None:
