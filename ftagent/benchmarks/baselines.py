@@ -44,6 +44,10 @@ ALWAYS_EQUAL = "a program whose answer equals everything (__eq__ always true)"
 ProgramScore = Callable[[Any, Path, str], "dict[str, tuple[int, int]] | None"]
 
 
+GOLD_SHARE = "most frequent gold answer, its share of the items"
+BEST_CONSTANT = "best constant, scored by the benchmark's own scorer"
+
+
 class SubsetBaseline(BaseModel):
     """The constant answer of one sub-dataset and what it scores there."""
 
@@ -63,6 +67,8 @@ class ConstantBaseline(BaseModel):
     metric: str
     method: str = Field(description="how the constants were scored (the benchmark's own scorer, or gold share)")
     chosen_on: str = Field(default="", description="the rows the constant was chosen on")
+    choice: str = Field(default="", description="which feedback part that was (its seed and share: the cache's key, "
+                                                "never shown: a planner read 'share 0.7' as the answer's share)")
     subsets: dict[str, SubsetBaseline] = Field(default_factory=dict)
     scoring: str = SCORING_VERSION
     data: str = ""  # digest of the split's file (a re-prepared split is computed again)
@@ -89,9 +95,19 @@ class ConstantBaseline(BaseModel):
         else:
             what = " (best sub-datasets: " + "; ".join(f"{k}: {v.rule or v.answer} scores {v.score:.1f}"
                                                      for k, v in self.top()) + ")"
-        where = f", chosen on {self.chosen_on}" if self.chosen_on else ""
-        return (f"a constant answer scores {self.score:.1f} {self.metric} on the {self.split} split{what}{where} "
-                f"[{self.method}]")
+        items = sum(v.items for v in self.subsets.values())
+        size = f" ({items:,} items)" if items else ""
+        # relay round r2: "chosen on validation's feedback part (12 items; seed 39005, share 0.7) [most frequent gold
+        # answer, its share of the items]" read as if 0.7 were the answer's share: the method is said in words
+        if self.method == GOLD_SHARE and self.chosen_on:
+            how = f", the gold answer met most often on {self.chosen_on}"
+        elif self.method == GOLD_SHARE:
+            how = ", the gold answer met most often"
+        elif self.method == BEST_CONSTANT and self.chosen_on:
+            how = f", the best constant on {self.chosen_on}, scored by the benchmark's own scorer"
+        else:
+            how = (f", chosen on {self.chosen_on}" if self.chosen_on else "") + f"; {self.method}"
+        return f"a constant answer scores {self.score:.1f} {self.metric} on the {self.split} split{size}{what}{how}"
 
 
 def _mean(values: list[float]) -> float | None:
@@ -124,8 +140,13 @@ def choice_rows(bench: Any, root: Path, holdout: Any = None) -> tuple[dict[str, 
         ids = {int(i) for i in holdout.feedback.get(bench.spec.key if single else f"{bench.spec.key}-{subset}", ())}
         out[subset] = [row for i, row in enumerate(items) if i in ids]
     size = sum(len(v) for v in out.values())
-    return out, (f"validation's feedback part ({size} items; seed {holdout.seed}, share {holdout.share:g})"
-                 if size else "validation's feedback part (empty: nothing to choose on)")
+    return out, (f"validation's feedback part ({size} items)" if size
+                 else "validation's feedback part (empty: nothing to choose on)")
+
+
+def choice_key(holdout: Any) -> str:
+    """Which feedback part the constant was chosen on (the stored baseline's key; '' without one)."""
+    return f"seed {holdout.seed}, share {holdout.share:g}" if holdout is not None else ""
 
 
 def _domain_subset(bench: Any, subset: str, rows: list[dict[str, Any]], choose: list[dict[str, Any]]
@@ -206,14 +227,15 @@ def constant_answer_baseline(bench: Any, root: Path, split: str = "validation", 
         method, chosen_on = "run against the tests by the benchmark's own evaluator", ""
         subsets = _programs(bench, root, split, rows, program_score)
     elif config is not None and config.data.loader == "domain":
-        method = "best constant, scored by the benchmark's own scorer"
+        method = BEST_CONSTANT
         subsets = {s: _domain_subset(bench, s, r, choose.get(s, [])) for s, r in rows.items()}
     else:
-        method = "most frequent gold answer, its share of the items"
+        method = GOLD_SHARE
         subsets = _gold_shares(bench, rows, choose)
     score = _mean([v.score for v in subsets.values() if v.score is not None])
     return ConstantBaseline(benchmark=bench.spec.key, split=split, score=score, metric=bench.spec.core_metric,
-                            method=method, chosen_on=chosen_on, subsets=subsets, data=_digest(bench, root, split))
+                            method=method, chosen_on=chosen_on, subsets=subsets, data=_digest(bench, root, split),
+                            choice="" if bench.spec.category == "code" else choice_key(holdout))
 
 
 def _folder(bench: Any, root: Path) -> Path:
@@ -243,6 +265,7 @@ def stored_constant_baseline(bench: Any, root: Path, store: Path, split: str = "
         try:
             kept = ConstantBaseline.model_validate_json(path.read_text(encoding="utf-8"))
             if kept.scoring == SCORING_VERSION and kept.data == digest and kept.chosen_on == chosen_on \
+                    and kept.choice == ("" if bench.spec.category == "code" else choice_key(holdout)) \
                     and not (kept.score is None and program_score is not None):
                 return kept
         except ValueError:

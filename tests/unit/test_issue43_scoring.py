@@ -94,7 +94,7 @@ def test_the_constant_is_chosen_on_validations_feedback_part_and_named(tmp_path)
     assert sub.answer == chosen and sub.rule == f"always {chosen!r}"
     assert sub.score == 100.0 * sum(r["answer"] == chosen for r in test) / len(test)
     assert base.chosen_on.startswith("validation's feedback part (1 items")
-    assert f": always {chosen!r}, chosen on validation's feedback part" in base.line()
+    assert f": always {chosen!r}, the gold answer met most often on validation's feedback part (1 items)" in base.line()
 
 
 def _bench_rows(tmp_path, key: str, rows: list[dict], task: str):
@@ -168,6 +168,8 @@ def test_humaneval_baseline_is_the_always_equal_programs_pass_rate(tmp_path, too
     score = program_scorer(LocalRunner(tools_env, sandbox="none", gpu=False), tmp_path / "work")
     base = constant_answer_baseline(bench, tmp_path, "validation", program_score=score)
     assert base.score is not None and base.score > 0 and [s.rule for s in base.subsets.values()] == [ALWAYS_EQUAL]
-    assert base.line().startswith(f"a constant answer scores {base.score:.1f} pass@1 on the validation split: "
+    items = sum(s.items for s in base.subsets.values())  # relay round r2: the line says how many items it scores
+    assert base.line().startswith(f"a constant answer scores {base.score:.1f} pass@1 on the validation split ({items} "
+                                  "items): "
                                   f"{ALWAYS_EQUAL}")
     assert "passes no tests" not in base.line() and "not applicable" not in base.method

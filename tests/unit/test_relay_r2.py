@@ -157,3 +157,37 @@ def test_the_speed_figures_say_what_was_measured_at_which_batch(tmp_path: Path) 
     assert ("Measured here: 0.31 s per step at batch 16, 0.32 s at batch 32: a step's time was about the same at both "
             "batches (1× the time per step for 2× the rows)") in line
     assert "twice the batch" not in line and "in proportion to the tokens" not in line
+
+
+def test_the_trivial_baseline_says_which_constant_scores_what_on_which_items(tmp_path: Path) -> None:
+    """r2: "chosen on validation's feedback part (12 items; seed 39005, share 0.7) [most frequent gold answer, its
+    share of the items]" read as if 0.7 were the share of '122'. The line says the constant, its score, the items
+    it is scored on and the items it was chosen on, in words, and no seed or share; another feedback part of the
+    same size is still computed again (the stored baseline keeps which part it was)."""
+    from ftagent.benchmarks import get_benchmark
+    from ftagent.benchmarks.base import read_jsonl
+    from ftagent.benchmarks.baselines import stored_constant_baseline
+    from ftagent.core.holdout import Holdout
+
+    bench = get_benchmark("demo_add")
+    bench.prepare(tmp_path)
+    val = read_jsonl(tmp_path / "demo_add" / "validation.jsonl")
+    part = Holdout(seed=39005, share=0.7, feedback={"demo_add": [str(i) for i in range(12)]})
+    base = stored_constant_baseline(bench, tmp_path, tmp_path / "cache", holdout=part)
+    assert base is not None
+    (sub,) = base.subsets.values()
+    answer = sub.answer
+    line = base.line()
+    assert line == (f"a constant answer scores {base.score:.1f} accuracy on the validation split ({len(val)} items): "
+                    f"always {answer!r}, the gold answer met most often on validation's feedback part (12 items)")
+    assert "seed" not in line and "share" not in line and "[" not in line
+    other = Holdout(seed=7, share=0.7, feedback={"demo_add": [str(i) for i in range(12, 24)]})
+    again = stored_constant_baseline(bench, tmp_path, tmp_path / "cache", holdout=other)
+    assert again is not None and again.choice == "seed 7, share 0.7"
+    assert next(iter(again.subsets.values())).answer == constant_of(val[12:24])
+
+
+def constant_of(rows: list[dict]) -> str:
+    from collections import Counter
+
+    return Counter(" ".join(str(r["answer"]).split()) for r in rows).most_common(1)[0][0]

@@ -144,7 +144,7 @@ def test_the_model_card_names_the_constant_baseline(tmp_path, monkeypatch):
     get_benchmark("demo_add").prepare(tmp_path / "ft" / "benchmarks")
     line = facts_mod._constant_baseline(ScenarioInfo.model_construct(file_path=str(tmp_path / "ft"),
                                                                      benchmark="demo_add"))
-    assert line.startswith("a constant answer scores") and "most frequent gold" in line
+    assert line.startswith("a constant answer scores") and "the gold answer met most often" in line
     assert facts_mod._constant_baseline(ScenarioInfo.model_construct(file_path=str(tmp_path / "none"),
                                                                      benchmark="demo_add")) == ""
     monkeypatch.setattr(facts_mod, "_constant_baseline", lambda scenario: line)
