@@ -191,3 +191,39 @@ def constant_of(rows: list[dict]) -> str:
     from collections import Counter
 
     return Counter(" ".join(str(r["answer"]).split()) for r in rows).most_common(1)[0][0]
+
+
+def test_a_later_loops_config_prompt_says_whose_data_it_shows(tmp_path: Path) -> None:
+    """r2: loop 3's config prompt showed loop 0's plain-format statistics ("tokens per output: p50 7, max 7") under
+    "Training data" with "(this loop's data script may change it)", while loop 3's script wrote reversed sums of up
+    to 11 tokens. The section now says whose data it is and that this loop's script writes new data."""
+    import json
+
+    from ftagent.core.settings import FTSettings, LLMSettings, PathSettings, Settings
+    from ftagent.core.trace import Experiment, Trace
+    from ftagent.planners.llm.code_context import config_extra
+    from ftagent.planners.llm.code_messages import config_messages
+    from ftagent.planners.llm.view import planner_view
+    from tests.unit.test_prompts import _demo_scenario
+
+    scenario = _demo_scenario(tmp_path / "demo")
+    ws = tmp_path / "ws" / "loop_0"
+    ws.mkdir(parents=True)
+    (ws / "data.json").write_text(json.dumps([{"instruction": "What is 47 + 89?", "input": "",
+                                               "output": "\\boxed{136}"}]), encoding="utf-8")
+    trace = Trace(core_metric="accuracy", baseline_val=0.0)
+    trace.record(Experiment(loop=0, hypothesis=Hypothesis(hypothesis="plain", task="t"), val_score=100.0,
+                            decision=True, artefacts={"workspace": str(ws)}))
+    settings = Settings(FTSettings(), LLMSettings(), PathSettings())
+    new = Hypothesis(hypothesis="reversed sums", task="write '231 \\boxed{132}'", parent=0, rows=400)
+    text = config_messages(scenario, settings, new, tmp_path / "ws" / "loop_3",
+                           extra=config_extra(tmp_path / "ws" / "loop_3", planner_view(trace), scenario, new)
+                           )[0]["content"]
+    assert "# Training data (loop 0's, not this loop's)" in text
+    assert ("These figures are loop 0's data (the experiment built on), not this loop's: this loop's data script "
+            "writes new data (the proposal plans 400 rows), and it runs after this config is written") in text
+    assert "may change it" not in text and "- 1 rows written by loop 0's data script" in text
+    same = new.model_copy(update={"skip_data_processing": True})
+    text = config_messages(scenario, settings, same, None,
+                           extra=config_extra(None, planner_view(trace), scenario, same))[0]["content"]
+    assert "# Training data (loop 0's: this loop runs its data script again)" in text

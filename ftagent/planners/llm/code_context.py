@@ -78,11 +78,20 @@ def _parent_data_part(workspace: Path | None, parent: Any, scenario: ScenarioInf
                              "script") if source else ""
     if not stats:
         return []
-    how = ("this loop reuses its data script, so expect the same data" if hypothesis.skip_data_processing
-           else "this loop's data script may change it")
-    return [text_part("data", "Training data",
-                      f"This loop's data is not produced yet; the data of loop {parent.loop}, the experiment built "
-                      f"on ({how}):\n{stats}", 80)]
+    # relay round r2: "the data of loop 0 … (this loop's data script may change it)" was read as this loop's data
+    # (plain outputs of 7 tokens where this loop's script wrote reversed sums of up to 11)
+    if hypothesis.skip_data_processing:
+        title = f"Training data (loop {parent.loop}'s: this loop runs its data script again)"
+        lead = (f"This loop runs loop {parent.loop}'s data script unchanged, so expect its data again; loop "
+                f"{parent.loop}'s data:")
+    else:
+        title = f"Training data (loop {parent.loop}'s, not this loop's)"
+        planned = f" (the proposal plans {hypothesis.rows:,} rows)" if hypothesis.rows is not None else ""
+        lead = (f"These figures are loop {parent.loop}'s data (the experiment built on), not this loop's: this loop's "
+                f"data script writes new data{planned}, and it runs after this config is written. Where the task "
+                "changes the rows (their number, format or length), size the run by the task's figures. Loop "
+                f"{parent.loop}'s data:")
+    return [text_part("data", title, f"{lead}\n{stats}", 80)]
 
 
 def _last_failure_part(exp: Any) -> list[Section]:
