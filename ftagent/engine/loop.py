@@ -171,7 +171,8 @@ class LoopEngine(Generic[S]):
         if self.pool is not None or state.running:  # K trials at once, or a session saved with trials in flight
             from ftagent.engine.parallel import LocalSlotPool, Scheduler, WholeMachine
 
-            sched = Scheduler(self, self.pool or LocalSlotPool([WholeMachine()]), interrupt=self.interrupt)
+            pool = self.pool or LocalSlotPool([WholeMachine()])
+            sched: Scheduler[S] = Scheduler(self, pool, interrupt=self.interrupt)
             try:
                 status, message = sched.run(ctx)
             finally:

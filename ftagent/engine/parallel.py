@@ -36,17 +36,14 @@ import queue
 import statistics
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Generic, Literal
+from typing import Any, Generic, Literal
 
 from ftagent.core.errors import BudgetExhausted, EnvironmentFailure, ErrorType, StepFailure
 from ftagent.engine.context import SessionStatus, StepContext
 from ftagent.engine.events import LoopEnd, Message, StepEnd, TrialStart, _Event
 from ftagent.engine.pools import LocalSlotPool, SlotPool, WholeMachine
-from ftagent.engine.session import LoopState, S, SessionState
+from ftagent.engine.session import LoopState, S, Session, SessionState
 from ftagent.engine.steps import StepOutcome, run_step
-
-if TYPE_CHECKING:
-    from ftagent.engine.loop import LoopEngine
 
 __all__ = ["LocalSlotPool", "Scheduler", "SlotPool", "TrialContext", "WholeMachine", "trial_loop"]
 
@@ -69,12 +66,13 @@ class _Stop(Exception):
 class Scheduler(Generic[S]):
     """Runs a :class:`~ftagent.engine.loop.LoopEngine`'s workflow K loops at once (see the module docstring)."""
 
-    def __init__(self, engine: LoopEngine[S], pool: SlotPool, *, interrupt: Callable[[], None] | None = None) -> None:
+    def __init__(self, engine: Any, pool: SlotPool, *, interrupt: Callable[[], None] | None = None) -> None:
         """``engine``: the :class:`~ftagent.engine.loop.LoopEngine` whose session, workflow and budgets these are
-        (imported for its type only: the engine imports this module)."""
+        (not imported, not even for its type: the engine imports this module; its session types ``S``)."""
         self.engine, self.pool, self.interrupt = engine, pool, interrupt
-        self.session, self.workflow = engine.session, engine.workflow
-        self.state: S = engine.session.state
+        self.session: Session[S] = engine.session
+        self.workflow = engine.workflow
+        self.state: S = self.session.state
         self.steps = list(self.workflow.steps())
         self.serial = set(getattr(self.workflow, "serial_steps", ()))
         self._lock = threading.RLock()  # the shared state: commits and snapshots
