@@ -66,5 +66,5 @@ def test_a_config_prompt_with_data_gives_rows_tokens_and_the_steps_rule(tmp_path
     later = text_of(preview("config", scenario, _settings(), trace,
                           hypothesis=Hypothesis(hypothesis="h", task="t", parent=0)))
     data = later.split("# Training data", 1)[1].split("# Parameter catalogue", 1)[0]
-    assert "the data of loop 0, the experiment built on" in data and "37 rows" in data
+    assert "loop 0's data (the experiment built on), not this loop's" in data and "37 rows" in data
     assert "steps per epoch = ceil(" in data

@@ -326,7 +326,7 @@ def test_the_config_prompt_shows_what_applies_the_parents_data_and_the_last_fail
     for absent in ("quantization_bit", "use_liger_kernel", "flash_attn", "lora_rank", "module_dropout", "pure_bf16"):
         assert f"- {absent} (" not in text, absent
     assert "- learning_rate (" in text and "- per_device_train_batch_size (" in text
-    assert "Not produced yet" not in text and "the data of loop 0, the experiment built on" in text
+    assert "Not produced yet" not in text and "loop 0's data (the experiment built on), not this loop's" in text
     assert "- 40 rows written by loop 0's data script" in text
     assert "Loop 1 (the latest experiment) failed" in text and "[train/DIVERGED] training diverged" in text
     # a GPU run keeps the precision keys, a run naming no method keeps every method's arguments
