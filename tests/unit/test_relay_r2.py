@@ -227,3 +227,25 @@ def test_a_later_loops_config_prompt_says_whose_data_it_shows(tmp_path: Path) ->
     text = config_messages(scenario, settings, same, None,
                            extra=config_extra(None, planner_view(trace), scenario, same))[0]["content"]
     assert "# Training data (loop 0's: this loop runs its data script again)" in text
+
+
+def test_the_sampled_loss_table_shows_the_steps_the_summary_names() -> None:
+    """r2: "min 0.0001 at step 4500" beside a sampled table of 4250 and 4750 (30 points every 250 steps, 12
+    sampled). The table keeps the minimum's step, the last step and the plateau's start."""
+    from ftagent.core.trace import Experiment
+    from ftagent.planners.llm.history import experiment_block, loss_summary
+
+    values = [2.062, 0.9, 0.4, 0.2, 0.1, 0.05, 0.02, 0.01, 0.005, 0.003, 0.002, 0.001, 0.0008, 0.0006, 0.0004,
+              0.0003, 0.0002, 0.0001, 0.0002, 0.0002, 0.0002, 0.0002, 0.0002, 0.0002, 0.0002, 0.0002, 0.0002,
+              0.0002, 0.0002, 0.0002]
+    history = [{"step": 250 * (i + 1), "loss": v} for i, v in enumerate(values)]
+    summary = loss_summary(history)
+    assert summary is not None and summary.min_step == 4500
+    exp = Experiment(loop=1, hypothesis=Hypothesis(hypothesis="h", task="t"), val_score=100.0, loss_history=history)
+    block = experiment_block(exp, baseline=0.0, core_metric="accuracy", direction="max", detail="full")
+    assert "min 0.0001 at step 4500" in block
+    table = block.split("- Loss curve (sampled):")[1]
+    for step in summary.named_steps():
+        assert f"| {step} | " in table, step
+    assert summary.flat_from_step is not None and f"flat from step {summary.flat_from_step}" in block
+    assert table.count("\n| ") <= 12 + 3  # 12 sampled rows at most, plus the named ones

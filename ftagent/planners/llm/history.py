@@ -174,6 +174,12 @@ class LossSummary(BaseModel):
     last_step: int
     trend: str  # "falling", "flat", "rising", "noisy"
     eval_last: float | None = None
+    flat_from_step: int | None = None  # "fell early, then flat from step S"
+
+    def named_steps(self) -> set[int]:
+        """The steps the summary names, which the sampled table must show (relay round r2: "min 0.0001 at step
+        4500" beside a table whose rows were 4250 and 4750)."""
+        return {self.min_step, self.last_step} | ({self.flat_from_step} if self.flat_from_step is not None else set())
 
     def line(self) -> str:
         text = (f"{self.points} points, first {self.first:.4g}, last {self.last:.4g} (step {self.last_step}), "
@@ -242,12 +248,14 @@ def loss_summary(history: list[dict[str, Any]]) -> LossSummary | None:
     rises = [b - a for a, b in zip(tail, tail[1:], strict=False) if b > a]
     noisy = (len(rises) >= len(tail) // 3
              and max(rises, default=0) > max(0.1 * abs(sum(tail) / len(tail)), LOSS_NOISE_FLOOR))
+    flat_step = None
     if len(values) < 3:
         trend = "falling" if values[-1] < values[0] else "flat or rising"
     elif late < early * 0.97:
         flat_from = _plateau_start(values)
         if flat_from is not None:
             share = 1 - flat_from / len(values)
+            flat_step = pts[flat_from][0]
             trend = (f"fell early, then flat from step {pts[flat_from][0]} for the last {share:.0%} of the run "
                      f"(within 25 % of the final loss or {LOSS_NOISE_FLOOR:g} of it): more steps alone will not "
                      "help, a run that ends there reaches the same loss; if the score falls short, look at the "
@@ -264,17 +272,20 @@ def loss_summary(history: list[dict[str, Any]]) -> LossSummary | None:
     evals = [float(p["eval_loss"]) for p in history
              if isinstance(p, dict) and isinstance(p.get("eval_loss"), (int, float))]
     return LossSummary(points=len(pts), first=values[0], last=values[-1], min=v_min, min_step=step_min,
-                       last_step=pts[-1][0], trend=trend, eval_last=evals[-1] if evals else None)
+                       last_step=pts[-1][0], trend=trend, eval_last=evals[-1] if evals else None,
+                       flat_from_step=flat_step)
 
 
-def loss_table(history: list[dict[str, Any]], rows: int = 12) -> str:
-    """A compact Markdown table of ``rows`` evenly sampled points (first and last included)."""
+def loss_table(history: list[dict[str, Any]], rows: int = 12, keep: set[int] | frozenset[int] = frozenset()) -> str:
+    """A compact Markdown table of ``rows`` evenly sampled points (first and last included), plus the loss points
+    at the steps in ``keep`` (the ones the loss summary names: :meth:`LossSummary.named_steps`)."""
     pts = [p for p in history if isinstance(p, dict) and (p.get("loss") is not None or p.get("eval_loss") is not None)]
     if not pts:
         return ""
     if len(pts) > rows:
-        idx = sorted({round(i * (len(pts) - 1) / (rows - 1)) for i in range(rows)})
-        pts = [pts[i] for i in idx]
+        idx = {round(i * (len(pts) - 1) / (rows - 1)) for i in range(rows)}
+        idx |= {i for i, p in enumerate(pts) if p.get("step") in keep and p.get("loss") is not None}
+        pts = [pts[i] for i in sorted(idx)]
     # the optional columns a run logged: eval loss, lr, and the other stages' own curves (issue 40)
     extra = [k for k in ("eval_loss", "lr", "accuracy", "reward", "kl", "completion_length")
              if any(p.get(k) is not None for p in pts)]
@@ -400,7 +411,7 @@ def experiment_block(exp: PlannerExperiment, *, baseline: float | None, core_met
         config = planner_config(exp.config)
         if config:
             lines += ["- Config actually trained (system paths left out):", "```yaml", config, "```"]
-        table = loss_table(history)
+        table = loss_table(history, keep=summary.named_steps() if summary is not None else frozenset())
         if table:
             lines += ["- Loss curve (sampled):", table]
     return "\n".join(lines)
