@@ -6,7 +6,7 @@ Public API:
   a path ending in ``.yaml``/``.yml`` loads a user benchmark file and registers it under its ``name``.
 * ``resolve_benchmark(key_or_file)`` — the key to use from then on (the file's ``name`` for a file).
 * ``open_benchmark(key_or_file)`` — both, ``(key, benchmark)``, from one registry lookup (a session's
-  start-up, :func:`ftagent.finetune.startup.resolve_run`).
+  start-up, :func:`ftagent.finetune.resolve.resolve_run`).
 * ``benchmark_keys()``, ``benchmark_specs()``, ``describe_all()``, ``describe(key_or_file)`` — ``ftagent benchmarks
   list|show`` and the MCP server's ``benchmarks`` tool.
 * ``default_description(key)`` — the description given to the planner when none is passed.

@@ -99,3 +99,26 @@ def is_prepared(root: Path, key: str, limit: int | None, *, items: str | None = 
     if items is None and isinstance(found, dict):
         found.pop("items", None)
     return bool(found == _wanted(limit, items))
+
+
+def items_before_writing(key: str, checked: CheckedItems | None, input_columns: list[str], answer_column: str,
+                         bench_dir: Path, limit: int | None) -> tuple[dict[str, list[str]], dict[str, str]] | None:
+    """The contamination scan's items and their gold answers, read without writing (issue 34.12): a
+    contaminated ``--dataset`` file is refused before it is copied, the model is built or anything is prepared.
+
+    A local-file benchmark's come from ``checked`` (its rows, read by ``check_data``), keyed as the scan after
+    preparing keys them (the merged ``<key>/<split>.jsonl``); another's from its prepared folder ``bench_dir``
+    when that is current for ``limit``. None when it is not prepared yet: its items exist only once it is
+    downloaded or generated, and the scenario scans the file then (after the model and data sets are prepared).
+    """
+    from ftagent.benchmarks.frozen import keyed_answers, keyed_items, scan_answers, scan_items
+
+    if checked is not None:
+        splits = ("validation", "test")
+        items = {k: v for split in splits for k, v in keyed_items(key, split, checked.split(split), input_columns).items()}
+        answers = {k: v for split in splits
+                   for k, v in keyed_answers(key, split, checked.split(split), answer_column).items()}
+        return items, answers
+    if is_prepared(bench_dir.parent, key, limit):
+        return scan_items(bench_dir, input_columns), scan_answers(bench_dir, answer_column)
+    return None

@@ -38,8 +38,8 @@ if TYPE_CHECKING:
     from ftagent.core.settings import Settings
     from ftagent.core.types import ScenarioInfo
     from ftagent.engine.loop import StepContext
+    from ftagent.finetune.resolve import ResolvedRun
     from ftagent.finetune.start import Startup
-    from ftagent.finetune.startup import ResolvedRun
     from ftagent.runners.base import Runner
 
 console = Console(stderr=True)

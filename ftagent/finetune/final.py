@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from ftagent.core.trace import Experiment
     from ftagent.core.types import ScenarioInfo
     from ftagent.engine.session import Session
-    from ftagent.finetune.startup import ResolvedRun
+    from ftagent.finetune.resolve import ResolvedRun
     from ftagent.finetune.state import FinetuneSessionState
     from ftagent.runners.base import Runner
 

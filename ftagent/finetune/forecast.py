@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from ftagent.engine.events import _Event
     from ftagent.engine.loop import StepContext
     from ftagent.engine.session import Session
-    from ftagent.finetune.startup import ResolvedRun
+    from ftagent.finetune.resolve import ResolvedRun
     from ftagent.finetune.state import FinetuneSessionState
     from ftagent.runners.base import Runner
 

@@ -5,7 +5,7 @@ Each loop step is a component chosen by a dotted-path setting (``FT_PROPOSER``, 
 ``Component(scenario, settings, **extra)`` (``runner=`` for those that run commands): the scenario
 is given once, at construction, never again per call.
 
-A component that reads the start-up's resolved facts (:class:`ftagent.finetune.startup.ResolvedRun`: the
+A component that reads the start-up's resolved facts (:class:`ftagent.finetune.resolve.ResolvedRun`: the
 benchmark, the base model's folder and inference settings ...) declares it on its class,
 ``reads_resolved_run = True``, and takes ``run`` as a required keyword; it is then built with ``run=run``
 (read with :func:`reads_resolved_run`, never from its signature). One that declares nothing is built

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from ftagent.benchmarks.base import BenchmarkAdapter
     from ftagent.core.hardware import HardwareInfo
     from ftagent.core.settings import Settings
-    from ftagent.finetune.startup import ResolvedRun
+    from ftagent.finetune.resolve import ResolvedRun
     from ftagent.llm.client import LLMClient
     from ftagent.planners.llm.select import Selection
     from ftagent.runners.base import Runner
@@ -56,7 +56,7 @@ class Prepared:
 class FinetuneScenario:
     """Builds :class:`ScenarioInfo` in the order of DESIGN §4 (``FT_SCEN`` may name another class).
 
-    ``run`` is the start-up's :class:`~ftagent.finetune.startup.ResolvedRun`: the benchmark, the base
+    ``run`` is the start-up's :class:`~ftagent.finetune.resolve.ResolvedRun`: the benchmark, the base
     model (name, folder, inference settings), the dataset choice, the description and the planner are
     read from it alone (``settings`` gives the limits, paths and timeouts). A plug-in ``FT_SCEN`` is
     built the same way: ``Cls(settings, runner, emit, run=run)``.
@@ -115,8 +115,8 @@ class FinetuneScenario:
 
     def _check_user_datasets(self, names: list[str], file_path: Path) -> None:
         """A user's own file (``--dataset ./my_data.jsonl``): scan it for benchmark items, say what was found."""
+        from ftagent.datasets.choice import check_user_datasets
         from ftagent.datasets.registry import is_user_dataset
-        from ftagent.finetune.startup import check_user_datasets
 
         users = [n for n in names if is_user_dataset(n)]
         if users:

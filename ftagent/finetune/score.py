@@ -31,7 +31,7 @@ from ftagent.core.types import EvalResult
 
 if TYPE_CHECKING:
     from ftagent.core.settings import Settings
-    from ftagent.finetune.startup import ResolvedModel, ResolvedRun
+    from ftagent.finetune.resolve import ResolvedModel, ResolvedRun
     from ftagent.runners.base import Runner
 
 EVAL_SPLITS = ("validation", "test", "full")
@@ -249,8 +249,9 @@ def run_eval(model: str, benchmark: str | None, split: str = "test", against: st
         UserInputError: a bad model, benchmark or split (exit 2), before anything runs.
         EnvironmentFailure / StepError: the tool env, a build or download, or the evaluation failed.
     """
+    from ftagent.finetune.resolve import resolved_model
     from ftagent.finetune.start import start
-    from ftagent.finetune.startup import check_base_model, resolved_model
+    from ftagent.models.base_model import check_base_model
 
     if split not in EVAL_SPLITS:
         raise UserInputError(f"--split {split}: one of {', '.join(EVAL_SPLITS)}")

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from ftagent.core.trace import Trace
     from ftagent.core.types import ScenarioInfo
     from ftagent.engine.loop import StepContext
-    from ftagent.finetune.startup import ResolvedRun
+    from ftagent.finetune.resolve import ResolvedRun
     from ftagent.finetune.state import FinetuneSessionState
     from ftagent.runners.base import Runner
     from ftagent.tools.llamafactory.data_script import DataProcessor

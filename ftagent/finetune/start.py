@@ -1,4 +1,4 @@
-"""The one start-up sequence: settings → :func:`~ftagent.finetune.startup.resolve_run` (benchmark, base
+"""The one start-up sequence: settings → :func:`~ftagent.finetune.resolve.resolve_run` (benchmark, base
 model, dataset choice, planner from the registry) → runner (recorded where events are kept) → the
 ``FT_SCEN`` builder → prepare (build is the caller's: ``llm_finetune`` builds after its session exists).
 
@@ -17,7 +17,7 @@ from typing import Any
 
 from ftagent.core.errors import UserInputError
 from ftagent.core.settings import Settings
-from ftagent.finetune.startup import ResolvedRun
+from ftagent.finetune.resolve import ResolvedRun
 
 Emit = Callable[[Any], None]
 
@@ -65,13 +65,13 @@ def start(*, benchmark: str | None, base_model: str | None, file_settings: Mappi
 
     ``file_settings``: a run file's settings by name (:class:`ftagent.core.run_config.RunFile`; ``{}`` without
     one), below the options and the environment; ``planner`` replaces ``FT_PLANNER`` (``prompts``: ``heuristic``);
-    the check flags are :func:`~ftagent.finetune.startup.resolve_run`'s.
+    the check flags are :func:`~ftagent.finetune.resolve.resolve_run`'s.
 
     Raises:
         UserInputError: bad options (exit 2).
     """
     from ftagent.core.settings import load_settings
-    from ftagent.finetune.startup import resolve_run
+    from ftagent.finetune.resolve import resolve_run
 
     settings = load_settings(file_settings, target_benchmark=benchmark, base_model=base_model, dataset=dataset,
                              upper_data_size_limit=upper_data_size_limit,

@@ -64,7 +64,7 @@ from ftagent.finetune.trials_seen import validated_steps
 from ftagent.integrity.guard import IntegrityGuard
 
 if TYPE_CHECKING:
-    from ftagent.finetune.startup import ResolvedRun
+    from ftagent.finetune.resolve import ResolvedRun
 
 STEP_NAMES = ("propose", "code", "validate", "train", "evaluate", "feedback")
 
@@ -394,7 +394,7 @@ def build_components(scenario: ScenarioInfo, settings: Any, runner: Any, planner
 
     Every component is built ``Component(scenario, settings, [runner=runner,] [run=run])`` (no signature
     is inspected): the scenario is given once, here; the runner goes to the components that run commands
-    (validator, trainer, evaluator); ``run`` (the start-up's :class:`~ftagent.finetune.startup.ResolvedRun`)
+    (validator, trainer, evaluator); ``run`` (the start-up's :class:`~ftagent.finetune.resolve.ResolvedRun`)
     only to a component whose class declares ``reads_resolved_run = True``
     (:func:`ftagent.finetune.protocols.reads_resolved_run`): the built-in evaluator takes the resolved
     benchmark and the model's models.yaml settings from it and looks nothing up again. A plug-in component

@@ -25,7 +25,7 @@ from ftagent.models.builtin import (
     builtin_spec,
     is_built,
 )
-from ftagent.models.download import download_once, is_hub_id
+from ftagent.models.download import download_once, is_hub_id, offline_unfetchable
 from ftagent.models.folders import has_model_files
 from ftagent.runners.base import Runner
 
@@ -97,6 +97,21 @@ def check_model_name(name: str, file_path: Path | None = None) -> None:
     if not is_hub_id(name):
         raise UserInputError(f"base model '{name}' is neither a built-in model (builtin/...), an existing "
                              "local folder, nor a Hugging Face repo id like 'Qwen/Qwen2.5-7B-Instruct'")
+
+
+def check_base_model(name: str | None, file_path: Path | None = None, *, fetchable: bool = True) -> str:
+    """A base model must be given, and be builtin/<name>, a local folder or an HF repo id; with
+    ``fetchable`` one that can be had here (offline: already under ``FT_FILE_PATH/models``). Returns it."""
+    if not name or not name.strip():
+        raise UserInputError(
+            "no base model: pass --base-model (e.g. builtin/tiny-qwen2 or Qwen/Qwen2.5-7B-Instruct) "
+            "or set FT_BASE_MODEL"
+        )
+    check_model_name(name, file_path)
+    why = offline_unfetchable(name, file_path) if fetchable else None
+    if why:  # found before any dataset is prepared or downloaded, and before a session exists
+        raise UserInputError(why)
+    return name
 
 
 def base_model_dir(name: str, file_path: Path) -> Path:

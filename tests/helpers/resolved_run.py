@@ -1,4 +1,4 @@
-"""A :class:`~ftagent.finetune.startup.ResolvedRun` for tests that build a scenario or components without
+"""A :class:`~ftagent.finetune.resolve.ResolvedRun` for tests that build a scenario or components without
 going through the whole start-up (no base-model check, no dataset check): what ``resolve_run`` would
 return for a registered benchmark key and a base-model name."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ftagent.finetune.startup import ResolvedModel, ResolvedRun
+from ftagent.finetune.resolve import ResolvedModel, ResolvedRun
 
 
 def resolved_run(benchmark: str = "demo_add", base_model: str = "builtin/tiny-qwen2", *,

@@ -8,8 +8,8 @@ import pytest
 
 from ftagent.core.settings import load_settings
 from ftagent.engine.events import ScenarioStage
+from ftagent.finetune.resolve import resolve_run
 from ftagent.finetune.scenario import FinetuneScenario
-from ftagent.finetune.startup import resolve_run
 from ftagent.runners.local import LocalRunner
 
 pytestmark = pytest.mark.integration

@@ -287,7 +287,7 @@ def test_job_accepts_plugin_and_user_benchmarks(tmp_path, monkeypatch):
 
 def test_run_config_keeps_the_user_file_for_resume(tmp_path):
     from ftagent.benchmarks import resolve_benchmark
-    from ftagent.finetune.startup import benchmark_file
+    from ftagent.finetune.resolve import benchmark_file
 
     path = _write(tmp_path)
     key = resolve_benchmark(str(path))

@@ -81,7 +81,7 @@ def test_a_contaminated_file_is_refused_before_the_copy_when_a_builtin_benchmark
     from ftagent.benchmarks.prepared import is_prepared, prepare_benchmark
     from ftagent.core.errors import UserInputError
     from ftagent.core.settings import load_settings
-    from ftagent.finetune.startup import resolve_run
+    from ftagent.finetune.resolve import resolve_run
     from ftagent.tools.llamafactory.data_script import benchmark_items_for
 
     ft = tmp_path / "ft"

@@ -56,8 +56,8 @@ def test_prepare_resolves_the_model_before_the_datasets(tmp_path: Path, monkeypa
     import ftagent.datasets.prepare as prep
     import ftagent.models.base_model as base_model
     from ftagent.core.settings import load_settings
+    from ftagent.finetune.resolve import resolve_run
     from ftagent.finetune.scenario import FinetuneScenario
-    from ftagent.finetune.startup import resolve_run
 
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.setenv("FT_FILE_PATH", str(tmp_path / "ft"))

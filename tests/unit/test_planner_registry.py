@@ -32,7 +32,7 @@ def echo(monkeypatch):
 
 
 def test_a_registered_planner_is_chosen_built_and_confined(echo, tmp_path: Path, monkeypatch) -> None:
-    from ftagent.finetune.startup import resolve_run
+    from ftagent.finetune.resolve import resolve_run
     from ftagent.finetune.workflow import build_components
 
     settings = load_settings(planner="Echo", env_type="local", file_path=tmp_path / "ff", target_benchmark="demo_add",
@@ -50,7 +50,7 @@ def test_a_registered_planner_is_chosen_built_and_confined(echo, tmp_path: Path,
 
 
 def test_an_unknown_planner_is_one_did_you_mean(tmp_path: Path) -> None:
-    from ftagent.finetune.startup import resolve_run
+    from ftagent.finetune.resolve import resolve_run
 
     with pytest.raises(UserInputError, match="unknown FT_PLANNER planner 'heuristik'.*Did you mean 'heuristic'"):
         resolve_run(load_settings(planner="heuristik", file_path=tmp_path / "ff", target_benchmark="demo_add",
@@ -67,7 +67,7 @@ def test_the_builtin_planners_declare_what_they_do() -> None:
 
 def test_the_training_source_check_reads_the_declared_capability(echo, tmp_path: Path, monkeypatch) -> None:
     """A plug-in planner that generates its own rows trains without --dataset, whatever its name."""
-    from ftagent.finetune.startup import check_training_source
+    from ftagent.finetune.resolve import check_training_source
 
     monkeypatch.setenv("FT_FILE_PATH", str(tmp_path / "ft"))
     with pytest.raises(UserInputError, match="has no training data"):

@@ -456,7 +456,7 @@ def test_a_benchmark_without_a_training_source_is_refused_at_start(tmp_path):
 ])
 def test_the_training_source_check(tmp_path, monkeypatch, dataset, planner, refused):
     from ftagent.core.errors import UserInputError
-    from ftagent.finetune.startup import check_training_source
+    from ftagent.finetune.resolve import check_training_source
 
     monkeypatch.setenv("FT_FILE_PATH", str(tmp_path / "ft"))
     if refused:

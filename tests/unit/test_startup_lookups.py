@@ -37,8 +37,8 @@ def model(tmp_path) -> Path:
 
 def _session_without_training(tmp_path: Path, model: Path, counter) -> None:
     from ftagent.benchmarks.prepared import prepare_benchmark
+    from ftagent.finetune.resolve import resolve_run
     from ftagent.finetune.scenario import FinetuneScenario
-    from ftagent.finetune.startup import resolve_run
     from ftagent.finetune.workflow import build_components
     from ftagent.tools.opencompass.inference import eval_decoding
 

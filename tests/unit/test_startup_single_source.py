@@ -45,7 +45,7 @@ def _bench_file(folder: Path) -> Path:
 def test_resolve_run_leaves_the_settings_as_given(tmp_path: Path) -> None:
     """Before: the benchmark file became its key, an empty description the benchmark's, a dataset file
     its copy's name, all written back into settings.ft (two forms of one fact side by side)."""
-    from ftagent.finetune.startup import resolve_run
+    from ftagent.finetune.resolve import resolve_run
 
     bench = _bench_file(tmp_path / "b")
     data = tmp_path / "mine.jsonl"

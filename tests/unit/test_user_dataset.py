@@ -171,20 +171,21 @@ def test_contamination_names_count_and_row_never_the_text(tmp_path, root):
 
 def test_resume_registers_the_copy_again(tmp_path, root, monkeypatch):
     """A resumed process (`--path`, no --dataset) finds the session's user dataset by name."""
-    from ftagent.finetune.startup import register_user_datasets
+    from ftagent.core.paths import datasets_dir
+    from ftagent.datasets.user_file.register import register_existing
 
     register_user_file(_jsonl(tmp_path / "resumed.jsonl", ALPACA), root)
     registry.DATASETS._objects.pop("resumed")
     registry._USER.discard("resumed")
     with pytest.raises(UserInputError):
         registry.get_source("resumed")
-    assert "resumed" in register_user_datasets(tmp_path / "files")
+    assert "resumed" in register_existing(datasets_dir(tmp_path / "files"))
     assert registry.get_source("resumed").spec.task_type == "user file (alpaca)"
 
 
 def test_resolve_run_swaps_the_file_for_its_copy(tmp_path, monkeypatch):
     from ftagent.core.settings import load_settings
-    from ftagent.finetune.startup import resolve_run
+    from ftagent.finetune.resolve import resolve_run
 
     path = _jsonl(tmp_path / "run_data.jsonl", ALPACA)
     monkeypatch.setenv("FT_FILE_PATH", str(tmp_path / "files"))

@@ -222,7 +222,7 @@ def render_brief(scenario: ScenarioInfo, *, benchmark: Any, catalogue: dict[str,
 
     Args:
         scenario: the session's scenario (validation facts only).
-        benchmark: the resolved benchmark (:attr:`ftagent.finetune.startup.ResolvedRun.adapter`: its
+        benchmark: the resolved benchmark (:attr:`ftagent.finetune.resolve.ResolvedRun.adapter`: its
             spec, YAML config); None: a benchmark without a spec (the brief then says less).
         catalogue: dataset catalogue entries (default: read ``dataset_info.json`` under
             ``scenario.dataset_root``).

@@ -75,7 +75,7 @@ def _placement(scenario: ScenarioInfo) -> Placement | None:
 class OpenCompassEvaluator:
     """The evaluate step: OpenCompass through the session's runner (``tool="eval"``).
 
-    ``run`` is the start-up's :class:`ftagent.finetune.startup.ResolvedRun` (required: the class declares
+    ``run`` is the start-up's :class:`ftagent.finetune.resolve.ResolvedRun` (required: the class declares
     ``reads_resolved_run``, :mod:`ftagent.finetune.protocols`): its benchmark (``run.adapter``) and the
     model's inference settings (``run.model.inference``) are taken once here, so that no evaluation looks
     the benchmark up or reads models.yaml again.

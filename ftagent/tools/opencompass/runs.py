@@ -97,7 +97,7 @@ def evaluate_splits_of_path(
     chat template is read from the model folder, see :mod:`ftagent.tools.opencompass.render`).
 
     Args:
-        benchmark: the resolved benchmark (:attr:`ftagent.finetune.startup.ResolvedRun.adapter`; a tool or
+        benchmark: the resolved benchmark (:attr:`ftagent.finetune.resolve.ResolvedRun.adapter`; a tool or
             test with a key looks it up itself, ``get_benchmark(key)``).
         inference: the model's settings resolved at start-up (default: read models.yaml now).
         on_progress: ``(phase, done, total)``, see :mod:`ftagent.tools.opencompass.progress`.

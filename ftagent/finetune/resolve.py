@@ -9,6 +9,14 @@ keeps what the user gave). Every command reaches this through the one start-up s
 :func:`ftagent.finetune.start.start` (``llm_finetune``, ``demo``, ``plan``, ``prompts``, ``eval``, and
 ``job``'s task check, :func:`ftagent.finetune.start.resolve_tasks`).
 
+:func:`resolve_run` reads as its steps, top to bottom, each one call down into the room that owns the fact
+and back with a typed value: the benchmark (``open_benchmark``, its rows' ``check_data``), the planner
+(:func:`ftagent.planners.registry.resolve_planner`), the base model
+(:func:`ftagent.models.base_model.check_base_model`), the dataset choice
+(:func:`ftagent.datasets.choice.choose_dataset`: the users' earlier copies registered, a file checked, copied
+and scanned against the items known before anything is written), the training source (here: the planner's
+and the datasets' facts together), the model's folder and inference settings (here).
+
 The scenario, the evaluator, the data step, the integrity guard and the brief take what they need from the
 :class:`ResolvedRun` as required parameters, so a session looks its benchmark up once in the registry and
 reads models.yaml once (``tests/unit/test_startup_lookups.py`` keeps both).
@@ -17,7 +25,7 @@ reads models.yaml once (``tests/unit/test_startup_lookups.py`` keeps both).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field, InstanceOf
 
@@ -88,50 +96,6 @@ def benchmark_file(key: str) -> str | None:
     return str(path) if path is not None and key not in BENCHMARKS.builtin_files() else None
 
 
-def check_base_model(name: str | None, file_path: Path | None = None, *, fetchable: bool = True) -> str:
-    """A base model must be given, and be builtin/<name>, a local folder or an HF repo id; with
-    ``fetchable`` one that can be had here (offline: already under ``FT_FILE_PATH/models``). Returns it."""
-    if not name or not name.strip():
-        raise UserInputError(
-            "no base model: pass --base-model (e.g. builtin/tiny-qwen2 or Qwen/Qwen2.5-7B-Instruct) "
-            "or set FT_BASE_MODEL"
-        )
-    from ftagent.models.base_model import check_model_name
-    from ftagent.models.download import offline_unfetchable
-
-    check_model_name(name, file_path)
-    why = offline_unfetchable(name, file_path) if fetchable else None
-    if why:  # found before any dataset is prepared or downloaded, and before a session exists
-        raise UserInputError(why)
-    return name
-
-
-def check_dataset(choice: str | None, benchmark: str, file_path: Path | None, related: list[str],
-                  items: dict[str, Any] | None = None, answers: dict[str, str] | None = None) -> str | None:
-    """``--dataset`` must be a registered dataset name, ``all`` or a data file; returns the name to use.
-
-    A file (``./my_data.jsonl``, ``.json``, ``.csv``, ``.parquet``) is checked, copied under
-    ``FT_FILE_PATH/datasets/`` and registered (:mod:`ftagent.datasets.user_file`): its copy's name is
-    returned. Raises UserInputError for an unknown name or a bad file (nothing is copied then).
-    ``related``: the benchmark spec's ``related_datasets``.
-    ``items``: the benchmark's validation and test items when they are known before anything is written
-    (a local-file benchmark): a file holding one is refused before it is copied (issue 34.12); ``answers``
-    their gold answers (the scan's numeric match).
-    """
-    from ftagent.datasets.registry import dataset_names, resolve_dataset_choice
-    from ftagent.datasets.user_file.reading import looks_like_file
-    from ftagent.datasets.user_file.register import register_user_file
-
-    if choice is not None and looks_like_file(choice):
-        from ftagent.core.paths import datasets_dir
-
-        root = datasets_dir(Path(file_path or ".").absolute())
-        return register_user_file(Path(choice), root, reserved=set(dataset_names()), items=items,
-                                  answers=answers or {}).name
-    resolve_dataset_choice(choice, benchmark, related)
-    return choice
-
-
 def check_training_source(planner: str, dataset: str | None, benchmark: str, related: list[str]) -> None:
     """A session needs something to train on (issue 34.9): a ``--dataset`` or the benchmark's related
     datasets; without both only a planner that declares ``selects_datasets`` or ``generates_data`` (the
@@ -153,14 +117,6 @@ def check_training_source(planner: str, dataset: str | None, benchmark: str, rel
         "(a registered name from `ftagent datasets list`, 'all', or your own file ./my_data.jsonl), or "
         "related_datasets: [...] to the benchmark YAML; or use the LLM planner (CHAT_MODEL and "
         "OPENAI_API_KEY), which selects datasets itself and whose data script can generate rows")
-
-
-def register_user_datasets(file_path: Path | None) -> list[str]:
-    """Register the copies of users' files under ``FT_FILE_PATH/datasets`` (a resumed session's among them)."""
-    from ftagent.core.paths import datasets_dir
-    from ftagent.datasets.user_file.register import register_existing
-
-    return register_existing(datasets_dir(Path(file_path or ".").absolute()))
 
 
 def resolved_model(name: str, file_path: Path) -> ResolvedModel:
@@ -200,6 +156,8 @@ def resolve_run(settings: Settings, *, planner: str | None = None, check_dataset
     from ftagent.benchmarks import open_benchmark
     from ftagent.benchmarks.checked import ChecksData
     from ftagent.core.paths import benchmark_data_dir
+    from ftagent.datasets.choice import choose_dataset
+    from ftagent.models.base_model import check_base_model
     from ftagent.planners.registry import resolve_planner
 
     ft = settings.ft
@@ -216,90 +174,11 @@ def resolve_run(settings: Settings, *, planner: str | None = None, check_dataset
         # the benchmark's rows before anything is written: a bad row is exit 2, not a failed baseline
         items = adapter.check_data(benchmark_data_dir(file_path, key).parent, ft.benchmark_limit)
     base_model = check_base_model(ft.base_model, ft.file_path, fetchable=fetchable)
-    register_user_datasets(ft.file_path)  # a resumed session may train on a user file's copy
-    dataset, dataset_file = ft.dataset, None
-    related = list(adapter.spec.related_datasets)
+    dataset = choose_dataset(ft.dataset, adapter.spec, file_path, check=check_datasets, checked=items,
+                             limit=ft.benchmark_limit)
     if check_datasets:
-        from ftagent.datasets.user_file.reading import looks_like_file
-
-        scan = (_items_in_memory(key, items, list(adapter.spec.input_columns), file_path, ft.benchmark_limit)
-                if looks_like_file(dataset) else None)
-        answers = (_answers_in_memory(key, items, adapter.spec.output_column, file_path)
-                   if scan is not None else None)
-        name = check_dataset(dataset, key, ft.file_path, related=related, items=scan, answers=answers)
-        if dataset is not None and name != dataset:  # a file: the session goes on with its registered copy
-            dataset_file, dataset = str(Path(dataset).expanduser().absolute()), name
-        check_training_source(chosen_planner, dataset, key, related)
-    model = resolved_model(base_model, file_path)
+        check_training_source(chosen_planner, dataset.name, key, list(adapter.spec.related_datasets))
     return ResolvedRun(benchmark=key, benchmark_file=benchmark_file(key), adapter=adapter,
-                       data_dir=benchmark_data_dir(file_path, key), checked_items=items, model=model, dataset=dataset,
-                       dataset_file=dataset_file, description=ft.benchmark_description or adapter.spec.description,
-                       planner=chosen_planner)
-
-
-def _items_in_memory(benchmark: str, checked: CheckedItems | None, input_columns: list[str],
-                     file_path: Path, limit: int | None) -> dict[str, list[str]] | None:
-    """The contamination scan's items, read without writing (issue 34.12): a contaminated ``--dataset``
-    file is refused before it is copied, the model is built or anything is prepared.
-
-    A local-file benchmark's come from ``checked`` (its rows, read by ``check_data``), keyed as the scan after
-    preparing keys them (the merged ``<key>/<split>.jsonl``); another's from its prepared folder when that
-    is current for ``limit``. None when it is not prepared yet: its items exist only once it is downloaded
-    or generated, and the scenario scans the file then (after the model and data sets are prepared).
-    """
-    from ftagent.benchmarks.prepared import is_prepared
-    from ftagent.core.paths import benchmark_data_dir
-    from ftagent.tools.llamafactory.data_script import benchmark_items_for, keyed_items
-
-    if checked is not None:
-        return {k: v for split in ("validation", "test")
-                for k, v in keyed_items(benchmark, split, checked.split(split), input_columns).items()}
-    if is_prepared(benchmark_data_dir(file_path, benchmark).parent, benchmark, limit):
-        return benchmark_items_for(benchmark, file_path, input_columns)
-    return None
-
-
-def _answers_in_memory(benchmark: str, checked: CheckedItems | None, answer_column: str,
-                       file_path: Path) -> dict[str, str]:
-    """The gold answers of :func:`_items_in_memory`'s items, keyed the same (the scan's numeric match)."""
-    from ftagent.benchmarks.frozen import keyed_answers, scan_answers
-    from ftagent.core.paths import benchmark_data_dir
-
-    if checked is not None:
-        return {k: v for split in ("validation", "test")
-                for k, v in keyed_answers(benchmark, split, checked.split(split), answer_column).items()}
-    return scan_answers(benchmark_data_dir(file_path, benchmark), answer_column)
-
-
-def check_user_datasets(names: list[str], benchmark: str, file_path: Path, input_columns: list[str],
-                        answer_column: str) -> list[str]:
-    """Scan the user files among ``names`` against the benchmark's validation and test items.
-
-    Runs once the benchmark data is prepared, still before the session exists. Returns one line per
-    user file (the detected format, rows, where the copy is) for the session's events.
-    ``input_columns``, ``answer_column``: the resolved spec's.
-
-    Raises:
-        UserInputError: a file holds benchmark items (how many, the first row index and item id).
-    """
-    from ftagent.benchmarks.frozen import scan_answers
-    from ftagent.core.paths import benchmark_data_dir
-    from ftagent.datasets.prepare import dataset_dir
-    from ftagent.datasets.registry import is_user_dataset
-    from ftagent.datasets.user_file.info import read_info
-    from ftagent.datasets.user_file.register import check_against_benchmark
-    from ftagent.tools.llamafactory.data_script import benchmark_items_for
-
-    lines: list[str] = []
-    items: dict[str, list[str]] | None = None
-    answers: dict[str, str] = {}
-    for name in names:
-        info = read_info(dataset_dir(name, file_path)) if is_user_dataset(name) else None
-        if info is None:
-            continue
-        if items is None:  # read once, when some file is a user's
-            items = benchmark_items_for(benchmark, file_path, input_columns)
-            answers = scan_answers(benchmark_data_dir(file_path, benchmark), answer_column)
-        check_against_benchmark(info, dataset_dir(name, file_path), items, answers)
-        lines.append(info.describe())
-    return lines
+                       data_dir=benchmark_data_dir(file_path, key), checked_items=items,
+                       model=resolved_model(base_model, file_path), dataset=dataset.name, dataset_file=dataset.file,
+                       description=ft.benchmark_description or adapter.spec.description, planner=chosen_planner)
