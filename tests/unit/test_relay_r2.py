@@ -249,3 +249,22 @@ def test_the_sampled_loss_table_shows_the_steps_the_summary_names() -> None:
         assert f"| {step} | " in table, step
     assert summary.flat_from_step is not None and f"flat from step {summary.flat_from_step}" in block
     assert table.count("\n| ") <= 12 + 3  # 12 sampled rows at most, plus the named ones
+
+
+def test_the_demo_add_notes_say_the_swapped_pairs_are_left_out_and_the_raw_rows_pass_the_scan() -> None:
+    """r2: the notes said the 200 benchmark pairs were removed, while check 4 counts "the two numbers of a plus …
+    in either order"; the player could not tell whether (b, a) was removed too. The code removes both orders; the
+    notes now say so with the count the code removes, and the claim that the raw rows pass is checked here."""
+    from ftagent.benchmarks.demo import demo_add_pairs
+    from ftagent.datasets.contamination import scan_rows
+    from ftagent.datasets.demo_add import benchmark_pairs, generate_rows
+    from tests.unit.test_redteam39_contamination import _answers, _items
+
+    notes = (Path(__file__).resolve().parents[2] / "ftagent" / "datasets" / "readmes" / "demo_add.md").read_text(
+        encoding="utf-8")
+    removed = benchmark_pairs()
+    assert {(b, a) for a, b in demo_add_pairs()} <= removed and len(demo_add_pairs()) == 200
+    assert f"in both orders, (a, b) and (b, a): {len(removed)} pairs in all" in " ".join(notes.split())
+    rows = generate_rows(exclude=removed)
+    report = scan_rows(rows, _items(), answers=_answers())
+    assert report.flagged_rows == 0 and not report.spaces and len(rows) == 6000
