@@ -268,3 +268,26 @@ def test_the_demo_add_notes_say_the_swapped_pairs_are_left_out_and_the_raw_rows_
     rows = generate_rows(exclude=removed)
     report = scan_rows(rows, _items(), answers=_answers())
     assert report.flagged_rows == 0 and not report.spaces and len(rows) == 6000
+
+
+def test_the_data_prompt_says_which_loops_run_beside_it(tmp_path: Path) -> None:
+    """r2: loop 1's data task said "same selection as the plain-format experiment" and its writer was not told
+    that loop 0 (that experiment) ran beside it. With K at once the data prompt names the loops in flight; one
+    loop at a time it has no such section (the golden prompts)."""
+    from ftagent.core.settings import FTSettings, LLMSettings, PathSettings, Settings
+    from ftagent.planners.llm.code_messages import data_messages
+    from tests.unit.test_prompts import _demo_scenario
+
+    scenario = _demo_scenario(tmp_path / "demo")
+    settings = Settings(FTSettings(), LLMSettings(), PathSettings())
+    plain = Hypothesis(hypothesis="[Data] 400 stratified raw rows, plain \\boxed{sum} output", task="t")
+    ctx = NS(loop=NS(index=1), state=NS(config={"run": {"loop_n": 4}}, loop_index=2), trials_at_once=lambda: 2,
+             peers=lambda: [NS(index=0, hypothesis=plain)])
+    hyp = Hypothesis(hypothesis="[Data] reversed sums", task="same selection as the plain-format experiment")
+    text = data_messages(scenario, settings, hyp, ctx=ctx)[0]["content"]
+    assert "## Loops running now" in text
+    assert ("- running now beside it: loop 0 ([Data] 400 stratified raw rows, plain \\boxed{sum} output) — results "
+            "not in yet") in text
+    assert "this is loop 1" in text and "2 started, 0 finished; 2 more will start as slots free up" in text
+    alone = data_messages(scenario, settings, hyp, ctx=NS(loop=NS(index=1), state=NS(config={}, loop_index=1)))
+    assert "Loops running now" not in alone[0]["content"]

@@ -37,6 +37,7 @@ from ftagent.planners.llm.prompting import (
     budgets_part,
     debug_data_stats,
     fit,
+    loops_part,
     steps_rule,
     text_part,
 )
@@ -64,6 +65,7 @@ def data_messages(scenario: ScenarioInfo, settings: Any, hypothesis: Hypothesis,
         brief_part(scenario, DATA_RULES, required=True),
         brief_part(scenario, CONTAMINATION, required=True),
         experiment_part(hypothesis),
+        *loops_part(ctx),
         text_part("raw", "Raw data", f"Datasets chosen for this benchmark: "
                                      f"{', '.join(scenario.datasets) if scenario.datasets else '(none)'}",
                   required=True),

@@ -101,6 +101,23 @@ def trials_in_flight(ctx: Any) -> tuple[int, list[tuple[int, Any]]] | None:
     return k, sorted(((int(p.index), getattr(p, "hypothesis", None)) for p in others), key=lambda x: x[0])
 
 
+def loops_part(ctx: Any, priority: int = 40) -> list[Section]:
+    """Where a session with K loops at once is, for a prompt without the budgets (the data script's): this loop,
+    what runs beside it, the loops left (relay round r2: a data task said "the same selection as the
+    plain-format experiment" and the writer was not told that experiment runs beside it). Empty one at a time."""
+    in_flight = trials_in_flight(ctx)
+    if in_flight is None:
+        return []
+    try:
+        index = int(ctx.loop.index)
+        loop_n = (ctx.state.config.get("run") or {}).get("loop_n")
+        started = int(getattr(ctx.state, "loop_index", index + 1) or index + 1)
+    except Exception:  # noqa: BLE001 - a context without a loop or state
+        return []
+    lines = _trials_lines(index, in_flight[0], in_flight[1], started, int(loop_n) if loop_n else None, False)
+    return [text_part("loops", "Loops running now", "\n".join(lines), priority, level=2)]
+
+
 def one_line(text: str, limit: int = 160) -> str:
     """``text`` on one line, cut at a word before ``limit`` characters."""
     flat = " ".join(str(text).split())
