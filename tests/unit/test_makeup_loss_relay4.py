@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from ftagent.datasets.makeup import profile_rows
-from ftagent.planners.llm.history import loss_summary
+from ftagent.planners.llm.loss_words import loss_summary
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "loss_curves"
 

@@ -499,7 +499,7 @@ def test_score_format_and_domain_metric(chem):
 
 def test_a_converged_cosine_run_is_levelling_off_not_still_falling():
     """Play-the-LLM finding: a flat tail (0.0016 → 0.0015) under a decaying lr was called "still falling"."""
-    from ftagent.planners.llm.history import loss_summary
+    from ftagent.planners.llm.loss_words import loss_summary
 
     curve = [3.7, 1.2, 0.4, 0.1, 0.03, 0.01, 0.004, 0.0025, 0.0018, 0.0016, 0.0016, 0.0015, 0.0015, 0.0015, 0.0015]
     converged = loss_summary([{"step": i, "loss": v} for i, v in enumerate(curve)])
@@ -514,7 +514,7 @@ def test_a_converged_cosine_run_is_levelling_off_not_still_falling():
 def test_a_run_that_stopped_learning_early_is_called_flat():
     """Play-the-LLM finding (tablebench): 0.0617 at step 452 and 0.058 at step 3,729 was "falling, levelling
     off": the run had learnt the format in its first tenth and nothing after (always answering "No")."""
-    from ftagent.planners.llm.history import loss_summary
+    from ftagent.planners.llm.loss_words import loss_summary
 
     curve = [(10, 1.53), (226, 0.0925), (452, 0.0617)] + [(452 + 113 * i, 0.0586 - 0.0001 * (i % 3)) for i in range(1, 30)]
     early = loss_summary([{"step": s, "loss": v} for s, v in curve])

@@ -196,7 +196,7 @@ def test_a_loss_flat_near_zero_for_most_of_the_run_is_called_flat():
     """req_4/req_5: loop 0's curve (35 points, the real run) reached 0.0006 at step 1,400 and stayed within the
     4-decimal rounding to step 7,000; the summary said "falling, levelling off at the end", and the player had
     to read the table to see that 80 % of the run taught nothing."""
-    from ftagent.planners.llm.history import loss_summary
+    from ftagent.planners.llm.loss_words import loss_summary
 
     losses = [2.1617, 0.0899, 0.0155, 0.0101, 0.0041, 0.0007, 0.0006, 0.0005, 0.0004, 0.0004, 0.0003, 0.0003, 0.0003,
               *[0.0002] * 6, *[0.0001] * 16]

@@ -233,7 +233,8 @@ def test_the_sampled_loss_table_shows_the_steps_the_summary_names() -> None:
     """r2: "min 0.0001 at step 4500" beside a sampled table of 4250 and 4750 (30 points every 250 steps, 12
     sampled). The table keeps the minimum's step, the last step and the plateau's start."""
     from ftagent.core.trace import Experiment
-    from ftagent.planners.llm.history import experiment_block, loss_summary
+    from ftagent.planners.llm.history import experiment_block
+    from ftagent.planners.llm.loss_words import loss_summary
 
     values = [2.062, 0.9, 0.4, 0.2, 0.1, 0.05, 0.02, 0.01, 0.005, 0.003, 0.002, 0.001, 0.0008, 0.0006, 0.0004,
               0.0003, 0.0002, 0.0001, 0.0002, 0.0002, 0.0002, 0.0002, 0.0002, 0.0002, 0.0002, 0.0002, 0.0002,
