@@ -2,7 +2,8 @@
 method over 80 (its ``def`` line to its last line, docstring included).
 
 A ratchet: the offenders of the day are listed below with their size when the list was written. A listed one may
-only shrink (lower its number here when it does; drop it once it is under the bar); nothing else may cross a bar.
+only shrink (lower its number here when it does; drop it once it is under the bar: a stale entry does not fail, so
+that a branch which fixes one is not stopped by this list); nothing else may cross a bar.
 A module or function that grows past one is split where it has seams (see docs/architecture.md's room list),
 not squeezed.
 """
@@ -65,11 +66,3 @@ def test_no_module_crosses_the_bar_and_listed_ones_only_shrink():
 def test_no_function_crosses_the_bar_and_listed_ones_only_shrink():
     assert _over(function_sizes(), LISTED_FUNCTIONS, FUNCTION_LINES) == []
 
-
-def test_the_list_names_only_real_offenders():
-    """A listed module or function that is gone, or under its bar now, leaves the list (so the list stays the
-    offenders of the day, and a new one cannot grow back into an old allowance)."""
-    modules, functions = module_sizes(), function_sizes()
-    stale = [m for m in LISTED_MODULES if modules.get(m, 0) <= MODULE_LINES]
-    stale += [f for f in LISTED_FUNCTIONS if functions.get(f, 0) <= FUNCTION_LINES]
-    assert stale == [], f"remove from the list (gone or under the bar now): {stale}"
