@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from ftagent.core.trace import Experiment, Trace
     from ftagent.core.types import ScenarioInfo
     from ftagent.engine.loop import StepContext
+    from ftagent.engine.session import SessionState
     from ftagent.llm.client import LLMClient
 
 MAX_ERROR_SAMPLES = 10
@@ -64,7 +65,7 @@ class LLMFeedback:
         self.settings = settings
         self.client = client
 
-    def feedback(self, experiment: Experiment, trace: Trace, ctx: StepContext) -> FeedbackResult:
+    def feedback(self, experiment: Experiment, trace: Trace, ctx: StepContext[SessionState]) -> FeedbackResult:
         """FeedbackResult with the numeric decision and the LLM's explanation and advice."""
         scenario = self.scenario
         from ftagent.llm.client import LLMCallError, LLMClient

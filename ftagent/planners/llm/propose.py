@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from ftagent.core.trace import Trace
     from ftagent.core.types import ScenarioInfo
     from ftagent.engine.loop import StepContext
+    from ftagent.engine.session import SessionState
     from ftagent.llm.client import LLMClient
 
 
@@ -285,7 +286,7 @@ class LLMProposer:
         self.settings = settings
         self.client = client
 
-    def propose(self, trace: Trace, ctx: StepContext) -> Hypothesis:
+    def propose(self, trace: Trace, ctx: StepContext[SessionState]) -> Hypothesis:
         """Ask the LLM for reason, hypothesis, task and skip_data_processing."""
         scenario = self.scenario
         from ftagent.llm.client import LLMClient
@@ -296,7 +297,8 @@ class LLMProposer:
                                  stage="proposal")
         return self._hypothesis(reply, view)
 
-    def propose_batch(self, trace: Trace, ctx: StepContext, *, n: int, running: list[Hypothesis]) -> list[Hypothesis]:
+    def propose_batch(self, trace: Trace, ctx: StepContext[SessionState], *, n: int,
+                      running: list[Hypothesis]) -> list[Hypothesis]:
         """K trials at once: ``n`` proposals in one call, told what the running trials test (issue 41)."""
         from ftagent.llm.client import LLMClient
 

@@ -44,6 +44,7 @@ from ftagent.runners.scrubbed import run_scrubbed
 
 if TYPE_CHECKING:
     from ftagent.engine.loop import StepContext
+    from ftagent.engine.session import SessionState
 
 ReportTo = Literal["none", "tensorboard", "wandb", "mlflow"]
 _ENV_PREFIXES = {"wandb": ("WANDB_",), "mlflow": ("MLFLOW_",), "tensorboard": ()}
@@ -92,7 +93,7 @@ def _user_store(report_to: str, source: dict[str, str]) -> Path | None:
     return None
 
 
-def tracking_run(report_to: str, workspace: Path, ctx: StepContext | None) -> TrackingRun | None:
+def tracking_run(report_to: str, workspace: Path, ctx: StepContext[SessionState] | None) -> TrackingRun | None:
     """The loop's run (None when tracking is off). Without a step context (a trainer used on its own)
     the run is named after the workspace and logs under it."""
     if report_to == "none":

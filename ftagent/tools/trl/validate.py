@@ -35,10 +35,11 @@ from ftagent.tools.trl.run import run_grpo
 
 if TYPE_CHECKING:
     from ftagent.engine.loop import StepContext
+    from ftagent.engine.session import SessionState
 
 
 def validate_grpo(validator: Any, code: CodeResult, workspace: Path, original: dict[str, Any],
-                  n_rows: int, ctx: StepContext | None, report: ValidationReport) -> None:
+                  n_rows: int, ctx: StepContext[SessionState] | None, report: ValidationReport) -> None:
     """Filter, manage and write the GRPO config, then prove it trains (fills ``report``). ``validator``: the
     calling ``LlamaFactoryValidator`` (its scenario, settings, runner and catalogue)."""
     scenario = validator.scenario
@@ -68,7 +69,7 @@ def validate_grpo(validator: Any, code: CodeResult, workspace: Path, original: d
 
 
 def _micro_run(validator: Any, code: CodeResult, workspace: Path, config: dict[str, Any],
-               start: str, ctx: StepContext | None, report: ValidationReport) -> None:
+               start: str, ctx: StepContext[SessionState] | None, report: ValidationReport) -> None:
     assert code.reward is not None
     scenario = validator.scenario
     debug = workspace / v.DEBUG_DIR
