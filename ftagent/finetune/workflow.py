@@ -287,7 +287,8 @@ class FinetuneWorkflow:
         # the paired intervals vs baseline / SOTA, computed once: the feedback component reads them
         experiment.intervals = differences(experiment, trace)
         if self.integrity is not None and experiment.succeeded:  # before anything decides: a flag vetoes SOTA
-            guard = self.integrity.check(experiment)
+            start = experiment.hypothesis.weights_from if experiment.hypothesis is not None else None
+            guard = self.integrity.check(experiment, parent=trace.get(start) if start is not None else None)
             experiment.integrity_flags = [f"{c.name}: {c.detail}" for c in guard.flagged]
             ctx.emit(IntegrityEvent(checks=guard.checks, flags=len(guard.flagged), duration_s=guard.seconds))
         suspect = gold_matches(experiment.error_samples) if experiment.succeeded else None

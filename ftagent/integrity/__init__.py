@@ -9,8 +9,11 @@ Where each part lives:
   code runs, in the session's folder.
 * :mod:`~ftagent.integrity.model_files` — the tokenizer, chat template and architecture against the base's.
 * :mod:`~ftagent.integrity.decoding` — the generation config and tokenizer settings the evaluation reads.
-* :mod:`~ftagent.integrity.weights` — every tensor descends from the base's (what "compared" means for a
-  full model, a merged one and a LoRA adapter); :mod:`~ftagent.integrity.lora` (base + adapter),
+* :mod:`~ftagent.integrity.weights` — every value within what the run's optimizer can move it, every tensor
+  descending from the base's (what "compared" means for a full model, a merged one and a LoRA adapter);
+  :mod:`~ftagent.integrity.movement` (the optimizer's bound), :mod:`~ftagent.integrity.trained_run` (the run:
+  its bound, start weights, grown vocabulary), :mod:`~ftagent.integrity.lora` (base + adapter),
+  :mod:`~ftagent.integrity.lora_bounds` (where peft starts each factor),
   :mod:`~ftagent.integrity.tensor_compare` (tensors streamed side by side),
   :mod:`~ftagent.integrity.weight_prints` (the base's fingerprint), :mod:`~ftagent.integrity.safetensors_io`
   (which weight files a loader reads, and their bytes).

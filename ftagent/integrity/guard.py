@@ -40,8 +40,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ftagent.core.errors import UserInputError
 from ftagent.core.trace import Experiment
 from ftagent.core.types import ScenarioInfo
+from ftagent.core.yamlio import load_yaml_text
 from ftagent.engine.events import CheckVerdict
 from ftagent.integrity import evaluation
 from ftagent.integrity.decoding import decoding_check
@@ -56,6 +58,7 @@ from ftagent.integrity.model_files import (
     tokenizer_check,
 )
 from ftagent.integrity.references import References, load_or_record
+from ftagent.integrity.trained_run import trained_run
 from ftagent.integrity.training_data import (
     DATA_FILE,
     benchmark_answers,
@@ -65,7 +68,7 @@ from ftagent.integrity.training_data import (
     trained_system_texts,
 )
 from ftagent.integrity.verdict import IntegrityVerdict
-from ftagent.integrity.weights import full_model_check, is_adapter, weight_check
+from ftagent.integrity.weights import is_adapter, merged_check, weight_check
 
 MODEL_CHECKS = ("tokenizer", "chat_template", "architecture", "decoding", "weights")
 MERGED = "merged_model"  # where the evaluation merges an adapter it cannot serve (tools/opencompass/runs.py)
@@ -81,6 +84,29 @@ def validated_runs(experiment: Experiment, workspace: Path | None) -> list[Path]
     if art.get("validated_output"):
         return [Path(art["validated_output"])]
     return [workspace / "debug" / "output"] if workspace is not None else []
+
+
+def trained_config(experiment: Experiment) -> dict[str, Any]:
+    """The train.yaml the candidate was trained with: the frozen copy validation approved (outside the workspace,
+    hashed), else the experiment's record of it (a snapshot older than frozen approvals)."""
+    if experiment.approved is not None:
+        try:
+            config = load_yaml_text(experiment.approved.config_path.read_text(encoding="utf-8"), "train.yaml")
+        except (OSError, UserInputError):
+            config = None
+        if isinstance(config, dict):
+            return config
+    return dict(experiment.config)
+
+
+def start_flag(experiment: Experiment, parent: Experiment | None) -> str:
+    """The ``weights`` flag of the weights ``experiment`` started from ("" for the base, or a clean parent)."""
+    loop = experiment.hypothesis.weights_from if experiment.hypothesis is not None else None
+    if loop is None:
+        return ""
+    if parent is None or parent.loop != loop:
+        return f"loop {loop}'s verdict was not given to the guard"
+    return next((f for f in parent.integrity_flags if f.startswith("weights")), "")
 
 
 class IntegrityGuard:
@@ -132,10 +158,13 @@ class IntegrityGuard:
         return self._items
 
     def model_checks(self, candidate: Path, validated: list[Path], output_dir: Path, *,
-                     start: Path | None) -> list[CheckVerdict]:
+                     start: Path | None, config: dict[str, Any], parent_flag: str = "") -> list[CheckVerdict]:
         """The candidate's model files and weights against the references (the validated run's files are
         accepted where an honest trainer rewrites them); ``start``: the weights the system resolved for a loop
-        that trains from an earlier loop's (None: from the base), which its adapter may name."""
+        that trains from an earlier loop's (None: from the base), which its adapter may name and its movement
+        is measured from; ``config``: the validated train.yaml the candidate was trained with (its optimizer and
+        schedule bound the weights); ``parent_flag``: the ``weights`` flag of the loop whose weights the run
+        started from ("" when clean or none)."""
         refs = self.references
         if refs is None:
             return [CheckVerdict(name=n, passed=None, detail="no references recorded at the session start")
@@ -143,17 +172,21 @@ class IntegrityGuard:
         base, files = refs.files, read_model_files(candidate)
         allowed: list[ModelFiles] = [read_model_files(v) for v in validated if v.is_dir()]
         adapter = is_adapter(candidate)
-        weights = weight_check(refs.weights, candidate)
+        run = trained_run(config, candidate, base=self.base, start=start,
+                          validated=[v for v in validated if v.is_dir()], parent_flag=parent_flag)
+        weights = weight_check(refs.weights, candidate, run=run)
         merged = output_dir / "oc" / MERGED
         if adapter and weights.passed is not False and (merged / "config.json").exists():
-            served = full_model_check(refs.weights, merged, what="the merged model the evaluation served")
+            served = merged_check(refs.weights, merged, candidate, run=run)
             weights = served if served.passed is False else weights.model_copy(
                 update={"detail": f"{weights.detail}; {served.detail}"})
         return [tokenizer_check(base, files, allowed), chat_template_check(base, files, allowed),
-                architecture_check(base, files, start=start), decoding_check(base, files, allowed, adapter=adapter), weights]
+                architecture_check(base, files, allowed, start=start),
+                decoding_check(base, files, allowed, adapter=adapter), weights]
 
-    def check(self, experiment: Experiment) -> IntegrityVerdict:
-        """Every check's verdict on ``experiment`` (a failed loop without a model: model checks skipped)."""
+    def check(self, experiment: Experiment, *, parent: Experiment | None = None) -> IntegrityVerdict:
+        """Every check's verdict on ``experiment`` (a failed loop without a model: model checks skipped);
+        ``parent``: the loop whose weights it trained from (its hypothesis's ``weights_from``; None: the base)."""
         started = time.monotonic()
         art = experiment.artefacts
         checks: list[CheckVerdict] = []
@@ -164,7 +197,8 @@ class IntegrityGuard:
             validated = validated_runs(experiment, workspace)
             start = art.get("start_weights")  # recorded by the workflow from the loop's StartModel (issue 40)
             checks += self.model_checks(Path(model), validated, Path(art.get("output_dir") or model),
-                                        start=Path(start) if start else None)
+                                        start=Path(start) if start else None, config=trained_config(experiment),
+                                        parent_flag=start_flag(experiment, parent))
         checks.append(benchmark_files_check(self.start_hashes, self.hashes()))
         output_dir = art.get("output_dir") or model
         if output_dir or experiment.eval_configs:

@@ -1,5 +1,5 @@
 """The ``weights`` check of a LoRA adapter: the model the evaluation loads (the base plus the adapter) descends
-from the base, tensor by tensor.
+from the base, tensor by tensor, and the adapter holds only what its run could have trained.
 
 An adapted module's effective weight is ``W + s * dW`` with ``dW = B @ A`` (``lora_A.weight`` ``[r, in]``,
 ``lora_B.weight`` ``[out, r]``; an embedding's ``lora_embedding_A``/``_B`` and a ``fan_in_fan_out`` layer store
@@ -13,8 +13,17 @@ at the start, so with ``rho = s|dW| / |W|`` the cosine is at least ``(1 - rho) /
 ``W``; only a module whose bound falls below the limit (``rho`` > 0.82 for 0.1) reads ``W`` for the exact
 ``<W, dW>``, streamed by rows. An adapter that swaps the model (``dW = W_other - W``) has rho ~ 1.4 and is
 measured exactly. Full copies (``modules_to_save``) are compared as full tensors; a tensor of any other kind
-is a problem. DoRA's magnitude vectors rescale rows of ``W + s dW`` and are not compared (they cannot turn
-the base into another model's directions).
+is a problem.
+
+**Movement** (:mod:`ftagent.integrity.movement`): every factor is bounded by where peft starts it plus what the
+run's optimizer can add (``reset_lora_parameters``): ``lora_B`` and ``lora_embedding_A`` start at zero, so
+``|value| <=`` the run's bound; ``lora_A`` starts ``kaiming_uniform_(a=sqrt(5))``, within ``1/sqrt(in)``;
+``lora_embedding_B`` starts ``normal_(0, 1)``, within ``sqrt(2 ln(2n / 1e-12))`` for its ``n`` values (exceeded
+with probability below 1e-12). LoRA+ trains ``lora_B`` (and every 1-D parameter) at ``loraplus_lr_ratio`` times
+the learning rate. DoRA's magnitude vectors start at the row norms of the start weights (peft
+``tuners/lora/dora.py`` ``get_weight_norm``) and move by at most the bound. The full copies move from the start
+weights by at most the bound. So ``|s dW|`` of each module is at most ``s sum_k max|B_k| max|A_k|``, which bounds
+how far a model merged from the adapter may be from its start (:func:`merged_allowance`).
 """
 
 from __future__ import annotations
@@ -22,6 +31,8 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -30,8 +41,11 @@ import numpy.typing as npt
 
 from ftagent.engine.events import CheckVerdict
 from ftagent.integrity import safetensors_io
-from ftagent.integrity.safetensors_io import TensorEntry, decode, loader_view, raw_chunks
-from ftagent.integrity.tensor_compare import Comparison, compare_tensors
+from ftagent.integrity.lora_bounds import delta_reach, factor_over, magnitude_over, row_norms
+from ftagent.integrity.movement import ElementBound, RunBudget
+from ftagent.integrity.safetensors_io import TensorEntry, WeightFiles, decode, loader_view, raw_chunks
+from ftagent.integrity.tensor_compare import Comparison, Movement, Pair, compare_tensors, grown
+from ftagent.integrity.trained_run import TrainedRun
 from ftagent.integrity.weight_prints import WeightPrints
 
 PREFIX = "base_model.model."
@@ -90,52 +104,147 @@ def _base_name(key: str) -> str:
     return key[len(PREFIX):] if key.startswith(PREFIX) else key
 
 
-def adapter_check(prints: WeightPrints, adapter: Path, *, min_cosine: float) -> CheckVerdict:
-    """The effective weights of base + adapter against the base (see the module doc)."""
+@dataclass
+class Adapter:
+    """An adapter's tensors by role: LoRA factors per module, DoRA magnitudes, full copies, the rest."""
+
+    config: dict[str, Any]
+    view: WeightFiles
+    modules: dict[str, dict[str, TensorEntry]] = field(default_factory=dict)
+    magnitudes: dict[str, TensorEntry] = field(default_factory=dict)
+    copies: dict[str, TensorEntry] = field(default_factory=dict)  # modules_to_save, by the base tensor's name
+    strays: list[str] = field(default_factory=list)
+
+    @property
+    def transposed(self) -> bool:
+        return bool(self.config.get("fan_in_fan_out"))
+
+    def factors(self, module: str) -> tuple[Matrix, Matrix, float]:
+        """(L, R, s) with the module's update ``s * L @ R`` in the base weight's layout."""
+        parts = self.modules[module]
+        left, right = _factors(parts, "lora_embedding_A" in parts or self.transposed)
+        return left, right, _scale(self.config, module, left.shape[1])
+
+
+def read_adapter(adapter: Path, base_names: set[str]) -> Adapter:
+    """``adapter``'s config and tensors by role (``base_names``: the base's tensors, for the full copies)."""
     try:
         config = json.loads((adapter / "adapter_config.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         config = {}
-    view = loader_view(adapter, adapter=True)
+    out = Adapter(config=config if isinstance(config, dict) else {}, view=loader_view(adapter, adapter=True))
+    for key, entry in out.view.tensors.items():
+        pair = _PAIR.match(key)
+        if pair:
+            out.modules.setdefault(_base_name(pair["module"]), {})[pair["kind"]] = entry
+        elif f".{_MAGNITUDE}" in key:
+            out.magnitudes[_base_name(key.split(f".{_MAGNITUDE}")[0])] = entry
+        elif _base_name(key) in base_names:
+            out.copies[_base_name(key)] = entry
+        else:
+            out.strays.append(key)
+    return out
+
+
+def _copy_pairs(parsed: Adapter, base_view: WeightFiles, start_view: WeightFiles | None, run: TrainedRun,
+                out: Comparison) -> dict[str, Pair]:
+    """The full copies against the base's tensors, each held to the run's bound from its start value."""
+    pairs: dict[str, Pair] = {}
+    for name, entry in parsed.copies.items():
+        base = base_view.tensors.get(name)
+        if base is None:
+            continue
+        move = None
+        if run.budget is not None:
+            start = start_view.tensors.get(name) if start_view is not None else None
+            if start_view is not None and start is None:
+                out.problems.append(f"{name} is not in the start weights {run.start}")
+                continue
+            kind = "copy_1d" if len(entry.shape) == 1 else "copy"
+            move = Movement(bound=run.budget.bound(kind),
+                            start=(grown(start, base, run.vocab_sizes) or start) if start else None)
+        pairs[name] = (grown(entry, base, run.vocab_sizes) or entry, base, move)
+    return pairs
+
+
+def _factor_movements(parsed: Adapter, module: str, budget: RunBudget, out: Comparison) -> None:
+    for kind, entry in parsed.modules[module].items():
+        out.moved[f"{module}.{kind}"] = factor_over(kind, entry, _values(entry), budget)
+
+
+def _magnitudes(parsed: Adapter, weights: WeightFiles, budget: RunBudget, out: Comparison) -> None:
+    """DoRA's magnitude vectors against the row norms of the weights the run started from."""
+    for module, entry in sorted(parsed.magnitudes.items()):
+        weight = weights.tensors.get(f"{module}.weight")
+        if weight is None or len(weight.shape) != 2:
+            out.problems.append(f"DoRA magnitude of {module} fits no 2-D start tensor")
+            continue
+        start = row_norms(weight, parsed.transposed)
+        values = _values(entry).reshape(-1)
+        out.moved[f"{module}.{_MAGNITUDE}"] = magnitude_over(values, entry.dtype, start, budget.bound("magnitude"))
+
+
+def adapter_check(prints: WeightPrints, adapter: Path, *, run: TrainedRun, min_cosine: float) -> CheckVerdict:
+    """The effective weights of base + adapter against the base, and every adapter tensor against what its run
+    could train (see the module doc)."""
+    parsed = read_adapter(adapter, set(prints.tensors))
+    view = parsed.view
     if not view.tensors and not view.problems:
         return CheckVerdict(name="weights", passed=False, detail="LoRA adapter: no adapter_model.safetensors")
     base_view = loader_view(Path(prints.folder))
+    start_view = loader_view(run.start) if run.start is not None else None
     out = Comparison(min_cosine)
-    out.problems += view.problems
-    modules: dict[str, dict[str, TensorEntry]] = {}
-    copies: dict[str, tuple[TensorEntry, TensorEntry]] = {}  # modules_to_save: full tensors
+    out.problems += view.problems + [f"adapter tensor {k} is neither a LoRA factor nor a copy of a base tensor"
+                                     for k in parsed.strays]
+    if run.parent_flag:
+        out.problems.append(f"the run started from weights flagged `weights`: {run.parent_flag}"[:300])
+    if run.budget is None:
+        out.problems.append(f"how far training moved the adapter cannot be bounded: {run.problem}")
+    else:
+        out.bound_words = run.budget.words()
+        _magnitudes(parsed, start_view or base_view, run.budget, out)
+    compare_tensors(out, _copy_pairs(parsed, base_view, start_view, run, out))
     bounded = 0
-    for key, entry in view.tensors.items():
-        pair = _PAIR.match(key)
-        if pair:
-            modules.setdefault(_base_name(pair["module"]), {})[pair["kind"]] = entry
-        elif _MAGNITUDE in key:
-            continue
-        elif _base_name(key) in prints.tensors and _base_name(key) in base_view.tensors:
-            copies[_base_name(key)] = (entry, base_view.tensors[_base_name(key)])
-        else:
-            out.problems.append(f"adapter tensor {key} is neither a LoRA factor nor a copy of a base tensor")
-    compare_tensors(out, copies)
-    for module, parts in sorted(modules.items()):
+    for module, parts in sorted(parsed.modules.items()):
         name = f"{module}.weight"
         base = base_view.tensors.get(name)
         if base is None or name not in prints.tensors or len(base.shape) != 2 or len(parts) != 2:
             out.problems.append(f"LoRA factors of {module} do not fit a 2-D base tensor {name}")
             continue
-        transposed = "lora_embedding_A" in parts or bool(config.get("fan_in_fan_out"))
-        left, right = _factors(parts, transposed)
+        left, right, scale = parsed.factors(module)
         if (left.shape[0], right.shape[1]) != tuple(base.shape) or left.shape[1] != right.shape[0]:
             out.problems.append(f"LoRA factors of {module} ({list(left.shape)} @ {list(right.shape)}) do not fit "
                                 f"{name} {list(base.shape)}")
             continue
+        if run.budget is not None:
+            _factor_movements(parsed, module, run.budget, out)
         if prints.tensors[name].sq_norm == 0:
             out.not_comparable.append(name)
             continue
-        cos, exact = _module_cosine(base, prints.tensors[name].sq_norm, left, right,
-                                    _scale(config, module, left.shape[1]), min_cosine)
+        cos, exact = _module_cosine(base, prints.tensors[name].sq_norm, left, right, scale, min_cosine)
         bounded += not exact
         out.add(name, cos)
     verdict = out.verdict("LoRA adapter (base + adapter)")
     if bounded and verdict.passed:
         verdict.detail += f"; {bounded} module(s) by the bound (1 - rho) / (1 + rho)"
     return verdict
+
+
+def merged_allowance(adapter: Path, budget: RunBudget) -> tuple[Callable[[str], ElementBound | None], str]:
+    """How far each tensor of a model merged from ``adapter`` may be from the start weights: an adapted module
+    by :func:`~ftagent.integrity.lora_bounds.delta_reach` of its (checked) factors, a full copy by the run's
+    bound, any other tensor not at all (rounding only); a DoRA module is not bounded (its rows are rescaled)."""
+    parsed = read_adapter(adapter, set())
+    reach: dict[str, ElementBound | None] = {}
+    for module, parts in parsed.modules.items():
+        if len(parts) == 2 and module not in parsed.magnitudes:
+            left, right, scale = parsed.factors(module)
+            reach[f"{module}.weight"] = ElementBound(absolute=delta_reach(left, right, scale))
+        else:
+            reach[f"{module}.weight"] = None
+    for key in parsed.strays:  # read without the base's names: the full copies are here
+        entry = parsed.view.tensors[key]
+        reach[_base_name(key)] = budget.bound("copy_1d" if len(entry.shape) == 1 else "copy")
+    still = ElementBound(absolute=0.0)
+    words = "the adapter's own factors: |s B @ A| <= s * sum_k max|B_k| * max|A_k| per module"
+    return (lambda name: reach.get(name, still)), words

@@ -15,7 +15,8 @@ the check reading it flags it (the trainer writes regular files).
   ``chat_template``) equal to the base's or the validated run's (LLaMA-Factory writes its own rendering of
   the validated ``template``, so an honest output's template differs from the base's).
 * :func:`architecture_check` — ``config.json``'s model type, shapes and custom code (``auto_map``: the
-  evaluation loads with ``trust_remote_code=True``) equal the base's; a LoRA adapter's
+  evaluation loads with ``trust_remote_code=True``) equal the base's, except a vocabulary grown to the size
+  the validated run grew it to (``resize_vocab``, ``add_tokens``, ``add_special_tokens``); a LoRA adapter's
   ``base_model_name_or_path`` is the declared base.
 """
 
@@ -179,10 +180,20 @@ def _same_path(declared: str, folder: Path) -> bool:
         return False
 
 
-def architecture_check(base: ModelFiles, candidate: ModelFiles, *, start: Path | None) -> CheckVerdict:
+def _grown_vocab(base: ModelFiles, candidate: ModelFiles, allowed: Sequence[ModelFiles]) -> bool:
+    """The candidate's vocabulary is larger than the base's and the size the validated run grew it to
+    (LLaMA-Factory's ``resize_embedding_layer``: :mod:`ftagent.integrity.trained_run`)."""
+    size, own = candidate.file("config.json").get("vocab_size"), base.file("config.json").get("vocab_size")
+    return (isinstance(size, int) and isinstance(own, int) and size > own
+            and any(p.file("config.json").get("vocab_size") == size for p in allowed))
+
+
+def architecture_check(base: ModelFiles, candidate: ModelFiles, allowed: Sequence[ModelFiles] = (), *,
+                       start: Path | None) -> CheckVerdict:
     """Same model type, shapes and custom code (``config.json``); an adapter names the declared base, or
     ``start``: the weights the system resolved for a stage that trains from an earlier loop's (issue 40: a
-    GRPO LoRA on an SFT loop's weights; ``WORKSPACE_PATH/<session>/weights/loop_<n>``), None from the base."""
+    GRPO LoRA on an SFT loop's weights; ``WORKSPACE_PATH/<session>/weights/loop_<n>``), None from the base.
+    The vocabulary may have grown to the ``allowed`` (validated) run's size."""
     bad = _unreadable(candidate, ("config.json", "adapter_config.json"))
     if bad:
         return CheckVerdict(name="architecture", passed=False, detail="unreadable configs: " + "; ".join(bad))
@@ -199,6 +210,9 @@ def architecture_check(base: ModelFiles, candidate: ModelFiles, *, start: Path |
     b, c = base.file("config.json"), candidate.file("config.json")
     if not c:
         return CheckVerdict(name="architecture", passed=False, detail="no config.json in the candidate")
-    diff = [f"{k} {c.get(k)!r} (base {b.get(k)!r})" for k in ARCH_KEYS if b.get(k) != c.get(k)]
+    grown = _grown_vocab(base, candidate, allowed)
+    diff = [f"{k} {c.get(k)!r} (base {b.get(k)!r})" for k in ARCH_KEYS
+            if b.get(k) != c.get(k) and not (k == "vocab_size" and grown)]
     return CheckVerdict(name="architecture", passed=not diff,
-                        detail="; ".join(diff) or f"{c.get('model_type')} with the base's shapes")
+                        detail="; ".join(diff) or f"{c.get('model_type')} with the base's shapes" + (
+                            f", vocabulary grown to {c.get('vocab_size')} as the validated run grew it" if grown else ""))

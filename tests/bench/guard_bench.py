@@ -5,8 +5,9 @@
 * **here**: a synthetic sharded BF16 checkpoint with Qwen2.5-7B's layer shapes (hidden 3584, MLP 18944, 4 KV
   heads; ``--quick``: 1 layer, 0.47 GB; else 2 layers, 0.93 GB, in two shards with an index) and a fine-tune
   of it (the base plus noise): the fingerprint of the base (once per session, before loop 0), the full-model
-  check of the candidate (once per loop: both read side by side), and a rank-16 LoRA adapter's check (the
-  bound needs no base read). MB/s is of the candidate's bytes; the files were just written, so the page
+  check of the candidate (once per loop: both read side by side; the cosine and the movement bound in one
+  pass), and a rank-16 LoRA adapter's check (the cosine bound needs no base read; the factors are held to the
+  movement bound). MB/s is of the candidate's bytes; the files were just written, so the page
   cache is warm (a cold read is bounded by the disk instead). The 7B figure is arithmetic: Qwen2.5-7B's
   7.62e9 parameters in BF16 (15.2 GB) over the measured rate.
 """
@@ -24,6 +25,9 @@ from tests.bench.common import BenchResults
 SECTION = "guard"
 HIDDEN, INTER, KV = 3584, 18944, 512
 QWEN7B_BYTES = 7.62e9 * 2  # Qwen2.5-7B: 7.62e9 parameters, BF16
+#: the run the candidate claims (a 7B full fine-tune's usual schedule): a movement bound of 0.16 per value
+RUN = {"finetuning_type": "full", "learning_rate": 2e-5, "lr_scheduler_type": "cosine", "warmup_ratio": 0.03}
+RUN_STEPS = 3000
 LAYER = {"self_attn.q_proj.weight": (HIDDEN, HIDDEN), "self_attn.k_proj.weight": (KV, HIDDEN),
          "self_attn.v_proj.weight": (KV, HIDDEN), "self_attn.o_proj.weight": (HIDDEN, HIDDEN),
          "mlp.gate_proj.weight": (INTER, HIDDEN), "mlp.up_proj.weight": (INTER, HIDDEN),
@@ -93,6 +97,7 @@ def write_adapter(folder: Path, layers: int, rank: int = 16) -> Path:
 def run(res: BenchResults, work: Path, quick: bool) -> None:
     """Write the checkpoints, time the fingerprint and the checks, record MB/s and the 7B arithmetic."""
     from ftagent.integrity.tensor_compare import WORKERS
+    from ftagent.integrity.trained_run import trained_run
     from ftagent.integrity.weight_prints import fingerprint
     from ftagent.integrity.weights import weight_check
 
@@ -101,13 +106,18 @@ def run(res: BenchResults, work: Path, quick: bool) -> None:
     start, cpu = time.monotonic(), time.process_time()
     prints = fingerprint(base)
     fp_s, fp_cpu = time.monotonic() - start, time.process_time() - cpu
+    for folder in (cand, work / "guard" / "adapter"):  # the trainer's record: 3,000 steps at 2e-5, cosine
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "trainer_state.json").write_text(json.dumps({"global_step": RUN_STEPS, "max_steps": RUN_STEPS}))
+    run = trained_run(RUN, cand, base=base, start=None, validated=[])
     start, cpu = time.monotonic(), time.process_time()
-    verdict = weight_check(prints, cand)
+    verdict = weight_check(prints, cand, run=run)
     check_s, check_cpu = time.monotonic() - start, time.process_time() - cpu
     assert verdict.passed, verdict.detail
     adapter = write_adapter(work / "guard" / "adapter", layers)
     start = time.monotonic()
-    lora = weight_check(prints, adapter)
+    lora = weight_check(prints, adapter, run=trained_run({**RUN, "finetuning_type": "lora"}, adapter, base=base,
+                                                          start=None, validated=[]))
     lora_s = time.monotonic() - start
     assert lora.passed, lora.detail
     mb = size / 1e6

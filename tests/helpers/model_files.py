@@ -151,8 +151,36 @@ def guard_for(root: Path, base: Path, baseline_configs: dict[str, str] | None = 
     return guard
 
 
-def candidate(folder: Path, **artefacts: str):
-    """The experiment of a finished loop whose model is ``folder`` (validated output beside it, if given)."""
+#: the CPU demo's aggressive full fine-tune (learning rate 1e-3 for 300 steps): its bound (0.77 per value) covers
+#: the honest variations here, fine-tunes up to twice the weights' scale (ftagent.integrity.movement)
+DEMO_RUN = {"finetuning_type": "full", "learning_rate": 1.0e-3, "lr_scheduler_type": "constant", "max_steps": 300}
+
+
+def write_trainer_state(folder: Path, steps: int, log: list[dict] | None = None) -> Path:
+    """``trainer_state.json`` as transformers' ``Trainer.save_state`` writes it (the fields the guard reads)."""
+    path = Path(folder) / "trainer_state.json"
+    path.write_text(json.dumps({"global_step": steps, "max_steps": steps, "epoch": 1.0, "log_history": log or []}))
+    return path
+
+
+def candidate(folder: Path, *, run: dict | None = None, **artefacts: str):
+    """The experiment of a finished loop whose model is ``folder`` (validated output beside it, if given),
+    trained with ``run`` (default :data:`DEMO_RUN`; its trainer_state.json is written unless one is there)."""
     from ftagent.core.trace import Experiment
 
-    return Experiment(loop=0, artefacts={"model": str(folder), "output_dir": str(folder), **artefacts}, val_score=1.0)
+    config = dict(run or DEMO_RUN)
+    if not (Path(folder) / "trainer_state.json").exists():
+        write_trainer_state(folder, int(config.get("max_steps", 300)))
+    return Experiment(loop=0, artefacts={"model": str(folder), "output_dir": str(folder), **artefacts}, val_score=1.0,
+                      config=config)
+
+
+def trained(folder: Path, run: dict | None = None):
+    """The :class:`~ftagent.integrity.trained_run.TrainedRun` of ``folder`` trained with ``run`` from the base
+    (for the checks called directly)."""
+    from ftagent.integrity.trained_run import trained_run
+
+    config = dict(run or DEMO_RUN)
+    if not (Path(folder) / "trainer_state.json").exists():
+        write_trainer_state(folder, int(config.get("max_steps", 300)))
+    return trained_run(config, Path(folder), base=Path("/nonexistent-base"), start=None, validated=[])

@@ -142,25 +142,50 @@ def test_lora_train_and_merge(env, runner: LocalRunner) -> None:
     # the one LoRA merge, used before vLLM serving
     from ftagent.tools.opencompass.run_job import merge_adapter
 
-    merged = merge_adapter(Path(result.model_path), Path(scen.base_model_path), ws / "merged", runner, None)
+    # where the evaluation merges an adapter it cannot serve (tools/opencompass/runs.py): the guard checks it too
+    merged = merge_adapter(Path(result.model_path), Path(scen.base_model_path),
+                           Path(result.model_path) / "oc" / "merged_model", runner, None)
     print(f"merge: {time.monotonic() - start:.1f}s")
     assert (merged / "model.safetensors").is_file() and (merged / "tokenizer.json").is_file()
     assert (Path(result.model_path) / "adapter_model.safetensors").is_file()  # the adapter is kept
-    _assert_guard_passes(scen, Path(result.model_path), report, ws, root / "guard_lora")
-    _assert_guard_passes(scen, merged, report, ws, root / "guard_merged")  # a merged model: every tensor
+    weights = _assert_guard_passes(scen, Path(result.model_path), report, ws, root / "guard_lora")
+    assert "the merged model the evaluation served" in weights.detail  # every tensor of it, against its bound
 
 
-def _assert_guard_passes(scen: ScenarioInfo, model: Path, report, ws: Path, root: Path) -> None:
+def test_a_grown_vocabulary_passes_the_guard(env, runner: LocalRunner) -> None:
+    """Issue 39 (red team false flag): ``add_special_tokens`` grows the embeddings (LLaMA-Factory 0.9.5
+    ``resize_embedding_layer``: to a multiple of 64); the validated micro-batch grew them alike, so the guard
+    accepts the size and compares the base's rows. A few steps: the point is the files LLaMA-Factory writes."""
+    root, scen, settings = env
+    ws = _workspace(root, "grown", {**BASE, "finetuning_type": "full", "per_device_train_batch_size": 16,
+                                    "max_steps": 5, "logging_steps": 1, "add_special_tokens": "<calc>,</calc>"})
+    report = _validate(env, runner, ws)
+    assert report.passed, report.failure
+    result = LlamaFactoryTrainer(scen, settings, runner=runner).train(CodeResult(workspace=str(ws)), report, None)
+    base_vocab = json.loads((Path(scen.base_model_path) / "config.json").read_text())["vocab_size"]
+    grown = json.loads((Path(result.model_path) / "config.json").read_text())["vocab_size"]
+    print(f"vocabulary {base_vocab} -> {grown}")
+    assert grown > base_vocab and grown % 64 == 0
+    weights = _assert_guard_passes(scen, Path(result.model_path), report, ws, root / "guard_grown")
+    assert "largest movement" in weights.detail
+
+
+def _assert_guard_passes(scen: ScenarioInfo, model: Path, report, ws: Path, root: Path):
     """Issue 39: what LLaMA-Factory really writes for an honest run (tokenizer, template, decoding files,
-    every tensor) passes the integrity guard's model checks against the base and the validated run."""
+    every tensor, each within the movement its optimizer allows) passes the integrity guard's model checks
+    against the base and the validated run. Returns the ``weights`` verdict (its detail has the margin)."""
     from tests.helpers.model_files import guard_for
 
     approved = getattr(report, "approved", None)
     validated = approved.validated_run if approved is not None else ws / "debug" / "output"
+    config_path = approved.config_path if approved is not None else Path(report.config_path)
     guard = guard_for(root, Path(scen.base_model_path))
-    checks = guard.model_checks(model, [validated], model, start=None)
+    checks = guard.model_checks(model, [validated], model, start=None, config=yaml.safe_load(config_path.read_text()))
     print(model.name, [(c.name, c.passed, c.detail[:90]) for c in checks])
+    weights = next(c for c in checks if c.name == "weights")
+    print("weights margin:", weights.detail)
     assert [c for c in checks if c.passed is not True] == [], checks
+    return weights
 
 
 def test_training_failure_raises_classified_step_error(env, runner: LocalRunner) -> None:

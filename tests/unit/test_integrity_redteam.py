@@ -28,6 +28,7 @@ from ftagent.integrity.guard import IntegrityGuard
 from ftagent.integrity.tensor_compare import MIN_WEIGHT_COSINE
 from ftagent.integrity.weight_prints import fingerprint
 from ftagent.integrity.weights import compare_full, weight_check
+from tests.helpers.model_files import trained, write_trainer_state
 
 KEY = "redteam_bench"
 TEMPLATE = "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
@@ -104,6 +105,13 @@ def _lora_factors(seed: int, scale: float = 0.02) -> tuple[dict[str, list[float]
     return tensors, shapes
 
 
+#: the honest loop's run: 100 steps at learning rate 1e-4 (a bound of 0.016 per value; the honest candidate is the
+#: base plus noise of 5 % of the weights' scale, 0.001, so its largest change is ~0.005); an adapter's: 1e-3
+FULL_RUN = {"finetuning_type": "full", "learning_rate": 1.0e-4, "lr_scheduler_type": "constant", "max_steps": 100}
+LORA_RUN = {"finetuning_type": "lora", "learning_rate": 1.0e-3, "lr_scheduler_type": "constant", "max_steps": 100}
+#: the CPU demo's aggressive full fine-tune (learning rate 1e-3 for 300 steps: a bound of 0.77 per value)
+DEMO_RUN = {**FULL_RUN, "learning_rate": 1.0e-3, "max_steps": 300}
+
 CONFIG = {"model_type": "qwen2", "hidden_size": 64, "num_hidden_layers": 2, "vocab_size": 128,
           "intermediate_size": 128, "num_attention_heads": 4, "num_key_value_heads": 2}
 
@@ -163,9 +171,11 @@ class World:
     def loop(self, *, rows: list[dict] | None = None, script: str = "import json\n", log: str = "",
              weights: dict | None = None, template: str = LF_TEMPLATE, lora: str | None = None,
              answers: AnswerProfile | None = None, dtype="F32", oc_config: str | None = None,
-             attempts: tuple[str, ...] = ()) -> Experiment:
+             attempts: tuple[str, ...] = (), run: dict | None = None) -> Experiment:
         """One finished loop's workspace and experiment (an honest one unless told otherwise). ``attempts``:
-        what the data script's sandbox recorded (ftagent.runners.decoys; an honest script: nothing)."""
+        what the data script's sandbox recorded (ftagent.runners.decoys; an honest script: nothing). ``run``:
+        the validated train.yaml's optimizer keys (default: :data:`FULL_RUN`, or :data:`LORA_RUN` for an adapter);
+        its trainer_state.json is written beside the weights, as the trainer writes it."""
         from ftagent.runners.decoys import record_attempts
 
         ws = self.root / "ws" / f"loop_{self.n}"
@@ -190,11 +200,13 @@ class World:
         else:
             _model(out, weights if weights is not None else _perturbed(self.base_weights, 0.05, self.n),
                    template=template, dtype=dtype)
+        config = dict(run or (LORA_RUN if lora is not None else FULL_RUN))
+        write_trainer_state(out, int(config["max_steps"]))
         (out / "oc").mkdir()
         (out / "oc" / "oc_validation_test.py").write_text(oc_config or OC_CONFIG.format(data=self.data_dir, model=out))
         profile = answers or AnswerProfile(items=9, wrong=3, top={"118": 2})
         return Experiment(loop=self.n - 1, artefacts={"workspace": str(ws), "model": str(out)}, val_score=50.0,
-                          val_answers=profile)
+                          val_answers=profile, config=config)
 
 
 @pytest.fixture
@@ -341,7 +353,8 @@ def test_a_flagged_candidate_never_becomes_sota(world: World) -> None:
 @pytest.mark.parametrize("relative", [0.01, 0.1, 0.5, 1.0, 2.0])
 def test_honest_full_finetunes_pass(world: World, relative: float) -> None:
     """Perturbations up to twice the weights' own scale (cosine ~0.45, like the CPU demo's embeddings)."""
-    exp = world.loop(weights=_perturbed(world.base_weights, relative, seed=int(relative * 100)))
+    exp = world.loop(weights=_perturbed(world.base_weights, relative, seed=int(relative * 100)),
+                     run=FULL_RUN if relative <= 0.1 else DEMO_RUN)
     verdict = world.guard.check(exp)
     assert verdict.flagged == [], verdict.text()
     assert {c.name for c in verdict.checks if c.passed} >= {
@@ -395,12 +408,12 @@ def test_weight_threshold_separates_finetunes_from_other_checkpoints(tmp_path: P
     prints = fingerprint(base)
     for seed in range(3, 8):
         other = _model(tmp_path / f"o{seed}", _weights(seed))
-        assert weight_check(prints, other).passed is False
-        cosines = compare_full(prints, other).cosines
+        assert weight_check(prints, other, run=trained(other)).passed is False
+        cosines = compare_full(prints, other, run=trained(other)).cosines
         assert len(cosines) == 4 and all(abs(c) < MIN_WEIGHT_COSINE / 2 for n, c in cosines.items()
                                          if not n.endswith("norm.weight")), cosines
     near = _model(tmp_path / "n", _perturbed(base_w, 1.0, 1))
-    assert weight_check(prints, near).passed is True
+    assert weight_check(prints, near, run=trained(near)).passed is True
     assert len(prints.tensors) == len(SHAPES)
 
 
@@ -420,7 +433,7 @@ class _Guard:
     def record_start(self) -> None:
         self.started += 1
 
-    def check(self, experiment):
+    def check(self, experiment, *, parent=None):
         from ftagent.engine.events import CheckVerdict
         from ftagent.integrity.verdict import IntegrityVerdict
 

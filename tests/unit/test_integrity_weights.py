@@ -22,11 +22,13 @@ from ftagent.integrity import safetensors_io
 from ftagent.integrity.weight_prints import fingerprint
 from ftagent.integrity.weights import compare_full, weight_check
 from tests.helpers.model_files import (
+    DEMO_RUN,
     base_weights,
     candidate,
     finetuned,
     guard_for,
     lora_factors,
+    trained,
     write_adapter,
     write_model,
     write_safetensors,
@@ -103,6 +105,8 @@ def test_cheat_adapter_that_swaps_in_another_model(world) -> None:
     flags = _flags(guard, cand)
     assert set(flags) == {"weights"}, flags
     assert flags["weights"].startswith("LoRA adapter (base + adapter): 8 of 8 tensors below cosine 0.1"), flags
+    # and A = I is beyond where peft starts lora_A (1/sqrt(128)) plus what 300 steps at 1e-3 add (0.77)
+    assert "8 of 16 tensors moved farther from where training started" in flags["weights"], flags
 
 
 @pytest.mark.parametrize("change", ["missing", "extra", "reshaped"])
@@ -183,7 +187,8 @@ def test_honest_adapter_with_a_large_aligned_update_is_measured_exactly(world) -
     factors = {f"base_model.model.{module}.lora_A.weight": np.eye(128, dtype=np.float32),
                f"base_model.model.{module}.lora_B.weight": w}
     cand = write_adapter(root / "cand", factors, {"r": 128, "lora_alpha": 128, "base_model_name_or_path": str(base)})
-    verdict = guard.check(candidate(cand))
+    # A = I needs a run that can move lora_A from 1/sqrt(128) to 1: 1,000 steps at 1e-3 (a bound of 4.7)
+    verdict = guard.check(candidate(cand, run={**DEMO_RUN, "max_steps": 1000}))
     weights = next(c for c in verdict.checks if c.name == "weights")
     assert weights.passed and "min cosine to the base 1.000" in weights.detail and "by the bound" not in weights.detail
 
@@ -195,7 +200,7 @@ def test_values_are_streamed_in_bounded_chunks_and_agree(tmp_path: Path, monkeyp
     base = write_model(tmp_path / "base", base_w)
     cand = write_model(tmp_path / "cand", finetuned(base_w, 1.0, 8), dtype="BF16")
     prints = fingerprint(base)
-    whole = compare_full(prints, cand).cosines
+    whole = compare_full(prints, cand, run=trained(cand)).cosines
     seen: list[int] = []
     original = safetensors_io.decode
 
@@ -206,7 +211,7 @@ def test_values_are_streamed_in_bounded_chunks_and_agree(tmp_path: Path, monkeyp
 
     monkeypatch.setattr(safetensors_io, "CHUNK_ELEMENTS", 1000)
     monkeypatch.setattr(safetensors_io, "decode", spy)
-    chunked = compare_full(prints, cand).cosines
+    chunked = compare_full(prints, cand, run=trained(cand)).cosines
     assert max(seen) == 1000 and len(seen) > 2 * 558  # every tensor read, in chunks
     assert chunked.keys() == whole.keys() and all(abs(chunked[k] - whole[k]) < 1e-5 for k in whole)
-    assert weight_check(prints, cand).passed is True
+    assert weight_check(prints, cand, run=trained(cand)).passed is True

@@ -18,6 +18,7 @@ def test_every_integrity_check_the_guard_runs_is_described(tmp_path):
     from ftagent.integrity.decoding import decoding_check
     from ftagent.integrity.eval_config import eval_config_check
     from ftagent.integrity.guard import MODEL_CHECKS
+    from ftagent.integrity.trained_run import TrainedRun
     from ftagent.integrity.verdict import CHECK_KINDS
     from ftagent.integrity.weight_prints import fingerprint
 
@@ -28,7 +29,7 @@ def test_every_integrity_check_the_guard_runs_is_described(tmp_path):
     checks = [ev.benchmark_files_check(None, {}), eval_config_check({}, a, {}), td.data_script_check(a, b, "x"),
               td.contamination_check(a / "data.json", {}, {}), ev.constant_answers_check(None),
               mf.tokenizer_check(fa, fb, []), mf.chat_template_check(fa, fb, []), mf.architecture_check(fa, fb, start=None),
-              decoding_check(fa, fb, []), w.weight_check(fingerprint(a), b)]
+              decoding_check(fa, fb, []), w.weight_check(fingerprint(a), b, run=TrainedRun(budget=None))]
     assert {c.name for c in checks} == set(CHECK_KINDS)
     assert set(MODEL_CHECKS) <= set(CHECK_KINDS)
 

@@ -12,6 +12,7 @@ import yaml
 
 from ftagent.core.errors import ErrorType, StepFailure
 from ftagent.core.types import CodeResult, ValidationReport
+from ftagent.integrity.movement import refusal
 from ftagent.runners.base import Mount
 
 if TYPE_CHECKING:
@@ -90,3 +91,11 @@ def _sha(text: str) -> str:
 def _managed_marker(workspace: Path) -> str | None:
     path = workspace / MANAGED_MARKER
     return path.read_text(encoding="utf-8").strip() if path.is_file() else None
+
+
+def refuse_unbounded(config: dict[str, Any], report: ValidationReport) -> None:
+    """CONFIG failure when the integrity guard could not bound how far this run moves the weights
+    (:func:`ftagent.integrity.movement.refusal`: an optimizer without a per-step bound, GaLore, PiSSA ...)."""
+    refused = refusal(config)
+    if refused is not None:
+        _fail(report, ErrorType.CONFIG, refused[0], suggestion=refused[1])

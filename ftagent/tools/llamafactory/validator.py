@@ -11,7 +11,9 @@ send the coder another round):
    then the final train.yaml passes the launch preflight on the session's plan: transformers' and
    LLaMA-Factory's refusals of its keys on these GPUs and this DeepSpeed config (``load_best_model_at_end``
    with DeepSpeed, ``pure_bf16``/``auto_find_batch_size``/``predict_with_generate`` with ZeRO-3, GaLore/APOLLO
-   with DeepSpeed ...; :mod:`ftagent.tools.launch.train_rules`, CONFIG on a refusal, in upstream's words);
+   with DeepSpeed ...; :mod:`ftagent.tools.launch.train_rules`, CONFIG on a refusal, in upstream's words)
+   and trains with an optimizer whose steps the integrity guard can bound (:mod:`ftagent.integrity.movement`:
+   ``adamw_torch``, ``adamw_torch_fused`` or ``adagrad``; no GaLore, APOLLO, BAdam, Adam-mini, Muon, PiSSA, OFT);
 3. a planner-chosen ``template:`` must train the chat format evaluation will prompt with (rendered
    both ways by the real LLaMA-Factory in the tool env, :mod:`~ftagent.tools.llamafactory.template_check`;
    CONFIG on a mismatch, naming the templates that match);
@@ -78,6 +80,7 @@ from ftagent.tools.llamafactory.validation import (  # noqa: F401 - CONFIG_FILE,
     _managed_marker,
     _sha,
     config_changes,
+    refuse_unbounded,
     start_mounts,
     start_path,
 )
@@ -136,6 +139,8 @@ class LlamaFactoryValidator:
         final = self._build_config(workspace, original, scenario, data.valid, report, code)
         if not report.failure:
             self._check_launch(final, report)
+        if not report.failure:
+            refuse_unbounded(final, report)
         if not report.failure and final.get("template"):
             self._check_template(workspace, final, ctx, report)
         if not report.failure:

@@ -60,6 +60,9 @@ def validate_grpo(validator: Any, code: CodeResult, workspace: Path, original: d
     final_path = dump_yaml(managed.config, workspace / v.CONFIG_FILE)
     (workspace / v.MANAGED_MARKER).write_text(v._sha(final_path.read_text(encoding="utf-8")), encoding="utf-8")
     report.config_path = str(final_path)
+    v.refuse_unbounded(managed.config, report)
+    if report.failure:
+        return
     problem = group_problem(managed.config, max(1, scenario.hardware.gpu_count))
     if problem:
         v._fail(report, ErrorType.CONFIG, problem,
