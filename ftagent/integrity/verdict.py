@@ -28,7 +28,9 @@ CHECK_KINDS: dict[str, CheckKind] = {
     "tokenizer": CheckKind(
         meaning="the trained model's tokenizer (vocabulary or special tokens) differs from the base model's and "
                 "from the validated debug run's", by_experiment=True,
-        advice="leave the vocabulary alone: no keys that add tokens or resize it (new_special_tokens, resize_vocab)"),
+        advice="keep the keys that change the tokenizer (add_tokens, add_special_tokens, resize_vocab, "
+               "split_special_tokens) as they were validated: the trained model must have the validated run's "
+               "tokenizer"),
     "chat_template": CheckKind(
         meaning="the trained model's chat template differs from the base model's and from the one the validated "
                 "debug run wrote, so evaluation would not use the chat format that was checked", by_experiment=True,
@@ -36,12 +38,14 @@ CHECK_KINDS: dict[str, CheckKind] = {
     "architecture": CheckKind(
         meaning="the trained model's architecture (model type, layer shapes, vocabulary size) differs from the "
                 "base model's, or a LoRA adapter names another base", by_experiment=True,
-        advice="train the given base model; no keys that resize the vocabulary or change the model"),
+        advice="train the given base model; the vocabulary may only grow as the validated run grew it"),
     "weights": CheckKind(
-        meaning="the trained weights do not descend from the base model (a tensor is uncorrelated with the "
-                "base's, missing, extra or of another shape): another checkpoint, or weights the training "
-                "destroyed", by_experiment=True,
-        advice="train the base model as given; a learning rate far too high can wreck the weights"),
+        meaning="the trained weights do not descend from the start weights: a value moved farther than the "
+                "run's optimizer can move it in the steps it took at its learning rates, or a tensor is "
+                "uncorrelated with the base's, missing, extra or of another shape (another checkpoint, or weights "
+                "the training destroyed)", by_experiment=True,
+        advice="train the start weights as given with one of the accepted optimizers; a learning rate far too "
+               "high can wreck the weights"),
     "decoding": CheckKind(
         meaning="the trained model's generation config or tokenizer settings (stop tokens, beams, penalties, "
                 "how prompts are tokenized) differ from the base model's and from the validated debug run's",

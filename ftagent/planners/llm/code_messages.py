@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ftagent.core.types import Hypothesis, ScenarioInfo
+from ftagent.integrity.movement import optimizer_rule
 from ftagent.llm.budget import Section
 from ftagent.planners.llm.brief import (
     CONTAMINATION,
@@ -132,7 +133,7 @@ def config_messages(scenario: ScenarioInfo, settings: Any, hypothesis: Hypothesi
         budgets_part(scenario, ctx, 55),
         experiment_part(hypothesis),
         text_part("fixed", "Fixed values and rules", render(
-            "config_coder", template=scenario.model_info.template, managed=managed,
+            "config_coder", template=scenario.model_info.template, managed=managed, optimizer_rule=optimizer_rule(),
             max_position_embeddings=scenario.model_info.max_position_embeddings or "unknown",
             force_think_token=think), required=True),
     ]
