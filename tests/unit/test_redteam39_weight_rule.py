@@ -249,12 +249,13 @@ def test_dora_magnitudes_start_at_the_weights_row_norms(world):
     module = ATTN[0]
     factors = lora_factors([module], rank=4, seed=5, scale=0.001)
     norms = np.linalg.norm(base_w[f"{module}.weight"], axis=1)
-    factors[f"base_model.model.{module}.lora_magnitude_vector.weight"] = (norms + 0.001).astype(np.float32)
+    # peft 0.18 saves it without ".weight" (utils/save_and_load.py get_peft_model_state_dict, DoRA)
+    factors[f"base_model.model.{module}.lora_magnitude_vector"] = (norms + 0.001).astype(np.float32)
     config = {"r": 4, "lora_alpha": 8, "use_dora": True, "base_model_name_or_path": str(base)}
     run = {"finetuning_type": "lora", "use_dora": True, "learning_rate": 1e-4, "lr_scheduler_type": "constant",
            "max_steps": 100}
     assert _weights_verdict(guard, candidate(write_adapter(root / "ok", factors, config), run=run)).passed
-    factors[f"base_model.model.{module}.lora_magnitude_vector.weight"] = (norms * 3).astype(np.float32)
+    factors[f"base_model.model.{module}.lora_magnitude_vector"] = (norms * 3).astype(np.float32)
     verdict = _weights_verdict(guard, candidate(write_adapter(root / "far", factors, config), run=run))
     assert verdict.passed is False and "lora_magnitude_vector" in verdict.detail, verdict.detail
 
