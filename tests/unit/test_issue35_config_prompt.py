@@ -7,6 +7,7 @@ import pytest
 
 from ftagent.core.trace import Trace
 from ftagent.core.types import Hypothesis
+from ftagent.integrity.movement import optimizer_rule
 from ftagent.planners.llm.preview import preview
 from tests.helpers.prompt_view import fixed_machine, scored, text_of  # noqa: F401 (fixed_machine: autouse)
 from tests.unit.test_prompts import _demo_scenario, _settings
@@ -35,7 +36,9 @@ def test_every_key_the_system_sets_is_listed_and_shown_before_the_catalogue(tmp_
     catalogue = text.split("# Parameter catalogue", 1)[1]
     assert "Set by the system" not in catalogue and "- disable_gradient_checkpointing (" not in catalogue
     assert "### Precision and memory" not in catalogue  # its only CPU entry is managed: no empty heading
-    assert "make the integrity guard flag the trained model" in up_front  # add_tokens & co. are not free
+    # issue 39: what the guard does with the tokenizer keys and the optimizer, as the guard does it
+    assert "accepts that run's tokenizer and vocabulary size" in up_front and "flag the trained model" not in up_front
+    assert optimizer_rule() in up_front and "`use_galore`" in up_front
 
 
 # --- 3. the training data's size, or why it is not known ---------------------------------------------------
