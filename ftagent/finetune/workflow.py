@@ -61,7 +61,7 @@ from ftagent.finetune.protocols import (
 from ftagent.finetune.stages import SAMPLES_FILE, StagePreparer, prepare_stage
 from ftagent.finetune.state import FinetuneLoop, FinetuneSessionState, finetune_loop
 from ftagent.finetune.trials_seen import validated_steps
-from ftagent.integrity.guard import IntegrityGuard
+from ftagent.integrity.guard import IntegrityGuard, start_loop
 
 if TYPE_CHECKING:
     from ftagent.finetune.resolve import ResolvedRun
@@ -287,8 +287,7 @@ class FinetuneWorkflow:
         # the paired intervals vs baseline / SOTA, computed once: the feedback component reads them
         experiment.intervals = differences(experiment, trace)
         if self.integrity is not None and experiment.succeeded:  # before anything decides: a flag vetoes SOTA
-            start = experiment.hypothesis.weights_from if experiment.hypothesis is not None else None
-            guard = self.integrity.check(experiment, parent=trace.get(start) if start is not None else None)
+            guard = self.integrity.check(experiment, parent=start_loop(experiment, trace))
             experiment.integrity_flags = [f"{c.name}: {c.detail}" for c in guard.flagged]
             ctx.emit(IntegrityEvent(checks=guard.checks, flags=len(guard.flagged), duration_s=guard.seconds))
         suspect = gold_matches(experiment.error_samples) if experiment.succeeded else None

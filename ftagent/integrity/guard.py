@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from ftagent.core.errors import UserInputError
-from ftagent.core.trace import Experiment
+from ftagent.core.trace import Experiment, Trace
 from ftagent.core.types import ScenarioInfo
 from ftagent.core.yamlio import load_yaml_text
 from ftagent.engine.events import CheckVerdict
@@ -97,6 +97,12 @@ def trained_config(experiment: Experiment) -> dict[str, Any]:
         if isinstance(config, dict):
             return config
     return dict(experiment.config)
+
+
+def start_loop(experiment: Experiment, trace: Trace) -> Experiment | None:
+    """The loop whose weights ``experiment`` trained from (its hypothesis's ``weights_from``), None: the base."""
+    loop = experiment.hypothesis.weights_from if experiment.hypothesis is not None else None
+    return trace.get(loop) if loop is not None else None
 
 
 def start_flag(experiment: Experiment, parent: Experiment | None) -> str:

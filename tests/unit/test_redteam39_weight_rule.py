@@ -306,3 +306,15 @@ def test_the_demo_run_record_covers_the_aggressive_fine_tune(world):
     cand = write_model(root / "cand", finetuned(base_w, 2.0, 3))
     write_trainer_state(cand, 300)
     assert _weights_verdict(guard, candidate(cand)).passed
+
+
+def test_the_workflow_gives_the_guard_the_loop_a_stage_started_from():
+    from ftagent.core.trace import Trace
+    from ftagent.integrity.guard import start_loop
+
+    trace = Trace()
+    sft = Experiment(loop=0, val_score=1.0)
+    trace.record(sft)
+    dpo = Experiment(loop=1, hypothesis=Hypothesis(hypothesis="dpo", stage="dpo", weights_from=0))
+    assert start_loop(dpo, trace) is sft
+    assert start_loop(Experiment(loop=2, hypothesis=Hypothesis(hypothesis="sft")), trace) is None
