@@ -20,16 +20,25 @@ from ftagent.core.hardware import HardwareInfo
 from ftagent.tools.launch.profiles import precision_config, profile_of
 from ftagent.tools.llamafactory.catalogue import LFCatalogue
 from ftagent.tools.llamafactory.defaults import LFDefaults, load_lf_defaults
+from ftagent.tools.llamafactory.planner_keys import EMPTY_REASON, REFUSED_REASON, is_empty, planner_may_set
 
 DATASET_INFO = "dataset_info.json"
 DATA_FILE = "data.json"
 #: keys removed from the planner's config: the system manages data and model paths
 REMOVED_KEYS = ("eval_dataset", "tokenized_path", "adapter_name_or_path")
+#: a path the session's tracker sets in the full run (tracking.CONFIG_KEYS): the planner's is removed
+TRACKER_PATH_KEYS = ("logging_dir",)
 #: the path keys :func:`manage_config` computes for each run, and what they point at (for the prompt)
-PATH_KEYS = {"model_name_or_path": "the weights the loop starts from: the base model, or the parent loop's", "output_dir": "the loop's output folder",
+PATH_KEYS = {"model_name_or_path": "the weights the loop starts from: the base model, or the parent loop's",
+             "output_dir": "the loop's output folder",
              "dataset_dir": "the loop's workspace", "dataset": "this experiment's data.json"}
 
 
+#: path keys the config prompt names as refused (every key that names a file, a folder or an account is:
+#: planner_keys.py); written with a value, validation fails with CONFIG
+REFUSED_SHOWN = ("resume_from_checkpoint", "adapter_name_or_path", "tokenized_path", "cache_dir")
+REFUSED_WORDS = "(refused: a path)"
+REFUSED_RULE = "(refused: a path; so is every key naming a file, a folder or an account: validation fails)"
 #: the words for `stage`; the config prompt names the experiment's own stage in their place (relay round r2: a list
 #: of every stage LLaMA-Factory has, "sft, dpo, kto; orpo and simpo", beside a session whose stages were sft, dpo, grpo)
 STAGE_WORDS = "(the experiment's stage, from its proposal)"
@@ -40,6 +49,7 @@ class DroppedKey(BaseModel):
 
     key: str
     reason: str
+    refused: bool = False  # a path (or account) key written with a value: validation fails with CONFIG
 
     def __str__(self) -> str:
         return f"{self.key} ({self.reason})"
@@ -55,13 +65,27 @@ def _shape_ok(value: Any, accepts_mapping: bool, accepts_list: bool) -> bool:
     return True
 
 
-def filter_config(config: dict[str, Any], catalogue: LFCatalogue) -> tuple[dict[str, Any], list[DroppedKey]]:
-    """Keep only keys LLaMA-Factory knows, with values of an acceptable shape.
+def system_keys(defaults: LFDefaults) -> frozenset[str]:
+    """The keys the system sets or removes in every LLaMA-Factory run (the filter passes them; manage_config
+    replaces or removes them): the paths, the DeepSpeed config, defaults.yaml's ``system_managed``,
+    ``eval_dataset``, the tracker's ``logging_dir``."""
+    return frozenset({*PATH_KEYS, "deepspeed", "eval_dataset", *TRACKER_PATH_KEYS, *defaults.system_managed})
+
+
+def filter_config(config: dict[str, Any], catalogue: LFCatalogue,
+                  defaults: LFDefaults | None = None) -> tuple[dict[str, Any], list[DroppedKey]]:
+    """Keep only keys LLaMA-Factory knows, that a plan may set, with values of an acceptable shape.
+
+    A key that names a file, a folder or an account (every string-typed key that is neither a system key nor
+    one of defaults.yaml's ``text_keys``: :mod:`~ftagent.tools.llamafactory.planner_keys`) is dropped, marked
+    ``refused`` when it has a value (the validator then fails with CONFIG).
 
     Returns:
         ``(kept, dropped)``. Flat lists of scalars for string parameters become comma-separated strings
         (``lora_target: [q_proj, v_proj]`` → ``"q_proj,v_proj"``).
     """
+    defaults = defaults or load_lf_defaults()
+    text, system = frozenset(defaults.text_keys), system_keys(defaults)
     kept: dict[str, Any] = {}
     dropped: list[DroppedKey] = []
     for key, value in config.items():
@@ -69,6 +93,10 @@ def filter_config(config: dict[str, Any], catalogue: LFCatalogue) -> tuple[dict[
         param = catalogue.parameters.get(name)
         if param is None:
             dropped.append(DroppedKey(key=name, reason="unknown to LLaMA-Factory"))
+            continue
+        if not planner_may_set(name, param, text_keys=text, system_keys=system):
+            empty = is_empty(value)
+            dropped.append(DroppedKey(key=name, reason=EMPTY_REASON if empty else REFUSED_REASON, refused=not empty))
             continue
         if not _shape_ok(value, param.accepts_mapping, param.accepts_list):
             kind = "mapping" if isinstance(value, dict) else "nested list"
@@ -193,7 +221,10 @@ def manage_config(
     for key in REMOVED_KEYS:
         if key in config:
             notes.append(f"removed {key}: the system manages data and model paths")
-    final = {k: v for k, v in config.items() if k not in REMOVED_KEYS}
+    for key in TRACKER_PATH_KEYS:
+        if key in config:
+            notes.append(f"removed {key}: the session's tracker sets it (FT_REPORT_TO)")
+    final = {k: v for k, v in config.items() if k not in (*REMOVED_KEYS, *TRACKER_PATH_KEYS)}
     injected = sorted(k for k, v in forced.items() if final.get(k, object()) != v)
     final.update(forced)
     if "warmup_ratio" in final and not keep_warmup_ratio:
@@ -241,7 +272,8 @@ def managed_keys(*, gpu: bool, defaults: LFDefaults | None = None) -> list[Manag
         out += [ManagedKey(key=k, value=_yaml_value(v)) for k, v in defaults.cpu.get("config", {}).items()]
         out.append(ManagedKey(key="deepspeed", value="(removed: no GPU)"))
     out += [ManagedKey(key=k, value="(the session's tracker, FT_REPORT_TO)") for k in CONFIG_KEYS if k != "report_to"]
-    out += [ManagedKey(key=k, value="(removed)") for k in REMOVED_KEYS]
+    out += [ManagedKey(key=k, value="(removed)") for k in REMOVED_KEYS if k not in REFUSED_SHOWN]
+    out += [ManagedKey(key=k, value=REFUSED_RULE if i == 0 else REFUSED_WORDS) for i, k in enumerate(REFUSED_SHOWN)]
     return out
 
 

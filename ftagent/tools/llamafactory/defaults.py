@@ -26,6 +26,7 @@ class LFDefaults(BaseModel):
     env: dict[str, str] = Field(default_factory=dict)
     micro_batch: dict[str, Any] = Field(default_factory=dict)
     prompt_exclude_patterns: list[str] = Field(default_factory=list)
+    text_keys: list[str] = Field(default_factory=list)  # string-typed keys a plan may set (tools/llamafactory/planner_keys.py)
 
 
 def load_lf_defaults(path: Path | None = None) -> LFDefaults:

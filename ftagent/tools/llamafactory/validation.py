@@ -33,6 +33,19 @@ def _fail(report: ValidationReport, error_type: ErrorType, message: str, *, log_
     return report
 
 
+def refuse_paths(original: dict[str, Any], dropped: list[Any], report: ValidationReport) -> bool:
+    """Fail ``report`` with CONFIG when the planner's config set a key only the system may set (a path, a file, an
+    account: :mod:`~ftagent.tools.llamafactory.planner_keys`); True when it did."""
+    from ftagent.tools.llamafactory.planner_keys import refused_message
+
+    refused = [(d.key, original.get(d.key)) for d in dropped if getattr(d, "refused", False)]
+    if not refused:
+        return False
+    message, suggestion = refused_message(refused)
+    _fail(report, ErrorType.CONFIG, message, suggestion=suggestion, details={"refused_keys": [k for k, _ in refused]})
+    return True
+
+
 _PATH_KEYS = {"model_name_or_path", "output_dir", "dataset_dir", "dataset"}
 
 

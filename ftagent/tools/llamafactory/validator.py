@@ -80,6 +80,7 @@ from ftagent.tools.llamafactory.validation import (  # noqa: F401 - CONFIG_FILE,
     _managed_marker,
     _sha,
     config_changes,
+    refuse_paths,
     refuse_unbounded,
     start_mounts,
     start_path,
@@ -181,10 +182,12 @@ class LlamaFactoryValidator:
     def _build_config(self, workspace: Path, original: dict[str, Any], scenario: ScenarioInfo, n_samples: int,
                       report: ValidationReport, code: CodeResult) -> dict[str, Any]:
         stage = stage_spec(code.stage)
-        kept, dropped = filter_config(original, self.catalogue)
+        kept, dropped = filter_config(original, self.catalogue, self.defaults)
         kept, off_stage = filter_stage_keys(kept, stage, self.catalogue)
         dropped += off_stage
         report.dropped_keys = [str(d) for d in dropped]
+        if refuse_paths(original, dropped, report):
+            return {}
         # warmup_ratio stays: the data here is the debug sample, so a step count from it would be wrong
         # (transformers turns the ratio into steps from the real run's step count)
         managed = manage_config(kept, workspace=workspace, base_model_path=start_path(code, scenario),

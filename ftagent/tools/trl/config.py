@@ -18,6 +18,8 @@ from ftagent.core.hardware import HardwareInfo
 from ftagent.tools.launch.profiles import precision_config, profile_of
 from ftagent.tools.llamafactory.catalogue import LFCatalogue
 from ftagent.tools.llamafactory.config import DATA_FILE, DroppedKey, ManagedConfig, _shape_ok
+from ftagent.tools.llamafactory.defaults import load_lf_defaults
+from ftagent.tools.llamafactory.planner_keys import EMPTY_REASON, REFUSED_REASON, is_empty, planner_may_set
 
 #: LLaMA-Factory-style keys the GRPO script reads itself (ftagent/tools/trl/grpo_script.py MODEL_KEYS)
 OWN_KEYS = ("stage", "finetuning_type", "lora_rank", "lora_alpha", "lora_dropout", "lora_target", "template",
@@ -27,14 +29,23 @@ METHODS = ("lora", "full")
 TRL_VLLM_VERSION = "0.10.2"
 DEFAULT_VLLM_MEMORY = 0.3  # TRL's GRPOConfig default: the policy trains on the same GPUs
 SYSTEM = {"report_to": "none", "save_only_model": True, "overwrite_output_dir": True, "remove_unused_columns": False,
-          "log_completions": False, "push_to_hub": False}
+          "log_completions": False, "push_to_hub": False,
+          "save_safetensors": True}  # the integrity guard reads safetensors (issue 39's false flag)
 CPU = {"use_cpu": True, "bf16": False, "fp16": False, "gradient_checkpointing": False, "use_vllm": False,
        "dataloader_num_workers": 0}
+#: the paths the system sets in every GRPO run (manage_grpo_config); with SYSTEM, CPU and the generation plan,
+#: the keys the filter passes for the manager to replace
+PATH_KEYS = ("model_name_or_path", "output_dir", "dataset_dir", "dataset_file")
+VLLM_PLAN = ("use_vllm", "vllm_mode", "vllm_gpu_memory_utilization")
 MICRO = {"max_steps": 2, "logging_steps": 1, "save_strategy": "no", "max_samples": 8, "num_train_epochs": 1}
 
 
 def filter_grpo_config(config: dict[str, Any], catalogue: LFCatalogue) -> tuple[dict[str, Any], list[DroppedKey]]:
-    """Keep the keys TRL's ``GRPOConfig`` or the GRPO script know, with values of an acceptable shape."""
+    """Keep the keys TRL's ``GRPOConfig`` or the GRPO script know, that a plan may set, with values of an
+    acceptable shape. A key naming a file, a folder, an account or a server is dropped, ``refused`` when it has a
+    value (the same rule as LLaMA-Factory's keys: :mod:`ftagent.tools.llamafactory.planner_keys`)."""
+    text = frozenset(load_lf_defaults().text_keys)
+    system = frozenset({*SYSTEM, *CPU, *PATH_KEYS, *VLLM_PLAN, "stage"})
     kept: dict[str, Any] = {}
     dropped: list[DroppedKey] = []
     for key, value in config.items():
@@ -48,6 +59,10 @@ def filter_grpo_config(config: dict[str, Any], catalogue: LFCatalogue) -> tuple[
         param = catalogue.grpo_parameters.get(name)
         if param is None:
             dropped.append(DroppedKey(key=name, reason=f"unknown to TRL {catalogue.trl_version or ''} GRPOConfig".strip()))
+            continue
+        if not planner_may_set(name, param, text_keys=text, system_keys=system):
+            empty = is_empty(value)
+            dropped.append(DroppedKey(key=name, reason=EMPTY_REASON if empty else REFUSED_REASON, refused=not empty))
             continue
         if not _shape_ok(value, param.accepts_mapping, param.accepts_list):
             dropped.append(DroppedKey(key=name, reason=f"not a valid value for type {param.type}"))
@@ -95,7 +110,7 @@ def manage_grpo_config(config: dict[str, Any], *, workspace: Path, start_path: s
                        vllm_version: str | None = None) -> ManagedConfig:
     """Inject the system keys into a filtered GRPO config (paths, precision, the generation engine)."""
     workspace = Path(workspace).absolute()
-    forced: dict[str, Any] = {**SYSTEM, "stage": "grpo", "model_name_or_path": str(start_path),
+    forced: dict[str, Any] = {**SYSTEM, "stage": "grpo", "model_name_or_path": str(start_path),  # PATH_KEYS
                               "output_dir": str(workspace / "output"), "dataset_dir": str(workspace),
                               "dataset_file": DATA_FILE}
     notes: list[str] = []

@@ -49,6 +49,8 @@ def validate_grpo(validator: Any, code: CodeResult, workspace: Path, original: d
         return
     kept, dropped = filter_grpo_config(original, validator.catalogue)
     report.dropped_keys = [str(d) for d in dropped]
+    if v.refuse_paths(original, dropped, report):
+        return
     start = v.start_path(code, scenario)
     managed = manage_grpo_config(kept, workspace=workspace, start_path=start, hardware=scenario.hardware)
     report.injected_keys = managed.injected
