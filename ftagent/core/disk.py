@@ -49,6 +49,6 @@ def check_disk_full(text: str, what: str, folders: Iterable[Path | str]) -> None
     places = "; ".join(_free(Path(f)) for f in folders)
     raise EnvironmentFailure(
         f"{what} stopped: the disk is full ({places}). Free space before resuming with --path: delete the "
-        "output/ checkpoints of loops that are not the best (WORKSPACE_PATH/<session>/loop_<n>/output), old "
+        "models and checkpoints of loops that are not the best (WORKSPACE_PATH/<session>/train/loop_<n>), old "
         "sessions' workspaces, FT_FILE_PATH/eval_cache, or merged models (…/merged); or point WORKSPACE_PATH "
         "at a larger disk.")

@@ -206,6 +206,17 @@ def sha256_beneath(root: Path | str, path: Path | str, chunk: int = 1 << 20) -> 
     return h.hexdigest()
 
 
+def copy_beneath(root: Path | str, path: Path | str, dest: Path, chunk: int = 1 << 20) -> str:
+    """Copy a regular file inside ``root`` (reached without links, any size) to the new file ``dest``; return the
+    SHA-256 of what was copied."""
+    h = hashlib.sha256()
+    with os.fdopen(open_beneath(root, path), "rb") as src, open(dest, "xb") as out:
+        while block := src.read(chunk):
+            h.update(block)
+            out.write(block)
+    return h.hexdigest()
+
+
 def regular_files(root: Path | str, path: Path | str = ".") -> list[str]:
     """Every regular file under ``root/path`` (relative to ``root``, sorted); links and special files are
     skipped, never followed."""

@@ -40,7 +40,10 @@ from ftagent.core.approved import (
 from ftagent.core.errors import ErrorType, StepError
 from ftagent.core.types import CodeResult, ValidationReport
 from ftagent.core.untrusted import UnsafeEntry, read_bytes, regular_files, scrub
+from ftagent.runners.fresh import FreshRun
 from ftagent.runners.scrubbed import scrub_note
+from ftagent.tools.llamafactory.config import TRAIN_RUN
+from ftagent.tools.llamafactory.validation import MICRO_RUN, VALIDATE_RUN
 
 DATA_SCRIPT = "process_data.py"
 #: the largest file the coder's code, a config or a validated-run file may be (a tokenizer.json is ~10 MB)
@@ -58,6 +61,12 @@ def frozen_dir(workspace_root: Path, session_id: str, loop: int) -> Path:
 def data_run_dir(workspace_root: Path, session_id: str, loop: int) -> Path:
     """``WORKSPACE_PATH/<session>/data/loop_<n>``: the full data run's own folder."""
     return Path(workspace_root) / session_id / "data" / f"loop_{loop}"
+
+
+def training_dir(workspace_root: Path, session_id: str, loop: int) -> Path:
+    """``WORKSPACE_PATH/<session>/train/loop_<n>``: the full training's own folder (the model is in ``run/output``;
+    :mod:`ftagent.tools.llamafactory.train_run`)."""
+    return Path(workspace_root) / session_id / TRAIN_RUN / f"loop_{loop}"
 
 
 def scrub_workspace(workspace: Path, ctx: Any) -> None:
@@ -126,7 +135,8 @@ def approve(code: CodeResult, report: ValidationReport, frozen: Path, data_dir: 
     target = frozen / VALIDATED_RUN
     shutil.rmtree(target, ignore_errors=True)
     target.mkdir(parents=True)
-    if run.is_dir() and workspace in run.parents:
+    micro = FreshRun.beside(workspace, VALIDATE_RUN, MICRO_RUN).output  # the validator's own run (runners/fresh.py)
+    if run.is_dir() and (run == micro or workspace in run.parents):
         for rel in regular_files(run):
             try:
                 data = read_bytes(run, rel, limit=FILE_LIMIT)

@@ -78,6 +78,12 @@ class StagePreparer:
                             suggestion="Start from the base model (weights_from null) or from a loop that trained "
                                        "and scored.")
         chain = weights_chain(trace, loop)
+        changed = parent.approved.model.changes() if parent.approved is not None and parent.approved.model else []
+        if changed:  # the parent's weights as they were trained and evaluated, or none (issue 39)
+            raise StepError(f"weights_from={loop}: loop {loop}'s weights changed since it trained: "
+                            f"{'; '.join(changed[:6])}", error_type=ErrorType.ENV,
+                            suggestion="Start from the base model or another loop; no sandboxed command can write a "
+                                       "trained model's folder, so another process changed it.")
         from ftagent.tools.opencompass.merge import is_lora_adapter
 
         weights = session_dir / WEIGHTS_DIR / f"loop_{loop}"
@@ -99,9 +105,11 @@ class StagePreparer:
         out.parent.mkdir(parents=True, exist_ok=True)
         tmp = out.with_name(out.name + ".partial")
         shutil.rmtree(tmp, ignore_errors=True)  # a killed merge's leftovers
-        result = run_scrubbed(self.runner, merge_command(base, adapter, tmp), tree=out.parent, tool="train",
-                              workdir=out.parent, mounts=[Mount(source=base), Mount(source=adapter),
-                                                          Mount(source=out.parent, read_only=False)],
+        tmp.mkdir()
+        # its one writable folder is its own output: no other loop's start weights are in its sandbox
+        result = run_scrubbed(self.runner, merge_command(base, adapter, tmp), tree=tmp, tool="train",
+                              workdir=tmp, mounts=[Mount(source=base), Mount(source=adapter),
+                                                   Mount(source=tmp, read_only=False)],
                               timeout=ctx.limit(float(self.settings.ft.micro_batch_timeout)),
                               log_file=out.parent / f"{out.name}.merge.log")
         if not result.ok or not (tmp / "config.json").is_file():

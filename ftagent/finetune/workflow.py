@@ -45,6 +45,7 @@ from ftagent.finetune.approval import (
     scrub_workspace,
     seal_data,
     seal_model,
+    training_dir,
 )
 from ftagent.finetune.forgetting import ForgettingGuard
 from ftagent.finetune.proposals import Proposals
@@ -447,7 +448,8 @@ def fork_workspace(state: FinetuneSessionState, workspace_root: Path, old_sessio
     if loop is None:
         return
     text = loop.model_dump_json()
-    for folder in (workspace_dir, frozen_dir, data_run_dir):  # the workspace and what validation froze
+    # the workspace, what validation froze, the data and the training's folder (its model)
+    for folder in (workspace_dir, frozen_dir, data_run_dir, training_dir):
         old = folder(workspace_root, old_session_id, loop.index)
         new = folder(workspace_root, state.session_id, loop.index)
         if old.is_dir():

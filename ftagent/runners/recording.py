@@ -16,7 +16,7 @@ def purpose_of(cmd: list[str], tool: str) -> str:
     head = Path(cmd[0]).name if cmd else ""
     if head == "llamafactory-cli" and len(cmd) > 2:
         sub = cmd[1]
-        if sub == "train" and "debug" in cmd[2]:
+        if sub == "train" and (Path(cmd[2]).name == "train_micro.yaml" or "debug" in cmd[2]):
             return "train_micro_batch"
         return sub
     if head == "opencompass":

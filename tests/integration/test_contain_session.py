@@ -159,8 +159,11 @@ def test_a_data_script_cannot_reach_past_the_workspace_or_rewrite_what_was_appro
     data_log = (Path(approved.data_dir) / "logs" / "process_data.log").read_text()
     tamper = [line for line in data_log.splitlines() if line.startswith("FULLRUN-TAMPER")]
     assert len(tamper) == 3 and not any(line.endswith(" done") for line in tamper), tamper
-    ws = Path(exp.artefacts["workspace"])
-    assert not (ws / "output" / "model_zz.safetensors").exists() and not (ws / "debug" / "output").is_symlink()
+    ws, model = Path(exp.artefacts["workspace"]), Path(exp.artefacts["model"])
+    # the model is the training's own fresh folder, outside the workspace (issue 39, red team B1/B2): the weights
+    # planted at the workspace's output/ stayed where they were put, and the trainer never saw them
+    assert ws not in model.parents and (model / "model.safetensors").is_file()
+    assert not (model / "model_zz.safetensors").exists() and not (ws / "debug" / "output").is_symlink()
     assert (approved.validated_run / "tokenizer_config.json").is_file()  # the guard's validated-run reference
     assert not any(p.is_symlink() for p in ws.rglob("*"))  # every planted link removed, and the log says so
     debug_log = (ws / "logs" / "process_data_debug.log").read_text()

@@ -21,6 +21,7 @@ from ftagent.core.settings import load_settings
 from ftagent.core.types import CodeResult, ScenarioInfo
 from ftagent.runners.local import LocalRunner
 from ftagent.tools.llamafactory.catalogue import load_or_build_catalogue
+from ftagent.tools.llamafactory.train_run import training_run
 from ftagent.tools.llamafactory.trainer import LlamaFactoryTrainer
 from ftagent.tools.llamafactory.validator import LlamaFactoryValidator
 
@@ -114,12 +115,13 @@ def test_a_diverging_learning_rate_is_stopped_early(lf, monkeypatch: pytest.Monk
     assert "stopped" in exc.message and "learning_rate" in exc.suggestion
     assert facts["stopped"] is True and facts["saved_s"] > 0
     # the logs are kept: trainer_log.jsonl up to (a little past) the stop, train.log with the stop line
-    points = [json.loads(line) for line in (ws / "output" / "trainer_log.jsonl").read_text().splitlines()]
+    run = training_run(ws)  # the training's own folder beside the workspace (issue 39, red team B1/B2)
+    points = [json.loads(line) for line in (run.output / "trainer_log.jsonl").read_text().splitlines()]
     assert points[0]["loss"] > 1 and step <= len(points) < STEPS // 2
     assert "[ftagent] stopped on request" in (ws / "logs" / "train.log").read_text()
-    assert not (ws / "output" / "model.safetensors").exists()  # no model of a diverged run
-    assert not _llamafactory_processes(ws)  # the process group is gone
+    assert not (run.output / "model.safetensors").exists()  # no model of a diverged run
+    assert not _llamafactory_processes(run.root)  # the process group is gone (its config is run.inputs')
     event = next(e for e in ctx.events if getattr(e, "type", "") == "training")
     assert event.early_stop is not None and event.early_stop.step == step and event.loss_history
-    run_config = yaml.safe_load((ws / "train.run.yaml").read_text())
+    run_config = yaml.safe_load((run.inputs / "train.yaml").read_text())
     assert run_config["logging_nan_inf_filter"] is False and run_config["learning_rate"] == 100.0

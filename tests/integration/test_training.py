@@ -93,9 +93,12 @@ def test_full_finetune_validate_then_train(env, runner: LocalRunner) -> None:
     report = _validate(env, runner, ws)
     assert report.passed, report.failure
     assert report.micro_batch["steps_logged"] >= 1 and all(x == x for x in report.micro_batch["losses"])
-    assert not (ws / "output").exists()  # the micro-batch wrote only under debug/
-    debug_out = ws / "debug" / "output"  # its saved model is removed, its loss history kept (issue 30)
-    print("debug/output after validate:", sorted(p.name for p in debug_out.iterdir()))
+    assert not (ws / "output").exists()  # the micro-batch wrote only in its own folder
+    # its own fresh folder beside the workspace (issue 39, red team B1/B2); its saved model is removed, its loss
+    # history kept (issue 30)
+    debug_out = Path(report.micro_batch["output_dir"])
+    assert debug_out == root / "validate" / ws.name / "micro" / "run" / "output"
+    print("micro-batch output after validate:", sorted(p.name for p in debug_out.iterdir()))
     assert not list(debug_out.rglob("*.safetensors")) and (debug_out / "trainer_state.json").is_file()
     final = yaml.safe_load((ws / "train.yaml").read_text())
     assert final["model_name_or_path"] == scen.base_model_path
@@ -177,7 +180,7 @@ def _assert_guard_passes(scen: ScenarioInfo, model: Path, report, ws: Path, root
     from tests.helpers.model_files import guard_for
 
     approved = getattr(report, "approved", None)
-    validated = approved.validated_run if approved is not None else ws / "debug" / "output"
+    validated = approved.validated_run if approved is not None else Path(report.micro_batch["output_dir"])
     config_path = approved.config_path if approved is not None else Path(report.config_path)
     guard = guard_for(root, Path(scen.base_model_path))
     checks = guard.model_checks(model, [validated], model, start=None, config=yaml.safe_load(config_path.read_text()))
@@ -219,22 +222,24 @@ def test_run_data_processing(env, runner: LocalRunner) -> None:
 
 def test_a_full_disk_stops_the_session_with_what_to_free(env, runner: LocalRunner) -> None:
     """Issue #22.5: a disk that fills during training is an ENV failure that stops the session (not an
-    UNKNOWN loop failure repeated every loop). Real: the run's output/ is a 512 KiB tmpfs."""
+    UNKNOWN loop failure repeated every loop). Real: the training's own folder (``train/<workspace>``, issue 39)
+    is a 512 KiB tmpfs."""
     import os
     import subprocess
 
     from ftagent.core.errors import EnvironmentFailure
+    from ftagent.tools.llamafactory.train_run import training_run
 
     root, scen, settings = env
     ws = _workspace(root, "diskfull", {**BASE, "finetuning_type": "full", "per_device_train_batch_size": 32,
                                        "max_steps": 5, "logging_steps": 1})
     report = _validate(env, runner, ws)
     assert report.passed, report.failure
-    out = ws / "output"
-    out.mkdir()
+    out = training_run(ws).root  # the trainer empties it, inputs and output are made in it
+    out.mkdir(parents=True)
     if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", str(out)],
                                            capture_output=True).returncode != 0:
-        pytest.skip("needs root and mount(8) to put output/ on a tiny tmpfs")
+        pytest.skip("needs root and mount(8) to put the training's folder on a tiny tmpfs")
     try:
         with pytest.raises(EnvironmentFailure) as info:
             LlamaFactoryTrainer(scen, settings, runner=runner).train(CodeResult(workspace=str(ws)), report, None)

@@ -82,7 +82,8 @@ def test_validate_removes_the_micro_batch_weights(tmp_path: Path) -> None:
     (ws / "train.yaml").write_text(yaml.safe_dump({"learning_rate": 1e-4, "finetuning_type": "lora"}))
     report = validator.validate(CodeResult(workspace=str(ws)), None)
     assert report.passed, report.failure
-    out = ws / "debug" / "output"
+    out = tmp_path / "validate" / "ws" / "micro" / "run" / "output"  # its own folder beside the workspace (issue 39)
+    assert report.micro_batch["output_dir"] == str(out) and not (ws / "debug" / "output").exists()
     assert report.micro_batch["losses"] == [1.9, 1.8, 1.7]
     assert not list(out.rglob("*.safetensors")) and not list(out.rglob("*.pt")) and not list(out.rglob("*.bin"))
     assert report.micro_batch["weights_removed_mb"] >= len(WEIGHTS)

@@ -218,6 +218,11 @@ def _trainer_setup(tmp_path: Path):
     return ws, scenario, report
 
 
+def _output(ws: Path) -> Path:
+    """The full training's model folder: its own fresh folder beside the workspace (issue 39, red team B1/B2)."""
+    return ws.parent / "train" / ws.name / "run" / "output"
+
+
 def test_trainer_stops_a_diverging_run_and_says_where(tmp_path: Path) -> None:
     ws, scenario, report = _trainer_setup(tmp_path)
     losses = [3.0, 2.0, 1.0] + [50.0] * 197  # 200 steps; rises at step 4, patience 20 → stop at step 24
@@ -235,7 +240,7 @@ def test_trainer_stops_a_diverging_run_and_says_where(tmp_path: Path) -> None:
     assert facts["step"] == 24 and facts["stopped"] is True
     assert [p["loss"] for p in exc.details["loss_history"][:4]] == [3.0, 2.0, 1.0, 50.0]  # the planner's loss table
     assert facts["saved_s"] == pytest.approx((200 - 24) * 24 / 24)  # 1 s/step so far, 176 steps left
-    lines = (ws / "output" / "trainer_log.jsonl").read_text().splitlines()
+    lines = (_output(ws) / "trainer_log.jsonl").read_text().splitlines()
     assert 24 <= len(lines) < 150  # stopped well before 200 (the follower polls once a second); the log is kept
     event = next(e for e in ctx.events if getattr(e, "type", "") == "training")
     assert event.early_stop.step == 24 and event.early_stop.saved_s == facts["saved_s"]
@@ -254,7 +259,7 @@ def test_a_stopped_run_with_a_checkpoint_before_the_rise_is_evaluated(tmp_path: 
     trainer = LlamaFactoryTrainer(scenario, load_settings(file_path=str(tmp_path)),
                                   RecordingRunner(runner, lambda e: None))
     result = trainer.train(CodeResult(workspace=str(ws)), report, ctx)  # type: ignore[arg-type]
-    assert result.model_path == str(ws / "output" / "checkpoint-3") and result.finetuning_type == "full"
+    assert result.model_path == str(_output(ws) / "checkpoint-3") and result.finetuning_type == "full"
     event = next(e for e in ctx.events if getattr(e, "type", "") == "training")
     assert event.early_stop is not None and event.early_stop.since_step == 4
 
@@ -276,7 +281,10 @@ def test_early_stop_off_trains_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     runner = _DivergingRunner([1.0] + [50.0] * 30)
     result = LlamaFactoryTrainer(scenario, load_settings(file_path=str(tmp_path)), runner).train(
         CodeResult(workspace=str(ws)), report, None)
-    assert len(result.loss_history) == 31 and runner.calls[0]["cmd"][-1] == str(ws / "train.yaml")
+    # the validated config as it is, with the run's own paths (its fresh folder beside the workspace)
+    run_config = _output(ws).parent.parent / "inputs" / "train.yaml"
+    assert len(result.loss_history) == 31 and runner.calls[0]["cmd"][-1] == str(run_config)
+    assert "logging_nan_inf_filter" not in yaml.safe_load(run_config.read_text())
 
 
 def test_the_report_counts_the_saved_training_time(tmp_path: Path) -> None:

@@ -126,12 +126,16 @@ def test_validator_and_trainer_launch_what_the_memory_table_says(tmp_path: Path)
     final = yaml.safe_load((ws / "train.yaml").read_text())
     assert final["deepspeed"] == str(ws / DS_Z3) and (ws / DS_Z3).is_file()
     micro = runner.calls[0]
-    assert micro["config"]["deepspeed"] == str(ws / DS_Z3)
+    # each run reads a copy staged in its own read-only inputs, never the workspace's (issue 39, red team B1/B2)
+    micro_ds = Path(micro["config"]["deepspeed"])
+    assert micro_ds == tmp_path / "validate" / "loop_0" / "micro" / "inputs" / DS_Z3
+    assert micro_ds.read_bytes() == (ws / DS_Z3).read_bytes()
     assert micro["env"]["FORCE_TORCHRUN"] == "1" and micro["env"]["NPROC_PER_NODE"] == "2"
     assert micro["gpus"] == "0,1"
     LlamaFactoryTrainer(scenario, settings, runner).train(code, report, None)
     train = runner.calls[-1]
-    assert train["cmd"][:2] == ["llamafactory-cli", "train"] and train["config"]["deepspeed"] == str(ws / DS_Z3)
+    assert train["cmd"][:2] == ["llamafactory-cli", "train"]
+    assert train["config"]["deepspeed"] == str(tmp_path / "train" / "loop_0" / "inputs" / DS_Z3)
     assert (train["env"]["FORCE_TORCHRUN"], train["env"]["NPROC_PER_NODE"], train["gpus"]) == ("1", "2", "0,1")
 
 

@@ -56,7 +56,8 @@ def test_manage_config_forces_paths_and_cpu_settings(tmp_path: Path) -> None:
                             n_samples=100)
     cfg = managed.config
     assert cfg["model_name_or_path"] == "/models/base"
-    assert cfg["output_dir"] == str(tmp_path.absolute() / "output")
+    # the training's own folder beside the workspace, never inside it (issue 39, red team B1/B2)
+    assert cfg["output_dir"] == str(tmp_path.absolute().parent / "train" / tmp_path.name / "run" / "output")
     assert cfg["dataset_dir"] == str(tmp_path.absolute())
     assert cfg["dataset"] == load_lf_defaults().dataset_name
     assert cfg["bf16"] is False and cfg["fp16"] is False and cfg["disable_gradient_checkpointing"] is True

@@ -80,20 +80,18 @@ def test_cluster_gpus():
     assert cluster_gpus(nodes, "GPU") == 4 and cluster_gpus(nodes, "fake_gpu") == 1 and cluster_gpus([], "GPU") == 0
 
 
-def test_trainer_switches_to_ray_for_multi_node_tasks(tmp_path, monkeypatch):
-    import yaml
-
+def test_trainer_switches_to_ray_for_multi_node_tasks(monkeypatch):
+    from ftagent.tools.llamafactory.early_stop import EarlyStopRule
     from ftagent.tools.llamafactory.trainer import LlamaFactoryTrainer
 
-    cfg_path = tmp_path / "train.yaml"
-    config = {"stage": "sft", "finetuning_type": "lora"}
+    off = EarlyStopRule(enabled=False)
     env: dict[str, str] = {}
     monkeypatch.delenv("FT_RAY_TASK_GPUS", raising=False)
-    assert LlamaFactoryTrainer._apply_ray(dict(config), cfg_path, env, tmp_path) == cfg_path and env == {}
+    assert LlamaFactoryTrainer._run_extra(None, off, env, ray=True) == {} and env == {}
     monkeypatch.setenv("FT_RAY_TASK_GPUS", "16")
     monkeypatch.setenv("FT_RAY_NODE_GPUS", "8")
     monkeypatch.setenv("RAY_ADDRESS", "10.0.0.1:6379")
-    ray_path = LlamaFactoryTrainer._apply_ray(dict(config), cfg_path, env, tmp_path)
-    written = yaml.safe_load(ray_path.read_text())
-    assert ray_path.name == "train.ray.yaml" and written["ray_num_workers"] == 16
+    assert LlamaFactoryTrainer._run_extra(None, off, env, ray=False) == {} and env == {}  # a GRPO run: one process
+    extra = LlamaFactoryTrainer._run_extra(None, off, env, ray=True)  # written into the run's own train.yaml
+    assert extra["ray_num_workers"] == 16
     assert env["USE_RAY"] == "1"

@@ -145,7 +145,8 @@ def test_grpo_keys_are_checked_against_trls_own_grpo_config() -> None:
 def test_grpo_on_cpu_generates_with_transformers_and_on_gpus_plans_vllm(tmp_path: Path) -> None:
     cpu = manage_grpo_config({"use_vllm": True}, workspace=tmp_path, start_path="/m", hardware=CPU).config
     assert cpu["use_vllm"] is False and cpu["use_cpu"] is True and cpu["finetuning_type"] == "lora"
-    assert cpu["model_name_or_path"] == "/m" and cpu["output_dir"] == str(tmp_path / "output")
+    assert cpu["model_name_or_path"] == "/m" and cpu["output_dir"] == str(
+        tmp_path.parent / "train" / tmp_path.name / "run" / "output")
     gpu = manage_grpo_config({}, workspace=tmp_path, start_path="/m", hardware=_gpus(2), vllm_version="0.10.2")
     assert gpu.config["use_vllm"] is True and gpu.config["vllm_mode"] == "colocate" and gpu.config["bf16"] is True
     assert gpu.config["vllm_gpu_memory_utilization"] == 0.3

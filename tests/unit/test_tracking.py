@@ -115,7 +115,8 @@ def test_wandb_secret_reaches_the_training_process_only(tmp_path: Path, monkeypa
     assert "MLFLOW_TRACKING_URI" not in env
     assert _lf(runner)["config"]["report_to"] == "wandb"
     # never in what is persisted: the run config file, the result (snapshot), the run events
-    persisted = (ws / "train.run.yaml").read_text() + result.model_dump_json() + "".join(
+    run_config = ws.parent / "train" / ws.name / "inputs" / "train.yaml"  # the training's own folder (issue 39)
+    persisted = run_config.read_text() + result.model_dump_json() + "".join(
         e.model_dump_json() for e in events)
     assert SECRET not in persisted
     # the runners never pass tracker variables on their own: data scripts do not see the key

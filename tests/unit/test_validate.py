@@ -111,9 +111,11 @@ def test_filter_inject_write_back_and_revalidate(validator: LlamaFactoryValidato
     assert "output_dir" in bookkeeping and "report_to" in bookkeeping and "dataset_dir" in bookkeeping
     assert "set bf16: false (system-managed)" in changes  # a CPU setting the planner should know about
     assert not any("warmup" in c or "learning_rate" in c for c in changes)
-    assert final["output_dir"] == str(ws.absolute() / "output") and final["dataset"] == "ftagent_data"
+    assert final["output_dir"] == str(ws.absolute().parent / "train" / ws.name / "run" / "output")
+    assert final["dataset"] == "ftagent_data"
     assert yaml.safe_load((ws / ORIGINAL_CONFIG).read_text()) == planner
-    assert json.loads((ws / "dataset_info.json").read_text())["ftagent_data"]["file_name"] == "data.json"
+    # the data's registration is written only where a run reads it: the micro-batch's inputs, the sealed data folder
+    assert not (ws / "dataset_info.json").exists()
     # validating the same workspace again starts from the original (dropped keys still reported)
     again = validator.validate(CodeResult(workspace=str(ws)), None)
     assert again.dropped_keys == report.dropped_keys

@@ -17,6 +17,7 @@ import yaml
 from pydantic import BaseModel, Field
 
 from ftagent.core.hardware import HardwareInfo
+from ftagent.runners.fresh import FreshRun
 from ftagent.tools.launch.profiles import precision_config, profile_of
 from ftagent.tools.llamafactory.catalogue import LFCatalogue
 from ftagent.tools.llamafactory.defaults import LFDefaults, load_lf_defaults
@@ -24,6 +25,7 @@ from ftagent.tools.llamafactory.planner_keys import EMPTY_REASON, REFUSED_REASON
 
 DATASET_INFO = "dataset_info.json"
 DATA_FILE = "data.json"
+TRAIN_RUN = "train"  # the full training's own folder: WORKSPACE_PATH/<session>/train/loop_<n>/ (train_run.py)
 #: keys removed from the planner's config: the system manages data and model paths
 REMOVED_KEYS = ("eval_dataset", "tokenized_path", "adapter_name_or_path")
 #: a path the session's tracker sets in the full run (tracking.CONFIG_KEYS): the planner's is removed
@@ -63,6 +65,11 @@ def _shape_ok(value: Any, accepts_mapping: bool, accepts_list: bool) -> bool:
         # scalars is joined later, nested lists are junk.
         return accepts_list or all(isinstance(v, (str, int, float)) for v in value)
     return True
+
+
+def training_output(workspace: Path) -> Path:
+    """Where the full training of the loop workspace ``workspace`` writes its model (never inside it)."""
+    return FreshRun.beside(workspace, TRAIN_RUN).output
 
 
 def system_keys(defaults: LFDefaults) -> frozenset[str]:
@@ -191,8 +198,9 @@ def manage_config(
     """Inject the system-managed keys into a filtered config.
 
     Paths are never the planner's choice: ``model_name_or_path`` is the scenario's base model,
-    ``output_dir`` is ``<workspace>/output``, the dataset is the workspace's ``data.json`` registered
-    as ``defaults.dataset_name``. ``base_model_path`` is the weights the loop starts from (the base model,
+    ``output_dir`` is the training's own folder beside the workspace (``train/loop_<n>/run/output``), the
+    dataset is the workspace's ``data.json`` registered as ``defaults.dataset_name`` (each run reads a copy:
+    :mod:`ftagent.runners.fresh`). ``base_model_path`` is the weights the loop starts from (the base model,
     or the parent loop's weights for a stage that continues them: issue 40); ``stage_keys`` the keys the
     hypothesis's stage forces (``stage_config.stage_forced``: ``stage: dpo``, ``pref_loss: orpo`` ...; by
     default defaults.yaml's ``stage: sft``). Without a GPU the CPU settings of cpu-recipes §4.1 are added; on GPUs
@@ -207,7 +215,7 @@ def manage_config(
     forced.update(stage_keys or {})
     forced.update(
         model_name_or_path=str(base_model_path),
-        output_dir=str(workspace / "output"),
+        output_dir=str(training_output(workspace)),
         dataset_dir=str(workspace),
         dataset=defaults.dataset_name,
     )

@@ -1,4 +1,4 @@
-"""Disk hygiene for the validate step's micro-batch output (``<workspace>/debug/output``).
+"""Disk hygiene for the validate step's micro-batch output (``validate/loop_<n>/micro/run/output``).
 
 LLaMA-Factory saves the model at the end of every training run, whatever ``save_strategy`` says
 (``llamafactory/train/sft/workflow.py`` 0.9.5, lines 120-122: ``if training_args.do_train: ...

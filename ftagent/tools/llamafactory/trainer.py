@@ -2,7 +2,8 @@
 
 * :func:`run_data_processing` — ``python process_data.py [--debug]`` in the workspace (tool "data").
 * :class:`LlamaFactoryTrainer` — the train step (``FT_TRAINER`` default): runs the validated
-  ``train.yaml``, parses the loss history, keeps the model under ``<workspace>/output``. While it runs,
+  ``train.yaml`` in its own fresh folder (:mod:`.train_run`, never the workspace), parses the loss history,
+  keeps the model under ``train/loop_<n>/run/output``. While it runs,
   every ``trainer_log.jsonl`` point goes to the early-stop watch (:mod:`.early_stop`): a diverging run
   is stopped through the runner and raised as a ``DIVERGED`` step error. With ``FT_REPORT_TO`` the
   full run reports to a tracker (:mod:`.tracking`), and :meth:`LlamaFactoryTrainer.log_scores` adds the
@@ -12,8 +13,6 @@
 from __future__ import annotations
 
 import inspect
-import os
-import shutil
 import threading
 import time
 from pathlib import Path
@@ -25,6 +24,7 @@ from ftagent.core.disk import check_disk_full
 from ftagent.core.errors import ErrorType, StepError
 from ftagent.core.types import CodeResult, TrainResult, ValidationReport
 from ftagent.runners.base import Mount, Runner, RunResult
+from ftagent.runners.fresh import FreshRun
 from ftagent.runners.scrubbed import run_scrubbed
 from ftagent.tools.llamafactory import tracking
 from ftagent.tools.llamafactory.config import DATA_FILE, system_env
@@ -33,6 +33,7 @@ from ftagent.tools.llamafactory.early_stop import Divergence, DivergenceWatch, E
 from ftagent.tools.llamafactory.launch import launch_env, visible_gpus
 from ftagent.tools.llamafactory.logs import classify_failure, read_loss_history, relevant_lines
 from ftagent.tools.llamafactory.progress import TrainerLogFollower, progress_detail
+from ftagent.tools.llamafactory.train_run import run_config, run_of_model, stage_training, write_run_config
 
 if TYPE_CHECKING:
     from ftagent.core.settings import Settings
@@ -42,12 +43,15 @@ if TYPE_CHECKING:
 MODEL_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
                "pytorch_model.bin.index.json")
 ADAPTER_FILES = ("adapter_model.safetensors", "adapter_model.bin")
+TRACK_RUN = "track"  # the tracker's commands: a fresh folder beside the training's (train/loop_<n>/track)
 
 
-def lf_env(workspace: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
-    """Environment of a LLaMA-Factory run: defaults.yaml ``env``, a workspace-local datasets cache."""
+def lf_env(run: FreshRun, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """Environment of a LLaMA-Factory (or GRPO) run: defaults.yaml ``env``; every cache (the HF datasets cache
+    included: ``datasets`` keys a local file's entry by its path and mtime only, so a planted entry would stand in
+    for the scanned data.json, red team B2) and ``TMPDIR`` inside the run's own fresh folder."""
     env = dict(load_lf_defaults().env)
-    env["HF_DATASETS_CACHE"] = str(Path(workspace).absolute() / ".cache" / "datasets")
+    env.update(run.env())
     env.update(extra or {})
     return env
 
@@ -116,32 +120,6 @@ def run_data_processing(workspace: Path, runner: Runner, timeout: float, debug: 
     return result
 
 
-def read_only_inputs(config_path: Path, config: dict[str, Any], workspace: Path) -> list[Mount]:
-    """The frozen config's folder and the training data's folder, read-only, where they lie outside the
-    workspace (a workflow froze what validation approved: :mod:`ftagent.core.approved`)."""
-    folders = [Path(config_path).parent.absolute()]
-    if config.get("dataset_dir"):
-        folders.append(Path(str(config["dataset_dir"])).absolute())
-    outside = [f for f in dict.fromkeys(folders) if f != workspace and workspace not in f.parents]
-    return [Mount(source=f) for f in outside]
-
-
-def fresh_output(output_dir: Path, workspace: Path) -> None:
-    """Remove what an earlier command left at the output folder, so that the trained model's folder holds only
-    what this training writes (issue 39 item 2: a data script planted ``output/model_zz.safetensors``)."""
-    output_dir = Path(output_dir).absolute()
-    if workspace not in output_dir.parents:
-        return  # never outside the workspace (the validator sets output_dir; a plug-in may not)
-    if output_dir.is_symlink() or (output_dir.exists() and not output_dir.is_dir()):
-        output_dir.unlink()
-    elif output_dir.is_dir():  # emptied, not removed: the folder may be a mount point (a volume for the model)
-        for entry in os.scandir(output_dir):
-            if entry.is_dir(follow_symlinks=False):
-                shutil.rmtree(entry.path)  # never follows a link (shutil.rmtree.avoids_symlink_attacks on Linux)
-            else:
-                os.unlink(entry.path)
-
-
 def model_kind(output_dir: Path) -> str | None:
     """``"lora"`` when ``output_dir`` holds an adapter, ``"full"`` for full weights, else None."""
     output_dir = Path(output_dir)
@@ -182,35 +160,22 @@ class LlamaFactoryTrainer:
         self._tracker_started = False  # check_tracker passed once: the tracker's library and store work
 
     @staticmethod
-    def _apply_ray(config: dict[str, Any], config_path: Path, env: dict[str, str], workspace: Path) -> Path:
-        """Multi-node trials: when the Ray executor marked this task as larger than one node, train
-        through LLaMA-Factory's Ray integration (``USE_RAY=1``, ``ray_num_workers`` ...)."""
-        from ftagent.jobs.ray_training import overrides_from_env
-
-        overrides, ray_env = overrides_from_env()
-        if not overrides:
-            return config_path
-        config.update(overrides)
-        env.update(ray_env)
-        ray_path = workspace / "train.ray.yaml"
-        ray_path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
-        return ray_path
-
-    @staticmethod
-    def _run_config(config: dict[str, Any], config_path: Path, run: tracking.TrackingRun | None,
-                    rule: EarlyStopRule, workspace: Path) -> tuple[dict[str, Any], Path]:
-        """The full run's config: the validated one plus the tracker keys and, with early stop on,
-        ``logging_nan_inf_filter: false`` (transformers would otherwise log a NaN step as the mean of the
-        others, and the watch could not see it). Written into the workspace; the validated config stays as it is."""
+    def _run_extra(run: tracking.TrackingRun | None, rule: EarlyStopRule, env: dict[str, str],
+                   ray: bool) -> dict[str, Any]:
+        """The full run's keys beyond the validated config: the tracker's and, with early stop on,
+        ``logging_nan_inf_filter: false`` (transformers would otherwise log a NaN step as the mean of the others,
+        and the watch could not see it); for a multi-node trial (``ray``: the Ray executor marked this task as larger
+        than one node) LLaMA-Factory's Ray keys, whose variables go into ``env`` (``USE_RAY=1`` ...)."""
         extra: dict[str, Any] = tracking.config_overrides(run)
         if rule.enabled:
             extra["logging_nan_inf_filter"] = False
-        if not extra:
-            return config, config_path
-        run_config = {**config, **extra}
-        path = workspace / "train.run.yaml"
-        path.write_text(yaml.safe_dump(run_config, sort_keys=False), encoding="utf-8")
-        return run_config, path
+        if ray:
+            from ftagent.jobs.ray_training import overrides_from_env
+
+            overrides, ray_env = overrides_from_env()
+            extra.update(overrides)
+            env.update(ray_env)  # after launch_env: Ray overrides torchrun
+        return extra
 
     def _diverged(self, verdict: Divergence, result: RunResult, output_dir: Path, config: dict[str, Any],
                   ctx: StepContext | None, *, stopped: bool) -> TrainResult:
@@ -249,12 +214,13 @@ class LlamaFactoryTrainer:
                      "loss_history": _sampled([p.model_dump() for p in points]),  # the planner's loss table
                      "log_file": result.log_file, "trainer_log": str(output_dir / "trainer_log.jsonl")})
 
-    def _start_tracker(self, run: tracking.TrackingRun | None, workspace: Path) -> None:
+    def _start_tracker(self, run: tracking.TrackingRun | None, workspace: Path, train_run: FreshRun) -> None:
         """Before the first full training: a tracker that cannot start is a CONFIG error with its cause
-        (issue 32 item 3: a missing mlflow failed inside transformers' callback as UNKNOWN)."""
+        (issue 32 item 3: a missing mlflow failed inside transformers' callback as UNKNOWN). It runs in a fresh
+        folder beside the training's (``train/loop_<n>/track``), never in the workspace."""
         if run is None or self._tracker_started:
             return
-        cause = tracking.check_tracker(run, self.runner, workdir=workspace,
+        cause = tracking.check_tracker(run, self.runner, workdir=FreshRun(train_run.root / TRACK_RUN).make().work,
                                        log_file=workspace / "logs" / "tracker_check.log")
         if cause is not None:
             raise StepError(f"experiment tracker FT_REPORT_TO={run.report_to} cannot start: {cause}",
@@ -266,18 +232,20 @@ class LlamaFactoryTrainer:
 
     def log_scores(self, model: TrainResult, validation: EvalResult | None, ctx: StepContext | None,
                    baseline: float | None = None) -> RunResult | None:
-        """Add ftagent's validation score to the loop's tracker run (``FT_REPORT_TO``; no-op when off).
+        """Add ftagent's validation score to the loop's tracker run (``FT_REPORT_TO``; no-op when off), from a
+        fresh folder beside the training's (``train/loop_<n>/track``).
 
         A failure here is a warning, never a failed loop: the score is already in events and the report.
         """
-        workspace = Path(model.output_dir).absolute().parent
-        run = tracking.tracking_run(self.settings.ft.report_to, workspace, ctx)
+        root = run_of_model(Path(model.output_dir)).root  # train/loop_<n>
+        run = tracking.tracking_run(self.settings.ft.report_to, root, ctx)
         if run is None or validation is None or validation.score is None:
             return None
         step = max((int(p.get("step") or 0) for p in model.loss_history), default=0)
         scalars = tracking.score_scalars(validation.core_metric, validation.score, baseline)
-        return tracking.log_scores(run, scalars, step, self.runner, workdir=workspace,
-                                   log_file=workspace / "logs" / "track_scores.log")
+        track = FreshRun(root / TRACK_RUN).make()
+        return tracking.log_scores(run, scalars, step, self.runner, workdir=track.work,
+                                   log_file=track.root / "track_scores.log")
 
     def train(self, code: CodeResult, report: ValidationReport, ctx: StepContext | None) -> TrainResult:
         """Train; return where the model is and its loss history.
@@ -298,20 +266,20 @@ class LlamaFactoryTrainer:
         config_path = approved.config_path if approved is not None else Path(report.config_path or
                                                                              workspace / "train.yaml")
         config: dict[str, Any] = yaml.safe_load(config_path.read_text(encoding="utf-8")) or {}
-        output_dir = Path(config.get("output_dir") or workspace / "output")
-        inputs = read_only_inputs(config_path, config, workspace)
-        fresh_output(output_dir, workspace)
+        # the trainer's own fresh folder and read-only inputs; the workspace is never bound (red team B1, B2)
+        sealed = Path(approved.data_dir) if approved is not None and approved.data is not None else None
+        train_run = stage_training(workspace, config, sealed_data=sealed, data_format=stage.data)
+        output_dir = train_run.output
         timeout = ctx.limit(self.settings.ft.full_timeout) if ctx else float(self.settings.ft.full_timeout)
-        run = tracking.tracking_run(self.settings.ft.report_to, workspace, ctx)
-        self._start_tracker(run, workspace)
-        env = lf_env(workspace, {**system_env(scenario.hardware), **launch_env(scenario.hardware, config),
+        run = tracking.tracking_run(self.settings.ft.report_to, train_run.root, ctx)
+        self._start_tracker(run, workspace, train_run)
+        env = lf_env(train_run, {**system_env(scenario.hardware), **launch_env(scenario.hardware, config),
                                  **tracking.tracker_env(run)})
         watch = DivergenceWatch(EarlyStopRule.from_settings(self.settings.ft))
-        run_config, config_path = self._run_config(config, config_path, run, watch.rule, workspace)
-        if stage.trainer == "llamafactory":  # Ray's overrides are LLaMA-Factory's (a GRPO run is one process)
-            config_path = self._apply_ray(run_config, config_path, env, workspace)  # after launch_env: Ray overrides torchrun
-        mounts = [Mount(source=workspace, read_only=False), *start_mounts(start_path(code, scenario), scenario),
-                  *inputs, *tracking.tracker_mounts(run)]
+        # Ray's overrides are LLaMA-Factory's (a GRPO run is one process)
+        extra = self._run_extra(run, watch.rule, env, ray=stage.trainer == "llamafactory")
+        config_path = write_run_config(train_run, run_config(train_run, config, extra))
+        mounts = train_run.mounts(*start_mounts(start_path(code, scenario), scenario), *tracking.tracker_mounts(run))
         stop = threading.Event()
 
         def on_each(point: dict[str, Any]) -> None:
@@ -320,18 +288,20 @@ class LlamaFactoryTrainer:
 
         start = time.monotonic()
         log_file, gpus = workspace / "logs" / "train.log", visible_gpus(scenario.hardware)
-        with TrainerLogFollower(output_dir, _progress_emitter(ctx), on_each=on_each, root=workspace):
+        config = {**config, "output_dir": str(output_dir)}  # what is recorded: the validated config, where it wrote
+        with TrainerLogFollower(output_dir, _progress_emitter(ctx), on_each=on_each, root=train_run.work):
             if stage.trainer == "trl":  # GRPO: TRL's trainer through ftagent's script, same runner and rules
                 from ftagent.tools.trl.run import run_grpo
 
                 if code.reward is None:
                     raise StepError("no reward for the GRPO stage", error_type=ErrorType.CONFIG)
-                result = run_grpo(config_path, self.runner, reward=code.reward, workdir=workspace, mounts=mounts,
-                                  env=env, timeout=timeout, log_file=log_file, gpus=gpus,
+                result = run_grpo(config_path, self.runner, reward=code.reward, workdir=train_run.work,
+                                  mounts=mounts, env=env, timeout=timeout, log_file=log_file, gpus=gpus,
                                   stop=stop if accepts_stop(self.runner) else None)
             else:
-                result = run_llamafactory("train", config_path, self.runner, workdir=workspace, mounts=mounts,
+                result = run_llamafactory("train", config_path, self.runner, workdir=train_run.work, mounts=mounts,
                                           env=env, timeout=timeout, log_file=log_file, gpus=gpus, stop=stop)
+        train_run.drop_scratch()
         duration = time.monotonic() - start
         chain = [*(code.start.chain if code.start else []), stage.name]
         if watch.verdict is not None:
@@ -339,7 +309,7 @@ class LlamaFactoryTrainer:
             return kept.model_copy(update={"stage": stage.name, "chain": chain})
         if not result.ok:
             log = read_run_log(result)
-            check_disk_full(log, "training", [workspace, scenario.file_path])  # stops the session, not the loop
+            check_disk_full(log, "training", [train_run.root, scenario.file_path])  # stops the session, not the loop
             info = classify_failure(log, exit_code=result.exit_code,
                                     timed_out=result.timed_out, timeout_s=timeout)
             raise StepError(f"training failed: {info.message}", error_type=info.error_type, log_tail=info.log_tail,

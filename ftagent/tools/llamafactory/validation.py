@@ -23,6 +23,9 @@ CONFIG_FILE = "train.yaml"
 ORIGINAL_CONFIG = "train.orig.yaml"
 DEBUG_DIR = "debug"
 MANAGED_MARKER = ".train.yaml.managed"  # sha256 of the train.yaml the validator wrote
+# the validation runs' own folders, beside the workspace (ftagent.runners.fresh): validate/loop_<n>/micro, .../template
+VALIDATE_RUN = "validate"
+MICRO_RUN = "micro"
 
 
 def _fail(report: ValidationReport, error_type: ErrorType, message: str, *, log_tail: str = "",

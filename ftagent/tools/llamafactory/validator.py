@@ -39,7 +39,8 @@ from ftagent.core.stages import stage_spec
 from ftagent.core.types import CodeResult, ValidationReport
 from ftagent.core.untrusted import UnsafeEntry, read_text
 from ftagent.core.yamlio import load_yaml_text
-from ftagent.runners.base import Mount, Runner
+from ftagent.runners.base import Runner
+from ftagent.runners.fresh import FreshRun
 from ftagent.tools.llamafactory.alpaca import describe
 from ftagent.tools.llamafactory.catalogue import LFCatalogue, load_or_build_catalogue
 from ftagent.tools.llamafactory.config import (
@@ -74,8 +75,10 @@ from ftagent.tools.llamafactory.validation import (  # noqa: F401 - CONFIG_FILE,
     CONFIG_FILE,
     DEBUG_DIR,
     MANAGED_MARKER,
+    MICRO_RUN,
     ORIGINAL_CONFIG,
     STAGE,
+    VALIDATE_RUN,
     _fail,
     _managed_marker,
     _sha,
@@ -145,7 +148,7 @@ class LlamaFactoryValidator:
         if not report.failure and final.get("template"):
             self._check_template(workspace, final, ctx, report)
         if not report.failure:
-            self._micro_batch(workspace, final, ctx, report, start_path(code, scenario))
+            self._micro_batch(workspace, final, ctx, report, start_path(code, scenario), stage.data)
         return report
 
     # --- steps -------------------------------------------------------------------------------------
@@ -206,7 +209,6 @@ class LlamaFactoryValidator:
         if template and self.catalogue.templates and template not in self.catalogue.templates:
             _fail(report, ErrorType.CONFIG, f"unknown chat template '{template}'",
                   suggestion=f"Use one of LLaMA-Factory's templates, e.g. {', '.join(self.catalogue.templates[:12])}.")
-        write_dataset_info(workspace, self.defaults.dataset_name, data_format=stage.data)
         final_path = dump_yaml(managed.config, workspace / CONFIG_FILE)
         (workspace / MANAGED_MARKER).write_text(_sha(final_path.read_text(encoding="utf-8")), encoding="utf-8")
         report.config_path = str(final_path)
@@ -241,7 +243,8 @@ class LlamaFactoryValidator:
         if probe is None:
             timeout = float(self.settings.ft.micro_batch_timeout)
             try:
-                probe = probe_template(Path(self.scenario.base_model_path), config, self.runner, workspace,
+                probe = probe_template(Path(self.scenario.base_model_path), config, self.runner,
+                                       FreshRun.beside(workspace, VALIDATE_RUN, "template").make().work,
                                        ctx.limit(timeout) if ctx else timeout)
             except ProbeError as exc:  # not the planner's fault: the micro-batch run shows the real error
                 report.micro_batch.setdefault("notes", []).append(f"template check could not run: {exc}")
@@ -254,21 +257,36 @@ class LlamaFactoryValidator:
                   details=mismatch["details"])
 
     def _micro_batch(self, workspace: Path, config: dict[str, Any], ctx: StepContext | None,
-                     report: ValidationReport, start: str) -> None:
+                     report: ValidationReport, start: str, data_format: str) -> None:
+        """A few optimizer steps on the debug data, in a fresh folder beside the workspace
+        (``validate/loop_<n>/micro``, :mod:`ftagent.runners.fresh`): the data script wrote the workspace, so the run
+        reads copies of what was checked (the debug ``data.json``, copied without following a link) and binds no
+        folder of the workspace; its log goes to ``debug/train_micro.log`` there (ftagent writes it)."""
         debug = workspace / DEBUG_DIR
-        shutil.rmtree(debug, ignore_errors=True)
+        shutil.rmtree(debug, ignore_errors=True)  # an earlier round's log (rmtree never follows a link)
         debug.mkdir(parents=True)
-        micro = micro_batch_config(config, debug, self.defaults)
-        path = dump_yaml(micro, debug / "train_micro.yaml")
+        run = FreshRun.beside(workspace, VALIDATE_RUN, MICRO_RUN).make()
+        try:
+            run.stage_copy(workspace, DATA_FILE)
+        except (OSError, UnsafeEntry) as exc:
+            _fail(report, ErrorType.DATA, f"data.json: {exc.strerror or exc}", suggestion="Write data.json as a "
+                  "regular file in the current directory.")
+            return
+        write_dataset_info(run.inputs, self.defaults.dataset_name, data_format=data_format)
+        micro = {**micro_batch_config(config, run.work, self.defaults), "dataset_dir": str(run.inputs)}
+        ds = micro.get("deepspeed")
+        if isinstance(ds, str) and ds.strip():  # the memory plan's copy in the workspace (written by ftagent)
+            micro["deepspeed"] = str(run.stage_copy(Path(ds).parent, Path(ds).name))
+        path = dump_yaml(micro, run.inputs / "train_micro.yaml")
         timeout = float(self.settings.ft.micro_batch_timeout)
         timeout = ctx.limit(timeout) if ctx else timeout
-        mounts = [Mount(source=workspace, read_only=False), *start_mounts(start, self.scenario)]
         started = time.monotonic()
         hardware = self.scenario.hardware
-        result = run_llamafactory("train", path, self.runner, workdir=workspace, mounts=mounts,
-                                  env=lf_env(workspace, {**system_env(hardware, self.defaults),
-                                                         **launch_env(hardware, micro)}),
+        result = run_llamafactory("train", path, self.runner, workdir=run.work,
+                                  mounts=run.mounts(*start_mounts(start, self.scenario)),
+                                  env=lf_env(run, {**system_env(hardware, self.defaults), **launch_env(hardware, micro)}),
                                   timeout=timeout, log_file=debug / "train_micro.log", gpus=visible_gpus(hardware))
+        run.drop_scratch()
         points, _ = read_loss_history(Path(micro["output_dir"]))
         good = finite_loss_steps(points)
         # the weights LLaMA-Factory always saves are read by nothing (a full copy per loop otherwise)

@@ -17,7 +17,7 @@ from typing import Any
 from ftagent.core.hardware import HardwareInfo
 from ftagent.tools.launch.profiles import precision_config, profile_of
 from ftagent.tools.llamafactory.catalogue import LFCatalogue
-from ftagent.tools.llamafactory.config import DATA_FILE, DroppedKey, ManagedConfig, _shape_ok
+from ftagent.tools.llamafactory.config import DATA_FILE, DroppedKey, ManagedConfig, _shape_ok, training_output
 from ftagent.tools.llamafactory.defaults import load_lf_defaults
 from ftagent.tools.llamafactory.planner_keys import EMPTY_REASON, REFUSED_REASON, is_empty, planner_may_set
 
@@ -111,7 +111,7 @@ def manage_grpo_config(config: dict[str, Any], *, workspace: Path, start_path: s
     """Inject the system keys into a filtered GRPO config (paths, precision, the generation engine)."""
     workspace = Path(workspace).absolute()
     forced: dict[str, Any] = {**SYSTEM, "stage": "grpo", "model_name_or_path": str(start_path),  # PATH_KEYS
-                              "output_dir": str(workspace / "output"), "dataset_dir": str(workspace),
+                              "output_dir": str(training_output(workspace)), "dataset_dir": str(workspace),
                               "dataset_file": DATA_FILE}
     notes: list[str] = []
     final = dict(config)

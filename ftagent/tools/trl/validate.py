@@ -18,9 +18,10 @@ from typing import TYPE_CHECKING, Any
 
 from ftagent.core.errors import ErrorType
 from ftagent.core.types import CodeResult, ValidationReport
-from ftagent.runners.base import Mount
+from ftagent.core.untrusted import UnsafeEntry
+from ftagent.runners.fresh import FreshRun
 from ftagent.tools.llamafactory import validation as v
-from ftagent.tools.llamafactory.config import dump_yaml, system_env
+from ftagent.tools.llamafactory.config import DATA_FILE, dump_yaml, system_env
 from ftagent.tools.llamafactory.debug_output import drop_weights
 from ftagent.tools.llamafactory.launch import visible_gpus
 from ftagent.tools.llamafactory.logs import (
@@ -78,23 +79,32 @@ def _micro_run(validator: Any, code: CodeResult, workspace: Path, config: dict[s
     assert code.reward is not None
     scenario = validator.scenario
     debug = workspace / v.DEBUG_DIR
-    shutil.rmtree(debug, ignore_errors=True)
+    shutil.rmtree(debug, ignore_errors=True)  # an earlier round's log (rmtree never follows a link)
     debug.mkdir(parents=True)
-    micro = micro_grpo_config(config, debug)
-    path = dump_yaml(micro, debug / "train_micro.yaml")
+    # a fresh folder beside the workspace, the checked debug data copied in: the workspace is never bound
+    run = FreshRun.beside(workspace, v.VALIDATE_RUN, v.MICRO_RUN).make()
+    try:
+        run.stage_copy(workspace, DATA_FILE)
+    except (OSError, UnsafeEntry) as exc:
+        v._fail(report, ErrorType.DATA, f"data.json: {exc.strerror or exc}",
+                suggestion="Write data.json as a regular file in the current directory.")
+        return
+    micro = {**micro_grpo_config(config, run.work), "dataset_dir": str(run.inputs)}
+    path = dump_yaml(micro, run.inputs / "train_micro.yaml")
     timeout = float(validator.settings.ft.micro_batch_timeout)
     timeout = ctx.limit(timeout) if ctx else timeout
     started = time.monotonic()
-    result = run_grpo(path, validator.runner, reward=code.reward, workdir=workspace,
-                      mounts=[Mount(source=workspace, read_only=False), *v.start_mounts(start, scenario)],
-                      env=lf_env(workspace, system_env(scenario.hardware)),
+    result = run_grpo(path, validator.runner, reward=code.reward, workdir=run.work,
+                      mounts=run.mounts(*v.start_mounts(start, scenario)),
+                      env=lf_env(run, system_env(scenario.hardware)),
                       timeout=timeout, log_file=debug / "train_micro.log", gpus=visible_gpus(scenario.hardware))
+    run.drop_scratch()
     points, _ = read_loss_history(Path(micro["output_dir"]))
     good = finite_loss_steps(points)
     freed = drop_weights(Path(micro["output_dir"]))
-    report.micro_batch.update(config_path=str(path), exit_code=result.exit_code, timed_out=result.timed_out,
-                              duration_s=round(time.monotonic() - started, 2), steps_logged=len(points),
-                              losses=[p.loss for p in points], log_file=str(debug / "train_micro.log"),
+    report.micro_batch.update(config_path=str(path), output_dir=str(micro["output_dir"]), exit_code=result.exit_code,
+                              timed_out=result.timed_out, duration_s=round(time.monotonic() - started, 2),
+                              steps_logged=len(points), losses=[p.loss for p in points], log_file=str(debug / "train_micro.log"),
                               weights_removed_mb=round(freed / 2**20, 1))
     bad = next((p for p in points if p.loss is not None and not math.isfinite(p.loss)), None)
     if result.ok and bad is not None:
