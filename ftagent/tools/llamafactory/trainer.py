@@ -314,26 +314,32 @@ class LlamaFactoryTrainer:
                                     timed_out=result.timed_out, timeout_s=timeout)
             raise StepError(f"training failed: {info.message}", error_type=info.error_type, log_tail=info.log_tail,
                             suggestion=info.suggestion, details={"exit_code": result.exit_code})
-        kind = model_kind(output_dir)
-        if kind is None:
-            raise StepError(f"training exited 0 but {output_dir} holds no model or adapter",
-                            error_type=ErrorType.CONFIG, log_tail=relevant_lines(read_run_log(result)),
-                            suggestion="Do not change output_dir or saving options.")
-        points, summary = read_loss_history(output_dir)
-        return TrainResult(
-            output_dir=str(output_dir),
-            model_path=str(output_dir),
-            adapter_of=str(config.get("model_name_or_path")) if kind == "lora" else None,
-            finetuning_type=str(config.get("finetuning_type", "lora" if kind == "lora" else "full")),
-            template=config.get("template"),
-            enable_thinking=config.get("enable_thinking"),
-            loss_history=[p.model_dump() for p in points],
-            train_runtime_s=summary.get("train_runtime"),
-            config=config,
-            duration_s=round(duration, 2),
-            stage=stage.name,
-            chain=chain,
-        )
+        return _trained(output_dir, config, result, duration_s=round(duration, 2), stage=stage.name, chain=chain)
+
+
+def _trained(output_dir: Path, config: dict[str, Any], result: RunResult, *, duration_s: float, stage: str,
+             chain: list[str]) -> TrainResult:
+    """The result of a run that exited 0: where its model is and its loss history (CONFIG when it saved none)."""
+    kind = model_kind(output_dir)
+    if kind is None:
+        raise StepError(f"training exited 0 but {output_dir} holds no model or adapter",
+                        error_type=ErrorType.CONFIG, log_tail=relevant_lines(read_run_log(result)),
+                        suggestion="Do not change output_dir or saving options.")
+    points, summary = read_loss_history(output_dir)
+    return TrainResult(
+        output_dir=str(output_dir),
+        model_path=str(output_dir),
+        adapter_of=str(config.get("model_name_or_path")) if kind == "lora" else None,
+        finetuning_type=str(config.get("finetuning_type", "lora" if kind == "lora" else "full")),
+        template=config.get("template"),
+        enable_thinking=config.get("enable_thinking"),
+        loss_history=[p.model_dump() for p in points],
+        train_runtime_s=summary.get("train_runtime"),
+        config=config,
+        duration_s=duration_s,
+        stage=stage,
+        chain=chain,
+    )
 
 
 def _progress_emitter(ctx: StepContext | None):
