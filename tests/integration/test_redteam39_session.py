@@ -19,12 +19,12 @@ rule on that session's record; the attacks are independent of each other (branch
    mtime from other rows (all 8,100 two-digit pairs in the benchmark's own wording: every validation, selection and
    test item), and the full run writes an honest ``data.json`` and sets that mtime. On c7fcfe4 LLaMA-Factory's
    ``load_dataset("json", ...)`` found the cache and trained on the 8,100 planted rows.
-3. **A credential in ftagent's environment reaches the sandboxed script** (B5: ``PIP_INDEX_URL`` with a password is
-   passed through to every tool process; helper ``fixcode``'s, an expected failure until it lands).
+3. **A credential in ftagent's environment reaches the sandboxed script** (B5: ``PIP_INDEX_URL`` with a password was
+   passed through to every tool process; closed by helper ``fixcode``'s 02174e9, docs/trust.md rule 5).
 4. (holds) a daemon the data script leaves behind (double fork, ``setsid``) does not outlive its command.
 
 Tests 1 to 3 fail on the code this red team attacked (main at c7fcfe4); 1 and 2 pass since the trainer runs in its
-own fresh folder with only approved inputs and train.yaml keys are allowlisted (docs/trust.md rule 4). One session,
+own fresh folder with only approved inputs and train.yaml keys are allowlisted (docs/trust.md rule 8). One session,
 about 6 minutes on this 2-core machine under a load of ~10.
 """
 
@@ -204,7 +204,6 @@ def test_the_trainer_trains_on_the_rows_the_contamination_scan_saw(session):
     assert _counts(log, "Converting format of dataset") == {rows} == _counts(log, "Running tokenizer on dataset")
 
 
-@pytest.mark.xfail(strict=True, reason="B5, helper fixcode")
 @pytest.mark.timeout(3000)
 def test_no_credential_of_ftagents_environment_reaches_the_data_script(session):
     """Rule (B5): nothing secret reaches where generated code runs (the brief's bar)."""

@@ -3,7 +3,7 @@
 B1: the debug data run planted a checkpoint in the workspace and ``resume_from_checkpoint`` pointed the trainer at it
 (transformers ``Trainer._load_from_checkpoint``); the validator kept the key. B2: the trainer's datasets cache lived in
 the workspace, and ``datasets`` keys a local JSON file's cache by path and mtime, so a planted entry stood in for the
-scanned ``data.json``. The rules tested here (docs/trust.md, rule 4):
+scanned ``data.json``. The rules tested here (docs/trust.md, rule 8):
 
 * every key a plan may set is a value (LLaMA-Factory's and TRL's own field types) or a listed text key; every other
   key, written with a value, fails validation with CONFIG (:mod:`ftagent.tools.llamafactory.planner_keys`);
