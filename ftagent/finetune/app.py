@@ -219,7 +219,7 @@ def _forecast_stage(session: Session[FinetuneSessionState], record: Callable[[],
 
 def _resume(resumed: tuple[Session[FinetuneSessionState], Path], checkout: bool, settings: Settings, run: ResolvedRun,
             emit: SessionEmitter) -> Session[FinetuneSessionState]:
-    from ftagent.finetune.workflow import fork_workspace
+    from ftagent.finetune.loop_folders import fork_workspace
 
     session, snapshot = resumed
     if checkout:

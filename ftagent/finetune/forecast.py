@@ -184,13 +184,11 @@ def measure_training(scenario: ScenarioInfo, settings: Settings, runner: Runner,
     from ftagent.core.trace import Trace
     from ftagent.core.types import Hypothesis
     from ftagent.finetune.workflow import build_components
-    from ftagent.runners.fresh import FreshRun
-    from ftagent.tools.llamafactory.validation import VALIDATE_RUN
     from ftagent.tools.llamafactory.validator import LlamaFactoryValidator
 
     started = time.monotonic()
-    work = forecast_dir(settings.ft.file_path) / f"probe_workspace_{os.getpid()}"
-    shutil.rmtree(work, ignore_errors=True)
+    work = forecast_dir(settings.ft.file_path) / f"probe_{os.getpid()}" / "loop_0"  # validate/ is beside it
+    shutil.rmtree(work.parent, ignore_errors=True)
     work.mkdir(parents=True)
     try:
         components = build_components(scenario, settings, runner, "heuristic", run=run)
@@ -214,11 +212,9 @@ def measure_training(scenario: ScenarioInfo, settings: Settings, runner: Runner,
         checks_s = time.monotonic() - t0 - data_s  # config checks + template check + micro-batch run
         if not report.passed:
             raise RuntimeError(report.failure.summary() if report.failure else "the probe's validation failed")
-        micro = Path(str(report.micro_batch.get("output_dir")))  # the validator's own run folder, beside the workspace
-        state = json.loads((micro / "trainer_state.json").read_text(encoding="utf-8"))
+        state = json.loads((Path(report.micro_batch["output_dir"]) / "trainer_state.json").read_text(encoding="utf-8"))
     finally:
-        shutil.rmtree(work, ignore_errors=True)
-        shutil.rmtree(FreshRun.beside(work, VALIDATE_RUN).root, ignore_errors=True)
+        shutil.rmtree(work.parent, ignore_errors=True)
     rows = [r for r in state.get("log_history", []) if isinstance(r, dict) and "train_runtime" in r]
     wall = float(report.micro_batch.get("duration_s") or 0.0)
     runtime = float(rows[-1]["train_runtime"]) if rows else wall

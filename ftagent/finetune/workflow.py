@@ -7,7 +7,6 @@ records a typed event. Later steps read those fields as objects; nothing is re-v
 
 from __future__ import annotations
 
-import shutil
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -45,9 +44,9 @@ from ftagent.finetune.approval import (
     scrub_workspace,
     seal_data,
     seal_model,
-    training_dir,
 )
 from ftagent.finetune.forgetting import ForgettingGuard
+from ftagent.finetune.loop_folders import workspace_dir
 from ftagent.finetune.proposals import Proposals
 from ftagent.finetune.protocols import (
     Coder,
@@ -431,28 +430,3 @@ def build_components(scenario: ScenarioInfo, settings: Any, runner: Any, planner
         data=data,
         stages=StagePreparer(scenario, settings, runner, run=run, data=data),
     )
-
-
-def workspace_dir(root: Path, session_id: str, loop: int) -> Path:
-    """``WORKSPACE_PATH/<session>/loop_<n>``: where a loop's files are written."""
-    return Path(root) / session_id / f"loop_{loop}"
-
-
-def fork_workspace(state: FinetuneSessionState, workspace_root: Path, old_session_id: str) -> None:
-    """Give a forked session its own copy of the current loop's workspace (paths rewritten).
-
-    Without this a fork resumed mid-loop would validate, train and save over the original
-    session's files. Earlier loops keep pointing at the original (they are only read).
-    """
-    loop = state.current
-    if loop is None:
-        return
-    text = loop.model_dump_json()
-    # the workspace, what validation froze, the data and the training's folder (its model)
-    for folder in (workspace_dir, frozen_dir, data_run_dir, training_dir):
-        old = folder(workspace_root, old_session_id, loop.index)
-        new = folder(workspace_root, state.session_id, loop.index)
-        if old.is_dir():
-            shutil.copytree(old, new, dirs_exist_ok=True, symlinks=True)  # a link is copied as a link, never followed
-        text = text.replace(str(old), str(new))
-    state.current = FinetuneLoop.model_validate_json(text)
