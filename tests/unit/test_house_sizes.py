@@ -20,12 +20,10 @@ FUNCTION_LINES = 80
 # path relative to ftagent/ -> its lines when listed
 LISTED_MODULES: dict[str, int] = {
     "finetune/forecast.py": 490,
-    "finetune/workflow.py": 457,  # 456 when listed; 8693f6d (issue 39 B6) landed +1 beside the ratchet
+    "finetune/workflow.py": 433,  # 456 when listed; 433 since finetune/loop_folders.py (issue 39 B1/B2)
 }
 # "path:qualified name" -> its lines when listed
-LISTED_FUNCTIONS: dict[str, int] = {
-    "tools/llamafactory/trainer.py:LlamaFactoryTrainer.train": 85,
-}
+LISTED_FUNCTIONS: dict[str, int] = {}  # LlamaFactoryTrainer.train (85) is 70 since issue 39's _trained
 
 
 def module_sizes() -> dict[str, int]:
