@@ -10,10 +10,11 @@ What a runner *does* is declared on its class as capability attributes (read wit
 without help, e.g. a container), ``needs_bwrap`` (generated code is confined only with bubblewrap),
 ``runs_on_host`` (commands are processes of this host: they can reach a server started here),
 ``uses_tools_env`` (its env identity is the tool virtualenv ``FT_TOOLS_ENV``, which the demo creates
-when missing; conda names a conda env, docker an image), and a
+when missing; conda names a conda env, docker an image), ``stops_on_event`` (its ``run`` takes ``stop``, a
+``threading.Event`` that ends the command early: the trainer's early stop on a diverging loss), and a
 ``reaper_client()`` classmethod when it can end its own leftovers after a crash (Docker's containers).
-A plug-in that declares nothing is taken to own its confinement, not to run on the host, and to leave
-nothing the reaper must end.
+A plug-in that declares nothing is taken to own its confinement, not to run on the host, to leave
+nothing the reaper must end, and to run every command to its end (it is never passed ``stop``).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ class RunnerCapabilities(BaseModel):
     needs_bwrap: bool = False
     runs_on_host: bool = False
     uses_tools_env: bool = False
+    stops_on_event: bool = False
     reaps_leftovers: bool = False
 
 
@@ -60,6 +62,7 @@ def capabilities(runner: Any) -> RunnerCapabilities:
 
     return RunnerCapabilities(confines_itself=flag("confines_itself"), needs_bwrap=flag("needs_bwrap"),
                               runs_on_host=flag("runs_on_host"), uses_tools_env=flag("uses_tools_env"),
+                              stops_on_event=flag("stops_on_event"),
                               reaps_leftovers=callable(getattr(runner, "reaper_client", None)))
 
 

@@ -38,6 +38,7 @@ class CondaRunner:
     name = "conda"
     needs_bwrap = True  # capabilities (runners/base.py): confined only by bubblewrap
     runs_on_host = True
+    stops_on_event = True  # run(stop=...) ends the command's process group early
 
     def __init__(self, env_name: str = DEFAULT_ENV_NAME, *, conda: str | None = None, gpu: bool = False,
                  timeout_create: float = 3600, sandbox: str = "auto") -> None:

@@ -102,6 +102,7 @@ class DockerRunner:
 
     name = "docker"
     confines_itself = True  # capabilities (runners/base.py): a container, no bubblewrap needed
+    stops_on_event = True  # run(stop=...) stops the container early
 
     def __init__(self, *, benchmarks_dir: Path | None = None, use_gpu: bool = True, shm_size: str = "16g",
                  mem_limit: str | None = None, network: str | None = "host", client=None,

@@ -38,6 +38,7 @@ class LocalRunner:
     needs_bwrap = True  # capabilities (runners/base.py): confined only by bubblewrap
     runs_on_host = True
     uses_tools_env = True  # FT_TOOLS_ENV is its env
+    stops_on_event = True  # run(stop=...) ends the command's process group early
 
     def __init__(self, tools_env: Path, *, sandbox: str = "auto", gpu: bool | None = None) -> None:
         """Create the runner.

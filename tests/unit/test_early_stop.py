@@ -9,6 +9,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import yaml
@@ -157,10 +158,12 @@ class _DivergingRunner:
     """Writes a trainer_log.jsonl whose loss explodes, until ftagent sets ``stop`` (like a real run)."""
 
     name = "diverging"
+    stops_on_event = True  # the runner capability (runners/base.py): run() takes ``stop``
 
     def __init__(self, losses: list[float], stoppable: bool = True) -> None:
         self.losses, self.calls = losses, []
-        if not stoppable:
+        if not stoppable:  # a plug-in that declares nothing: its run() has no ``stop``
+            self.stops_on_event = False
             self.run = self._run_unstoppable  # type: ignore[method-assign]
 
     def run(self, cmd, *, tool, workdir, env=None, mounts=None, gpus=None, timeout=None, log_file=None,
@@ -302,3 +305,27 @@ def test_the_report_counts_the_saved_training_time(tmp_path: Path) -> None:
     report = build_report(session)
     assert report.early_stops == 2 and report.early_stop_saved_s == pytest.approx(150.4)
     assert "- early stop: 2 diverging run(s) stopped, ~2 min 30 s of training saved" in render_markdown(report)
+
+
+def test_the_stop_goes_to_a_runner_by_its_declared_capability_not_its_signature() -> None:
+    """Issue 45: whether the trainer may pass ``stop`` is what the runner class declares (``stops_on_event``),
+    read through wrappers; a ``run`` that merely has a ``stop`` parameter declares nothing (before: the trainer
+    inspected ``runner.run``'s signature, and a wrapper's ``**kwargs``)."""
+    from ftagent.runners.base import capabilities
+    from ftagent.runners.conda import CondaRunner
+    from ftagent.runners.docker import DockerRunner
+    from ftagent.runners.local import LocalRunner
+
+    class Undeclared:
+        def run(self, cmd, *, tool, workdir, env=None, mounts=None, gpus=None, timeout=None, log_file=None,
+                stop=None):
+            raise AssertionError("not run here")
+
+    class Declared(Undeclared):
+        stops_on_event = True
+
+    assert not accepts_stop(Undeclared()) and accepts_stop(Declared())
+    assert accepts_stop(RecordingRunner(Declared(), lambda e: None))
+    assert not accepts_stop(RecordingRunner(Undeclared(), lambda e: None))
+    assert all(capabilities(cls).stops_on_event for cls in (LocalRunner, CondaRunner, DockerRunner))
+    assert accepts_stop(SimpleNamespace(inner=Declared()))  # any wrapper with an inner runner (a trial's slot)

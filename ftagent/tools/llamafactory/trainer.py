@@ -12,7 +12,6 @@
 
 from __future__ import annotations
 
-import inspect
 import threading
 import time
 from pathlib import Path
@@ -23,7 +22,7 @@ import yaml
 from ftagent.core.disk import check_disk_full
 from ftagent.core.errors import ErrorType, StepError
 from ftagent.core.types import CodeResult, TrainResult, ValidationReport
-from ftagent.runners.base import Mount, Runner, RunResult
+from ftagent.runners.base import Mount, Runner, RunResult, capabilities
 from ftagent.runners.fresh import FreshRun
 from ftagent.runners.scrubbed import run_scrubbed
 from ftagent.tools.llamafactory import tracking
@@ -65,17 +64,10 @@ def read_run_log(result: RunResult, max_bytes: int = 400_000) -> str:
 
 
 def accepts_stop(runner: Runner) -> bool:
-    """Whether ``runner.run`` takes ``stop`` (the built-in runners do; a plug-in may not). A wrapper that
-    passes keywords through (``**kwargs`` and an ``inner`` runner) is asked about its inner runner."""
-    try:
-        params = inspect.signature(runner.run).parameters
-    except (TypeError, ValueError):
-        return False
-    if "stop" in params:
-        return True
-    inner = getattr(runner, "inner", None)
-    has_var_kw = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
-    return bool(has_var_kw and inner is not None and inner is not runner and accepts_stop(inner))
+    """Whether ``runner.run`` may be passed ``stop``: the runner class declares ``stops_on_event`` (the built-in
+    runners do; a plug-in that declares nothing runs every command to its end). A wrapper with an ``inner``
+    runner (recording, a trial's slot) is asked about its inner runner (:func:`ftagent.runners.base.capabilities`)."""
+    return capabilities(runner).stops_on_event
 
 
 def run_llamafactory(subcommand: str, config_path: Path, runner: Runner, *, workdir: Path,
