@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from ftagent.core.settings import Settings
     from ftagent.core.types import EvalResult, ScenarioInfo
     from ftagent.engine.loop import StepContext
+    from ftagent.engine.session import SessionState
 
 MODEL_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
                "pytorch_model.bin.index.json")
@@ -170,7 +171,7 @@ class LlamaFactoryTrainer:
         return extra
 
     def _diverged(self, verdict: Divergence, result: RunResult, output_dir: Path, config: dict[str, Any],
-                  ctx: StepContext | None, *, stopped: bool) -> TrainResult:
+                  ctx: StepContext[SessionState] | None, *, stopped: bool) -> TrainResult:
         """Record the stopped run (a training event with the stop and the time it saved). When the run
         saved a checkpoint before its loss left the bar, that checkpoint is the loop's model (returned,
         then evaluated like any model: issue 35, a stopped run lost its whole loop); otherwise raise the
@@ -222,7 +223,7 @@ class LlamaFactoryTrainer:
                             details={"report_to": run.report_to})
         self._tracker_started = True
 
-    def log_scores(self, model: TrainResult, validation: EvalResult | None, ctx: StepContext | None,
+    def log_scores(self, model: TrainResult, validation: EvalResult | None, ctx: StepContext[SessionState] | None,
                    baseline: float | None = None) -> RunResult | None:
         """Add ftagent's validation score to the loop's tracker run (``FT_REPORT_TO``; no-op when off), from a
         fresh folder beside the training's (``train/loop_<n>/track``).
@@ -239,7 +240,7 @@ class LlamaFactoryTrainer:
         return tracking.log_scores(run, scalars, step, self.runner, workdir=track.work,
                                    log_file=track.root / "track_scores.log")
 
-    def train(self, code: CodeResult, report: ValidationReport, ctx: StepContext | None) -> TrainResult:
+    def train(self, code: CodeResult, report: ValidationReport, ctx: StepContext[SessionState] | None) -> TrainResult:
         """Train; return where the model is and its loss history.
 
         Raises:
@@ -334,7 +335,7 @@ def _trained(output_dir: Path, config: dict[str, Any], result: RunResult, *, dur
     )
 
 
-def _progress_emitter(ctx: StepContext | None):
+def _progress_emitter(ctx: StepContext[SessionState] | None):
     """``trainer_log.jsonl`` points → throttled ``progress`` events of the step (none without a context)."""
     from ftagent.engine.events import Progress
 

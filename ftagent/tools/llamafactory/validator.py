@@ -93,6 +93,7 @@ if TYPE_CHECKING:
     from ftagent.core.settings import Settings
     from ftagent.core.types import ScenarioInfo
     from ftagent.engine.loop import StepContext
+    from ftagent.engine.session import SessionState
 
 
 
@@ -115,7 +116,7 @@ class LlamaFactoryValidator:
             self._catalogue = load_or_build_catalogue(Path(info_dir), self.runner)
         return self._catalogue
 
-    def validate(self, code: CodeResult, ctx: StepContext | None) -> ValidationReport:
+    def validate(self, code: CodeResult, ctx: StepContext[SessionState] | None) -> ValidationReport:
         """Run the four checks; the report's ``failure`` says what to fix when ``passed`` is False.
 
         The hypothesis's stage (``code.stage``, issue 40) decides the data format, the keys and the run: a
@@ -234,7 +235,7 @@ class LlamaFactoryValidator:
                 suggestion="Change train.yaml: " + "; ".join(v.message.split("; ", 1)[-1] for v in refused),
                 details={"preflight": [v.model_dump() for v in refused]})
 
-    def _check_template(self, workspace: Path, config: dict[str, Any], ctx: StepContext | None,
+    def _check_template(self, workspace: Path, config: dict[str, Any], ctx: StepContext[SessionState] | None,
                         report: ValidationReport) -> None:
         """CONFIG failure when ``template`` trains another format than evaluation prompts with."""
         key = json.dumps([self.scenario.base_model_path, config["template"],
@@ -256,7 +257,7 @@ class LlamaFactoryValidator:
             _fail(report, ErrorType.CONFIG, mismatch["message"], suggestion=mismatch["suggestion"],
                   details=mismatch["details"])
 
-    def _micro_batch(self, workspace: Path, config: dict[str, Any], ctx: StepContext | None,
+    def _micro_batch(self, workspace: Path, config: dict[str, Any], ctx: StepContext[SessionState] | None,
                      report: ValidationReport, start: str, data_format: str) -> None:
         """A few optimizer steps on the debug data, in a fresh folder beside the workspace
         (``validate/loop_<n>/micro``, :mod:`ftagent.runners.fresh`): the data script wrote the workspace, so the run
