@@ -1,6 +1,6 @@
 """What a session will cost before it runs: the typed forecast and its arithmetic (no I/O).
 
-The numbers come from measurements (:mod:`ftagent.finetune.forecast` runs the probes): a short real
+The numbers come from measurements (:mod:`ftagent.finetune.probes` runs the probes): a short real
 LLaMA-Factory run gives seconds per optimizer step and the fixed start-up of a training run; a real
 OpenCompass run gives its fixed cost and the cost per item. Here they are only scaled:
 
@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field
 
 from ftagent.core.durations import format_duration
 
-#: The 1-min load average per CPU of each load band (lower, upper bound): ``ftagent.finetune.forecast``
+#: The 1-min load average per CPU of each load band (lower, upper bound): ``ftagent.finetune.probe_cache``
 #: keys its probe cache by these bands and records the band in :attr:`TrainProbe.load`.
 LOAD_BANDS: dict[str, tuple[float, float]] = {"idle": (0.0, 0.5), "busy": (0.5, 1.0), "loaded": (1.0, 2.0),
                                                "overloaded": (2.0, 3.0)}  # above 3 per CPU: read as 3

@@ -4,7 +4,7 @@ The start-up is ``llm_finetune``'s (:func:`ftagent.finetune.start.start`: the sa
 :class:`UserInputError`, exit 2):
 datasets, base model and benchmark data are prepared and the scenario built, then the baseline is
 evaluated (a real OpenCompass run; it is cached by model and benchmark, so the session reuses it) and
-the training probe runs (:mod:`ftagent.finetune.forecast`). Both measurements are cached under
+the training probe runs (:mod:`ftagent.finetune.probes`). Both measurements are cached under
 ``FT_FILE_PATH/forecast``: a second plan of the same session is instant.
 """
 
@@ -37,16 +37,9 @@ def plan_finetune(options: FinetuneOptions, progress: Callable[[str], None] | No
         EnvironmentFailure: the baseline or the probe cannot run (exit 1).
     """
     from ftagent.core.errors import EnvironmentFailure, UserInputError  # noqa: F401 (raised by the start-up)
-    from ftagent.finetune.forecast import (
-        PROBE_MAX_AGE_S,
-        cached_probe,
-        evaluation_cost,
-        first_recipe,
-        make_forecast,
-        measure_training,
-        no_deadline,
-        train_key,
-    )
+    from ftagent.finetune.forecast import make_forecast
+    from ftagent.finetune.probe_cache import PROBE_MAX_AGE_S, cached_probe, train_key
+    from ftagent.finetune.probes import evaluation_cost, first_recipe, measure_training, no_deadline
     from ftagent.finetune.start import start
 
     if options.path is not None:

@@ -88,7 +88,7 @@ class FinetuneScenario:
         """Base model, datasets and benchmark data (UserInputError / EnvironmentFailure on bad input)."""
         from ftagent.benchmarks.prepared import prepare_session_copy
         from ftagent.datasets.prepare import prepare_datasets
-        from ftagent.finetune.forecast import machine_load
+        from ftagent.finetune.probe_cache import machine_load
         from ftagent.models.base_model import fetch_base_model
 
         machine_load()  # sampled before this start-up's own work: the forecast's cache key (plan = session)

@@ -18,7 +18,8 @@ from ftagent.core.forecast import (
     train_seconds,
 )
 from ftagent.engine.events import EVENT_ADAPTER, ForecastEvent, LoopEnd, SessionStart, StepEnd
-from ftagent.finetune.forecast import eval_probe_from_events, llm_forecast
+from ftagent.finetune.llm_cost import llm_forecast
+from ftagent.finetune.probes import eval_probe_from_events
 from ftagent.planners.llm.estimate import estimate_line
 from ftagent.ui.frames import session_forecast, step_times_frame
 from ftagent.views.forecast import forecast_lines, forecast_table_rows, versus

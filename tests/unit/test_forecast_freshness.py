@@ -12,7 +12,8 @@ from types import SimpleNamespace
 import pytest
 
 from ftagent.core.forecast import EvalProbe, TrainPlan, TrainProbe, build_forecast, what_would_fit
-from ftagent.finetune import forecast as fc
+from ftagent.finetune import probe_cache as pc
+from ftagent.finetune import probes
 from ftagent.views.forecast import forecast_lines
 from ftagent.views.heartbeat import Heartbeat
 from tests.helpers.resolved_run import resolved_run
@@ -51,23 +52,23 @@ def _scenario():
 
 def test_the_cache_key_holds_the_cpus_and_the_load_band(monkeypatch: pytest.MonkeyPatch) -> None:
     recipe = {"finetuning_type": "lora", "cutoff_len": 64}
-    monkeypatch.setattr(fc.os, "sched_getaffinity", lambda _pid: {0, 1}, raising=False)
+    monkeypatch.setattr(pc.os, "sched_getaffinity", lambda _pid: {0, 1}, raising=False)
     keys = {}
     for load in (0.2, 1.5, 3.0, 9.0):  # per CPU: 0.1 idle, 0.75 busy, 1.5 loaded, 4.5 overloaded
-        monkeypatch.setattr(fc.os, "getloadavg", lambda load=load: (load, load, load))
-        fc.machine_load.cache_clear()
-        keys[fc.machine_load()] = (fc.train_key(_scenario(), recipe), fc.eval_key(_scenario()))
-    fc.machine_load.cache_clear()
+        monkeypatch.setattr(pc.os, "getloadavg", lambda load=load: (load, load, load))
+        pc.machine_load.cache_clear()
+        keys[pc.machine_load()] = (pc.train_key(_scenario(), recipe), pc.eval_key(_scenario()))
+    pc.machine_load.cache_clear()
     assert list(keys) == ["2 cpus, idle", "2 cpus, busy", "2 cpus, loaded", "2 cpus, overloaded"]
     assert len({k for pair in keys.values() for k in pair}) == 8  # no band reuses another's probe
 
 
 def test_a_cached_probe_expires_after_a_day(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    fc._store(tmp_path, "train:x", {**TRAIN.model_dump(), "measured_at": time.time() - 3600})
-    fc._store(tmp_path, "train:old", {**TRAIN.model_dump(), "measured_at": time.time() - fc.PROBE_MAX_AGE_S - 1})
-    fc._store(tmp_path, "train:undated", TRAIN.model_dump())  # measured_at 0: an older ftagent's entry
-    assert fc.cached_probe(tmp_path, "train:x") is not None
-    assert fc.cached_probe(tmp_path, "train:old") is None and fc.cached_probe(tmp_path, "train:undated") is None
+    pc.store(tmp_path, "train:x", {**TRAIN.model_dump(), "measured_at": time.time() - 3600})
+    pc.store(tmp_path, "train:old", {**TRAIN.model_dump(), "measured_at": time.time() - pc.PROBE_MAX_AGE_S - 1})
+    pc.store(tmp_path, "train:undated", TRAIN.model_dump())  # measured_at 0: an older ftagent's entry
+    assert pc.cached_probe(tmp_path, "train:x") is not None
+    assert pc.cached_probe(tmp_path, "train:old") is None and pc.cached_probe(tmp_path, "train:undated") is None
     assert set(json.loads((tmp_path / "forecast" / "probes.json").read_text())) == {
         "train:x", "train:old", "train:undated"}
 
@@ -75,10 +76,10 @@ def test_a_cached_probe_expires_after_a_day(tmp_path: Path, monkeypatch: pytest.
 def test_measure_training_measures_again_when_the_cache_is_stale(tmp_path: Path,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """An expired probe is not returned: the probe runs (here it fails at once: no components)."""
-    monkeypatch.setattr(fc, "first_recipe", lambda _s: {"finetuning_type": "lora"})
+    monkeypatch.setattr(probes, "first_recipe", lambda _s: {"finetuning_type": "lora"})
     settings = SimpleNamespace(ft=SimpleNamespace(file_path=str(tmp_path)))
-    key = fc.train_key(_scenario(), {"finetuning_type": "lora"})
-    fc._store(tmp_path, key, {**TRAIN.model_dump(), "measured_at": time.time() - 2 * fc.PROBE_MAX_AGE_S})
+    key = pc.train_key(_scenario(), {"finetuning_type": "lora"})
+    pc.store(tmp_path, key, {**TRAIN.model_dump(), "measured_at": time.time() - 2 * pc.PROBE_MAX_AGE_S})
     import ftagent.finetune.workflow as wf
 
     def no_components(*_a, **_k):
@@ -86,9 +87,9 @@ def test_measure_training_measures_again_when_the_cache_is_stale(tmp_path: Path,
 
     monkeypatch.setattr(wf, "build_components", no_components)
     with pytest.raises(RuntimeError, match="probe ran"):
-        fc.measure_training(_scenario(), settings, runner=None, run=resolved_run(), limit=fc.no_deadline)
-    fc._store(tmp_path, key, {**TRAIN.model_dump(), "measured_at": time.time() - 60})
-    probe, spent = fc.measure_training(_scenario(), settings, runner=None, run=resolved_run(), limit=fc.no_deadline)
+        probes.measure_training(_scenario(), settings, runner=None, run=resolved_run(), limit=probes.no_deadline)
+    pc.store(tmp_path, key, {**TRAIN.model_dump(), "measured_at": time.time() - 60})
+    probe, spent = probes.measure_training(_scenario(), settings, runner=None, run=resolved_run(), limit=probes.no_deadline)
     assert spent == 0.0 and probe.s_per_step == TRAIN.s_per_step  # fresh: reused
 
 
@@ -156,13 +157,13 @@ def test_the_probe_keeps_to_the_session_deadline(tmp_path: Path, monkeypatch: py
             seen["micro_batch"] = ctx.limit(1800.0)
             return ValidationReport(passed=False)
 
-    monkeypatch.setattr(fc, "first_recipe", lambda _s: {"finetuning_type": "lora"})
+    monkeypatch.setattr(probes, "first_recipe", lambda _s: {"finetuning_type": "lora"})
     monkeypatch.setattr(wf, "build_components", lambda *_a, **_k: SimpleNamespace(
         coder=Coder(), data=Data(), validator=Validator()))
     settings = SimpleNamespace(ft=SimpleNamespace(file_path=str(tmp_path)))
     started = time.time() - 3540  # a one-hour --timeout with one minute left
     with pytest.raises(RuntimeError):
-        fc.measure_training(_scenario(), settings, runner=None, run=resolved_run(), use_cache=False,
+        probes.measure_training(_scenario(), settings, runner=None, run=resolved_run(), use_cache=False,
                             limit=deadline_limit(3600.0, started, "before the forecast's training probe"))
     assert 0 < seen["data"] <= 60 and 0 < seen["micro_batch"] <= 60
     over = deadline_limit(3600.0, time.time() - 3601, "before the forecast's training probe")

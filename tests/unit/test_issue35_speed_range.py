@@ -35,6 +35,6 @@ def test_the_range_widens_with_the_load_band_and_without_one():
 
 
 def test_the_bands_are_the_ones_the_probe_cache_records():
-    from ftagent.finetune.forecast import LOAD_BANDS as RECORDED
+    from ftagent.finetune.probe_cache import LOAD_BANDS as RECORDED
 
     assert [(hi, name) for name, (_lo, hi) in LOAD_BANDS.items() if name != "overloaded"] == list(RECORDED)
