@@ -261,9 +261,10 @@ def _run(session: Session[FinetuneSessionState], settings: Settings, run: Resolv
          options: FinetuneOptions, timeout_s: float | None, monitor: CpuSpeedMonitor,
          guards: list[BenchmarkAdapter] | None = None) -> RunSummary:
     from ftagent.engine.loop import LoopEngine
+    from ftagent.finetune.components import build_components
     from ftagent.finetune.forgetting import ForgettingGuard
     from ftagent.finetune.reforecast import Reforecaster
-    from ftagent.finetune.workflow import FinetuneWorkflow, build_components
+    from ftagent.finetune.workflow import FinetuneWorkflow
     from ftagent.integrity.guard import IntegrityGuard
     from ftagent.integrity.references import FILE_NAME as REFERENCES_FILE
 

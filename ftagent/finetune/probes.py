@@ -96,7 +96,7 @@ def measure_training(scenario: ScenarioInfo, settings: Settings, runner: Runner,
         return TrainProbe(**cached), 0.0
     from ftagent.core.trace import Trace
     from ftagent.core.types import Hypothesis
-    from ftagent.finetune.workflow import build_components
+    from ftagent.finetune.components import build_components
     from ftagent.tools.llamafactory.validator import LlamaFactoryValidator
 
     started = time.monotonic()

@@ -133,7 +133,7 @@ def resolve_run(settings: Settings, *, planner: str | None = None, check_dataset
     """Check and resolve the benchmark, base model, dataset choice and planner of ``settings``.
 
     The one registry lookup of the benchmark and the one read of models.yaml of a session: the result
-    goes to the scenario and the components (:func:`ftagent.finetune.workflow.build_components`).
+    goes to the scenario and the components (:func:`ftagent.finetune.components.build_components`).
     ``settings`` is only read: the resolved values live in the returned :class:`ResolvedRun` alone
     (``tests/unit/test_startup_single_source.py``). A resumed session calls it again with its snapshot's
     benchmark (file) and base model.

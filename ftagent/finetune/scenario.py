@@ -238,7 +238,7 @@ class FinetuneScenario:
 
     def _baseline(self, info: ScenarioInfo, timeout: float) -> dict[str, EvalResult]:
         """Both splits of the base model (one OpenCompass run); a failure is one clear EnvironmentFailure."""
-        from ftagent.finetune.workflow import benchmark_event, progress_events
+        from ftagent.finetune.loop_record import benchmark_event, progress_events
         from ftagent.tools.opencompass.evaluator import evaluate_baseline
 
         run = self.run

@@ -9,27 +9,24 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ftagent.core.disk import check_disk_full, is_disk_full
-from ftagent.core.errors import ErrorType, StepError, StepFailure
+from ftagent.core.errors import ErrorType, StepError
 from ftagent.core.gold_match import gold_matches
 from ftagent.core.holdout import split_record
 from ftagent.core.sota import decide_sota, differences
 from ftagent.core.stages import stage_spec
 from ftagent.core.trace import Experiment, Trace
-from ftagent.core.types import EvalResult, ScenarioInfo, ValidationReport
+from ftagent.core.types import ScenarioInfo, ValidationReport
 from ftagent.engine.events import (
-    BenchmarkResult,
     CodeRound,
     FeedbackEvent,
     ForgettingEvent,
     HypothesisEvent,
     IntegrityEvent,
     Message,
-    Progress,
     TrainingEvent,
     ValidationEvent,
 )
@@ -45,42 +42,20 @@ from ftagent.finetune.approval import (
     seal_data,
     seal_model,
 )
+from ftagent.finetune.components import Components
 from ftagent.finetune.forgetting import ForgettingGuard
 from ftagent.finetune.loop_folders import workspace_dir
+from ftagent.finetune.loop_record import benchmark_event, experiment_of, progress_events
 from ftagent.finetune.proposals import Proposals
-from ftagent.finetune.protocols import (
-    Coder,
-    DataStep,
-    Evaluator,
-    Feedback,
-    Proposer,
-    Trainer,
-    Validator,
-    reads_resolved_run,
-)
-from ftagent.finetune.stages import SAMPLES_FILE, StagePreparer, prepare_stage
+from ftagent.finetune.stages import SAMPLES_FILE, prepare_stage
 from ftagent.finetune.state import FinetuneLoop, FinetuneSessionState, finetune_loop
 from ftagent.finetune.trials_seen import validated_steps
 from ftagent.integrity.guard import IntegrityGuard, start_loop
 
 if TYPE_CHECKING:
-    from ftagent.finetune.resolve import ResolvedRun
+    pass
 
 STEP_NAMES = ("propose", "code", "validate", "train", "evaluate", "feedback")
-
-
-@dataclass
-class Components:
-    """The six pluggable parts of a loop, plus the data step that validate and train share."""
-
-    proposer: Proposer
-    coder: Coder
-    validator: Validator
-    trainer: Trainer
-    evaluator: Evaluator
-    feedback: Feedback
-    data: DataStep
-    stages: StagePreparer | None = None  # issue 40: start weights, samples, reward (None: SFT from the base only)
 
 
 class FinetuneWorkflow:
@@ -325,108 +300,3 @@ class FinetuneWorkflow:
                               f"({guard.sample} items each) for this candidate"))
         experiment.forgetting = guard.check(loop.model, timeout=ctx.limit(guard.timeout_s))
         ctx.emit(ForgettingEvent(results=experiment.forgetting, blocked=sum(r.blocked for r in experiment.forgetting)))
-
-
-def experiment_of(loop: FinetuneLoop) -> Experiment:
-    """The trace's record of a finished (or failed) loop, built from its typed state."""
-    hyp = loop.hypothesis
-    exp = Experiment(loop=loop.index, parent=hyp.parent if hyp else None, hypothesis=hyp, failure=loop.failure)
-    if loop.code is not None:
-        exp.artefacts.update(loop.code.files)
-        exp.artefacts["workspace"] = loop.code.workspace
-        exp.plan = dict(loop.code.plan or (hyp.plan if hyp else {}))
-    elif hyp is not None:
-        exp.plan = dict(hyp.plan)
-    if loop.report is not None and loop.report.approved is not None:  # readers use the frozen copies
-        exp.approved = loop.report.approved
-        exp.artefacts.update(loop.report.approved.artefacts())
-    if loop.report is not None:
-        exp.system_changes = list(loop.report.changes) or [f"dropped {k}" for k in loop.report.dropped_keys] + [
-            f"set {k}" for k in loop.report.injected_keys]
-        rows = loop.report.data_stats.get("train_rows")
-        exp.data_rows = int(rows) if isinstance(rows, int) else None
-    if loop.model is not None:
-        exp.artefacts["model"] = loop.model.model_path
-        exp.artefacts["output_dir"] = loop.model.output_dir
-        if loop.model.adapter_of:  # the weights a LoRA adapter belongs on (a child stage merges it there)
-            exp.artefacts["adapter_of"] = loop.model.adapter_of
-        exp.config = dict(loop.model.config)
-        exp.loss_history = list(loop.model.loss_history)
-    if loop.start is not None and loop.start.loop is not None:  # the earlier loop's weights it trained from (the
-        exp.artefacts["start_weights"] = loop.start.path       # system's folder: the integrity guard accepts them)
-    if loop.samples is not None:  # the start model's answers to training prompts (issue 40)
-        exp.artefacts["samples"] = loop.samples.path
-        exp.plan["sampling"] = loop.samples.model_dump(exclude={"path", "model"})
-    if loop.reward is not None:  # GRPO: the scorer the system passed (export's reproduce/ ships it)
-        exp.plan["reward"] = loop.reward.model_dump()
-    val, test = loop.scores.validation, loop.scores.test
-    exp.eval_configs = {r.split: r.config_sha256 for r in (val, test) if r is not None and r.config_sha256}
-    if val is not None:
-        exp.val_score, exp.val_metrics, exp.error_samples = val.score, val.metrics, list(val.error_samples)
-        exp.val_answers, exp.val_items = val.answers, val.items_file
-    if test is not None:
-        exp.test_score, exp.test_items = test.score, test.items_file
-    if exp.failure is None and exp.val_score is None and loop.model is not None:
-        exp.failure = StepFailure(stage="evaluate", error_type=ErrorType.EVAL, message="no validation score")
-    return exp
-
-
-def progress_events(emit: Callable[[Any], None]) -> Callable[[str, int | None, int | None], None]:
-    """An evaluator's ``on_progress(phase, done, total)`` as ``progress`` events."""
-
-    def on_progress(phase: str, done: int | None, total: int | None) -> None:
-        emit(Progress(phase=phase, done=done, total=total))
-
-    return on_progress
-
-
-def benchmark_event(res: EvalResult, baseline: bool = False) -> BenchmarkResult:
-    """The typed event of one evaluation result."""
-    return BenchmarkResult(split=res.split, benchmark=res.benchmark, core_metric=res.core_metric,
-                           score=res.score, metrics=res.metrics, error_samples=res.error_samples,
-                           cached=res.cached, baseline=baseline)
-
-
-def build_components(scenario: ScenarioInfo, settings: Any, runner: Any, planner: str, *,
-                     run: ResolvedRun, llm_gateway_url: str | None = None,
-                     llm_gateway_token: str | None = None) -> Components:
-    """Instantiate the six components (and the data step) from their dotted-path settings.
-
-    Every component is built ``Component(scenario, settings, [runner=runner,] [run=run])`` (no signature
-    is inspected): the scenario is given once, here; the runner goes to the components that run commands
-    (validator, trainer, evaluator); ``run`` (the start-up's :class:`~ftagent.finetune.resolve.ResolvedRun`)
-    only to a component whose class declares ``reads_resolved_run = True``
-    (:func:`ftagent.finetune.protocols.reads_resolved_run`): the built-in evaluator takes the resolved
-    benchmark and the model's models.yaml settings from it and looks nothing up again. A plug-in component
-    (``FT_PROPOSER`` ... ``FT_EVALUATOR``) declares it the same way when it needs the resolved facts.
-    The data step gets the session's LLM gateway (URL and token), never the real key, and the benchmark's
-    input columns for its contamination scan.
-    """
-    from ftagent.core.registry import load_object
-    from ftagent.tools.llamafactory.data_script import DataProcessor
-
-    ft = settings.ft
-    from ftagent.planners.registry import planner_spec
-
-    spec = planner_spec(planner)  # the planner registry names each planner's three components
-    defaults = (spec.proposer, spec.coder, spec.feedback)
-
-    def make(path: str, default: str, **kw: Any) -> Any:  # a dotted-path class: its slot in Components names its protocol
-        cls = load_object(default if path == "auto" else path)
-        if reads_resolved_run(cls):  # its declared capability, not its signature
-            kw["run"] = run
-        return cls(scenario, settings, **kw)
-
-    data = DataProcessor(scenario, settings, runner, llm_gateway_url=llm_gateway_url,
-                         llm_gateway_token=llm_gateway_token, input_columns=list(run.spec.input_columns),
-                         answer_column=run.spec.output_column)
-    return Components(
-        proposer=make(ft.proposer, defaults[0]),
-        coder=make(ft.coder, defaults[1]),
-        validator=make(ft.validator, ft.validator, runner=runner),
-        trainer=make(ft.trainer, ft.trainer, runner=runner),
-        evaluator=make(ft.evaluator, ft.evaluator, runner=runner),
-        feedback=make(ft.feedback, defaults[2]),
-        data=data,
-        stages=StagePreparer(scenario, settings, runner, run=run, data=data),
-    )

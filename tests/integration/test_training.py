@@ -259,8 +259,9 @@ def test_a_full_disk_during_validate_stops_the_session(env, runner: LocalRunner,
 
     from ftagent.engine.loop import LoopEngine
     from ftagent.engine.session import Session
+    from ftagent.finetune.components import Components
     from ftagent.finetune.state import FinetuneSessionState
-    from ftagent.finetune.workflow import Components, FinetuneWorkflow
+    from ftagent.finetune.workflow import FinetuneWorkflow
     from tests.unit.test_finetune_workflow import FakeData, FakeEvaluator, FakeTrainer, RecordingFeedback
 
     _, scen, settings = env

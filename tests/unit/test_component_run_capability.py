@@ -11,8 +11,8 @@ import pytest
 
 from ftagent.core.settings import load_settings
 from ftagent.core.types import ScenarioInfo
+from ftagent.finetune.components import build_components
 from ftagent.finetune.protocols import reads_resolved_run
-from ftagent.finetune.workflow import build_components
 from tests.helpers.resolved_run import resolved_run
 
 HERE = __name__

@@ -24,9 +24,10 @@ from ftagent.core.types import CodeResult, ValidationReport
 from ftagent.engine.loop import LoopEngine
 from ftagent.engine.session import Session
 from ftagent.finetune import approval
+from ftagent.finetune.components import Components
 from ftagent.finetune.loop_folders import fork_workspace
 from ftagent.finetune.state import FinetuneSessionState
-from ftagent.finetune.workflow import Components, FinetuneWorkflow
+from ftagent.finetune.workflow import FinetuneWorkflow
 from ftagent.planners.heuristic.planner import HeuristicCoder, HeuristicProposer
 from ftagent.runners import sandbox
 from ftagent.runners.local import LocalRunner

@@ -29,10 +29,12 @@ from ftagent.core.types import (
 from ftagent.engine.events import read_events
 from ftagent.engine.loop import LoopEngine
 from ftagent.engine.session import Session, list_snapshots
+from ftagent.finetune.components import Components
 from ftagent.finetune.loop_folders import fork_workspace
+from ftagent.finetune.loop_record import experiment_of
 from ftagent.finetune.scenario import FinetuneScenario
 from ftagent.finetune.state import FinetuneLoop, FinetuneSessionState
-from ftagent.finetune.workflow import Components, FinetuneWorkflow, experiment_of
+from ftagent.finetune.workflow import FinetuneWorkflow
 from ftagent.planners.heuristic.planner import HeuristicCoder, HeuristicProposer
 from ftagent.planners.heuristic.policy import base_recipe
 from tests.helpers.resolved_run import resolved_run

@@ -80,12 +80,12 @@ def test_measure_training_measures_again_when_the_cache_is_stale(tmp_path: Path,
     settings = SimpleNamespace(ft=SimpleNamespace(file_path=str(tmp_path)))
     key = pc.train_key(_scenario(), {"finetuning_type": "lora"})
     pc.store(tmp_path, key, {**TRAIN.model_dump(), "measured_at": time.time() - 2 * pc.PROBE_MAX_AGE_S})
-    import ftagent.finetune.workflow as wf
+    import ftagent.finetune.components as components_module
 
     def no_components(*_a, **_k):
         raise RuntimeError("probe ran")
 
-    monkeypatch.setattr(wf, "build_components", no_components)
+    monkeypatch.setattr(components_module, "build_components", no_components)
     with pytest.raises(RuntimeError, match="probe ran"):
         probes.measure_training(_scenario(), settings, runner=None, run=resolved_run(), limit=probes.no_deadline)
     pc.store(tmp_path, key, {**TRAIN.model_dump(), "measured_at": time.time() - 60})
@@ -128,7 +128,7 @@ def test_the_probe_keeps_to_the_session_deadline(tmp_path: Path, monkeypatch: py
     """Issue 42 item 6: the forecast's training probe ran its data step and micro-batch with their own
     timeouts (1,200 s and 1,800 s) whatever was left of --timeout (d350dfe: _ProbeContext.limit returned
     them unchanged); now each step gets at most what is left, and nothing runs once it is used up."""
-    import ftagent.finetune.workflow as wf
+    import ftagent.finetune.components as components_module
     from ftagent.core.errors import EnvironmentFailure
     from ftagent.core.types import CodeResult, ValidationReport
     from ftagent.finetune.app import deadline_limit
@@ -158,7 +158,7 @@ def test_the_probe_keeps_to_the_session_deadline(tmp_path: Path, monkeypatch: py
             return ValidationReport(passed=False)
 
     monkeypatch.setattr(probes, "first_recipe", lambda _s: {"finetuning_type": "lora"})
-    monkeypatch.setattr(wf, "build_components", lambda *_a, **_k: SimpleNamespace(
+    monkeypatch.setattr(components_module, "build_components", lambda *_a, **_k: SimpleNamespace(
         coder=Coder(), data=Data(), validator=Validator()))
     settings = SimpleNamespace(ft=SimpleNamespace(file_path=str(tmp_path)))
     started = time.time() - 3540  # a one-hour --timeout with one minute left

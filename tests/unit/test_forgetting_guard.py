@@ -127,8 +127,9 @@ def test_the_workflow_runs_the_guard_only_for_a_winner_and_blocks_a_collapse(tmp
     from ftagent.engine.events import read_events
     from ftagent.engine.loop import LoopEngine
     from ftagent.engine.session import Session
+    from ftagent.finetune.components import Components
     from ftagent.finetune.state import FinetuneSessionState
-    from ftagent.finetune.workflow import Components, FinetuneWorkflow
+    from ftagent.finetune.workflow import FinetuneWorkflow
     from ftagent.planners.heuristic.planner import HeuristicCoder, HeuristicProposer
     from tests.unit.test_finetune_workflow import (
         FakeData,

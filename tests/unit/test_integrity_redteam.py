@@ -447,8 +447,9 @@ def test_workflow_records_the_guard_and_vetoes_sota(tmp_path: Path, flag: bool) 
     from ftagent.engine.events import read_events
     from ftagent.engine.loop import LoopEngine
     from ftagent.engine.session import Session
+    from ftagent.finetune.components import Components
     from ftagent.finetune.state import FinetuneSessionState
-    from ftagent.finetune.workflow import Components, FinetuneWorkflow
+    from ftagent.finetune.workflow import FinetuneWorkflow
     from ftagent.planners.heuristic.planner import HeuristicCoder, HeuristicProposer
     from tests.unit.test_finetune_workflow import (
         FakeData,

@@ -32,8 +32,8 @@ def echo(monkeypatch):
 
 
 def test_a_registered_planner_is_chosen_built_and_confined(echo, tmp_path: Path, monkeypatch) -> None:
+    from ftagent.finetune.components import build_components
     from ftagent.finetune.resolve import resolve_run
-    from ftagent.finetune.workflow import build_components
 
     settings = load_settings(planner="Echo", env_type="local", file_path=tmp_path / "ff", target_benchmark="demo_add",
                              base_model="builtin/tiny-qwen2", dataset="demo_add")

@@ -37,8 +37,9 @@ from ftagent.core.types import (
 from ftagent.engine.events import read_events
 from ftagent.engine.loop import LoopEngine
 from ftagent.engine.session import Session, list_snapshots
+from ftagent.finetune.components import Components
 from ftagent.finetune.state import FinetuneSessionState
-from ftagent.finetune.workflow import Components, FinetuneWorkflow
+from ftagent.finetune.workflow import FinetuneWorkflow
 from ftagent.planners.heuristic.planner import HeuristicCoder, HeuristicProposer
 from ftagent.runners.base import RunResult
 from tests.helpers.weights import safetensors_bytes

@@ -29,8 +29,9 @@ from ftagent.core.types import ValidationReport
 from ftagent.engine.events import read_events
 from ftagent.engine.loop import LoopEngine
 from ftagent.engine.session import Session
+from ftagent.finetune.components import Components
 from ftagent.finetune.state import FinetuneSessionState
-from ftagent.finetune.workflow import Components, FinetuneWorkflow
+from ftagent.finetune.workflow import FinetuneWorkflow
 from ftagent.planners.heuristic.planner import HeuristicCoder, HeuristicProposer
 from tests.helpers.weights import safetensors_bytes
 from tests.unit.test_finetune_workflow import (

@@ -14,8 +14,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from ftagent.core.types import Hypothesis, StartModel
+from ftagent.finetune.loop_record import experiment_of
 from ftagent.finetune.state import FinetuneLoop
-from ftagent.finetune.workflow import experiment_of
 from tests.helpers.model_files import (
     base_weights,
     candidate,

@@ -37,9 +37,9 @@ def model(tmp_path) -> Path:
 
 def _session_without_training(tmp_path: Path, model: Path, counter) -> None:
     from ftagent.benchmarks.prepared import prepare_benchmark
+    from ftagent.finetune.components import build_components
     from ftagent.finetune.resolve import resolve_run
     from ftagent.finetune.scenario import FinetuneScenario
-    from ftagent.finetune.workflow import build_components
     from ftagent.tools.opencompass.inference import eval_decoding
 
     settings = load_settings(target_benchmark="demo_add", base_model="builtin/tiny-qwen2", planner="heuristic",

@@ -207,8 +207,9 @@ def _session(tmp_path: Path, val: list[int], *, rule: str = "interval"):
     from ftagent.engine.events import read_events
     from ftagent.engine.loop import LoopEngine
     from ftagent.engine.session import Session
+    from ftagent.finetune.components import Components
     from ftagent.finetune.state import FinetuneSessionState
-    from ftagent.finetune.workflow import Components, FinetuneWorkflow
+    from ftagent.finetune.workflow import FinetuneWorkflow
     from ftagent.planners.heuristic.planner import HeuristicCoder, HeuristicFeedback, HeuristicProposer
     from tests.unit.test_finetune_workflow import FakeData, FakeTrainer, FakeValidator, _scenario
 

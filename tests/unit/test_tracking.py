@@ -176,8 +176,9 @@ def test_the_workflow_logs_the_validation_score_only_and_a_tracker_failure_is_a_
     from ftagent.engine.events import read_events
     from ftagent.engine.loop import LoopEngine
     from ftagent.engine.session import Session
+    from ftagent.finetune.components import Components
     from ftagent.finetune.state import FinetuneSessionState
-    from ftagent.finetune.workflow import Components, FinetuneWorkflow
+    from ftagent.finetune.workflow import FinetuneWorkflow
     from ftagent.planners.heuristic.planner import HeuristicCoder, HeuristicProposer
     from tests.unit.test_finetune_workflow import (
         FakeData,
