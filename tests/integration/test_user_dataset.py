@@ -66,7 +66,9 @@ def test_alpaca_file_trains_one_loop(tmp_path, files, tools_env):
     catalogue = json.loads((files / "datasets" / "dataset_info.json").read_text())
     assert catalogue["my_data"]["total_samples"] == 3000
 
-    (data,) = (tmp_path / "ws").rglob("data.json")  # the loop's training data: the file's rows
+    # the loop's training data: the file's rows, as the full data run wrote them (data/loop_0/; the workspace's
+    # loop folder also holds the --debug run's data.json, and the trainer reads a hard link of the sealed one)
+    (data,) = (tmp_path / "ws").rglob("data/loop_0/data.json")
     trained = json.loads(data.read_text())
     assert trained and {r["instruction"] for r in trained} <= {r["instruction"] for r in rows}
     losses = [e["detail"]["loss"] for e in events if e["type"] == "progress" and e.get("phase") == "train"
