@@ -39,7 +39,7 @@ print(json.dumps(replies))
 
 def test_the_prompt_recipe_reaches_the_llm_from_the_tool_env(tools_python, tmp_path):
     prompt = render("data_coder.j2", upper_data_size_limit=100, max_position_embeddings=512,
-                             llm_pools=True, force_think_token=False)
+                             llm_pools=True, force_think_token=False, data_shape="")  # "": an SFT loop
     assert "openai.OpenAI(" in prompt and "litellm.completion" not in prompt
     ft = FTSettings(strong_models=["openai/gpt-4o-mini"], weak_models=[])
     with FakeOpenAIServer() as upstream:
