@@ -159,7 +159,7 @@ def _print_forecast(options: FinetuneOptions, as_json: bool = False) -> None:
     from rich.console import Console
 
     from ftagent.finetune.plan import plan_finetune
-    from ftagent.views.forecast import print_forecast
+    from ftagent.views.forecast_text import print_forecast
     from ftagent.views.heartbeat import Heartbeat
 
     status = Console(stderr=True, width=140)  # progress on stderr: stdout holds only the forecast

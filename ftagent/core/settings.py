@@ -23,7 +23,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from ftagent.core.errors import UserInputError
 from ftagent.core.redact import mask_obj, register_secret
-from ftagent.core.stages import DEFAULT_STAGES, parse_stages
+from ftagent.core.stage_specs import DEFAULT_STAGES, parse_stages
 
 # a benchmark description (--benchmark-description, a YAML's description:) is copied into every prompt,
 # event and snapshot: at most this many characters (about 2,000 tokens; a built-in one has under 800)

@@ -16,7 +16,7 @@
 When no interval can be computed (per-item scores missing, items that cannot be paired by id, a core
 metric that is not a mean over items) the ``interval`` rule falls back to the ``delta`` rule and its
 text says so. A failed experiment never wins, nor one the integrity guard flagged (``integrity_flags``),
-nor one the forgetting guard blocked (``forgetting``, :mod:`ftagent.core.forgetting`). The workflow, the
+nor one the forgetting guard blocked (``forgetting``, :mod:`ftagent.core.forgetting_rule`). The workflow, the
 heuristic and LLM feedback and the prompt preview all call :func:`decide_sota`; :func:`differences`
 computes the intervals every view shows.
 """
@@ -27,7 +27,7 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from ftagent.core.forgetting import blocking
+from ftagent.core.forgetting_rule import blocking
 from ftagent.core.sota_family import Judgment, distribution, gains, holm_step_down
 from ftagent.core.stats import Difference, load_items, paired_bootstrap, signed
 from ftagent.core.trace import Experiment, Trace, beats
@@ -127,7 +127,7 @@ def decide_sota(experiment: Experiment, trace: Trace, *, rule: str = "interval",
                             text="Flagged by the integrity guard, so it cannot become the best: "
                                  + "; ".join(experiment.integrity_flags) + ".")
     forgot = blocking(experiment.forgetting)
-    if forgot:  # the forgetting guard (ftagent.finetune.forgetting): it ran because the score would win
+    if forgot:  # the forgetting guard (ftagent.finetune.forgetting_guard): it ran because the score would win
         return SotaDecision(decision=False, rule="forgetting",
                             text="Kept from SOTA by the forgetting guard: " + "; ".join(r.text for r in forgot) + ".")
     if trace.sota_loop == experiment.loop:  # judged again after it was recorded: against what it replaced

@@ -8,7 +8,7 @@ from pydantic import BaseModel, Field
 
 from ftagent.core.approved import Approved
 from ftagent.core.errors import StepFailure
-from ftagent.core.forgetting import GuardResult
+from ftagent.core.forgetting_rule import GuardResult
 from ftagent.core.holdout import Holdout, PartResult
 from ftagent.core.sota_family import Judgment
 from ftagent.core.stats import Difference

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from pydantic import BaseModel
 
 RATE_WINDOW_S = 300.0  # the recent rate of a running training: its progress points of the last 5 minutes
-RECENCY = 0.25  # a loop's weight in the session's speed: x0.25 per loop before the newest (as core.reforecast)
+RECENCY = 0.25  # a loop's weight in the session's speed: x0.25 per loop before the newest (as core.reforecast_arithmetic)
 
 
 class TrainProgress(BaseModel):

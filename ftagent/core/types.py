@@ -14,7 +14,7 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 
 from ftagent.core.approved import Approved
 from ftagent.core.errors import StepError, StepFailure
-from ftagent.core.forecast import Forecast
+from ftagent.core.forecast_arithmetic import Forecast
 from ftagent.core.hardware import HardwareInfo
 from ftagent.core.holdout import Holdout
 from ftagent.core.slots import Slot
@@ -40,7 +40,7 @@ class Hypothesis(BaseModel):
     parent: int | None = None  # loop index of the experiment this one builds on (the SOTA)
     planner: str = ""
     plan: dict[str, Any] = Field(default_factory=dict)  # machine-readable plan (heuristic planner)
-    # issue 40: the training stage (ftagent.core.stages, one of FT_STAGES) and the loop whose trained
+    # issue 40: the training stage (ftagent.core.stage_specs, one of FT_STAGES) and the loop whose trained
     # weights it starts from (None: the base model); SFT -> DPO -> GRPO chains follow weights_from
     stage: str = "sft"
     weights_from: int | None = None
@@ -53,7 +53,7 @@ class Hypothesis(BaseModel):
     @classmethod
     def _known_stage(cls, value: Any) -> Any:
         """A stage ftagent knows (any case); FT_STAGES is checked where the settings are known (propose step)."""
-        from ftagent.core.stages import stage_spec
+        from ftagent.core.stage_specs import stage_spec
 
         if isinstance(value, str):
             value = value.strip().lower()
@@ -315,7 +315,7 @@ class ScenarioInfo(BaseModel):
     parameter_catalogue: str = ""  # LLaMA-Factory's arguments for the config prompt (grouped, token-bounded)
     force_think_token: bool = False  # outputs are "<think>reasoning</think>answer" (FT_FORCE_THINK_TOKEN)
     eval_decoding: EvalDecoding | None = None  # how the evaluation generates (None: not known yet)
-    forecast: Forecast | None = None  # the session's forecast (finetune.forecast), recorded after the baseline
+    forecast: Forecast | None = None  # the session's forecast (finetune.session_forecast), recorded after the baseline
     # the session's own frozen copy of its benchmark items (ftagent.benchmarks.frozen, issue 39 item 6): the root
     # every evaluation, scan and guard of the session reads (``<root>/<benchmark>``), and its content digest
     benchmark_root: str | None = None

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 #: LLaMA-Factory's ``DatasetAttr`` role → the data.json column ftagent maps to it, by data format
-#: (:mod:`ftagent.core.stages` ``DataFormat``); ``kto_tag`` is a boolean, never text
+#: (:mod:`ftagent.core.stage_specs` ``DataFormat``); ``kto_tag`` is a boolean, never text
 BASE_COLUMNS: dict[str, dict[str, str]] = {
     "alpaca": {"prompt": "instruction", "query": "input", "response": "output"},
     "pairwise": {"prompt": "instruction", "query": "input", "chosen": "chosen", "rejected": "rejected"},

@@ -17,10 +17,10 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
 from ftagent.core.errors import StepFailure
-from ftagent.core.forecast import Forecast
-from ftagent.core.forgetting import GuardResult
+from ftagent.core.forecast_arithmetic import Forecast
+from ftagent.core.forgetting_rule import GuardResult
 from ftagent.core.holdout import PartResult
-from ftagent.core.reforecast import Reforecast, StepTime
+from ftagent.core.reforecast_arithmetic import Reforecast, StepTime
 from ftagent.core.sota_family import Judgment
 from ftagent.core.stats import Difference
 
@@ -255,7 +255,7 @@ class ForecastEvent(_Event):
 
 class ReforecastEvent(_Event):
     """After every step (issue 43): the step's measured time and CPU slowness, and what is left of the session
-    re-forecast from this session's step times and the load now (:mod:`ftagent.core.reforecast`); also while a
+    re-forecast from this session's step times and the load now (:mod:`ftagent.core.reforecast_arithmetic`); also while a
     command runs, on its progress (at most every 30 s: then ``step_time`` is None)."""
 
     type: Literal["reforecast"] = "reforecast"
@@ -302,7 +302,7 @@ class IntegrityEvent(_Event):
 
 
 class ForgettingEvent(_Event):
-    """The forgetting guard's verdict on a candidate that would become SOTA (``ftagent.finetune.forgetting``):
+    """The forgetting guard's verdict on a candidate that would become SOTA (``ftagent.finetune.forgetting_guard``):
     each guard benchmark's paired difference against the base model; a blocked one keeps it from SOTA."""
 
     type: Literal["forgetting"] = "forgetting"

@@ -88,7 +88,7 @@ def run_finetune(options: FinetuneOptions) -> RunSummary:
         file_settings=options.settings,
     )
     settings, run, planner = startup.settings, startup.run, startup.planner
-    from ftagent.finetune.forgetting import guard_adapters
+    from ftagent.finetune.forgetting_guard import guard_adapters
 
     guards = guard_adapters(settings.ft.guard_benchmarks, run.benchmark)  # a bad key: exit 2, before any session
     from ftagent.planners.registry import writes_llm_code
@@ -104,7 +104,7 @@ def run_finetune(options: FinetuneOptions) -> RunSummary:
     emit = SessionEmitter(observer=display)
     display.start(resumed[0].state.elapsed_s if resumed else 0.0)
     end_run = begin_run(settings, emit)  # SIGTERM = Ctrl-C; ends what a killed predecessor left running
-    from ftagent.finetune.reforecast import start_monitor
+    from ftagent.finetune.session_reforecast import start_monitor
     from ftagent.tools.llamafactory.tracking import require_tracker
 
     monitor = start_monitor()  # the CPU's slowness, sampled all along: the re-forecast's "load now" (issue 43)
@@ -194,7 +194,7 @@ def _start(startup: Startup, emit: SessionEmitter, loop_n: int | None, timeout_s
     except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM during the baseline: the session still ends
         session.events.emit(SessionEnd(status="interrupted", message=str(exc) or "interrupted by the user"))
         raise
-    from ftagent.finetune.forecast import record_forecast
+    from ftagent.finetune.session_forecast import record_forecast
 
     _forecast_stage(session, lambda: record_forecast(
         session, scenario, settings, runner, run, planner=planner, loop_n=loop_n, timeout_s=timeout_s,
@@ -262,8 +262,8 @@ def _run(session: Session[FinetuneSessionState], settings: Settings, run: Resolv
          guards: list[BenchmarkAdapter] | None = None) -> RunSummary:
     from ftagent.engine.loop import LoopEngine
     from ftagent.finetune.components import build_components
-    from ftagent.finetune.forgetting import ForgettingGuard
-    from ftagent.finetune.reforecast import Reforecaster
+    from ftagent.finetune.forgetting_guard import ForgettingGuard
+    from ftagent.finetune.session_reforecast import Reforecaster
     from ftagent.finetune.workflow import FinetuneWorkflow
     from ftagent.integrity.guard import IntegrityGuard
     from ftagent.integrity.references import FILE_NAME as REFERENCES_FILE
@@ -300,7 +300,7 @@ def _run(session: Session[FinetuneSessionState], settings: Settings, run: Resolv
                                               baseline_configs=state.trace.baseline_eval_configs),
             forgetting=guard_for(state.scenario, runner), family_size=slots.k, for_slot=slots.for_slot)
         total = options.loop_n or state.config.get("run", {}).get("loop_n") or 1
-        from ftagent.finetune.final import final_evaluation
+        from ftagent.finetune.final_evaluation import final_evaluation
 
         def finish(ctx: StepContext[FinetuneSessionState]) -> None:  # FT_FINAL_EVAL: the best and the base model on the final item set
             final_evaluation(session, settings, run, runner, ctx.emit, timeout=ctx.limit(ft.benchmark_timeout_s))

@@ -17,7 +17,7 @@ from ftagent.finetune.protocols import (
     Validator,
     reads_resolved_run,
 )
-from ftagent.finetune.stages import StagePreparer
+from ftagent.finetune.stage_prepare import StagePreparer
 
 if TYPE_CHECKING:
     from ftagent.finetune.resolve import ResolvedRun

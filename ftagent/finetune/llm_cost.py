@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from ftagent.core.forecast import LLMForecast
+from ftagent.core.forecast_arithmetic import LLMForecast
 from ftagent.finetune.probe_cache import load_cache, store
 
 if TYPE_CHECKING:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ftagent.core.durations import parse_duration
-from ftagent.core.forecast import Forecast
+from ftagent.core.forecast_arithmetic import Forecast
 from ftagent.core.trace import Trace
 
 if TYPE_CHECKING:
@@ -37,9 +37,9 @@ def plan_finetune(options: FinetuneOptions, progress: Callable[[str], None] | No
         EnvironmentFailure: the baseline or the probe cannot run (exit 1).
     """
     from ftagent.core.errors import EnvironmentFailure, UserInputError  # noqa: F401 (raised by the start-up)
-    from ftagent.finetune.forecast import make_forecast
     from ftagent.finetune.probe_cache import PROBE_MAX_AGE_S, cached_probe, train_key
     from ftagent.finetune.probes import evaluation_cost, first_recipe, measure_training, no_deadline
+    from ftagent.finetune.session_forecast import make_forecast
     from ftagent.finetune.start import start
 
     if options.path is not None:
@@ -117,7 +117,7 @@ def plan_hardware(base_model: str | None, hardware: str, *, file_settings: Mappi
     if benchmark:
         plan.notes.append(f"benchmark {benchmark}: evaluated with max_model_len {plan.max_model_len}")
     from ftagent.core.settings import load_settings
-    from ftagent.finetune.stages import stage_plan_notes
+    from ftagent.finetune.stage_prepare import stage_plan_notes
 
     plan.notes += stage_plan_notes(config, plan.method, plan.per_gpu_memory_gb, profile.gpu_count,
                                    list(load_settings().ft.stages))  # issue 40: each enabled stage

@@ -14,15 +14,15 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ftagent.core.forecast import LOAD_BANDS as BAND_BOUNDS
-from ftagent.core.forecast import EvalProbe
+from ftagent.core.forecast_arithmetic import LOAD_BANDS as BAND_BOUNDS
+from ftagent.core.forecast_arithmetic import EvalProbe
 
 if TYPE_CHECKING:
     from ftagent.core.settings import Settings
     from ftagent.core.types import ScenarioInfo
 
 PROBE_MAX_AGE_S = 24 * 3600.0  # a cached probe older than this is measured again (a day: drivers, thermals, load)
-# 1-min load average per CPU, upper bounds (core.forecast.LOAD_BANDS owns them: the planner's speed range reads
+# 1-min load average per CPU, upper bounds (core.forecast_arithmetic.LOAD_BANDS owns them: the planner's speed range reads
 # the same bands); above the last: overloaded
 LOAD_BANDS = tuple((hi, name) for name, (_lo, hi) in BAND_BOUNDS.items() if name != "overloaded")
 

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from ftagent.core.forecast import EvalProbe, TrainPlan, TrainProbe
+from ftagent.core.forecast_arithmetic import EvalProbe, TrainPlan, TrainProbe
 from ftagent.finetune.probe_cache import (
     cached_eval,
     cached_probe,

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ftagent.core.errors import ErrorType, StepError
-from ftagent.core.stages import stage_spec
+from ftagent.core.stage_specs import stage_spec
 from ftagent.core.untrusted import read_bytes
 
 if TYPE_CHECKING:

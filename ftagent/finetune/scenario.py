@@ -326,7 +326,7 @@ def _is_chatml(model_path: Path) -> bool:
 
 def memory_markdown(memory: MemoryReport, model_path: Path, hardware: HardwareInfo, stages: list[str]) -> str:
     """The memory table of the prompts: the SFT methods, then each enabled stage (``stage_memory``)."""
-    from ftagent.finetune.stages import stage_memory_markdown
+    from ftagent.finetune.stage_prepare import stage_memory_markdown
 
     return memory.to_markdown() + stage_memory_markdown(model_path, memory, stages)
 

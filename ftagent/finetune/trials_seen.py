@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ftagent.core.reforecast import StepTime, TrialNow
+from ftagent.core.reforecast_arithmetic import StepTime, TrialNow
 from ftagent.core.train_speed import RATE_WINDOW_S, TrainProgress, s_per_step
 
 if TYPE_CHECKING:
@@ -107,7 +107,7 @@ class TrialsSeen:
         return step
 
     def in_flight(self, now: float) -> list[TrialNow]:
-        """Each loop in flight at ``now``, as :func:`ftagent.core.reforecast.reforecast` reads it."""
+        """Each loop in flight at ``now``, as :func:`ftagent.core.reforecast_arithmetic.reforecast` reads it."""
         out = []
         for t in sorted(self.trials.values(), key=lambda x: x.loop):
             train = self._train(t) if t.step == self.train_step else None

@@ -17,7 +17,7 @@ from ftagent.core.errors import ErrorType, StepError
 from ftagent.core.gold_match import gold_matches
 from ftagent.core.holdout import split_record
 from ftagent.core.sota import decide_sota, differences
-from ftagent.core.stages import stage_spec
+from ftagent.core.stage_specs import stage_spec
 from ftagent.core.trace import Experiment, Trace
 from ftagent.core.types import ScenarioInfo, ValidationReport
 from ftagent.engine.events import (
@@ -43,11 +43,11 @@ from ftagent.finetune.approval import (
     seal_model,
 )
 from ftagent.finetune.components import Components
-from ftagent.finetune.forgetting import ForgettingGuard
+from ftagent.finetune.forgetting_guard import ForgettingGuard
 from ftagent.finetune.loop_folders import workspace_dir
 from ftagent.finetune.loop_record import benchmark_event, experiment_of, progress_events
 from ftagent.finetune.proposals import Proposals
-from ftagent.finetune.stages import SAMPLES_FILE, prepare_stage
+from ftagent.finetune.stage_prepare import SAMPLES_FILE, prepare_stage
 from ftagent.finetune.state import FinetuneLoop, FinetuneSessionState, finetune_loop
 from ftagent.finetune.trials_seen import validated_steps
 from ftagent.integrity.guard import IntegrityGuard, start_loop

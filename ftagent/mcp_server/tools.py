@@ -25,7 +25,7 @@ from pydantic import BaseModel, Field
 
 from ftagent.benchmarks.base import BenchmarkSpec
 from ftagent.core.errors import UserInputError, exit_message
-from ftagent.core.forecast import Forecast
+from ftagent.core.forecast_arithmetic import Forecast
 from ftagent.datasets.listing import DatasetRow
 from ftagent.finetune.export.bundle import ExportResult
 from ftagent.finetune.score import EvalReport

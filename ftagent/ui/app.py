@@ -130,8 +130,8 @@ def show_step_times(s: SessionView) -> None:
     if forecast is None:
         st.caption("No forecast in this session's events: actual wall times only.")
     if s.reforecast:  # issue 43: re-forecast after every step from this session's step times and the load
-        from ftagent.core.reforecast import Reforecast
-        from ftagent.views.forecast import reforecast_line
+        from ftagent.core.reforecast_arithmetic import Reforecast
+        from ftagent.views.forecast_text import reforecast_line
 
         st.caption("Latest " + reforecast_line(Reforecast.model_validate(s.reforecast)))
 

@@ -128,7 +128,7 @@ def session_forecast(session: SessionView) -> dict[int, dict[str, float]] | None
     """
     if not session.forecast:
         return None
-    from ftagent.core.forecast import Forecast
+    from ftagent.core.forecast_arithmetic import Forecast
 
     return {lp.loop: lp.steps() for lp in Forecast(**session.forecast).loops}
 

@@ -146,7 +146,7 @@ class ConsoleProgress:
             return (f"{self._where()} integrity FLAGGED (cannot become SOTA): "
                     + "; ".join(f"{c.name}: {c.detail}" for c in flagged))[:300]
         if kind == "reforecast":  # after every step: what is left, from this session's step times (issue 43)
-            from ftagent.views.forecast import reforecast_line
+            from ftagent.views.forecast_text import reforecast_line
 
             self.left_s = (ev.reforecast.remaining_s, ev.ts)
             # one line after each step; one made on a command's progress only refreshes "expected … more"

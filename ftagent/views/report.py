@@ -9,13 +9,13 @@ from pydantic import BaseModel, Field
 
 from ftagent.core.durations import format_duration
 from ftagent.core.errors import EnvironmentFailure
-from ftagent.core.final import FinalEvaluation, load_final
-from ftagent.core.forgetting import GuardResult
+from ftagent.core.final_record import FinalEvaluation, load_final
+from ftagent.core.forgetting_rule import GuardResult
 from ftagent.core.stats import Difference, interval_line
 from ftagent.engine.events import ConstantAnswer
 from ftagent.engine.session import write_atomic
 from ftagent.views.commands import cli_command
-from ftagent.views.forecast import VersusRow, versus, versus_markdown, versus_note
+from ftagent.views.forecast_text import VersusRow, versus, versus_markdown, versus_note
 from ftagent.views.session import load_session
 from ftagent.views.session_view import LoopView, SessionView
 from ftagent.views.trials import Busy, busy_fraction, trial_tree

@@ -107,10 +107,10 @@ class SessionView(BaseModel):
     snapshot: str | None = None
     n_events: int = 0
     warnings: list[str] = Field(default_factory=list)
-    forecast: dict[str, Any] | None = None  # the ``forecast`` event's Forecast (core.forecast) as JSON
+    forecast: dict[str, Any] | None = None  # the ``forecast`` event's Forecast (core.forecast_arithmetic) as JSON
     settings: dict[str, Any] = Field(default_factory=dict)  # the latest session_start's (redacted) settings
     progress: dict[str, Any] | None = None  # the last ``progress`` event (the running command's steps or items)
-    reforecast: dict[str, Any] | None = None  # the latest re-forecast (core.reforecast.Reforecast as JSON; issue 43)
+    reforecast: dict[str, Any] | None = None  # the latest re-forecast (core.reforecast_arithmetic.Reforecast as JSON; issue 43)
     reforecasts: list[dict[str, Any]] = Field(default_factory=list)  # every re-forecast, in order
     gpu_busy_fraction: float | None = None  # GPU busy share, for an event that records it (views/status.py)
     slot_count: int = 1  # K trials at once: the most slots a run of this session had (the "slots" stage)

@@ -22,7 +22,7 @@ import yaml
 from ftagent.benchmarks import get_benchmark
 from ftagent.core.settings import load_settings
 from ftagent.core.types import CodeResult, ScenarioInfo, TrainResult, ValidationReport
-from ftagent.finetune.forgetting import ForgettingGuard
+from ftagent.finetune.forgetting_guard import ForgettingGuard
 from ftagent.runners.local import LocalRunner
 from ftagent.tools.llamafactory.trainer import LlamaFactoryTrainer
 from ftagent.tools.opencompass.inference import inference_settings

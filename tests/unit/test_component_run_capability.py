@@ -77,7 +77,7 @@ def test_the_session_path_takes_its_resolved_values_as_required_parameters() -> 
     import inspect
 
     from ftagent.datasets.registry import datasets_for_benchmark, resolve_dataset_choice
-    from ftagent.finetune.forgetting import ForgettingGuard
+    from ftagent.finetune.forgetting_guard import ForgettingGuard
     from ftagent.finetune.hardware_plan import make_plan, session_plan
     from ftagent.finetune.scenario import FinetuneScenario, render_brief
     from ftagent.integrity.guard import IntegrityGuard

@@ -9,11 +9,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from ftagent.core.final import FINAL_FILE, FinalEvaluation, load_final
+from ftagent.core.final_record import FINAL_FILE, FinalEvaluation, load_final
 from ftagent.core.stats import ItemScores
 from ftagent.core.trace import Experiment, Trace
 from ftagent.core.types import EvalResult
-from ftagent.finetune import final as final_mod
+from ftagent.finetune import final_evaluation as final_mod
 from ftagent.finetune.state import FinetuneSessionState
 
 
@@ -147,16 +147,16 @@ def test_the_report_and_the_card_show_the_final_column_with_its_items():
 
 
 def test_the_forecast_counts_the_final_evaluation(tmp_path):
-    from ftagent.core.forecast import EvalProbe, Forecast
-    from ftagent.finetune.forecast import final_items
-    from ftagent.views.forecast import forecast_table_rows
+    from ftagent.core.forecast_arithmetic import EvalProbe, Forecast
+    from ftagent.finetune.session_forecast import final_items
+    from ftagent.views.forecast_text import forecast_table_rows
 
     _bench(tmp_path, 100, 400)
     scenario, notes = SimpleNamespace(benchmark="b"), []
     assert final_items(scenario, _settings(tmp_path, "full"), notes) == 400 and "400 items" in notes[0]
     assert final_items(scenario, _settings(tmp_path, "split"), []) == 0
     probe = EvalProbe(key="k", fixed_s=10.0, s_per_item=0.5, items=200)
-    from ftagent.core.forecast import TrainPlan, TrainProbe, build_forecast
+    from ftagent.core.forecast_arithmetic import TrainPlan, TrainProbe, build_forecast
 
     plan = TrainPlan.model_validate({"method": "full", "rows": 10, "effective_batch": 1})
     train = TrainProbe(key="t", s_per_step=1.0, startup_s=1.0, validate_s=1.0, steps=3)

@@ -6,7 +6,7 @@ import json
 import math
 from pathlib import Path
 
-from ftagent.core.forecast import (
+from ftagent.core.forecast_arithmetic import (
     EvalProbe,
     Forecast,
     TrainPlan,
@@ -22,7 +22,7 @@ from ftagent.finetune.llm_cost import llm_forecast
 from ftagent.finetune.probes import eval_probe_from_events
 from ftagent.planners.llm.estimate import estimate_line
 from ftagent.ui.frames import session_forecast, step_times_frame
-from ftagent.views.forecast import forecast_lines, forecast_table_rows, versus
+from ftagent.views.forecast_text import forecast_lines, forecast_table_rows, versus
 from ftagent.views.report import build_report, render_markdown
 from ftagent.views.session import load_session
 

@@ -11,10 +11,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from ftagent.core.forecast import EvalProbe, TrainPlan, TrainProbe, build_forecast, what_would_fit
+from ftagent.core.forecast_arithmetic import EvalProbe, TrainPlan, TrainProbe, build_forecast, what_would_fit
 from ftagent.finetune import probe_cache as pc
 from ftagent.finetune import probes
-from ftagent.views.forecast import forecast_lines
+from ftagent.views.forecast_text import forecast_lines
 from ftagent.views.heartbeat import Heartbeat
 from tests.helpers.resolved_run import resolved_run
 

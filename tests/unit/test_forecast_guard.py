@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from ftagent.core.errors import UserInputError
-from ftagent.core.forecast import EvalProbe, TrainPlan, TrainProbe, build_forecast, eval_seconds
-from ftagent.finetune.forgetting import guard_items
+from ftagent.core.forecast_arithmetic import EvalProbe, TrainPlan, TrainProbe, build_forecast, eval_seconds
+from ftagent.finetune.forgetting_guard import guard_items
 from tests.unit.test_prompts import _demo_scenario, _settings
 
 TRAIN = TrainProbe(key="t", s_per_step=0.2, startup_s=10.0, validate_s=30.0, revalidate_s=15.0, steps=10)
@@ -28,7 +28,7 @@ def test_guard_evaluations_add_to_each_loops_evaluate_time():
 
 
 def test_guard_items_from_the_settings_and_the_forecast(tmp_path):
-    from ftagent.finetune.forecast import make_forecast
+    from ftagent.finetune.session_forecast import make_forecast
 
     assert guard_items(_settings(), "demo_add") == []  # no guard: nothing added
     assumptions: list[str] = []

@@ -15,12 +15,12 @@ import pytest
 
 from ftagent.benchmarks import get_benchmark
 from ftagent.core.errors import UserInputError
-from ftagent.core.forgetting import GuardResult, judge_drop
+from ftagent.core.forgetting_rule import GuardResult, judge_drop
 from ftagent.core.sota import decide_sota
 from ftagent.core.stats import ItemScores, paired_bootstrap
 from ftagent.core.trace import Experiment, Trace
 from ftagent.core.types import EvalResult, TrainResult
-from ftagent.finetune.forgetting import ForgettingGuard, compare, guard_adapters
+from ftagent.finetune.forgetting_guard import ForgettingGuard, compare, guard_adapters
 from tests.helpers.weights import safetensors_bytes
 
 N = 50

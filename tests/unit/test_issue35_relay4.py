@@ -58,7 +58,7 @@ def test_the_logging_rule_is_stated_where_the_recipe_is_asked_and_where_the_conf
 # --- 4. no --timeout: no limit; later loops: the latest measured s/step beside the probe's ---------------------
 
 def _forecast(timeout_s=None):
-    from ftagent.core.forecast import Forecast, TrainPlan, TrainProbe
+    from ftagent.core.forecast_arithmetic import Forecast, TrainPlan, TrainProbe
 
     probe = TrainProbe(key="t", s_per_step=0.079, startup_s=17.0, validate_s=28.0, steps=10, load="2 cpus, busy")
     return Forecast(planner="llm", loops=[], plan=TrainPlan(method="full", rows=2000, epochs=1, effective_batch=32,

@@ -3,7 +3,7 @@ and the range to expect under the load it was measured in, not one falsely preci
 
 from __future__ import annotations
 
-from ftagent.core.forecast import LOAD_BANDS, EvalProbe, TrainPlan, TrainProbe, build_forecast
+from ftagent.core.forecast_arithmetic import LOAD_BANDS, EvalProbe, TrainPlan, TrainProbe, build_forecast
 from ftagent.planners.llm.preview import preview
 from tests.helpers.prompt_view import fixed_machine  # noqa: F401 (fixed_machine: autouse)
 from tests.unit.test_prompts import _demo_scenario, _settings

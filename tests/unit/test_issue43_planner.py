@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ftagent.core.forecast import Forecast, LoopForecast, TrainPlan, TrainProbe
+from ftagent.core.forecast_arithmetic import Forecast, LoopForecast, TrainPlan, TrainProbe
 from ftagent.planners.llm.estimate import estimate_line, speed_update_line
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from ftagent.core.forecast import LoopForecast, makespan, what_would_fit
+from ftagent.core.forecast_arithmetic import LoopForecast, makespan, what_would_fit
 from ftagent.engine.event_log import EventLog
 from ftagent.engine.events import (
     HypothesisEvent,
@@ -81,7 +81,7 @@ def test_the_report_shows_the_trials_as_a_tree_with_their_slots_and_the_busy_fra
 def test_the_forecast_prices_k_slots_as_the_schedule_of_the_loops() -> None:
     assert makespan([10, 10, 10, 10], 1) == 40 and makespan([10, 10, 10, 10], 2) == 20
     assert makespan([10, 20, 40], 2) == 50  # loop 2 waits for the slot loop 0 frees at 10 s
-    from ftagent.core.forecast import Forecast, TrainPlan
+    from ftagent.core.forecast_arithmetic import Forecast, TrainPlan
 
     loops = [LoopForecast(loop=i, train_s=50.0, eval_s=10.0, other_s=0.0) for i in range(4)]
     plan = TrainPlan(method="full", rows=100, effective_batch=8)

@@ -337,10 +337,10 @@ def test_the_config_prompt_shows_what_applies_the_parents_data_and_the_last_fail
 # ------------------------------------------------------------------------------------ forecast
 
 def test_the_forecast_of_an_llm_planned_session_counts_the_calls_time_and_names_its_recipe(tmp_path):
-    from ftagent.core.forecast import EvalProbe, TrainProbe
-    from ftagent.finetune.forecast import make_forecast
+    from ftagent.core.forecast_arithmetic import EvalProbe, TrainProbe
     from ftagent.finetune.llm_cost import LLM_CALL_S
-    from ftagent.views.forecast import forecast_lines, forecast_table_rows
+    from ftagent.finetune.session_forecast import make_forecast
+    from ftagent.views.forecast_text import forecast_lines, forecast_table_rows
 
     scenario = _demo_scenario(tmp_path)
     settings = _settings(file_path=str(tmp_path / "files"))

@@ -1,6 +1,6 @@
 """Issue 43, "The forecast follows the machine": the rest of a session is re-forecast after every step from
-its own measured step times and the CPU's load now (``core.reforecast``, ``core.cpu_speed``,
-``finetune.reforecast``), shown on the console, in events, in the report; ``--timeout`` does not start a loop
+its own measured step times and the CPU's load now (``core.reforecast_arithmetic``, ``core.cpu_speed``,
+``finetune.session_reforecast``), shown on the console, in events, in the report; ``--timeout`` does not start a loop
 the re-forecast says cannot finish.
 
 The load test: a session of 4 loops whose steps run real CPU work (SHA-256, as a CPU training does arithmetic)
@@ -23,12 +23,12 @@ import pytest
 from pydantic import BaseModel
 
 from ftagent.core.cpu_speed import CpuSpeedMonitor
-from ftagent.core.forecast import Forecast, LoopForecast
-from ftagent.core.reforecast import StepTime, predict_step, reforecast
+from ftagent.core.forecast_arithmetic import Forecast, LoopForecast
+from ftagent.core.reforecast_arithmetic import StepTime, predict_step, reforecast
 from ftagent.engine.events import ReforecastEvent, read_events
 from ftagent.engine.loop import LoopEngine, StepContext
 from ftagent.engine.session import LoopState, Session
-from ftagent.finetune.reforecast import CPU_PARTS, STEP_PARTS, Reforecaster
+from ftagent.finetune.session_reforecast import CPU_PARTS, STEP_PARTS, Reforecaster
 from tests.unit._workflows import TraceState
 
 STEPS = ["propose", "code", "validate", "train", "evaluate", "feedback"]
@@ -252,7 +252,7 @@ def test_the_console_prints_each_re_forecast_and_counts_it_down():
 
     from rich.console import Console
 
-    from ftagent.core.reforecast import LoopLeft, Reforecast
+    from ftagent.core.reforecast_arithmetic import LoopLeft, Reforecast
     from ftagent.views.console import ConsoleProgress
 
     out = StringIO()

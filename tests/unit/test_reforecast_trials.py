@@ -29,8 +29,8 @@ from rich.console import Console
 
 from ftagent.core.approved import Approved, Fingerprint
 from ftagent.core.cpu_speed import CpuSpeedMonitor
-from ftagent.core.forecast import Forecast, LoopForecast, TrainProbe, makespan
-from ftagent.core.reforecast import LoopLeft, Reforecast, StepTime
+from ftagent.core.forecast_arithmetic import Forecast, LoopForecast, TrainProbe, makespan
+from ftagent.core.reforecast_arithmetic import LoopLeft, Reforecast, StepTime
 from ftagent.core.types import ValidationReport
 from ftagent.engine.events import (
     EVENT_ADAPTER,
@@ -43,7 +43,7 @@ from ftagent.engine.events import (
 )
 from ftagent.engine.loop import LoopEngine
 from ftagent.engine.session import Session
-from ftagent.finetune.reforecast import Reforecaster
+from ftagent.finetune.session_reforecast import Reforecaster
 from ftagent.finetune.trials_seen import validated_steps
 from ftagent.views.console import ConsoleProgress
 from tests.unit._workflows import STEPS, RecordingWorkflow, TraceState

@@ -133,7 +133,7 @@ def test_the_speed_figures_say_what_was_measured_at_which_batch(tmp_path: Path) 
     """r2: "twice the batch is about twice the time per step" beside the probe's 0.32 s/step at batch 32 and loop
     0's 0.31 s/step at batch 16. The latest run's line names its batch, and with two batches measured says what
     they show; no scaling law is asserted."""
-    from ftagent.core.forecast import Forecast, TrainPlan, TrainProbe
+    from ftagent.core.forecast_arithmetic import Forecast, TrainPlan, TrainProbe
     from ftagent.core.trace import Experiment, Trace
     from ftagent.planners.llm.propose import history_sections
     from ftagent.planners.llm.view import planner_view

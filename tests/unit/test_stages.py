@@ -13,7 +13,7 @@ import yaml
 from ftagent.core.errors import UserInputError
 from ftagent.core.hardware import GPUInfo, HardwareInfo
 from ftagent.core.settings import load_settings
-from ftagent.core.stages import STAGE_NAMES, parse_stages, stage_spec, stage_specs, weights_chain
+from ftagent.core.stage_specs import STAGE_NAMES, parse_stages, stage_spec, stage_specs, weights_chain
 from ftagent.core.trace import Experiment, Trace
 from ftagent.core.types import Hypothesis
 from ftagent.tools.llamafactory.catalogue import read_catalogue
@@ -202,7 +202,7 @@ def test_a_stage_outside_ft_stages_or_a_start_without_weights_fails_the_loop_wit
     from types import SimpleNamespace
 
     from ftagent.core.errors import ErrorType, StepError
-    from ftagent.finetune.stages import StagePreparer, link_model_files
+    from ftagent.finetune.stage_prepare import StagePreparer, link_model_files
 
     scenario = SimpleNamespace(base_model_path=str(tmp_path / "base"))
     prep = StagePreparer(scenario, SimpleNamespace(ft=SimpleNamespace(stages=["sft", "dpo"])), runner=None,  # type: ignore[arg-type]

@@ -234,8 +234,8 @@ def test_session_view_is_parsed_once_per_change(tmp_path, monkeypatch):
 
 def test_the_latest_re_forecast_is_shown_under_the_step_times(tmp_path, monkeypatch):
     """Issue 43: the UI shows the last re-forecast (what is left, by part, the load, the first forecast's word)."""
-    from ftagent.core.forecast import Forecast, LoopForecast
-    from ftagent.core.reforecast import LoopLeft, Reforecast, StepTime
+    from ftagent.core.forecast_arithmetic import Forecast, LoopForecast
+    from ftagent.core.reforecast_arithmetic import LoopLeft, Reforecast, StepTime
     from ftagent.engine.events import ForecastEvent, ReforecastEvent
 
     sdir = make_session(tmp_path / "log")

@@ -215,7 +215,7 @@ def test_best_is_the_sota_not_the_highest_score(tmp_path):
 
 
 def test_sota_row_names_the_forgetting_guard_and_the_delta_rule():
-    from ftagent.core.forgetting import GuardResult
+    from ftagent.core.forgetting_rule import GuardResult
     from ftagent.views.report import LoopRow, sota_row
 
     kept = LoopRow(loop=3, val_score=0.6, decision=False, status="succeeded", rule="forgetting",

@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from ftagent.core.errors import UserInputError
-from ftagent.core.forgetting import GuardResult
+from ftagent.core.forgetting_rule import GuardResult
 from ftagent.core.stats import Difference
 from ftagent.core.trace import Experiment
 from ftagent.core.types import ScenarioInfo

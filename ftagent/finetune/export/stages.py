@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, Field
 
-from ftagent.core.stages import stage_spec
+from ftagent.core.stage_specs import stage_spec
 from ftagent.core.trace import Trace
 
 STEP_FILES = ("process_data.py", "dataset_info.json", "samples.jsonl")

@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from ftagent.core.stages import stage_spec
+from ftagent.core.stage_specs import stage_spec
 from ftagent.core.trace import Trace
 from ftagent.core.types import Hypothesis, ScenarioInfo
 from ftagent.planners.heuristic.stages import (

@@ -22,7 +22,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from ftagent.core.stages import stage_spec
+from ftagent.core.stage_specs import stage_spec
 from ftagent.core.trace import Experiment, Trace
 from ftagent.core.types import SamplingPlan, ScenarioInfo
 

@@ -52,7 +52,7 @@ def data_messages(scenario: ScenarioInfo, settings: Any, hypothesis: Hypothesis,
                   workspace: Path | None = None) -> list[dict[str, str]]:
     """The data coder's request: scenario, the full dataset catalogue, the rules, the fix to make; for a
     non-SFT stage (issue 40) the rows it needs and the loop's ``samples.jsonl`` (in ``workspace``)."""
-    from ftagent.core.stages import DATA_WORDS, stage_spec
+    from ftagent.core.stage_specs import DATA_WORDS, stage_spec
     from ftagent.datasets.catalogue import read_catalogue, render_entry
     from ftagent.planners.llm.stages import data_stage_part
 
@@ -102,7 +102,7 @@ def config_messages(scenario: ScenarioInfo, settings: Any, hypothesis: Hypothesi
     """The config coder's request: model, hardware, memory, data statistics, the parameter catalogue
     (only the entries that can apply to this run: :func:`applicable_catalogue`). ``extra``: a "data"
     section replaces the not-produced-yet note; others (the latest failure) go before the catalogue."""
-    from ftagent.core.stages import stage_spec
+    from ftagent.core.stage_specs import stage_spec
     from ftagent.planners.llm.stages import grpo_catalogue
 
     think = getattr(settings.ft, "force_think_token", False) or scenario.force_think_token

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ftagent.core.stages import StageSpec
+    from ftagent.core.stage_specs import StageSpec
     from ftagent.core.types import Hypothesis, ScenarioInfo
 
 

@@ -8,7 +8,7 @@ between about the same and in proportion before two batches were measured, and w
 latest run's show once they differ (relay round r2: on the tiny model 0.32 s/step at batch 32 and 0.31 at 16,
 beside the words "twice the batch is about twice the time per step").
 
-The session's forecast (:mod:`ftagent.core.forecast`, measured by a probe after the baseline) is put
+The session's forecast (:mod:`ftagent.core.forecast_arithmetic`, measured by a probe after the baseline) is put
 where the history would otherwise say the training speed is "not measured yet", so loop 0 is sized to
 its share of the time (the Budgets section's per-loop figure) (an LLM once planned 30 epochs and spent 33 of 75 minutes in loop 0 for want of it).
 """
@@ -16,7 +16,7 @@ its share of the time (the Budgets section's per-loop figure) (an LLM once plann
 from __future__ import annotations
 
 from ftagent.core.durations import format_duration
-from ftagent.core.forecast import LOAD_BANDS, Forecast, band_of
+from ftagent.core.forecast_arithmetic import LOAD_BANDS, Forecast, band_of
 
 
 def _span(low_s: float, high_s: float) -> str:

@@ -264,7 +264,7 @@ class ProposalReply(BaseModel):
     @field_validator("stage", mode="before")
     @classmethod
     def _known(cls, value: Any) -> Any:
-        from ftagent.core.stages import stage_spec
+        from ftagent.core.stage_specs import stage_spec
 
         if isinstance(value, str):
             value = value.strip().lower()

@@ -17,7 +17,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ftagent.core.stages import DATA_WORDS, stage_spec
+from ftagent.core.stage_specs import DATA_WORDS, stage_spec
 from ftagent.llm.budget import Section
 from ftagent.planners.llm.prompting import text_part
 

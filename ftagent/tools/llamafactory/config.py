@@ -154,7 +154,7 @@ def write_dataset_info(workspace: Path, dataset_name: str, data_file: str = DATA
                        data_format: str = "alpaca") -> Path:
     """Register the workspace's ``data.json`` for LLaMA-Factory under ``dataset_name``.
 
-    ``data_format`` is the stage's (:mod:`ftagent.core.stages`): ``alpaca`` rows; ``pairwise`` rows
+    ``data_format`` is the stage's (:mod:`ftagent.core.stage_specs`): ``alpaca`` rows; ``pairwise`` rows
     (``ranking: true``, ``chosen``/``rejected`` columns: DPO, ORPO, SimPO); ``kto`` rows (``kto_tag``).
     The optional Alpaca columns ``system`` and ``history`` are mapped when rows carry them (a user's
     own data file or a data script may); unmapped, LLaMA-Factory would silently train without them.

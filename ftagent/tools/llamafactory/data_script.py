@@ -145,7 +145,7 @@ class DataProcessor:
         """Copy the parent's training data: the data it trained on (its frozen ``data/loop_<n>/data.json``,
         checked against the hash recorded when it trained), else its workspace's ``data.json``; never the data
         of a stage with another row format (issue 40: SFT rows for a DPO loop)."""
-        from ftagent.core.stages import stage_spec
+        from ftagent.core.stage_specs import stage_spec
 
         parent = trace.get(hypothesis.parent) if hypothesis.parent is not None else None
         if parent is not None and parent.hypothesis is not None and (

@@ -1,6 +1,6 @@
 """What a training stage changes in a LLaMA-Factory config (issue 40): the keys it forces, the keys it reads.
 
-The hypothesis names the stage (:mod:`ftagent.core.stages`); the planner's ``train.yaml`` never decides it.
+The hypothesis names the stage (:mod:`ftagent.core.stage_specs`); the planner's ``train.yaml`` never decides it.
 :func:`stage_forced` gives the keys the system sets for it (LLaMA-Factory's ``stage:``, the ``pref_loss`` of
 ORPO and SimPO); :func:`filter_stage_keys` drops the arguments of LLaMA-Factory's ``RLHFArguments`` class that
 the stage's trainer does not read, with the reason, so a DPO key in an SFT config (or a KTO weight in a
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ftagent.core.stages import StageSpec
+from ftagent.core.stage_specs import StageSpec
 from ftagent.tools.llamafactory.catalogue import LFCatalogue
 from ftagent.tools.llamafactory.config import DroppedKey
 

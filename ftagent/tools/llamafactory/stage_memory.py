@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from ftagent.core.stages import stage_spec
+from ftagent.core.stage_specs import stage_spec
 from ftagent.tools.llamafactory.memory import (
     GB,
     MIN_SEQ,

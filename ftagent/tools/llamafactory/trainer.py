@@ -247,7 +247,7 @@ class LlamaFactoryTrainer:
             StepError: the run diverged (DIVERGED: stopped early, see :mod:`.early_stop`), failed
                 (classified CONFIG/OOM/DATA/ENV/TIMEOUT) or left no model.
         """
-        from ftagent.core.stages import stage_spec
+        from ftagent.core.stage_specs import stage_spec
         from ftagent.tools.llamafactory.validation import start_mounts, start_path
 
         scenario = self.scenario

@@ -35,7 +35,7 @@ import yaml
 
 from ftagent.core.errors import ErrorType, UserInputError
 from ftagent.core.paths import llama_factory_info_dir
-from ftagent.core.stages import stage_spec
+from ftagent.core.stage_specs import stage_spec
 from ftagent.core.types import CodeResult, ValidationReport
 from ftagent.core.untrusted import UnsafeEntry, read_text
 from ftagent.core.yamlio import load_yaml_text

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ftagent.core.errors import ErrorType, StepError
-from ftagent.core.stages import StageSpec, stage_spec, weights_chain
+from ftagent.core.stage_specs import StageSpec, stage_spec, weights_chain
 from ftagent.core.types import Hypothesis, RewardSpec, SamplingPlan, SamplingResult, StartModel
 from ftagent.engine.events import Message, Progress
 

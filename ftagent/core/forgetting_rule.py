@@ -2,7 +2,7 @@
 candidate may fall on a guard benchmark before it is kept from SOTA.
 
 A guard benchmark is scored on a small seeded sample (``FT_GUARD_SAMPLE`` items per sub-dataset) for the
-base model and for each candidate that would otherwise become SOTA (:mod:`ftagent.finetune.forgetting`).
+base model and for each candidate that would otherwise become SOTA (:mod:`ftagent.finetune.forgetting_guard`).
 The difference candidate − base is paired item by item with the same bootstrap as every other score
 (:func:`ftagent.core.stats.paired_bootstrap`), and:
 

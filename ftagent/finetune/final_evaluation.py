@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ftagent.core.errors import StepError
-from ftagent.core.final import FINAL_FILE, FinalEvaluation
+from ftagent.core.final_record import FINAL_FILE, FinalEvaluation
 from ftagent.core.stats import load_items, paired_bootstrap
 from ftagent.engine.events import Message, _Event
 from ftagent.engine.session import write_atomic

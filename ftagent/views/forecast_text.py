@@ -7,8 +7,8 @@ from typing import Any
 from pydantic import BaseModel
 
 from ftagent.core.durations import format_duration
-from ftagent.core.forecast import EvalProbe, Forecast, TrainProbe, percent_error, what_would_fit
-from ftagent.core.reforecast import Reforecast
+from ftagent.core.forecast_arithmetic import EvalProbe, Forecast, TrainProbe, percent_error, what_would_fit
+from ftagent.core.reforecast_arithmetic import Reforecast
 from ftagent.views.session_view import SessionView
 
 

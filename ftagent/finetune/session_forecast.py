@@ -1,5 +1,5 @@
 """The session's forecast before a run: the probes (:mod:`.probes`, cached by :mod:`.probe_cache`) and the
-planner's LLM use (:mod:`.llm_cost`) scaled to the session by :mod:`ftagent.core.forecast`.
+planner's LLM use (:mod:`.llm_cost`) scaled to the session by :mod:`ftagent.core.forecast_arithmetic`.
 
 ``ftagent plan`` runs the baseline itself (it is cached by model and benchmark, so the session then reuses it);
 a session reads its own baseline's events and records its forecast once, after the baseline.
@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ftagent.core.forecast import EvalProbe, Forecast, TrainProbe, build_forecast
+from ftagent.core.forecast_arithmetic import EvalProbe, Forecast, TrainProbe, build_forecast
 from ftagent.finetune.llm_cost import COMPLETION_TOKENS, llm_forecast
 from ftagent.finetune.probes import evaluation_cost, first_recipe, measure_training, train_plan
 
@@ -42,7 +42,7 @@ def final_items(scenario: ScenarioInfo, settings: Settings, assumptions: list[st
     """Items per model the final evaluation runs (``FT_FINAL_EVAL=full`` with items beyond the test split;
     0 otherwise: it then reuses the recorded test scores), said in ``assumptions``."""
     from ftagent.core.paths import benchmark_data_dir
-    from ftagent.finetune.final import extra_items
+    from ftagent.finetune.final_evaluation import extra_items
 
     if getattr(settings.ft, "final_eval", "full") != "full" or not settings.ft.file_path:
         return 0
@@ -59,7 +59,7 @@ def make_forecast(scenario: ScenarioInfo, settings: Settings, train: TrainProbe,
                   timeout_s: float | None, baseline_needed: bool, probe_cost_s: float = 0.0,
                   recipe: dict[str, Any] | None = None, events: list[Any] | None = None) -> Forecast:
     """Scale the probes to the session: loop 0 as the first recipe, later loops as the planner grows it."""
-    from ftagent.finetune.forgetting import guard_items
+    from ftagent.finetune.forgetting_guard import guard_items
     from ftagent.planners.heuristic.policy import MAX_STEPS_CAP
     from ftagent.planners.registry import planner_spec
 
@@ -101,7 +101,7 @@ def stage_cost_lines(stages: list[str], train: TrainProbe, evaluation: EvalProbe
     """What a loop of each enabled non-SFT stage costs next to SFT (issue 40): its step time (the SFT probe's
     × the stage's measured ratio, ``configs/stages.yaml`` step_cost) and its sampling run (the evaluation's
     speed on the default sampling: 128 prompts × 4 answers)."""
-    from ftagent.core.stages import stage_spec
+    from ftagent.core.stage_specs import stage_spec
     from ftagent.core.types import SamplingPlan
 
     plan = SamplingPlan()

@@ -11,7 +11,7 @@ sub-dataset — the seeded first items of its validation split, prepared in a fo
 * each candidate that would become SOTA by the target score (the workflow's feedback step asks only
   then, so a loop that loses anyway costs nothing more).
 
-:func:`ftagent.core.forgetting.judge_drop` decides each difference; a blocked one sets
+:func:`ftagent.core.forgetting_rule.judge_drop` decides each difference; a blocked one sets
 ``Experiment.forgetting`` and :func:`ftagent.core.sota.decide_sota` keeps the candidate from SOTA.
 """
 
@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ftagent.core.errors import StepError, UserInputError
-from ftagent.core.forgetting import GuardResult, judge_drop
+from ftagent.core.forgetting_rule import GuardResult, judge_drop
 from ftagent.core.paths import baseline_dir
 from ftagent.core.stats import load_items, paired_bootstrap
 from ftagent.core.types import EvalResult, ScenarioInfo, TrainResult
@@ -51,7 +51,7 @@ def guard_adapters(keys: list[str], target: str) -> list[BenchmarkAdapter]:
 
 def guard_items(settings: Any, target: str, assumptions: list[str] | None = None) -> list[int]:
     """Items one guard evaluation scores per guard benchmark (``FT_GUARD_SAMPLE`` × its sub-datasets, at
-    most), for the forecast (:func:`ftagent.core.forecast.build_forecast`); said in ``assumptions``."""
+    most), for the forecast (:func:`ftagent.core.forecast_arithmetic.build_forecast`); said in ``assumptions``."""
     keys = list(getattr(settings.ft, "guard_benchmarks", None) or [])
     if not keys:
         return []

@@ -5,7 +5,7 @@ Before: the forecast was made once, after the baseline, from probes; on a machin
 
 :class:`Reforecaster` subscribes to the session's event log. On each ``step_end`` it records the step's
 measured time and the CPU slowness meanwhile (:class:`ftagent.core.cpu_speed.CpuSpeedMonitor`, sampled every
-5 s), re-forecasts what is left (:func:`ftagent.core.reforecast.reforecast`: the first forecast calibrated by
+5 s), re-forecasts what is left (:func:`ftagent.core.reforecast_arithmetic.reforecast`: the first forecast calibrated by
 this session's measured steps, at the slowness now) and emits a ``reforecast`` event — the console prints it,
 the UI and ``status --json`` show the latest, the report compares each loop with the last re-forecast made
 before it started. :meth:`Reforecaster.loop_guard` is the engine's ``--timeout`` rule: a loop whose
@@ -31,8 +31,8 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ftagent.core.durations import format_duration
-from ftagent.core.forecast import Forecast
-from ftagent.core.reforecast import Reforecast, StepTime, reforecast
+from ftagent.core.forecast_arithmetic import Forecast
+from ftagent.core.reforecast_arithmetic import Reforecast, StepTime, reforecast
 from ftagent.engine.events import ReforecastEvent, read_events
 from ftagent.finetune.trials_seen import TrialsSeen
 
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from ftagent.engine.session import Session
     from ftagent.finetune.state import FinetuneSessionState
 
-#: the fine-tuning workflow's steps as parts of the forecast (core.forecast.LoopForecast): validate is the
+#: the fine-tuning workflow's steps as parts of the forecast (core.forecast_arithmetic.LoopForecast): validate is the
 #: forecast's "validate + data", the planner's LLM time is spread over its calls (1 proposal, 2 coders, 1 feedback)
 STEP_PARTS: dict[str, tuple[str, float]] = {"propose": ("llm", 0.25), "code": ("llm", 0.5),
                                             "validate": ("other", 1.0), "train": ("train", 1.0),

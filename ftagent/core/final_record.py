@@ -3,7 +3,7 @@ benchmark outside validation (``FT_FINAL_EVAL=full``), or on the test split (``s
 
 The test and validation splits hold at most 100 items per sub-dataset, so their scores cannot be set
 beside a leaderboard's full-set number; the final score can. It is written once, at the end of the
-session, to ``SESSION_DIR/final_eval.json`` (:data:`FINAL_FILE`) by :mod:`ftagent.finetune.final`, and
+session, to ``SESSION_DIR/final_eval.json`` (:data:`FINAL_FILE`) by :mod:`ftagent.finetune.final_evaluation`, and
 read by the report and the model card, which say how many items each number is over.
 """
 

@@ -1,6 +1,6 @@
 """The remaining time of a session, re-forecast from its own measured step times (issue 43; no I/O).
 
-The first forecast (:mod:`ftagent.core.forecast`, made once after the baseline from probes) says what each
+The first forecast (:mod:`ftagent.core.forecast_arithmetic`, made once after the baseline from probes) says what each
 loop's parts should take. After every step the session knows more: how long its steps really took, and how
 loaded the CPU was meanwhile (:mod:`ftagent.core.cpu_speed`'s slowness). :func:`reforecast` combines them:
 
@@ -21,7 +21,7 @@ runs by its progress (its own total steps × its measured s/step), a validated o
 session's measured s/step; such a training also counts, for the loops not started yet, as a measured training of
 that length (the planner's choices so far are the best guess of its next ones). With K trials at once
 (:class:`TrialNow` per trial in flight) what is left is not the sum of the loops: the loops still to start are
-scheduled over the K slots after what is left of the running ones (:func:`ftagent.core.forecast.makespan`).
+scheduled over the K slots after what is left of the running ones (:func:`ftagent.core.forecast_arithmetic.makespan`).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from collections.abc import Mapping, Sequence
 
 from pydantic import BaseModel, Field
 
-from ftagent.core.forecast import Forecast, LoopForecast, makespan
+from ftagent.core.forecast_arithmetic import Forecast, LoopForecast, makespan
 from ftagent.core.train_speed import SessionSpeed, TrainProgress, TrainRun
 
 #: how a workflow's step maps to a part of :class:`LoopForecast`: (part, share of that part)
