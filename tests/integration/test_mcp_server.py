@@ -159,7 +159,7 @@ async def _conversation(root: Path, env: dict[str, str], seen: dict) -> None:
         seen["second"] = await _until(client, second["session_id"], _ended, "the resumed run's end")
         seen["sessions"] = await _call(client, "list_sessions")
         lap("resume to the end")
-        seen["attached"] = await _call(client, "start", config=str(root / "run.yaml"), step_n=3)
+        seen["attached"] = await _call(client, "start", config=str(root / "run.yaml"), loop_n=20)  # still running at close
         # loop_n 20: the detached run must still be running when the second server cancels it (with warm caches
         # one loop of this file ends within the attached run's two minutes of ending: CI saw it 'completed')
         seen["detached"] = await _call(client, "start", config=str(root / "run.yaml"), loop_n=20, detach=True)
