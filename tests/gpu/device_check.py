@@ -235,6 +235,7 @@ def run_ftagent(work: Path, env: Path, model: Path, method: str, scenario: Any, 
     from ftagent.core.settings import load_settings
     from ftagent.core.types import CodeResult
     from ftagent.runners.local import LocalRunner
+    from ftagent.tools.llamafactory.train_run import RUN_CONFIG, run_of_model
     from ftagent.tools.llamafactory.trainer import LlamaFactoryTrainer
     from ftagent.tools.llamafactory.validator import LlamaFactoryValidator
 
@@ -261,7 +262,9 @@ def run_ftagent(work: Path, env: Path, model: Path, method: str, scenario: Any, 
             raise RuntimeError(f"ftagent validation of {method} failed: {report.failure}")
         result = LlamaFactoryTrainer(scenario, settings, runner).train(code, report, None)
     end = time.perf_counter()
-    final = yaml.safe_load((ws / "train.yaml").read_text())
+    # The config the trainer ran (its run folder's inputs/train.yaml): its dataset_dir holds the sealed data.json
+    # and the dataset_info.json ftagent wrote; the workspace's train.yaml names the workspace, which has neither.
+    final = yaml.safe_load((run_of_model(Path(result.output_dir)).inputs / RUN_CONFIG).read_text())
     return {"config": final, "validate_s": round(validated - start, 2), "train_wall_s": round(end - validated, 2),
             "train_runtime_s": _results(Path(result.output_dir)).get("train_runtime"),
             "final_loss": result.loss_history[-1]["loss"] if result.loss_history else None,
