@@ -116,7 +116,7 @@ def run_finetune(options: FinetuneOptions) -> RunSummary:
         else:
             session = _start(startup, emit, options.loop_n, timeout_s, started, monitor)
         summary = _run(session, settings, run, runner, emit, planner, options, timeout_s, monitor, guards=guards)
-    except Exception as exc:
+    except BaseException as exc:  # KeyboardInterrupt too: SIGTERM during the forecast's probe ends it 'interrupted'
         emit.end_if_open(exc)
         if isinstance(exc, OSError):  # a full LOG_PATH (an event, a record): what to free and how to resume
             check_disk_full(str(exc), "the session", [settings.paths.log_path, _workspace_root(settings)])
@@ -190,9 +190,6 @@ def _start(startup: Startup, emit: SessionEmitter, loop_n: int | None, timeout_s
         state.scenario = scenario
     except EnvironmentFailure as exc:
         session.events.emit(SessionEnd(status="env_error", message=str(exc)))
-        raise
-    except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM during the baseline: the session still ends
-        session.events.emit(SessionEnd(status="interrupted", message=str(exc) or "interrupted by the user"))
         raise
     from ftagent.finetune.session_forecast import record_forecast
 

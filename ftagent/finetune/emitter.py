@@ -53,11 +53,15 @@ class SessionEmitter:
 
     def end_if_open(self, exc: BaseException) -> None:
         """A crash after the session exists still ends it (``failed``): the UI and ``job status`` would
-        show it running for good (issue 34.5)."""
+        show it running for good (issue 34.5). Ctrl-C or SIGTERM (a ``KeyboardInterrupt``) ends it
+        ``interrupted``, wherever it lands: the scenario's stages, the forecast's probe, the loop."""
         if self._session is None or self.ended:
             return
-        text = f"{type(exc).__name__}: {exc}".strip()[:2000]
+        if isinstance(exc, KeyboardInterrupt):
+            status, text = "interrupted", str(exc) or "interrupted by the user"
+        else:
+            status, text = "failed", f"{type(exc).__name__}: {exc}".strip()[:2000]
         try:
-            self._session.events.emit(SessionEnd(status="failed", message=text))
+            self._session.events.emit(SessionEnd(status=status, message=text))
         except OSError:  # LOG_PATH itself is failing: the error that ends the run says so
             pass

@@ -281,6 +281,38 @@ def test_a_crash_after_the_session_exists_still_ends_it(tmp_path, monkeypatch):
     assert [e.status for e in ends] == ["failed"] and "ValueError: Unrecognized model" in ends[0].message
 
 
+class InterruptedScenario(CrashingScenario):
+    """A scenario with no baseline to run: the next stage is the forecast."""
+
+    def build(self, prepared):
+        return None
+
+    def baseline(self, scenario, trace, limit):
+        return None
+
+
+def test_a_signal_after_the_session_exists_ends_it_interrupted(tmp_path, monkeypatch):
+    """CI (0d21b10): an MCP run SIGTERMed during the forecast's probe wrote no session_end — only the baseline's
+    stage caught KeyboardInterrupt. Now the one path that ends a crashed session ends an interrupted one too."""
+    from ftagent.finetune.app import FinetuneOptions, run_finetune
+    from ftagent.finetune.lifecycle import Terminated
+
+    monkeypatch.chdir(tmp_path)
+    for name, value in {"LOG_PATH": tmp_path / "log", "WORKSPACE_PATH": tmp_path / "ws", "FT_FILE_PATH": tmp_path / "ft",
+                        "FT_ENV_TYPE": "local", "FT_PLANNER": "heuristic",
+                        "FT_SCEN": "tests.unit.test_session_faults:InterruptedScenario"}.items():
+        monkeypatch.setenv(name, str(value))
+    def forecast(*_, **__):
+        raise Terminated("terminated by SIGTERM")  # what the handler raises while the forecast's probe trains
+
+    monkeypatch.setattr("ftagent.finetune.session_forecast.record_forecast", forecast)
+    with pytest.raises(Terminated):
+        run_finetune(FinetuneOptions(benchmark="demo_add", base_model="builtin/tiny-qwen2", loop_n=1, quiet=True))
+    (session_dir,) = [p.parent for p in (tmp_path / "log").rglob("events.jsonl")]
+    ends = [e for e in read_events(session_dir / "events.jsonl") if e.type == "session_end"]
+    assert [(e.status, e.message) for e in ends] == [("interrupted", "terminated by SIGTERM")]
+
+
 # -- 34.4: a full LOG_PATH ------------------------------------------------------------------------------
 def _full_log_session(tmp_path: Path, small_disk: Path):
     from ftagent.views.report import write_report
