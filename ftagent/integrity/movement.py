@@ -126,10 +126,48 @@ def unbounded(config: dict[str, Any]) -> list[str]:
         if not (0 <= b1 < 1 and 0 <= b2 < 1 and b1 * b1 < b2):
             reasons.append(f"adam_beta1 {b1:g} / adam_beta2 {b2:g} (Adam's step is bounded only when "
                            "0 <= beta1 < sqrt(beta2) < 1)")
+    reasons += schedule_above_peak(config)
     reasons += [f"{key}: {why}" for key, why in UNBOUNDED_SWITCHES.items() if _on(config, key)]
     if str(config.get("finetuning_type") or "").strip().lower() == "oft":
         reasons.append("finetuning_type: oft (an orthogonal rotation of the weights, not a bounded sum W + B A)")
     return reasons
+
+
+def _kwarg(kwargs: dict[str, Any], key: str, default: float) -> float:
+    value = kwargs.get(key, default)
+    try:
+        return default if value is None else float(value)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def schedule_above_peak(config: dict[str, Any]) -> list[str]:
+    """Why a scheduler outside :data:`EXACT_SCHEDULES` could set a step's rate above the peak (empty when it
+    cannot): the bound takes such a scheduler's factor as at most 1, which transformers 4.57's lambdas
+    (``optimization.py``) keep only with these ``lr_scheduler_kwargs``: ``polynomial`` (``pct_remaining**power``)
+    with ``power >= 0`` and ``lr_end >= 0``; ``cosine_warmup_with_min_lr`` with ``min_lr_rate`` (or
+    ``min_lr / learning_rate``) and ``warmup_lr_rate`` in [0, 1]; ``warmup_stable_decay`` with ``min_lr_ratio`` in
+    [0, 1] (its factor after the decay is ``min_lr_ratio`` itself); ``inverse_sqrt`` with ``timescale > 0``.
+    ``cosine_with_restarts`` and ``reduce_lr_on_plateau`` stay at or below 1 for any value (torch refuses a
+    plateau factor >= 1). A run whose factor rose above 1 without logging it would move farther than the
+    bound, so validation refuses such kwargs (red team B6 through a session, issue 39)."""
+    kind = str(config.get("lr_scheduler_type") or "linear").strip().lower()
+    kwargs, lr = _kwargs(config), _float(config, "learning_rate", 5e-5)
+    unit = {"cosine_warmup_with_min_lr": ("min_lr_rate", "warmup_lr_rate"),
+            "warmup_stable_decay": ("min_lr_ratio",)}.get(kind, ())
+    values = {key: _kwarg(kwargs, key, 0.0) for key in unit if key in kwargs}
+    if kind == "cosine_warmup_with_min_lr" and "min_lr" in kwargs:
+        values["min_lr / learning_rate"] = _kwarg(kwargs, "min_lr", 0.0) / lr if lr > 0 else math.nan
+    bad = [f"{key} {value:g}" for key, value in values.items() if not 0 <= value <= 1]
+    if kind == "polynomial":
+        bad += [f"{key} {value:g}" for key, value in (("power", _kwarg(kwargs, "power", 1.0)),
+                                                      ("lr_end", _kwarg(kwargs, "lr_end", 1e-7))) if not value >= 0]
+    if kind == "inverse_sqrt" and kwargs.get("timescale") is not None and not _kwarg(kwargs, "timescale", 1) > 0:
+        bad.append(f"timescale {kwargs.get('timescale')}")
+    if not bad:
+        return []
+    return [f"lr_scheduler_type: {kind} with lr_scheduler_kwargs {', '.join(bad)} (a step's learning rate could "
+            "rise above learning_rate, which the integrity guard's bound takes as every step's most)"]
 
 
 def adam_factor(steps: np.ndarray, b1: float, b2: float) -> np.ndarray:
@@ -323,7 +361,9 @@ def refusal(config: dict[str, Any]) -> tuple[str, str] | None:
             "never become the best: " + "; ".join(reasons),
             f"Use optim: {' or '.join(BOUNDED_OPTIMIZERS)} (the default is {DEFAULT_OPTIM}) with adam_beta1 < "
             "sqrt(adam_beta2), and drop " + ", ".join(k for k in UNBOUNDED_SWITCHES if _on(config, k))
-            + (" and finetuning_type: oft" if "finetuning_type: oft" in " ".join(reasons) else "") + ".")
+            + (" and finetuning_type: oft" if "finetuning_type: oft" in " ".join(reasons) else "")
+            + ("; keep lr_scheduler_kwargs so no step's rate exceeds learning_rate" if schedule_above_peak(config)
+               else "") + ".")
 
 
 def optimizer_rule() -> str:

@@ -78,3 +78,54 @@ def test_the_bound_holds_and_is_attained_by_the_real_optimizers(tools_python: Pa
         if case["optim"].startswith("adamw") and not case.get("weight_decay"):
             assert min(ratios) >= 0.995, (case, min(ratios))  # attained: the exact worst case
     assert runs[0]["fused"] is True  # transformers' default optimizer on torch >= 2.8 is the fused AdamW
+
+
+FACTORS = r'''
+import json, sys
+import torch
+from transformers import get_scheduler
+
+out = []
+for case in json.loads(sys.argv[1]):
+    opt = torch.optim.AdamW([torch.nn.Parameter(torch.zeros(1))], lr=case["learning_rate"])
+    sched = get_scheduler(case["lr_scheduler_type"], opt, num_warmup_steps=case["warmup_steps"],
+                          num_training_steps=case["steps"], scheduler_specific_kwargs=case["kwargs"])
+    rates = []
+    for step in range(case["steps"]):
+        rates.append(opt.param_groups[0]["lr"])  # the rate this step uses
+        opt.step()
+        if step < case["steps"] - 1:  # (polynomial with power < 0 divides by zero at the horizon)
+            sched.step()
+    out.append(max(abs(r) for r in rates) / case["learning_rate"])
+print(json.dumps(out))
+'''
+
+# (lr_scheduler_type, lr_scheduler_kwargs): the bound takes these schedulers' factors as at most 1
+SCHEDULES = [
+    ("polynomial", {}), ("polynomial", {"power": 2.0, "lr_end": 0.0}), ("polynomial", {"power": -2.0}),
+    ("polynomial", {"lr_end": -0.05}),
+    ("cosine_with_restarts", {"num_cycles": 7}), ("inverse_sqrt", {}), ("inverse_sqrt", {"timescale": 3}),
+    ("warmup_stable_decay", {"num_decay_steps": 20, "min_lr_ratio": 0.1}),
+    ("warmup_stable_decay", {"num_decay_steps": 20, "min_lr_ratio": 20.0}),
+    ("cosine_warmup_with_min_lr", {"min_lr": 1e-4}), ("cosine_warmup_with_min_lr", {"min_lr": 0.5}),
+    ("cosine_warmup_with_min_lr", {"min_lr_rate": 0.1, "warmup_lr_rate": 4.0}),
+]
+
+
+def test_validation_accepts_exactly_the_schedules_whose_real_factor_stays_at_most_one(tools_python: Path) -> None:
+    """transformers' own schedulers: a scheduler the bound does not compute is accepted (no CONFIG refusal) only
+    where its real factor never rose above 1 in the run (issue 39, red team B6 through a session)."""
+    from ftagent.integrity.movement import schedule_above_peak
+
+    cases = [{"lr_scheduler_type": kind, "kwargs": kwargs, "learning_rate": 1e-2, "warmup_steps": 5, "steps": 60}
+             for kind, kwargs in SCHEDULES]
+    result = subprocess.run([str(tools_python), "-c", FACTORS, json.dumps(cases)], capture_output=True, text=True,
+                            timeout=600, check=False)
+    assert result.returncode == 0, result.stderr[-3000:]
+    peaks = json.loads(result.stdout.strip().splitlines()[-1])
+    for case, peak in zip(cases, peaks, strict=True):
+        refused = schedule_above_peak({"learning_rate": case["learning_rate"], "warmup_steps": 5,
+                                       "lr_scheduler_type": case["lr_scheduler_type"],
+                                       "lr_scheduler_kwargs": case["kwargs"]})
+        print(case["lr_scheduler_type"], case["kwargs"], f"largest |factor| {peak:.4g}", "refused" if refused else "")
+        assert bool(refused) == (peak > 1 + 1e-9), (case, peak, refused)

@@ -164,9 +164,24 @@ def test_the_budget_follows_the_runs_schedule():
     ({"optim": "adamw_bnb_8bit"}, "optim: adamw_bnb_8bit"), ({"use_galore": True}, "use_galore"),
     ({"use_badam": True}, "use_badam"), ({"pissa_init": True}, "pissa_init"),
     ({"finetuning_type": "oft"}, "finetuning_type: oft"), ({"adam_beta1": 0.99, "adam_beta2": 0.95}, "adam_beta1"),
+    # schedules whose factor rises above 1 (the bound takes every such scheduler's factor as at most 1)
+    ({"lr_scheduler_type": "polynomial", "lr_scheduler_kwargs": {"power": -2.0}}, "power -2"),
+    ({"lr_scheduler_type": "polynomial", "lr_scheduler_kwargs": {"lr_end": -1.0}}, "lr_end -1"),
+    ({"lr_scheduler_type": "warmup_stable_decay", "lr_scheduler_kwargs": {"num_decay_steps": 5,
+                                                                          "min_lr_ratio": 50}}, "min_lr_ratio 50"),
+    ({"lr_scheduler_type": "cosine_warmup_with_min_lr", "lr_scheduler_kwargs": '{"min_lr": 0.5}'},
+     "min_lr / learning_rate"),
+    ({"lr_scheduler_type": "cosine_warmup_with_min_lr", "lr_scheduler_kwargs": {"min_lr_rate": 0.1,
+                                                                                "warmup_lr_rate": 3}}, "warmup_lr_rate 3"),
+    ({"lr_scheduler_type": "inverse_sqrt", "lr_scheduler_kwargs": {"timescale": -100}}, "timescale -100"),
 ])
 def test_validation_refuses_an_optimizer_the_guard_cannot_bound(tmp_path, config, key):
     assert unbounded({"optim": "adamw_torch", "finetuning_type": "lora"}) == []
+    for kind, kwargs in (("polynomial", {"power": 2.0, "lr_end": 0}), ("cosine_with_restarts", {"num_cycles": 7}),
+                         ("warmup_stable_decay", {"num_decay_steps": 5, "min_lr_ratio": 0.1}),
+                         ("cosine_warmup_with_min_lr", {"min_lr": 1e-5}), ("inverse_sqrt", {"timescale": 10}),
+                         ("cosine_with_min_lr", {"min_lr_rate": 3.0})):  # the last computed exactly, any rate
+        assert unbounded({"learning_rate": 1e-4, "lr_scheduler_type": kind, "lr_scheduler_kwargs": kwargs}) == []
     assert key in " ".join(unbounded(config))
     ws = tmp_path / "ws"
     ws.mkdir()
