@@ -243,7 +243,7 @@ def demo(
 
 def exit_for(summary) -> None:
     """The exit code of a session's ending (docs/reliability.md, "Exit codes"): 0 for a session that has a
-    scored model (``completed``, ``timeout``, ``budget``) or paused (``step_limit``); else the error line and
+    scored model (``completed``, ``saturated``, ``timeout``, ``budget``) or paused (``step_limit``); else the error line and
     128 + signal (interrupted), 1 (env_error), 3 (no_progress), 4 (no_model)."""
     from ftagent.finetune.lifecycle import interrupt_exit_code
 

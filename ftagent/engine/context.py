@@ -13,7 +13,17 @@ from ftagent.engine.events import _Event
 from ftagent.engine.session import LoopState, S, Session, SessionState
 
 SessionStatus = Literal["completed", "timeout", "step_limit", "budget", "env_error", "interrupted", "no_progress",
-                        "no_model"]
+                        "no_model", "saturated"]
+
+
+@dataclass(frozen=True)
+class Halt:
+    """A loop guard's answer that ends the session with a status of its own (not ``timeout``): ``saturated``, the
+    best scores the metric's maximum so no later loop can replace it (the fine-tuning app's
+    :func:`ftagent.finetune.saturation.saturation_guard`). The loops in flight finish; the finish step runs."""
+
+    status: SessionStatus
+    message: str
 
 
 @dataclass

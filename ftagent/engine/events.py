@@ -44,7 +44,7 @@ class SessionStart(_Event):
 class SessionEnd(_Event):
     type: Literal["session_end"] = "session_end"
     status: Literal["completed", "timeout", "step_limit", "budget", "env_error", "interrupted", "no_progress",
-                    "no_model", "failed"]  # failed: a crash after the session existed (finetune.app writes it)
+                    "no_model", "saturated", "failed"]  # failed: a crash after the session existed (finetune.app writes it)
     message: str = ""
 
 

@@ -6,7 +6,8 @@ A *workflow* is an ordered list of named steps plus the name of its feedback ste
 * stops on ``loop_n`` (total loops in the session), ``step_n`` (steps in this invocation) or the
   wall-clock ``timeout`` (checked between steps and handed to every step as a deadline); before a loop
   starts it asks ``loop_guard`` (the fine-tuning app's re-forecast: a loop that cannot finish before the
-  deadline is not started, and the session ends ``timeout``, issue 43);
+  deadline is not started, and the session ends ``timeout``, issue 43; a guard's :class:`Halt` ends it with
+  the Halt's status: ``saturated`` when the best scores the metric's maximum and no later loop can replace it);
 * lets a step return :class:`Goto` to jump back (validate → code) at most ``goto_caps[target]``
   times per loop; past the cap the loop fails and goes to feedback;
 * turns any exception from a step into a :class:`StepFailure` and jumps to the feedback step; only
@@ -36,7 +37,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
 from ftagent.core.errors import BudgetExhausted, EnvironmentFailure, ErrorType, StepFailure
-from ftagent.engine.context import Goto, SessionStatus, StepContext, StepFn
+from ftagent.engine.context import Goto, Halt, SessionStatus, StepContext, StepFn
 from ftagent.engine.events import LoopEnd, Message, SessionEnd
 from ftagent.engine.session import LoopState, S, Session, SessionState
 from ftagent.engine.steps import run_step
@@ -134,7 +135,7 @@ class LoopEngine(Generic[S]):
         timeout_s: float | None = None,
         clock: Callable[[], float] = time.time,
         finish: Callable[[StepContext[S]], None] | None = None,
-        loop_guard: Callable[[StepContext[S]], str | None] | None = None,
+        loop_guard: Callable[[StepContext[S]], str | Halt | None] | None = None,
         pool: SlotPool | None = None,
         interrupt: Callable[[], None] | None = None,
     ) -> None:
@@ -142,7 +143,8 @@ class LoopEngine(Generic[S]):
         self.pool = pool  # K trials at once (ftagent.engine.parallel); None: one loop at a time
         self.interrupt = interrupt  # ends the running tool processes when trials at once are interrupted
         self.finish = finish  # run once before session_end when the loops completed (a final evaluation)
-        # asked before a loop starts: a reason not to start it (it cannot finish before --timeout), or None
+        # asked before a loop starts: a reason not to start it (it cannot finish before --timeout: ends ``timeout``;
+        # a Halt: ends with the Halt's status, e.g. ``saturated``), or None
         self.loop_guard = loop_guard
         self.session = session
         self.events = session.events
@@ -205,7 +207,7 @@ class LoopEngine(Generic[S]):
             if state.step_index == 0 and self.loop_guard is not None:
                 why = self.loop_guard(ctx)
                 if why:
-                    status, message = "timeout", why
+                    status, message = (why.status, why.message) if isinstance(why, Halt) else ("timeout", why)
                     break
             if state.current is None or state.current.index != state.loop_index:
                 state.current = self.workflow.new_loop(state.loop_index)
@@ -235,7 +237,7 @@ class LoopEngine(Generic[S]):
             status, message = "no_progress", stuck
         elif status in _NEEDS_A_RESULT and not self.workflow.produced_result(state):
             status, message = "no_model", no_model(status, message, failures)
-        if self.finish is not None and status in ("completed", "no_progress"):
+        if self.finish is not None and status in ("completed", "no_progress", "saturated"):
             try:
                 self.finish(ctx)
             except KeyboardInterrupt as exc:

@@ -39,7 +39,7 @@ from collections.abc import Callable
 from typing import Any, Generic, Literal
 
 from ftagent.core.errors import BudgetExhausted, EnvironmentFailure, ErrorType, StepFailure
-from ftagent.engine.context import SessionStatus, StepContext
+from ftagent.engine.context import Halt, SessionStatus, StepContext
 from ftagent.engine.events import LoopEnd, Message, StepEnd, TrialStart, _Event
 from ftagent.engine.pools import LocalSlotPool, SlotPool, WholeMachine
 from ftagent.engine.session import LoopState, S, Session, SessionState
@@ -132,8 +132,11 @@ class Scheduler(Generic[S]):
             return "completed", f"{self.state.loop_index} trial(s) done"
         if self.ctx.deadline is not None and e.clock() >= self.ctx.deadline:
             return "timeout", f"time budget of {e.timeout_s or 0:.0f}s used up"
-        if getattr(self, "_guarded", None):  # the application's guard kept the next trial from starting
-            return "timeout", str(self._guarded)
+        guarded = getattr(self, "_guarded", None)  # the application's guard kept the next trial from starting
+        if isinstance(guarded, Halt):  # e.g. saturated: the best is at the metric's maximum
+            return guarded.status, guarded.message
+        if guarded:
+            return "timeout", str(guarded)
         return "timeout", f"time budget of {e.timeout_s or 0:.0f}s left too little for another trial"
 
     def _adopt_current(self) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -298,6 +299,7 @@ def _run(session: Session[FinetuneSessionState], settings: Settings, run: Resolv
             forgetting=guard_for(state.scenario, runner), family_size=slots.k, for_slot=slots.for_slot)
         total = options.loop_n or state.config.get("run", {}).get("loop_n") or 1
         from ftagent.finetune.final_evaluation import final_evaluation
+        from ftagent.finetune.saturation import first_guard, saturation_guard
 
         def finish(ctx: StepContext[FinetuneSessionState]) -> None:  # FT_FINAL_EVAL: the best and the base model on the final item set
             final_evaluation(session, settings, run, runner, ctx.emit, timeout=ctx.limit(ft.benchmark_timeout_s))
@@ -308,7 +310,9 @@ def _run(session: Session[FinetuneSessionState], settings: Settings, run: Resolv
                                     gpus=state.scenario.hardware.gpu_count, emit=session.events.emit, slots=slots.k)
         session.events.subscribe(reforecaster)
         summary = LoopEngine(workflow, session, loop_n=total, step_n=options.step_n, timeout_s=timeout_s,
-                             finish=finish, loop_guard=reforecaster.loop_guard, pool=slots.pool,
+                             finish=finish, pool=slots.pool,
+                             # a best at the metric's maximum ends the session before a re-forecast is asked
+                             loop_guard=first_guard(partial(saturation_guard, loop_n=total), reforecaster.loop_guard),
                              interrupt=end_tool_processes).run()
     finally:
         if gateway is not None:

@@ -22,7 +22,7 @@ from ftagent.views.session_view import LoopView, SessionView
 from ftagent.views.trials import busy_fraction
 
 State = Literal["running", "stopped", "completed", "timeout", "step_limit", "budget", "env_error", "interrupted",
-                "no_progress", "failed"]
+                "no_progress", "no_model", "saturated", "failed"]
 
 
 class Current(BaseModel):

@@ -148,8 +148,8 @@ def sota_rule(view: PlannerView, min_delta: float, rule: str = "interval") -> st
     if at_maximum(view):
         _, score = view.incumbent()
         text += (f" The current best already scores {format_score(score, view.core_metric)}, the metric's maximum: "
-                 "nothing can be gained on the validation split and no later loop can replace it. Aim at a cheaper "
-                 "run (its result is reported beside the best), or use little budget.")
+                 "nothing can be gained on the validation split and no later loop can replace it (a tie keeps it). "
+                 "Once a loop scores it, the session starts no further loop.")
     return text
 
 
