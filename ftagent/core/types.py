@@ -162,6 +162,7 @@ class AnswerProfile(BaseModel):
     items: int  # scored answers: benchmark items × runs (FT_BENCHMARK_NUM_RUNS)
     wrong: int
     top: dict[str, int] = Field(default_factory=dict)  # answer (as scored, clipped) -> items, repeated ones only
+    top_wrong: dict[str, int] = Field(default_factory=dict)  # the same among the answers scored wrong
     runs: int = 1  # answers per item
 
 

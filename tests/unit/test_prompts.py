@@ -444,7 +444,7 @@ def test_saturated_metric_and_validation_size(tmp_path):
     prop = build_proposal_messages(scenario, planner_view(trace), _settings(sota_min_delta=0.5))[0]["content"]
     assert "FT_SOTA_MIN_DELTA = 0.5" in prop and "already scores 100.0 %, the metric's maximum" in prop
     fb = feedback_messages(scenario, _settings(), exp, trace, True)[0]["content"]
-    assert "The score is at the metric's maximum" in fb and "- This experiment: 100.0 %" in fb
+    assert "This experiment scores the metric's maximum" in fb and "- This experiment: 100.0 %" in fb
     assert "by more than FT_SOTA_MIN_DELTA = 0" in fb and "keeps the current best" in fb
     assert "- Why: Validation accuracy 100 beats the baseline (0)" in fb  # the rule's own line (no items: delta)
 

@@ -103,3 +103,80 @@ def test_a_saturated_session_exits_0() -> None:
 
     exit_for(NS(status="saturated", message="stopped early"))  # raises typer.Exit for a non-zero ending
 
+
+def _feedback(tmp_path: Path, exp, trace, decision: bool) -> str:
+    from ftagent.planners.llm.feedback import feedback_messages
+    from tests.unit.test_prompts import _demo_scenario, _settings
+
+    return feedback_messages(_demo_scenario(tmp_path), _settings(), exp, trace, decision)[0]["content"]
+
+
+def _split_trace(score: float, feedback_score: float, wrong: int, samples: list[dict]):
+    from ftagent.core.holdout import Holdout
+    from ftagent.core.trace import Experiment, Trace
+    from ftagent.core.types import AnswerProfile, Hypothesis
+
+    trace = Trace(core_metric="accuracy", direction="max", baseline_val=0.0)
+    trace.holdout = Holdout(seed=1, share=0.7, feedback={"demo_add": [str(i) for i in range(12)]},
+                            selection={"demo_add": [str(i) for i in range(12, 40)]})
+    exp = Experiment(loop=0, val_score=score, hypothesis=Hypothesis(hypothesis="h", task="t"), error_samples=samples,
+                     parts={"feedback": {"count": 12, "score": feedback_score}, "selection": {"count": 28, "score": 0}},
+                     val_answers=AnswerProfile(items=12, wrong=wrong, top={"122": 2, "99": 2},
+                                               top_wrong={"99": 2} if wrong else {}))
+    return trace, exp
+
+
+def test_the_feedback_at_100_percent_says_what_fits(tmp_path: Path) -> None:
+    """r2 req_6/9/13: a 100 % result got "the wrong items below are from it" (none below), "Describe weaknesses as
+    capability patterns", "Use the loss summary … overfitting", and "or that further loops can stop spending budget"
+    with no field to say so. It now says there is nothing wrong to describe, asks what made it work and whether a
+    shorter run would have done, and that the session starts no further loop (the saturation guard)."""
+    trace, exp = _split_trace(100.0, 100.0, 0, [])
+    fb = _feedback(tmp_path, exp, trace, True)
+    assert "- Feedback part (12 items, no wrong item of it to show): 100.0 %" in fb
+    assert "the wrong items below" not in fb and "Describe weaknesses" not in fb and "overfitting" not in fb
+    assert "This experiment scores the metric's maximum: no validation item was scored wrong" in fb
+    assert "The session starts no further loop: the best scores the metric's maximum" in fb
+    assert "can stop spending budget" not in fb
+
+
+def test_wrong_items_only_in_the_hidden_part_are_not_guessed_at(tmp_path: Path) -> None:
+    """r2 req_14: 95 % with every feedback item right and 2 selection items wrong still asked to "Describe weaknesses
+    as capability patterns" of "the wrong items below" (none). It says nothing can be known of which items failed."""
+    trace, exp = _split_trace(95.0, 100.0, 0, [])
+    fb = _feedback(tmp_path, exp, trace, False)
+    assert "Describe weaknesses" not in fb and "the wrong items below" not in fb
+    assert "nothing is known about which items failed: do not guess weaknesses" in fb
+    assert "The session starts no further loop" not in fb and "This experiment scores the metric's maximum" not in fb
+    sample = {"question": "What is 10 + 11?", "gold": "21", "model_output": "\\boxed{99}"}
+    trace, exp = _split_trace(80.0, 83.3, 2, [sample, sample])
+    fb = _feedback(tmp_path, exp, trace, False)
+    assert "- Feedback part (12 items, the wrong items below are from it): 83.3" in fb
+    assert "Describe weaknesses as capability" in fb and "do not guess weaknesses" not in fb
+
+
+def test_the_answer_profile_names_only_wrong_answers(tmp_path: Path) -> None:
+    """r2 req_6: "0 of the 12 validation items were scored wrong" beside "answers given more than once … "122" × 2"
+    told the planner two gold answers of the feedback part. Only answers scored wrong are named (the wrong items
+    show those already); a collapse to one output is still said. The profile is read from a real OpenCompass
+    results folder."""
+    from ftagent.core.types import AnswerProfile
+    from ftagent.planners.llm.feedback import answer_profile
+    from ftagent.planners.llm.view import PlannerExperiment
+
+    right = answer_profile(PlannerExperiment(loop=0, val_answers=AnswerProfile(items=12, wrong=0, top={"122": 2})))
+    assert right == "- 0 of the 12 validation items were scored wrong" and "122" not in right
+    some = answer_profile(PlannerExperiment(loop=0, val_answers=AnswerProfile(
+        items=12, wrong=5, top={"122": 4, "7": 3}, top_wrong={"7": 3})))
+    assert '- wrong answers given more than once (as scored), most frequent first: "7" × 3' in some
+    assert "122" not in some
+    collapsed = answer_profile(PlannerExperiment(loop=0, val_answers=AnswerProfile(
+        items=40, wrong=38, top={"122": 40}, top_wrong={"122": 38})))
+    assert '"122" × 38' in collapsed and "collapsed to one output" in collapsed
+    from ftagent.tools.opencompass import parse
+    from tests.unit.test_oc_parse import FIX
+
+    real = parse.prediction_profile(parse.latest_run(FIX / "runs_passk"), "validation")
+    assert real is not None and real.top == {"133": 2, "7": 2} and real.top_wrong == {"7": 2}  # '133' was right
+    text = answer_profile(PlannerExperiment(loop=0, val_answers=real))
+    assert '"7" × 2' in text and "133" not in text

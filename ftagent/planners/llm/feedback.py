@@ -130,7 +130,8 @@ def feedback_messages(scenario: ScenarioInfo, settings: Any, experiment: Experim
         from ftagent.planners.llm.numbers import format_score
 
         metric = view.core_metric
-        lines = [f"- This experiment: {format_score(exp.val_score, metric)}", *_part_lines(exp, metric),
+        shown = bool(exp.error_samples)
+        lines = [f"- This experiment: {format_score(exp.val_score, metric)}", *_part_lines(exp, metric, shown),
                  f"- {who}: {format_score(incumbent_score, metric)}",
                  f"- Decision by the numbers (final, not yours to change): {'new best' if decision else 'not better'}",
                  f"- Why: {short_paths(_verdict(experiment, trace, settings))}",
@@ -157,24 +158,30 @@ def feedback_messages(scenario: ScenarioInfo, settings: Any, experiment: Experim
 
     top = metric_maximum(view.core_metric, view.direction)
     saturated = top is not None and exp.val_score is not None and exp.val_score >= top - 1e-9
+    best_loop, best_score = view.incumbent()
+    # the session's saturation guard (ftagent.finetune.saturation) starts no loop after a best at the maximum
+    session_stops = not failed and top is not None and (
+        (saturated and decision) or (best_loop is not None and best_score is not None and best_score >= top - 1e-9))
     from ftagent.integrity.verdict import CHECK_KINDS, flag_parts
 
     kinds = [CHECK_KINDS.get(flag_parts(f)[0]) for f in exp.integrity_flags]
     answer = render("feedback_error" if failed else "feedback_success", force_think_token=think,
-                    internal=internal, saturated=saturated, error_types=", ".join(REPORTED_TYPES),
+                    internal=internal, saturated=saturated, session_stops=session_stops,
+                    wrong_shown=bool(exp.error_samples), error_types=", ".join(REPORTED_TYPES),
                     integrity=bool(kinds), integrity_yours=any(k is None or k.by_experiment for k in kinds),
                     evaluation_suspect=not failed and gold_matches(exp.error_samples) is not None)
     sections.append(text_part("answer", "Answer", answer, required=True))
     return [{"role": "user", "content": fit(sections, settings).text}]
 
 
-def _part_lines(exp: Any, metric: str) -> list[str]:
-    """The two parts' scores of validation (issue 39 item 5): which one the shown items come from, which decides."""
+def _part_lines(exp: Any, metric: str, shown: bool) -> list[str]:
+    """The two parts' scores of validation (issue 39 item 5): which one the shown items come from (relay round
+    r2: "the wrong items below are from it" under a 100 % result, with none below), which decides."""
     from ftagent.planners.llm.numbers import format_score
 
     parts = getattr(exp, "parts", None) or {}
     out = []
-    for part, what in (("feedback", "the wrong items below are from it"),
+    for part, what in (("feedback", "the wrong items below are from it" if shown else "no wrong item of it to show"),
                        ("selection", "never shown to you; it alone decides")):
         found = parts.get(part)
         if found:
@@ -211,10 +218,19 @@ def answer_profile(exp: Any) -> str:
                  f"items × {answers.runs} runs) were scored wrong"]
     else:
         lines = [f"- {answers.wrong} of the {answers.items} validation items were scored wrong"]
+    # relay round r2: right answers given twice ("122" × 2 beside "0 of the 12 items were scored wrong") told the
+    # planner two gold answers of the feedback part; only wrong answers are named (what the wrong items show), and
+    # a collapse's one output (the diagnosis itself; a constant tells no more than the constant-answer baseline)
+    if answers.top_wrong:
+        top = "; ".join(f"{_quoted(text)} × {n}" for text, n in answers.top_wrong.items())
+        lines.append(f"- wrong answers given more than once (as scored), most frequent first: {top}")
     if answers.top:
-        top = "; ".join(f"{json.dumps(text, ensure_ascii=False)}{' (empty)' if not text else ''} × {n}"
-                        for text, n in answers.top.items())
-        lines.append(f"- answers given more than once (as scored), most frequent first: {top}")
-        if next(iter(answers.top.values())) >= 0.9 * answers.items:
-            lines.append("- nearly every item got the same answer: the model has collapsed to one output")
+        text, n = next(iter(answers.top.items()))
+        if n >= 0.9 * answers.items:
+            lines.append(f"- nearly every item got the same answer, {_quoted(text)} × {n}: the model has collapsed to "
+                         "one output")
     return "\n".join(lines)
+
+
+def _quoted(text: str) -> str:
+    return json.dumps(text, ensure_ascii=False) + ("" if text else " (empty)")

@@ -241,8 +241,9 @@ PREDICTION_CHARS = 60
 
 def prediction_profile(run: Path, split: str | None = None, keep: ItemFilter | None = None) -> AnswerProfile | None:
     """How the model answered ``split``: scored answers, wrong ones, and the predictions (as scored,
-    whitespace collapsed, clipped) given most often, only those given more than once; None without
-    scored answers.
+    whitespace collapsed, clipped) given most often, only those given more than once, among all answers
+    (``top``: a constant answer is a collapse) and among the wrong ones (``top_wrong``: what the planner is
+    shown, since a right answer given twice is two items' gold); None without scored answers.
 
     With ``n`` runs every item counts ``n`` times (one answer per run), so ``1 - wrong / items`` is
     the runs average OpenCompass reports. A model that answers everything the same way (a constant
@@ -250,19 +251,24 @@ def prediction_profile(run: Path, split: str | None = None, keep: ItemFilter | N
     """
     items = wrong = 0
     counts: Counter[str] = Counter()
+    wrong_counts: Counter[str] = Counter()
     distinct: set[tuple[Any, Any]] = set()
     for abbr, index, det, p in _scored(run, split):
         if keep is not None and not keep(abbr, item_id(index, det)):
             continue
         items += 1
         distinct.add((abbr, index))
-        wrong += not is_correct(det)
         pred = _first(det.get("pred", p.get("prediction")))
         text = " ".join(str(pred if pred is not None else "").split())
-        counts[text if len(text) <= PREDICTION_CHARS else text[:PREDICTION_CHARS] + "…"] += 1
+        text = text if len(text) <= PREDICTION_CHARS else text[:PREDICTION_CHARS] + "…"
+        counts[text] += 1
+        if not is_correct(det):
+            wrong += 1
+            wrong_counts[text] += 1
     top = {text: n for text, n in counts.most_common(TOP_PREDICTIONS) if n > 1}
+    top_wrong = {text: n for text, n in wrong_counts.most_common(TOP_PREDICTIONS) if n > 1}
     runs = max(1, round(items / len(distinct))) if distinct else 1
-    return AnswerProfile(items=items, wrong=wrong, top=top, runs=runs) if items else None
+    return AnswerProfile(items=items, wrong=wrong, top=top, top_wrong=top_wrong, runs=runs) if items else None
 
 
 def read_predictions(run: Path, split: str | None = None) -> dict[str, dict[str, Any]]:
