@@ -208,7 +208,8 @@ def test_every_prompt_carries_its_facts(demo):
         assert "/models/builtin" not in p[step], step  # no host path: the system sets model_name_or_path
     for step in ("propose", "config"):
         assert "| `lora` | yes | CPU | 5.9 MB | the whole context (512) |" in p[step], step  # a memory table row
-        assert "| `full` + `disable_gradient_checkpointing: true` | yes | CPU | 8.9 MB |" in p[step], step
+        assert "| `full` | yes | CPU | 8.9 MB |" in p[step], step
+        assert "gradient checkpointing, the default" not in p[step], step  # relay r2: a row the CPU never runs
         assert "qlora" not in p[step] and "full_gc" not in p[step] and "10.0 MB" not in p[step], step
         assert "CPU only: 2 cores, 24 GiB RAM" in p[step]
     for name in ("learning_rate", "finetuning_type", "lora_rank", "cutoff_len", "per_device_train_batch_size"):

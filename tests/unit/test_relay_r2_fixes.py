@@ -180,3 +180,28 @@ def test_the_answer_profile_names_only_wrong_answers(tmp_path: Path) -> None:
     assert real is not None and real.top == {"133": 2, "7": 2} and real.top_wrong == {"7": 2}  # '133' was right
     text = answer_profile(PlannerExperiment(loop=0, val_answers=real))
     assert '"7" × 2' in text and "133" not in text
+
+
+def test_the_cpu_config_prompt_offers_only_what_runs_and_says_who_sets_optim_and_seed(tmp_path: Path) -> None:
+    """r2 req_4/8: the memory table offered "`full` (gradient checkpointing, the default)", which the CPU run never
+    uses (the system sets disable_gradient_checkpointing: true); the writer switched to adamw_torch "defensively"
+    (fused AdamW runs on this CPU torch: torch.optim.AdamW(fused=True) steps on torch 2.13+cpu, checked in the tool
+    env); and could not tell whether `seed` was the system's (it is a value key, kept as written:
+    tools/llamafactory/planner_keys.py)."""
+    from ftagent.core.hardware import GPUInfo, HardwareInfo
+    from ftagent.core.settings import FTSettings, LLMSettings, PathSettings, Settings
+    from ftagent.core.types import Hypothesis
+    from ftagent.planners.llm.code_messages import config_messages
+    from tests.unit.test_prompts import _demo_scenario
+
+    scenario = _demo_scenario(tmp_path)
+    settings = Settings(FTSettings(), LLMSettings(), PathSettings())
+    text = config_messages(scenario, settings, Hypothesis(hypothesis="h", task="t"))[0]["content"]
+    table = text.split("## Memory estimate", 1)[1].split("\n#", 1)[0]
+    assert "| `full` | yes | CPU |" in table and "gradient checkpointing, the default" not in table
+    assert "on CPU the system always disables gradient checkpointing" in table
+    assert "`adamw_torch_fused` (the default) runs on this CPU too" in text
+    assert "`seed` (default 42) is yours and kept as written" in text
+    scenario.hardware = HardwareInfo(gpus=[GPUInfo(index=0, name="H100", memory_total_gb=80.0, memory_used_gb=0.0)])
+    gpu = config_messages(scenario, settings, Hypothesis(hypothesis="h", task="t"))[0]["content"]
+    assert "runs on this CPU too" not in gpu and "`seed` (default 42) is yours" in gpu

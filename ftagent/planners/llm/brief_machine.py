@@ -71,6 +71,8 @@ def memory_table(memory: dict[str, Any], context: int | None) -> list[MemoryRow]
     for m in memory.get("methods") or []:
         if cpu and m.get("method") == "qlora":
             continue  # bitsandbytes 4-bit needs CUDA: not an option without a GPU
+        if cpu and m.get("method") == "full_gc":
+            continue  # relay round r2: the system sets disable_gradient_checkpointing: true on CPU, so never run
         seq = int(m.get("max_seq_len") or 0)
         if not m.get("fits"):
             max_seq = "does not fit"
@@ -79,6 +81,7 @@ def memory_table(memory: dict[str, Any], context: int | None) -> list[MemoryRow]
         else:
             max_seq = f"{seq:,}"
         method = str(m.get("method", "?"))
-        rows.append(MemoryRow(method=METHOD_LABELS.get(method, method), fits=bool(m.get("fits")), launch=_launch(m, memory),
+        label = "`full`" if cpu and method == "full" else METHOD_LABELS.get(method, method)  # the key is the system's
+        rows.append(MemoryRow(method=label, fits=bool(m.get("fits")), launch=_launch(m, memory),
                               static=format_gb(float(m.get("static_gb_per_gpu") or 0)), max_seq=max_seq))
     return rows

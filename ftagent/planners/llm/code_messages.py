@@ -135,7 +135,8 @@ def config_messages(scenario: ScenarioInfo, settings: Any, hypothesis: Hypothesi
         text_part("fixed", "Fixed values and rules", render(
             "config_coder", template=scenario.model_info.template, managed=managed, optimizer_rule=optimizer_rule(),
             max_position_embeddings=scenario.model_info.max_position_embeddings or "unknown",
-            force_think_token=think), required=True),
+            force_think_token=think, cpu_only=scenario.hardware.gpu_count == 0, trl=stage.trainer == "trl"),
+            required=True),
     ]
     stats = debug_data_stats(workspace, scenario.base_model_path) if workspace is not None else ""
     rule = f"- {steps_rule(scenario.hardware.gpu_count)}"
