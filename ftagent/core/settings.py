@@ -140,6 +140,10 @@ class FTSettings(BaseSettings):
         "interval", description="interval: a candidate becomes SOTA only when the lower bound of the 95 % paired "
                                 "bootstrap interval of its validation gain is above FT_SOTA_MIN_DELTA (delta rule "
                                 "when no interval exists); delta: its point gain is (docs/benchmarks.md)")
+    stop_at_maximum: bool = Field(
+        True, description="end the session once the best loop scores the metric's maximum on validation: no later "
+                          "loop could replace it (every best rule needs a gain; a tie keeps the best). false: run "
+                          "every loop of --loop-n (docs/llm.md, A saturated best)")
     selection_share: float = Field(
         0.7, gt=0.0, lt=1.0, description="share of each validation sub-dataset's items in the selection part: never "
                                          "shown to the planner, it alone decides SOTA; the rest is the feedback part "

@@ -312,7 +312,8 @@ def _run(session: Session[FinetuneSessionState], settings: Settings, run: Resolv
         summary = LoopEngine(workflow, session, loop_n=total, step_n=options.step_n, timeout_s=timeout_s,
                              finish=finish, pool=slots.pool,
                              # a best at the metric's maximum ends the session before a re-forecast is asked
-                             loop_guard=first_guard(partial(saturation_guard, loop_n=total), reforecaster.loop_guard),
+                             loop_guard=first_guard(*([partial(saturation_guard, loop_n=total)]
+                                                      if ft.stop_at_maximum else []), reforecaster.loop_guard),
                              interrupt=end_tool_processes).run()
     finally:
         if gateway is not None:

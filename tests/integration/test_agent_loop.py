@@ -55,6 +55,7 @@ def _assert_no_test_text(texts: list[str], questions: list[str]) -> None:
 
 def test_heuristic_demo_beats_the_baseline(workdir, monkeypatch):
     monkeypatch.setenv("FT_BENCHMARK_LIMIT", "30")
+    monkeypatch.setenv("FT_STOP_AT_MAXIMUM", "false")  # three loops judged, even after a 100 % best
     monkeypatch.setenv("FT_UPPER_DATA_SIZE_LIMIT", "5000")
     summary = run_finetune(FinetuneOptions(benchmark="demo_add", base_model="builtin/tiny-qwen2", loop_n=3))
     assert summary.status == "completed" and summary.loops_done == 3

@@ -106,6 +106,7 @@ def test_llm_planner_repairs_trains_and_improves(workdir, monkeypatch):
         monkeypatch.setenv("OPENAI_API_KEY", "sk-test-relay-000000")
         monkeypatch.setenv("CHAT_STREAM", "true")
         monkeypatch.setenv("FT_BENCHMARK_LIMIT", "30")
+        monkeypatch.setenv("FT_STOP_AT_MAXIMUM", "false")  # both loops run, even after a 100 % best
         monkeypatch.setenv("FT_UPPER_DATA_SIZE_LIMIT", "5000")
         # the SOTA bookkeeping below is the point-gain rule's: on 30 items a second loop's gain over the first
         # is rarely significant (FT_SOTA_RULE=interval is exercised by test_agent_loop and test_stats_intervals)

@@ -54,7 +54,7 @@ final_eval: none
 def _env(root: Path, tools_env: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("FT_", "CHAT_", "OPENAI_"))}
     env.update(FT_FILE_PATH=str(root / "files"), LOG_PATH=str(root / "log"), WORKSPACE_PATH=str(root / "ws"),
-               FT_TOOLS_ENV=str(tools_env), FT_ENV_TYPE="local", FT_BENCHMARK_LIMIT="20",
+               FT_TOOLS_ENV=str(tools_env), FT_ENV_TYPE="local", FT_BENCHMARK_LIMIT="20", FT_STOP_AT_MAXIMUM="false",
                FT_UPPER_DATA_SIZE_LIMIT="200", PYTHONUNBUFFERED="1")
     return env
 

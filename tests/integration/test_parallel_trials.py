@@ -78,7 +78,8 @@ def _span(events: list, loop: int, step: str) -> tuple[float, float]:
 
 def test_two_trials_overlap_and_a_sigkill_mid_round_resumes_without_rerunning_the_finished_one(
         tmp_path: Path, tools_env: Path) -> None:
-    env = {**_env(tmp_path, tools_env), "FT_PARALLEL_TRIALS": "2", "FT_BENCHMARK_LIMIT": "20"}
+    env = {**_env(tmp_path, tools_env), "FT_PARALLEL_TRIALS": "2", "FT_BENCHMARK_LIMIT": "20",
+           "FT_STOP_AT_MAXIMUM": "false"}
     proc = _start(tmp_path, env, *COMMAND)
     seen: dict[int, object] = {}
     deadline = time.monotonic() + RUN_TIMEOUT_S

@@ -55,7 +55,7 @@ def plateau_session(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tools_env: 
     for key, value in {"FT_FILE_PATH": tmp_path / "files", "LOG_PATH": tmp_path / "log",
                        "WORKSPACE_PATH": tmp_path / "ws", "FT_TOOLS_ENV": tools_env, "FT_ENV_TYPE": "local",
                        "FT_PLANNER": "heuristic", "FT_BENCHMARK_LIMIT": 10, "FT_UPPER_DATA_SIZE_LIMIT": 2000,
-                       "FT_FINAL_EVAL": "none"}.items():
+                       "FT_FINAL_EVAL": "none", "FT_STOP_AT_MAXIMUM": "false"}.items():
         monkeypatch.setenv(key, str(value))
     monkeypatch.setattr(heuristic, "PROBE_STEPS", PROBE_STEPS)
     monkeypatch.setattr(heuristic, "MAX_STEPS_CAP", PROBE_STEPS)

@@ -45,7 +45,8 @@ def _env(root: Path, tools_env: Path) -> dict[str, str]:
            if k not in ("CHAT_MODEL", "OPENAI_API_KEY", "OPENAI_API_BASE", "CHAT_STREAM")}
     env.update(FT_FILE_PATH=str(root / "files"), LOG_PATH=str(root / "log"), WORKSPACE_PATH=str(root / "ws"),
                FT_TOOLS_ENV=str(tools_env), FT_PLANNER="heuristic", FT_STAGES="dpo,grpo", FT_BENCHMARK_LIMIT="10",
-               FT_UPPER_DATA_SIZE_LIMIT="100", FT_FINAL_EVAL="none", PYTHONUNBUFFERED="1")
+               FT_UPPER_DATA_SIZE_LIMIT="100", FT_FINAL_EVAL="none", PYTHONUNBUFFERED="1",
+               FT_STOP_AT_MAXIMUM="false")
     return env
 
 

@@ -205,3 +205,23 @@ def test_the_cpu_config_prompt_offers_only_what_runs_and_says_who_sets_optim_and
     scenario.hardware = HardwareInfo(gpus=[GPUInfo(index=0, name="H100", memory_total_gb=80.0, memory_used_gb=0.0)])
     gpu = config_messages(scenario, settings, Hypothesis(hypothesis="h", task="t"))[0]["content"]
     assert "runs on this CPU too" not in gpu and "`seed` (default 42) is yours" in gpu
+
+
+def test_with_stop_at_maximum_off_the_prompts_do_not_promise_an_early_end(tmp_path: Path) -> None:
+    """FT_STOP_AT_MAXIMUM=false runs every loop of --loop-n (the session's loop_guard has no saturation guard):
+    the feedback and the best rule then say so instead of "the session starts no further loop"."""
+    from ftagent.planners.llm.feedback import feedback_messages
+    from ftagent.planners.llm.propose import sota_rule_of
+    from ftagent.planners.llm.view import planner_view
+    from tests.unit.test_prompts import _demo_scenario, _settings
+
+    trace, exp = _split_trace(100.0, 100.0, 0, [])
+    settings = _settings(stop_at_maximum=False)
+    fb = feedback_messages(_demo_scenario(tmp_path), settings, exp, trace, True)[0]["content"]
+    assert "This experiment scores the metric's maximum" in fb
+    assert "starts no further loop" not in fb
+    trace.record(exp)
+    trace.sota_loop = exp.loop
+    rule = sota_rule_of(planner_view(trace), settings)
+    assert "no later loop can replace it" in rule and "still runs every loop of --loop-n" in rule, rule
+    assert "starts no further loop" in sota_rule_of(planner_view(trace), _settings())

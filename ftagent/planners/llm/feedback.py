@@ -160,7 +160,7 @@ def feedback_messages(scenario: ScenarioInfo, settings: Any, experiment: Experim
     saturated = top is not None and exp.val_score is not None and exp.val_score >= top - 1e-9
     best_loop, best_score = view.incumbent()
     # the session's saturation guard (ftagent.finetune.saturation) starts no loop after a best at the maximum
-    session_stops = not failed and top is not None and (
+    session_stops = not failed and top is not None and bool(getattr(settings.ft, "stop_at_maximum", True)) and (
         (saturated and decision) or (best_loop is not None and best_score is not None and best_score >= top - 1e-9))
     from ftagent.integrity.verdict import CHECK_KINDS, flag_parts
 

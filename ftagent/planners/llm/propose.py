@@ -124,7 +124,7 @@ def experiment_counts(view: PlannerView) -> str:
             f"{len(exps)}{which} — " + ", ".join(parts))
 
 
-def sota_rule(view: PlannerView, min_delta: float, rule: str = "interval") -> str:
+def sota_rule(view: PlannerView, min_delta: float, rule: str = "interval", stops_at_maximum: bool = True) -> str:
     """How the best is chosen (``FT_SOTA_RULE``, decided by :func:`ftagent.core.sota.decide_sota`), and a
     note when the best already reaches the metric's maximum."""
     from ftagent.planners.llm.numbers import format_score
@@ -148,8 +148,9 @@ def sota_rule(view: PlannerView, min_delta: float, rule: str = "interval") -> st
     if at_maximum(view):
         _, score = view.incumbent()
         text += (f" The current best already scores {format_score(score, view.core_metric)}, the metric's maximum: "
-                 "nothing can be gained on the validation split and no later loop can replace it (a tie keeps it). "
-                 "Once a loop scores it, the session starts no further loop.")
+                 "nothing can be gained on the validation split and no later loop can replace it (a tie keeps it)."
+                 + (" Once a loop scores it, the session starts no further loop." if stops_at_maximum else
+                    " The session still runs every loop of --loop-n (FT_STOP_AT_MAXIMUM=false)."))
     return text
 
 
@@ -163,9 +164,10 @@ def at_maximum(view: PlannerView) -> bool:
 
 
 def sota_rule_of(view: PlannerView, settings: Any) -> str:
-    """:func:`sota_rule` with the session's ``FT_SOTA_RULE`` and ``FT_SOTA_MIN_DELTA``."""
+    """:func:`sota_rule` with the session's ``FT_SOTA_RULE``, ``FT_SOTA_MIN_DELTA`` and ``FT_STOP_AT_MAXIMUM``."""
     ft = getattr(settings, "ft", None)
-    return sota_rule(view, float(getattr(ft, "sota_min_delta", 0.0) or 0.0), str(getattr(ft, "sota_rule", "interval")))
+    return sota_rule(view, float(getattr(ft, "sota_min_delta", 0.0) or 0.0), str(getattr(ft, "sota_rule", "interval")),
+                     bool(getattr(ft, "stop_at_maximum", True)))
 
 
 def build_proposal_messages(scenario: ScenarioInfo, view: PlannerView, settings: Settings,
