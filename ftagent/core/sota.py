@@ -152,8 +152,9 @@ def decide_sota(experiment: Experiment, trace: Trace, *, rule: str = "interval",
         verdict = ("a significant gain" if won else
                    f"not a significant gain (the interval's lower bound is not above {bar})")
         if judgment is not None and judgment.family_size > 1:
+            before = [e.loop for e in round_members(experiment, trace, judgment)]
             verdict = (("a significant gain" if won else f"not a significant gain (not above {bar})")
-                       + f" under {judgment.text()}")
+                       + f" under {judgment.text(experiment.loop, before)}")
         return SotaDecision(decision=won, rule="interval", difference=diff, judgment=judgment,
                             text=f"{head}: {diff.text()}: {verdict}.")
     won = beats(own, incumbent, trace.direction, min_delta)

@@ -47,13 +47,26 @@ class Judgment(BaseModel):
     tail: float | None = None  # the tail whose lower bound had to clear the bar (ALPHA / (m - rank + 1))
     p: float | None = None  # one-sided bootstrap p-value of "no gain above the bar" (None: no interval)
 
-    def text(self) -> str:
-        """``Holm over a round of 4 (rank 1 of 2 judged, lower bound at the 0.625 % tail)``."""
+    def text(self, loop: int | None = None, before: list[int] | None = None) -> str:
+        """``Holm over a round of 2 candidates judged against loop 0: loop 2 and loop 1 (judged before it); rank 1 of
+        the round by its evidence of a gain, lower bound at the 1.25 % tail``.
+
+        ``loop`` is the candidate, ``before`` the round's candidates judged before it (relay round r2: "Holm over a
+        round of 2 candidates (rank 1 …)" under a one-experiment feedback left the reader asking which other
+        candidate, and rank among what); a place not judged yet is said as such (it counts last)."""
         if self.family_size <= 1:
             return ""
-        where = f"rank {self.rank}" if self.rank is not None else "no interval"
+        against = "the baseline" if self.incumbent is None else f"loop {self.incumbent}"
+        who = ""
+        if loop is not None:
+            earlier = [f"loop {i}" for i in sorted(before or [])]
+            pending = self.family_size - 1 - len(earlier)
+            who = (f": loop {loop}" + (f" (judged before it: {', '.join(earlier)})" if earlier else "")
+                   + (f", and {pending} not judged yet (counted last)" if pending > 0 else ""))
+        where = (f"rank {self.rank} of the round by its evidence of a gain" if self.rank is not None
+                 else "no interval")
         tail = f", lower bound at the {100 * self.tail:.3g} % tail" if self.tail is not None else ""
-        return f"Holm over a round of {self.family_size} candidates ({where}{tail})"
+        return f"Holm over a round of {self.family_size} candidates judged against {against}{who}; {where}{tail}"
 
 
 def gains(stats: list[float], direction: str) -> list[float]:

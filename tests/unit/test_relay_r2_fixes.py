@@ -225,3 +225,23 @@ def test_with_stop_at_maximum_off_the_prompts_do_not_promise_an_early_end(tmp_pa
     rule = sota_rule_of(planner_view(trace), settings)
     assert "no later loop can replace it" in rule and "still runs every loop of --loop-n" in rule, rule
     assert "starts no further loop" in sota_rule_of(planner_view(trace), _settings())
+
+
+def test_the_holm_line_names_the_rounds_candidates(tmp_path: Path) -> None:
+    """r2 req_6/9/13/14: "Holm over a round of 2 candidates (rank 1, lower bound at the 1.25 % tail)" under a feedback
+    that describes one experiment: which other candidate, rank among what? The verdict names the incumbent, this
+    loop, the round's loops judged before it, and the places not judged yet."""
+    from ftagent.core.sota import decide_sota
+    from tests.unit.test_sota_family import _border, _exp
+
+    trace, cand = _border(tmp_path)
+    trace.family_size = 2
+    first = _exp(tmp_path, 0, [1.0] * 30 + [0.0] * 70)
+    verdict = decide_sota(first, trace)
+    assert ("under Holm over a round of 2 candidates judged against the baseline: loop 0, and 1 not judged yet "
+            "(counted last); rank 1 of the round by its evidence of a gain") in verdict.text
+    first.judged = verdict.judgment
+    trace.record(first)
+    second = decide_sota(_exp(tmp_path, 1, cand), trace)
+    assert ("Holm over a round of 2 candidates judged against the baseline: loop 1 (judged before it: loop 0); "
+            "rank 1 of the round by its evidence of a gain, lower bound at the 1.25 % tail") in second.text

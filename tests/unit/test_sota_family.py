@@ -88,7 +88,8 @@ def test_decide_sota_with_one_slot_keeps_the_plain_rule_and_with_four_applies_ho
     trace.family_size = 4
     four = decide_sota(_exp(tmp_path, 0, cand), trace)
     assert not four.decision and four.rule == "interval"
-    assert "Holm over a round of 4 candidates (rank 1" in four.text
+    assert ("Holm over a round of 4 candidates judged against the baseline: loop 0, and 3 not judged yet (counted "
+            "last); rank 1 of the round by its evidence of a gain, lower bound at the 0.625 % tail") in four.text
     assert four.judgment is not None and four.judgment.tail == ALPHA / 4
 
 
