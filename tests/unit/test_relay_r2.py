@@ -68,7 +68,7 @@ def test_k_at_once_the_budget_lines_name_the_loops_running_and_the_loops_left(tm
     for (index, step), text in wf.said.items():
         this = f"loop {index} has just finished" if step == "feedback" else f"this is loop {index}"
         assert f"- loops run 2 at once (FT_PARALLEL_TRIALS), numbered from 0 in the order they start; {this}" in text
-        assert "- loops in this session: 4 (--loop-n); " in text, text
+        assert "- loops in this session: 4 (--loop-n counts trials: each loop is one trial, whichever slot it runs on); " in text, text
         assert "numbered from 0)" not in text and "more loop(s)" not in text  # the one-at-a-time wording is gone
     train0 = wf.said[(0, "train")]  # loop 1 trains beside loop 0 (each sleeps 1.5 s in train, then records)
     assert "- running now beside it: loop 1 ([Training] idea number 1 word" in train0 and " …)" in train0
@@ -86,7 +86,7 @@ def test_time_left_words_with_two_at_once() -> None:
         "- time left in this session: 1 h\n"
         "- loops run 2 at once (FT_PARALLEL_TRIALS), numbered from 0 in the order they start; this is loop 2\n"
         "- running now beside it: loop 1 ([Data] reversed sum format) — results not in yet\n"
-        "- loops in this session: 4 (--loop-n); 3 started, 1 finished; 1 more will start as slots free up\n"
+        "- loops in this session: 4 (--loop-n counts trials: each loop is one trial, whichever slot it runs on); 3 started, 1 finished; 1 more will start as slots free up\n"
         "- so about 30 min per loop, this one included (2 run at once), for data processing, training and "
         "evaluation together: plan the training to fit in that (the per-run limits above are ceilings, not targets)")
     alone = NS(time_left=lambda: None, loop=NS(index=3), state=NS(config={"run": {"loop_n": 4}}, loop_index=4),
@@ -95,7 +95,7 @@ def test_time_left_words_with_two_at_once() -> None:
         "- no session time limit (no --timeout): only the number of loops ends the session\n"
         "- loops run 2 at once (FT_PARALLEL_TRIALS), numbered from 0 in the order they start; loop 3 has just "
         "finished\n- no other loop is running now\n"
-        "- loops in this session: 4 (--loop-n); 4 started, 4 finished (this one included); no more will start: "
+        "- loops in this session: 4 (--loop-n counts trials: each loop is one trial, whichever slot it runs on); 4 started, 4 finished (this one included); no more will start: "
         "the loops above are the session's last")
 
 

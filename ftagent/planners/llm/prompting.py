@@ -141,7 +141,9 @@ def _trials_lines(index: int, k: int, others: list[tuple[int, Any]], started: in
         to_start = max(loop_n - started, 0)
         later = (f"{to_start} more will start as slots free up" if to_start else
                  "no more will start: the loops above are the session's last")
-        lines.append(f"- loops in this session: {loop_n} (--loop-n); {started} started, {done} finished"
+        # relay round r2: "this is loop 2; 1 more loop after it" read as if loops ran one after another
+        lines.append(f"- loops in this session: {loop_n} (--loop-n counts trials: each loop is one trial, whichever "
+                     f"slot it runs on); {started} started, {done} finished"
                      + (" (this one included)" if finished else "") + f"; {later}")
     return lines
 
