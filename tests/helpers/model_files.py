@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import struct
 from pathlib import Path
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -150,6 +151,23 @@ def guard_for(root: Path, base: Path, baseline_configs: dict[str, str] | None = 
     guard.record_start()
     return guard
 
+
+
+class GuardedBase(NamedTuple):
+    """What a guard test starts from: its folder, the base's tensors and files, and the guard over them, started."""
+
+    root: Path
+    weights: Tensors
+    base: Path
+    guard: Any  # ftagent.integrity.guard.IntegrityGuard (imported late, as in guard_for)
+
+
+def guarded_base(root: Path, seed: int = 2, **model_files: Any) -> GuardedBase:
+    """``base_weights(seed)`` written to ``root/base`` (``model_files``: :func:`write_model`'s keywords, e.g. a
+    ``tokenizer_config``) and the session's guard over that base, its references recorded."""
+    weights = base_weights(seed)
+    base = write_model(root / "base", weights, **model_files)
+    return GuardedBase(root, weights, base, guard_for(root, base))
 
 #: the CPU demo's aggressive full fine-tune (learning rate 1e-3 for 300 steps): its bound (0.77 per value) covers
 #: the honest variations here, fine-tunes up to twice the weights' scale (ftagent.integrity.movement)

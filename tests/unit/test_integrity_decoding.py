@@ -23,6 +23,7 @@ from tests.helpers.model_files import (
     candidate,
     finetuned,
     guard_for,
+    guarded_base,
     lora_factors,
     write_adapter,
     write_model,
@@ -36,10 +37,9 @@ LF_TOKENIZER = {**TOKENIZER_CONFIG, "split_special_tokens": False}
 
 @pytest.fixture
 def world(tmp_path: Path):
-    base_w = base_weights(2)
-    base = write_model(tmp_path / "base", base_w, tokenizer_config=BASE_TOKENIZER)
-    validated = write_model(tmp_path / "debug_output", None, tokenizer_config=LF_TOKENIZER, generation=LF_GENERATION)
-    return tmp_path, base_w, validated, guard_for(tmp_path, base)
+    root, base_w, _, guard = guarded_base(tmp_path, tokenizer_config=BASE_TOKENIZER)
+    validated = write_model(root / "debug_output", None, tokenizer_config=LF_TOKENIZER, generation=LF_GENERATION)
+    return root, base_w, validated, guard
 
 
 def _loop(world, *, generation: dict | None = None, tokenizer: dict | None = None) -> Path:

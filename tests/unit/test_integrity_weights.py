@@ -23,10 +23,11 @@ from ftagent.integrity.weight_prints import fingerprint
 from ftagent.integrity.weights import compare_full, weight_check
 from tests.helpers.model_files import (
     DEMO_RUN,
+    GuardedBase,
     base_weights,
     candidate,
     finetuned,
-    guard_for,
+    guarded_base,
     lora_factors,
     trained,
     write_adapter,
@@ -40,10 +41,8 @@ ATTN = [f"model.layers.{i}.self_attn.{p}_proj" for i in (0, 1) for p in "qkvo"]
 
 
 @pytest.fixture
-def world(tmp_path: Path):
-    base_w = base_weights(2)
-    base = write_model(tmp_path / "base", base_w)
-    return tmp_path, base_w, base, guard_for(tmp_path, base)
+def world(tmp_path: Path) -> GuardedBase:
+    return guarded_base(tmp_path)
 
 
 def _flags(guard, folder: Path) -> dict[str, str]:

@@ -33,10 +33,10 @@ from ftagent.tools.llamafactory.catalogue import read_catalogue
 from ftagent.tools.llamafactory.validator import LlamaFactoryValidator
 from tests.helpers.model_files import (
     DEMO_RUN,
-    base_weights,
+    GuardedBase,
     candidate,
     finetuned,
-    guard_for,
+    guarded_base,
     lora_factors,
     write_adapter,
     write_model,
@@ -205,10 +205,8 @@ def test_validation_refuses_an_optimizer_the_guard_cannot_bound(tmp_path, config
 
 # -- the rule on candidates ---------------------------------------------------------------------------------------
 @pytest.fixture
-def world(tmp_path: Path):
-    base_w = base_weights(2)
-    base = write_model(tmp_path / "base", base_w)
-    return tmp_path, base_w, base, guard_for(tmp_path, base)
+def world(tmp_path: Path) -> GuardedBase:
+    return guarded_base(tmp_path)
 
 
 def _weights_verdict(guard, exp: Experiment, parent: Experiment | None = None):

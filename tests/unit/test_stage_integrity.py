@@ -17,10 +17,11 @@ from ftagent.core.types import Hypothesis, StartModel
 from ftagent.finetune.loop_record import experiment_of
 from ftagent.finetune.state import FinetuneLoop
 from tests.helpers.model_files import (
+    GuardedBase,
     base_weights,
     candidate,
     finetuned,
-    guard_for,
+    guarded_base,
     lora_factors,
     write_adapter,
     write_model,
@@ -29,36 +30,35 @@ from tests.helpers.model_files import (
 MODULES = ["model.layers.0.self_attn.q_proj", "model.layers.1.mlp.up_proj"]
 
 
-def _setup(tmp_path: Path, declared: str) -> tuple[Path, Path, Path]:
-    base_w = base_weights(1)
-    base = write_model(tmp_path / "base", base_w)
-    start = write_model(tmp_path / "ws" / "sess" / "weights" / "loop_0", finetuned(base_w, 0.3, 2))
+def _setup(tmp_path: Path, declared: str) -> tuple[GuardedBase, Path, Path]:
+    world = guarded_base(tmp_path, seed=1)
+    start = write_model(tmp_path / "ws" / "sess" / "weights" / "loop_0", finetuned(world.weights, 0.3, 2))
     adapter = write_adapter(tmp_path / "ws" / "sess" / "loop_3" / "output", lora_factors(MODULES, 4, 3),
                             {"base_model_name_or_path": declared or str(start)})
-    return base, start, adapter
+    return world, start, adapter
 
 
-def _architecture(tmp_path: Path, base: Path, adapter: Path, **artefacts: str):
-    verdict = guard_for(tmp_path, base).check(candidate(adapter, **artefacts))
+def _architecture(world: GuardedBase, adapter: Path, **artefacts: str):
+    verdict = world.guard.check(candidate(adapter, **artefacts))
     return next(c for c in verdict.checks if c.name == "architecture")
 
 
 def test_an_adapter_on_the_start_weights_the_system_resolved_passes(tmp_path: Path) -> None:
-    base, start, adapter = _setup(tmp_path, "")
-    check = _architecture(tmp_path, base, adapter, start_weights=str(start))
+    world, start, adapter = _setup(tmp_path, "")
+    check = _architecture(world, adapter, start_weights=str(start))
     assert check.passed is True and "the start weights the system resolved" in check.detail, check
 
 
 def test_the_same_adapter_of_a_loop_that_started_from_the_base_is_flagged(tmp_path: Path) -> None:
-    base, start, adapter = _setup(tmp_path, "")
-    check = _architecture(tmp_path, base, adapter)  # no start weights recorded: it should name the base
+    world, start, adapter = _setup(tmp_path, "")
+    check = _architecture(world, adapter)  # no start weights recorded: it should name the base
     assert check.passed is False and "not of the declared base" in check.detail, check
 
 
 def test_an_adapter_of_another_folder_is_flagged_even_when_named_like_the_start(tmp_path: Path) -> None:
     planted = write_model(tmp_path / "elsewhere" / "loop_0", finetuned(base_weights(9), 0.3, 4))
-    base, start, adapter = _setup(tmp_path, str(planted))
-    check = _architecture(tmp_path, base, adapter, start_weights=str(start))
+    world, start, adapter = _setup(tmp_path, str(planted))
+    check = _architecture(world, adapter, start_weights=str(start))
     assert check.passed is False and "nor of this loop's start weights" in check.detail, check
 
 
