@@ -15,6 +15,8 @@ scanned ``data.json``. The rules tested here (docs/trust.md, rule 8):
 On 3106b5b (before the fix): the validator kept ``resume_from_checkpoint``, ``tokenized_path`` and friends were only
 removed when ``manage_config`` knew them, and the probe saw the workspace (with the planted checkpoint and cache) from
 both the micro-batch and the full training, whose datasets cache was the workspace's ``.cache/datasets``.
+The red team's own test of B1 (the validated config never resumes from a checkpoint) is in
+tests/unit/test_redteam39_weights.py.
 """
 
 from __future__ import annotations
@@ -58,17 +60,6 @@ def catalogue() -> LFCatalogue:
 
 
 # --- no key names a path ------------------------------------------------------------------------------------------
-
-def test_no_train_yaml_key_makes_the_trainer_load_a_checkpoint(catalogue, tmp_path):
-    """The red team's test (branch redteam, c08c4f7): the trained model starts from the base model, whatever
-    train.yaml says (paths are system-managed)."""
-    planner = {"finetuning_type": "full", "learning_rate": 1e-5, "resume_from_checkpoint": str(tmp_path / "ckpt")}
-    kept, _ = filter_config(planner, catalogue)
-    final = manage_config(kept, workspace=tmp_path, base_model_path="/models/base", hardware=HardwareInfo(),
-                          n_samples=100).config
-    assert final.get("resume_from_checkpoint") in (None, False), (
-        f"the validated config resumes from {final['resume_from_checkpoint']}: the trainer loads those weights")
-
 
 def test_every_key_a_plan_keeps_is_a_value_a_listed_text_or_the_systems(catalogue):
     """By construction, over LLaMA-Factory's whole catalogue and TRL's GRPOConfig: a key survives the filter only
