@@ -64,23 +64,11 @@ def test_the_contamination_rule_is_said_once_in_a_loops_prompts_to_the_data_scri
 
 def _user_file(tmp_path, rows, suffix=".jsonl"):
     """``rows`` written as a user file of ``suffix`` and registered (the real --dataset path); its folder name."""
-    import json
-
-    import pandas as pd
-
     from ftagent.datasets.user_file.register import register_user_file
+    from tests.helpers.user_files import write_user_file
 
-    path = tmp_path / f"raw{suffix}"
-    if suffix == ".jsonl":
-        path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    elif suffix == ".json":
-        path.write_text(json.dumps(rows), encoding="utf-8")
-    elif suffix == ".csv":
-        pd.DataFrame(rows).to_csv(path, index=False)
-    else:
-        pd.DataFrame(rows).to_parquet(path)
     root = tmp_path / "datasets"
-    return register_user_file(path, root).name, root
+    return register_user_file(write_user_file(tmp_path / f"raw{suffix}", rows), root).name, root
 
 
 def test_the_data_prompt_shows_a_plain_jsonl_files_converter_without_the_other_formats_branches(tmp_path):

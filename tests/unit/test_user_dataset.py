@@ -17,6 +17,7 @@ from ftagent.datasets.catalogue import build_catalogue
 from ftagent.datasets.user_file.layout import detect_layout
 from ftagent.datasets.user_file.reading import looks_like_file, read_records
 from ftagent.datasets.user_file.register import check_against_benchmark, register_user_file
+from tests.helpers.user_files import write_user_file
 
 ALPACA = [{"instruction": f"What is {a} + 1?", "input": "", "output": f"\\boxed{{{a + 1}}}"} for a in range(10, 30)]
 SHAREGPT = [{"conversations": [{"from": "system", "value": "Be brief."},
@@ -25,11 +26,6 @@ SHAREGPT = [{"conversations": [{"from": "system", "value": "Be brief."},
             for a in range(10, 20)]
 MESSAGES = [{"messages": [{"role": "user", "content": f"Say {a}"}, {"role": "assistant", "content": str(a)}]}
             for a in range(5)]
-
-
-def _jsonl(path: Path, rows) -> Path:
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    return path
 
 
 @pytest.fixture
@@ -44,17 +40,7 @@ def test_looks_like_file():
 
 @pytest.mark.parametrize("suffix", [".jsonl", ".json", ".csv", ".parquet"])
 def test_alpaca_in_every_format_is_detected_copied_and_registered(tmp_path, root, suffix):
-    import pandas as pd
-
-    path = tmp_path / f"My Data{suffix}"
-    if suffix == ".jsonl":
-        _jsonl(path, ALPACA)
-    elif suffix == ".json":
-        path.write_text(json.dumps(ALPACA), encoding="utf-8")
-    elif suffix == ".csv":
-        pd.DataFrame(ALPACA).to_csv(path, index=False)
-    else:
-        pd.DataFrame(ALPACA).to_parquet(path)
+    path = write_user_file(tmp_path / f"My Data{suffix}", ALPACA)
     info = register_user_file(path, root, reserved=set(registry.dataset_names()))
     assert (info.name, info.format, info.rows) == ("my_data", "alpaca", len(ALPACA))
     assert "Alpaca" in info.describe() and "20 rows" in info.describe()
@@ -71,7 +57,7 @@ def test_alpaca_in_every_format_is_detected_copied_and_registered(tmp_path, root
 
 
 def test_sharegpt_from_value_is_registered_for_llamafactory_and_converted(tmp_path, root):
-    info = register_user_file(_jsonl(tmp_path / "chats.jsonl", SHAREGPT), root)
+    info = register_user_file(write_user_file(tmp_path / "chats.jsonl", SHAREGPT), root)
     assert (info.format, info.messages, info.role_tag, info.user_tag, info.assistant_tag) == (
         "sharegpt", "conversations", "from", "human", "gpt")
     assert "ShareGPT" in info.describe()
@@ -85,7 +71,7 @@ def test_sharegpt_from_value_is_registered_for_llamafactory_and_converted(tmp_pa
 
 
 def test_sharegpt_role_content_messages(tmp_path, root):
-    info = register_user_file(_jsonl(tmp_path / "msgs.jsonl", MESSAGES), root)
+    info = register_user_file(write_user_file(tmp_path / "msgs.jsonl", MESSAGES), root)
     lf = json.loads((root / "msgs" / "dataset_info.json").read_text())["msgs"]
     assert lf["columns"] == {"messages": "messages"}
     assert (lf["tags"]["role_tag"], lf["tags"]["user_tag"], lf["tags"]["assistant_tag"]) == ("role", "user", "assistant")
@@ -93,18 +79,18 @@ def test_sharegpt_role_content_messages(tmp_path, root):
 
 
 def test_same_file_reuses_the_copy_a_changed_one_gets_a_new_name(tmp_path, root):
-    path = _jsonl(tmp_path / "my_data.jsonl", ALPACA)
+    path = write_user_file(tmp_path / "my_data.jsonl", ALPACA)
     first = register_user_file(path, root)
     again = register_user_file(path, root)
     assert again.name == first.name and again.reused and "reused the copy" in again.describe()
-    _jsonl(path, ALPACA[:5])
+    write_user_file(path, ALPACA[:5])
     changed = register_user_file(path, root)
     assert changed.name == f"my_data_{changed.sha256[:8]}" and changed.rows == 5
     assert len(registry.get_source("my_data").to_alpaca(root / "my_data", None, None)) == len(ALPACA)  # kept
 
 
 def test_a_builtin_name_is_never_taken(tmp_path, root):
-    info = register_user_file(_jsonl(tmp_path / "demo_add.jsonl", ALPACA), root,
+    info = register_user_file(write_user_file(tmp_path / "demo_add.jsonl", ALPACA), root,
                               reserved=set(registry.dataset_names()))
     assert info.name == "user_demo_add"
     assert registry.get_source("demo_add").spec.repo_id is None  # the built-in is untouched
@@ -112,14 +98,14 @@ def test_a_builtin_name_is_never_taken(tmp_path, root):
 
 
 def test_user_files_are_not_in_all_nor_benchmark_defaults(tmp_path, root):
-    register_user_file(_jsonl(tmp_path / "extra.jsonl", ALPACA), root)
+    register_user_file(write_user_file(tmp_path / "extra.jsonl", ALPACA), root)
     assert "extra" not in registry.resolve_dataset_choice("all", "demo_add", [])
     assert registry.resolve_dataset_choice(None, "demo_add", []) == ["demo_add"]
     assert registry.resolve_dataset_choice("extra", "demo_add", []) == ["extra"]
 
 
 def test_catalogue_entry_has_the_builtins_stats_and_not_the_registration(tmp_path, root):
-    register_user_file(_jsonl(tmp_path / "stats.jsonl", ALPACA), root)
+    register_user_file(write_user_file(tmp_path / "stats.jsonl", ALPACA), root)
     entry = build_catalogue(root, ["stats"])["stats"]
     assert entry.total_samples == len(ALPACA)
     (task,) = entry.tasks.values()
@@ -130,7 +116,7 @@ def test_catalogue_entry_has_the_builtins_stats_and_not_the_registration(tmp_pat
 
 def test_the_converter_source_runs_alone_like_in_process_data(tmp_path, root):
     """The heuristic planner pastes the converter into process_data.py: it must be self-contained."""
-    register_user_file(_jsonl(tmp_path / "alone.jsonl", SHAREGPT), root)
+    register_user_file(write_user_file(tmp_path / "alone.jsonl", SHAREGPT), root)
     code = converter_source(registry.get_source("alone"))
     namespace: dict = {}
     exec(compile(code, "process_data.py", "exec"), namespace)  # noqa: S102 - our own converter's source
@@ -143,7 +129,7 @@ def test_heuristic_process_data_trains_on_the_alpaca_file(tmp_path, root):
 
     from ftagent.planners.heuristic.render import render_process_data
 
-    register_user_file(_jsonl(tmp_path / "direct.jsonl", ALPACA), root)
+    register_user_file(write_user_file(tmp_path / "direct.jsonl", ALPACA), root)
     script = tmp_path / "ws" / "process_data.py"
     script.parent.mkdir()
     script.write_text(render_process_data(SimpleNamespace(datasets=["direct"]), 1000), encoding="utf-8")
@@ -156,14 +142,14 @@ def test_heuristic_process_data_trains_on_the_alpaca_file(tmp_path, root):
 
 def test_contamination_names_count_and_row_never_the_text(tmp_path, root):
     rows = ALPACA[:3] + [{"instruction": "What is 77 + 11? Put the final answer in \\boxed{}.", "output": "88"}]
-    info = register_user_file(_jsonl(tmp_path / "leaky.jsonl", rows), root)
+    info = register_user_file(write_user_file(tmp_path / "leaky.jsonl", rows), root)
     items = {"demo_add/test:7": ["What is 77 + 11?"], "demo_add/validation:0": ["What is 55 + 44?"]}
     with pytest.raises(UserInputError) as err:
         check_against_benchmark(info, root / "leaky", items, {})
     msg = str(err.value)
     assert "1 of 4 rows" in msg and "row 3" in msg and "demo_add/test:7" in msg and "77" not in msg
     assert not (root / "leaky").exists()  # the fresh copy is gone: the fixed file takes the name again
-    fixed = register_user_file(_jsonl(tmp_path / "leaky.jsonl", ALPACA[:3]), root)
+    fixed = register_user_file(write_user_file(tmp_path / "leaky.jsonl", ALPACA[:3]), root)
     assert fixed.name == "leaky" and not fixed.reused
     assert check_against_benchmark(fixed, root / "leaky", items, {}) == 3
     assert "contamination scan: none of its 3 rows holds one of" in fixed.describe()  # said when it passes too
@@ -174,7 +160,7 @@ def test_resume_registers_the_copy_again(tmp_path, root, monkeypatch):
     from ftagent.core.paths import datasets_dir
     from ftagent.datasets.user_file.register import register_existing
 
-    register_user_file(_jsonl(tmp_path / "resumed.jsonl", ALPACA), root)
+    register_user_file(write_user_file(tmp_path / "resumed.jsonl", ALPACA), root)
     registry.DATASETS._objects.pop("resumed")
     registry._USER.discard("resumed")
     with pytest.raises(UserInputError):
@@ -187,7 +173,7 @@ def test_resolve_run_swaps_the_file_for_its_copy(tmp_path, monkeypatch):
     from ftagent.core.settings import load_settings
     from ftagent.finetune.resolve import resolve_run
 
-    path = _jsonl(tmp_path / "run_data.jsonl", ALPACA)
+    path = write_user_file(tmp_path / "run_data.jsonl", ALPACA)
     monkeypatch.setenv("FT_FILE_PATH", str(tmp_path / "files"))
     settings = load_settings(target_benchmark="demo_add", base_model="builtin/tiny-qwen2", dataset=str(path))
     resolved = resolve_run(settings)
@@ -198,7 +184,7 @@ def test_resolve_run_swaps_the_file_for_its_copy(tmp_path, monkeypatch):
 # ------------------------------------------------------------------------------ bad files: detection
 
 def test_unknown_columns_name_found_and_expected(tmp_path):
-    path = _jsonl(tmp_path / "x.jsonl", [{"question": "q", "answer": "a"}])
+    path = write_user_file(tmp_path / "x.jsonl", [{"question": "q", "answer": "a"}])
     with pytest.raises(UserInputError, match=r"unknown columns: found answer, question; expected Alpaca"):
         detect_layout(path, read_records(path))
 
@@ -212,7 +198,7 @@ def test_unknown_columns_name_found_and_expected(tmp_path):
     ([{"instruction": "q", "output": "a", "history": "x"}], "`history` must be a list"),
 ])
 def test_bad_rows(tmp_path, rows, fragment):
-    path = _jsonl(tmp_path / "x.jsonl", rows)
+    path = write_user_file(tmp_path / "x.jsonl", rows)
     with pytest.raises(UserInputError, match=fragment):
         detect_layout(path, read_records(path))
 
@@ -255,7 +241,7 @@ def test_bad_file_is_one_error_exit_2_and_no_session(tmp_path, name):
 def test_llm_data_coder_gets_the_user_files_converter(tmp_path, root):
     from ftagent.planners.llm.code_context import converter_sources
 
-    register_user_file(_jsonl(tmp_path / "for_llm.jsonl", ALPACA), root)
+    register_user_file(write_user_file(tmp_path / "for_llm.jsonl", ALPACA), root)
     sources = converter_sources(["for_llm", "demo_add"])
     assert "def to_alpaca(" in sources["for_llm"] and ".user_dataset.json" in sources["for_llm"]
     assert "demo_add_train.json" in sources["demo_add"]
@@ -266,8 +252,8 @@ def test_tasks_json_dataset_file_is_relative_to_tasks_json_and_checked(tmp_path)
 
     sub = tmp_path / "exp"
     sub.mkdir()
-    _jsonl(sub / "mine.jsonl", ALPACA)
-    _jsonl(sub / "bad.jsonl", [{"question": "q"}])
+    write_user_file(sub / "mine.jsonl", ALPACA)
+    write_user_file(sub / "bad.jsonl", [{"question": "q"}])
     good = sub / "tasks.json"
     good.write_text(json.dumps({"tasks": [{"model": "builtin/tiny-qwen2", "benchmark": "demo_add",
                                            "dataset": "mine.jsonl"},
