@@ -205,6 +205,7 @@ class LoopEngine(Generic[S]):
                 status, message = "timeout", f"time budget of {self.timeout_s:.0f}s used up"
                 break
             if state.step_index == 0 and self.loop_guard is not None:
+                self.events.wait_delivered()  # the guard reads a subscriber's view: every event written so far
                 why = self.loop_guard(ctx)
                 if why:
                     status, message = (why.status, why.message) if isinstance(why, Halt) else ("timeout", why)

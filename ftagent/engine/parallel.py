@@ -19,7 +19,10 @@
   their loop.
 * **budgets** — ``timeout`` holds for the session: a step gets the time left (``ctx.limit``), no step starts
   after the deadline, and no trial starts when the time left is shorter than the trials this run finished
-  took (median). ``step_n`` counts steps of all trials. ``EnvironmentFailure`` or ``BudgetExhausted`` in any
+  took (median) or when the engine's ``loop_guard`` (the application's re-forecast) says it cannot fit; the
+  guard is asked only once every event written so far, by any trial's thread, has reached every subscriber
+  (``EventLog.wait_delivered``: a running trial's plan, written and still being handed over when a slot freed,
+  is in the guard's view). ``step_n`` counts steps of all trials. ``EnvironmentFailure`` or ``BudgetExhausted`` in any
   trial stops the session; the other trials stop before their next step.
 * **interruption** — Ctrl-C or SIGTERM reaches the main thread (the scheduler); it asks the trials to stop,
   calls ``interrupt`` (the application ends the running tool processes) until every worker has left its
@@ -187,7 +190,12 @@ class Scheduler(Generic[S]):
         if e.step_n is not None and self.steps_run >= e.step_n:
             return False
         guard = getattr(e, "loop_guard", None)  # the application's reason not to start a loop (a re-forecast)
-        why = guard(self.ctx) if guard is not None else None
+        why = None
+        if guard is not None:
+            # the guard reads a subscriber's view of the log (the re-forecaster's): a trial's thread may have written
+            # its plan (the validation event) and not yet handed it over when this slot freed; wait for it
+            self.session.events.wait_delivered()
+            why = guard(self.ctx)
         if why:
             self._guarded = why
             return False

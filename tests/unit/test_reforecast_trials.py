@@ -31,10 +31,10 @@ from ftagent.core.approved import Approved, Fingerprint
 from ftagent.core.cpu_speed import CpuSpeedMonitor
 from ftagent.core.forecast_arithmetic import Forecast, LoopForecast, TrainProbe, makespan
 from ftagent.core.reforecast_arithmetic import LoopLeft, Reforecast, StepTime
+from ftagent.core.slots import Slot
 from ftagent.core.types import ValidationReport
 from ftagent.engine.events import (
     EVENT_ADAPTER,
-    LoopEnd,
     Progress,
     ReforecastEvent,
     SessionStart,
@@ -43,6 +43,7 @@ from ftagent.engine.events import (
     read_events,
 )
 from ftagent.engine.loop import LoopEngine
+from ftagent.engine.parallel import LocalSlotPool
 from ftagent.engine.session import Session
 from ftagent.finetune.session_reforecast import Reforecaster
 from ftagent.finetune.trials_seen import validated_steps
@@ -283,31 +284,9 @@ def test_a_trial_is_not_started_when_the_running_trials_own_plans_say_it_cannot_
     ~4.6 s). The earlier version (400 planned steps, 2.5 s --timeout) priced loop 2 at 2.23 s with 2.27 s left on a
     quiet machine, so loop 2 started unless load delayed loop 0's end by 40 ms: the outcome was the machine's load,
     not the rule."""
-    from ftagent.engine.parallel import LocalSlotPool
-    from tests.unit.test_parallel_engine import _pool
-
-    probe = TrainProbe(key="t", s_per_step=_PlannedWorkflow.S_PER_STEP, startup_s=0.0, validate_s=0.01, steps=10)
-    first = Forecast(planner="llm", plan={"max_steps": 3}, train_probe=probe, cpu_slowness=1.0, slots=2,
-                     loops=[LoopForecast(loop=i, train_s=0.03, eval_s=0.01, other_s=0.01) for i in range(4)])
-    session = Session.create(tmp_path / "log", state_cls=_State)
-    session.state.scenario = _Scenario(forecast=first)
-    session.events.emit(SessionStart(session_id="s"))  # as the app does: the secret masker loads before the loops
     wf = _PlannedWorkflow()
-    ref = Reforecaster(session, _Steady(), steps=STEPS, feedback_step="feedback", loop_n=4, gpus=0,
-                       emit=session.events.emit, slots=2)
-    session.events.subscribe(ref)
-    loop0_ended = threading.Event()
-    session.events.subscribe(lambda e: loop0_ended.set() if isinstance(e, LoopEnd) and e.loop == 0 else None)
-    answers: list[tuple[float, str | None]] = []  # the guard's answers for loop 2 once loop 0's slot could be free
-
-    def guard(ctx):
-        why = ref.loop_guard(ctx)
-        if ctx.state.loop_index == 2 and loop0_ended.is_set():
-            answers.append((ctx.time_left() or 0.0, why))
-        return why
-
-    pool: LocalSlotPool = _pool(2)
-    summary = LoopEngine(wf, session, loop_n=4, timeout_s=5.0, loop_guard=guard, pool=pool).run()
+    session, ref = _planned_session(tmp_path)
+    answers, summary = _run_guarded(session, wf, ref)
     assert not any(loop >= 2 for loop, _ in wf.calls), (summary, answers, sorted(set(wf.calls)))
     # not refused for want of time: loop 2 was asked for with seconds of --timeout left, and refused for its price
     left, why = answers[0]
@@ -317,3 +296,83 @@ def test_a_trial_is_not_started_when_the_running_trials_own_plans_say_it_cannot_
     after_validate = next(e for e in again if e.step_time is not None and e.step_time.loop == 1
                           and e.step_time.step == "validate")
     assert {lp.loop: lp.seconds for lp in after_validate.reforecast.running}[1] >= 50.0  # 5,000 steps x 0.01 s
+
+
+def test_the_guard_waits_for_a_plan_written_but_not_yet_handed_to_the_re_forecaster(tmp_path, monkeypatch):
+    """The order that can happen between threads, forced: loop 1's thread has written its validation event (the
+    plan, in events.jsonl) and is still handing it to the subscribers — held in one subscribed before the
+    re-forecaster — when loop 0 ends and its slot frees. The scheduler asks the guard only once every event written
+    so far has reached every subscriber (``EventLog.wait_delivered``), so the guard prices loop 2 with loop 1's plan
+    and refuses it.
+
+    Before (the guard asked at once): the re-forecaster had not seen the plan, priced loop 2 from the first forecast
+    and loop 0 (~0.3 s), and it started. The hold is released by the guard's answer with the slot free (the code
+    before) or by the scheduler waiting for the delivery (the code now), never by a timer: the outcome is the rule's."""
+    wf = _PlannedWorkflow()
+    holding, released = threading.Event(), threading.Event()
+
+    def hold(event):  # subscribed before the re-forecaster: loop 1's plan is written, not yet seen by it
+        if isinstance(event, ValidationEvent) and event.loop == 1:
+            holding.set()
+            wf.validated.set()  # loop 0 may end now
+            assert released.wait(30), "nothing released the held delivery"
+
+    session, ref = _planned_session(tmp_path, before=hold)
+    real_wait = session.events.wait_delivered
+
+    def wait_delivered():
+        if holding.is_set():
+            released.set()  # the scheduler waits for the held event: let it through
+        real_wait()
+
+    monkeypatch.setattr(session.events, "wait_delivered", wait_delivered)
+    answers, summary = _run_guarded(session, wf, ref, on_answer=released.set)
+    assert holding.is_set()
+    assert not any(loop >= 2 for loop, _ in wf.calls), (summary, answers, sorted(set(wf.calls)))
+    left, why = answers[0]
+    assert left >= 1.0 and why is not None and "loop 2 was not started" in why, answers
+
+
+class _WatchedPool(LocalSlotPool):
+    """The local pool, saying when a trial's slot was given back (from then on a new trial could take it)."""
+
+    def __init__(self, k: int) -> None:
+        super().__init__([Slot(index=i) for i in range(k)])
+        self.freed = threading.Event()
+
+    def release(self, slot) -> None:
+        super().release(slot)
+        self.freed.set()
+
+
+def _planned_session(tmp_path: Path, before=None) -> tuple[Session, Reforecaster]:
+    """A session whose first forecast prices a loop's training at 3 steps, its re-forecaster subscribed (after
+    ``before``, when given)."""
+    probe = TrainProbe(key="t", s_per_step=_PlannedWorkflow.S_PER_STEP, startup_s=0.0, validate_s=0.01, steps=10)
+    first = Forecast(planner="llm", plan={"max_steps": 3}, train_probe=probe, cpu_slowness=1.0, slots=2,
+                     loops=[LoopForecast(loop=i, train_s=0.03, eval_s=0.01, other_s=0.01) for i in range(4)])
+    session = Session.create(tmp_path / "log", state_cls=_State)
+    session.state.scenario = _Scenario(forecast=first)
+    session.events.emit(SessionStart(session_id="s"))  # as the app does: the secret masker loads before the loops
+    if before is not None:
+        session.events.subscribe(before)
+    ref = Reforecaster(session, _Steady(), steps=STEPS, feedback_step="feedback", loop_n=4, gpus=0,
+                       emit=session.events.emit, slots=2)
+    session.events.subscribe(ref)
+    return session, ref
+
+
+def _run_guarded(session: Session, wf: _PlannedWorkflow, ref: Reforecaster, on_answer=lambda: None):
+    """Run 4 loops on 2 slots with --timeout 5 s; the guard's answers for loop 2 once loop 0's slot is free."""
+    pool = _WatchedPool(2)
+    answers: list[tuple[float, str | None]] = []
+
+    def guard(ctx):
+        why = ref.loop_guard(ctx)
+        if ctx.state.loop_index == 2 and pool.freed.is_set():
+            answers.append((ctx.time_left() or 0.0, why))
+            on_answer()
+        return why
+
+    summary = LoopEngine(wf, session, loop_n=4, timeout_s=5.0, loop_guard=guard, pool=pool).run()
+    return answers, summary

@@ -153,3 +153,44 @@ def test_sigkill_mid_step_then_resume_loses_nothing(tmp_path):
     events = list(read_events(resumed.events_path))
     starts = [(e.loop, e.step) for e in events if e.type == "step_start"]
     assert starts == [(li, s) for li in range(3) for s in STEPS]  # the partial step's events were cut
+
+
+def test_wait_delivered_returns_once_every_written_event_reached_the_subscribers(tmp_path):
+    """``EventLog.wait_delivered`` (what the scheduler calls before its loop guard, issue 41): an event another thread
+    has written but is still handing to the subscribers is waited for; one the caller itself is delivering (it was
+    called from a subscriber) is not, or it would wait for ever."""
+    import threading
+
+    from ftagent.engine.event_log import EventLog
+    from ftagent.engine.events import Message
+
+    log = EventLog(tmp_path / "events.jsonl")
+    holding, go, seen = threading.Event(), threading.Event(), threading.Event()
+    inner: list[bool] = []
+
+    def subscriber(event):
+        if event.text == "held":
+            holding.set()
+            go.wait(30)
+            seen.set()
+        elif event.text == "inner":
+            log.wait_delivered()  # from inside its own delivery: returns
+            inner.append(True)
+
+    log.subscribe(subscriber)
+    emitter = threading.Thread(target=log.emit, args=(Message(text="held"),))
+    emitter.start()
+    assert holding.wait(30)
+    waited: list[bool] = []
+    waiter = threading.Thread(target=lambda: (log.wait_delivered(), waited.append(seen.is_set())))
+    waiter.start()
+    time.sleep(0.2)
+    go.set()
+    waiter.join(30)
+    emitter.join(30)
+    assert waited == [True]  # it returned only after the held event had reached the subscriber
+    done = threading.Thread(target=log.emit, args=(Message(text="inner"),))
+    done.start()
+    done.join(30)
+    assert inner == [True] and not done.is_alive()
+    assert [e.text for e in read_events(log.path)] == ["held", "inner"]
