@@ -25,10 +25,12 @@ Cost (measured on a 2-core machine under a load of 9, 30 trivial programs with t
 of 73-90 ms per program in bubblewrap against 73-78 ms without; the interpreter's start is most of it.
 
 Where bubblewrap is missing or cannot create namespaces (a Docker container under Docker's default seccomp
-profile), the program runs as a plain subprocess in its own folder with the same environment and limits
-(``confinement().kind == "none"``, its reason says why): its own environment holds no secret, but the files of
-the evaluation's sandbox (or container) and its processes' ``/proc`` entries are within its reach, as they were
-before issue 39; the evaluation's log says so once (a WARNING line naming the reason). Standard library only:
+profile: the docker runner), each program confines itself with Landlock and a seccomp filter
+(:mod:`ftagent.benchmarks.program_landlock`, ``confinement().kind == "landlock"``). With neither, the program runs
+as a plain subprocess in its own folder with the same environment and limits (``"none"``, its reason says why):
+its own environment holds no secret, but the files of the evaluation's sandbox (or container) and its processes'
+``/proc`` entries are within its reach, as they were before issue 39; the evaluation's log says so once (a
+WARNING line naming the reason). Standard library only:
 imported by scorers inside the tool env.
 """
 
@@ -46,6 +48,8 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from ftagent.benchmarks import program_landlock
+
 INSIDE = "/tmp"  # where the run's own folder is, seen from inside the sandbox
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32")
 MAX_FILE_BYTES = 64 << 20  # RLIMIT_FSIZE: what the program may write to one file (its stdout included)
@@ -55,7 +59,8 @@ _LIBC = ctypes.CDLL(None, use_errno=True)  # loaded here: the child before exec 
 
 @dataclass(frozen=True)
 class Confinement:
-    """How programs run here: ``kind`` ``"bwrap"`` (``proc``: with a ``/proc`` of their own) or ``"none"``."""
+    """How programs run here: ``kind`` ``"bwrap"`` (``proc``: with a ``/proc`` of their own), ``"landlock"``
+    (:mod:`ftagent.benchmarks.program_landlock`: where bubblewrap cannot make namespaces) or ``"none"``."""
 
     kind: str
     reason: str = ""
@@ -83,7 +88,19 @@ def _bwrap_flags(proc: bool) -> list[str]:
 
 @functools.lru_cache(maxsize=1)
 def confinement() -> Confinement:
-    """Probe (once per process) whether bubblewrap runs here, and whether with a ``/proc`` of its own."""
+    """Probe (once per process) whether bubblewrap runs here, and whether with a ``/proc`` of its own; else
+    whether Landlock does (a Docker container: the engine's seccomp profile refuses user namespaces)."""
+    found = _bwrap_confinement()
+    if found.kind == "bwrap":
+        return found
+    version = program_landlock.abi()
+    if version >= program_landlock.MIN_ABI:
+        return Confinement("landlock", f"{found.reason}; Landlock ABI {version} instead")
+    return Confinement("none", f"{found.reason}; Landlock ABI {version} (< {program_landlock.MIN_ABI}: no "
+                       "network rules)")
+
+
+def _bwrap_confinement() -> Confinement:
     exe = shutil.which("bwrap")
     if exe is None:
         return Confinement("none", "bwrap is not installed (apt-get install bubblewrap)")
@@ -176,6 +193,24 @@ def _die_with_parent() -> None:  # without bubblewrap only: in the child, before
     _LIBC.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
+def _child_setup(kind: str, folder: str, python: str):
+    """(``preexec_fn``, descriptors to pass) for a program run: nothing under bubblewrap (it confines and dies
+    with its parent itself); else the parent-death signal, and with Landlock its ruleset (built here, applied in
+    the child: :func:`ftagent.benchmarks.program_landlock.restrict`)."""
+    if kind == "bwrap":
+        return None, ()
+    if kind != "landlock":
+        return _die_with_parent, ()
+    readable = [*SYSTEM_DIRS, *python_roots(python), os.path.realpath(python)]
+    fd = program_landlock.ruleset(folder, readable)
+
+    def setup() -> None:
+        _die_with_parent()
+        program_landlock.restrict(fd)
+
+    return setup, (fd,)
+
+
 def _kill_group(proc: subprocess.Popen, killed: list[bool]) -> None:
     if proc.returncode is not None:  # the timer fired just as the program ended by itself
         return
@@ -211,16 +246,22 @@ def run_program(cmd: list[str], folder: str, *, python: str | None = None, timeo
     """
     python = python or sys.executable
     argv = command_line(cmd, folder, python)
-    confined = confinement().kind == "bwrap"
-    if not confined:
+    kind = confinement().kind
+    if kind == "none":
         _warn_once(confinement().reason)
+    try:
+        preexec = _child_setup(kind, folder, python)
+    except OSError as exc:  # the ruleset could not be built: the program does not run
+        return ProgramRun(None, "", f"cannot confine the program: {exc}", False, kind)
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         try:
             proc = subprocess.Popen(argv, cwd=folder, env=dict(env), stdin=subprocess.PIPE, stdout=out, stderr=err,
-                                    start_new_session=True,
-                                    preexec_fn=None if confined else _die_with_parent)
+                                    start_new_session=True, preexec_fn=preexec[0], pass_fds=preexec[1])
         except OSError as exc:
-            return ProgramRun(None, "", f"cannot start {argv[0]}: {exc}", False, confinement().kind)
+            return ProgramRun(None, "", f"cannot start {argv[0]}: {exc}", False, kind)
+        finally:
+            for fd in preexec[1]:
+                os.close(fd)
         # a blocking wait and a timer that kills, not Popen.wait(timeout): that one polls with sleeps of up to
         # 50 ms, which was most of a short program's cost
         killed: list[bool] = []
@@ -236,4 +277,4 @@ def run_program(cmd: list[str], folder: str, *, python: str | None = None, timeo
                 proc.wait()
         timed_out = bool(killed)
         return ProgramRun(None if timed_out else proc.returncode, _tail(out, output_limit),
-                          _tail(err, output_limit), timed_out, confinement().kind)
+                          _tail(err, output_limit), timed_out, kind)

@@ -268,3 +268,52 @@ def test_docker_loop_trains_and_is_scored(engine, tool_image, tmp_path: Path) ->
         assert (path.lstat().st_uid, path.lstat().st_gid) == me, path
     print(json.dumps({"docker_loop_wall_s": round(wall, 1), "baseline": report["baseline_val"],
                       "best_val": report["best_val"]}))
+
+
+def test_a_scored_program_in_the_container_reaches_nothing_of_its_evaluation(engine, tool_image, tmp_path: Path):
+    """docs/trust.md rule 4 under the docker runner: the code scorer (the real ``oc_ext.PythonTestsEvaluator`` in
+    the tool image, as an evaluation runs it) scores one program per attack of the local runner's test
+    (tests/unit/test_code_scorer_sandbox.py); the container's seccomp profile refuses bubblewrap's namespaces, so
+    each program is confined by Landlock and a seccomp filter (ftagent/benchmarks/program_landlock.py). Before it
+    (main at 188fc69) the programs ran as plain processes in the container and reached the work folder, the
+    items, the scorer's /proc entries (the judge token), the home folder and a port on the host."""
+    import socket
+
+    from tests.unit.test_code_scorer_sandbox import ATTACKS, PROGRAM, REPO, TOKEN
+    from tests.unit.test_code_scorer_sandbox import PROBE as SCORER
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(16)
+    work, data, home = tmp_path / "work", tmp_path / "data", tmp_path / "home"
+    for sub in ("predictions", "results", "logs"):
+        (work / sub).mkdir(parents=True)
+    data.mkdir()
+    home.mkdir()
+    items = data / "test.jsonl"
+    items.write_text(json.dumps({"question": "a held-out test item", "answer": "42"}) + "\n", encoding="utf-8")
+    (home / ".netrc").write_text("machine example.com password hunter2\n", encoding="utf-8")
+    fields = {"token": TOKEN, "work": str(work), "items": str(items), "port": server.getsockname()[1],
+              "home": str(home)}
+    names = ["(control: no attack)", *ATTACKS]
+    programs = [PROGRAM.format(attack=a, **fields) for a in ("False", *ATTACKS.values())]
+    (tmp_path / "programs.json").write_text(json.dumps(programs), encoding="utf-8")
+    probe = SCORER.format(repo=str(REPO), programs=str(tmp_path / "programs.json"))
+    runner = _runner(engine, tool_image)  # the default network: host (the listener is reachable from the scorer)
+    try:
+        result = runner.run(["python", "-c", probe + "\nfrom ftagent.benchmarks import program_sandbox as ps\n"
+                             "print('CONFINED', ps.confinement().kind)\n"], tool="eval", workdir=work, timeout=300,
+                            env={"OPENAI_API_KEY": TOKEN, "HOME": str(home)}, log_file=tmp_path / "scorer.log",
+                            mounts=[Mount(source=REPO, read_only=True), Mount(source=data, read_only=True),
+                                    Mount(source=home, read_only=True), Mount(source=tmp_path / "programs.json")])
+    finally:
+        server.close()
+    log = (tmp_path / "scorer.log").read_text(encoding="utf-8", errors="replace")
+    assert result.exit_code == 0, log[-3000:]
+    assert "CONFINED landlock" in log, log[-3000:]
+    line = [ln for ln in log.splitlines() if ln.startswith("VERDICTS")][-1]
+    verdicts = json.loads(line[len("VERDICTS"):])
+    assert verdicts[0], f"the control program failed: the confinement does not run programs ({log[-2000:]})"
+    reached = [name for name, ok in zip(names, verdicts, strict=True) if not ok]
+    assert reached == [], f"the scored program reached, in the container: {reached}"
+    assert sorted(p.name for p in work.rglob("*ESCAPED*")) == []

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from ftagent.benchmarks import code_tests, program_sandbox
+from ftagent.benchmarks import code_tests, program_landlock, program_sandbox
 from ftagent.runners import sandbox
 from ftagent.runners.base import Mount
 from ftagent.runners.local import LocalRunner
@@ -204,10 +204,16 @@ def test_the_scorer_process_keeps_its_own_environment_out(monkeypatch):
         assert run.passed, run.result
 
 
-def test_a_chart_program_reaches_nothing_of_its_scorer(tmp_path, monkeypatch):
+@pytest.mark.parametrize("forced", [None, "landlock"])
+def test_a_chart_program_reaches_nothing_of_its_scorer(tmp_path, monkeypatch, forced):
     """TableBench's visualization answers are programs too (``domain/sandbox.run_chart_code``): same sandbox.
     The chart's bar heights say what the program reached (1, 2 when nothing). On the code before (main at
-    d29e192) it read the outside file and, through /proc/<parent>/cwd, the scorer's work folder."""
+    d29e192) it read the outside file and, through /proc/<parent>/cwd, the scorer's work folder. ``landlock``: the
+    confinement of the docker runner's containers, forced here."""
+    if forced:
+        if program_landlock.abi() < program_landlock.MIN_ABI:
+            pytest.skip("no Landlock with network rules here")
+        monkeypatch.setattr(program_sandbox, "confinement", lambda: program_sandbox.Confinement(forced, "test"))
     work = tmp_path / "work"
     work.mkdir()
     (work / "predictions.json").write_text("{}", encoding="utf-8")
@@ -225,7 +231,8 @@ def test_a_chart_program_reaches_nothing_of_its_scorer(tmp_path, monkeypatch):
     res = chart_sandbox.run_chart_code(code, {"columns": ["a"], "data": [[1]]}, timeout_s=60)
     assert res.ok, res.error
     assert res.series == [[1, 2]], f"the chart program reached something of its scorer: {res.series}"
-    assert res.network_isolation.startswith("bwrap") or program_sandbox.confinement().kind == "none"
+    kind = program_sandbox.confinement().kind
+    assert res.network_isolation.startswith(kind) or kind == "none", res.network_isolation
 
 
 def test_without_bubblewrap_the_evaluations_log_says_so(monkeypatch, capsys):
@@ -235,3 +242,30 @@ def test_without_bubblewrap_the_evaluations_log_says_so(monkeypatch, capsys):
     assert _run("assert 1 + 1 == 2\n").passed and _run("import sys\nsys.exit(0)\n").passed is False
     err = capsys.readouterr().err
     assert err.count("without a sandbox of their own (no bwrap here)") == 1
+
+
+@pytest.mark.skipif(program_landlock.abi() < program_landlock.MIN_ABI, reason="no Landlock with network rules here")
+def test_under_landlock_a_scored_program_reaches_nothing_of_its_scorer(tmp_path, listener, monkeypatch):
+    """Where bubblewrap cannot make namespaces (the docker runner's containers), each program confines itself with
+    Landlock and a seccomp filter (program_landlock): the attacks of the bwrap test, against this process as the
+    scorer. tests/integration/test_docker_runner.py runs them in the real container."""
+    monkeypatch.setattr(program_sandbox, "confinement", lambda: program_sandbox.Confinement("landlock", "test"))
+    monkeypatch.setenv("OPENAI_API_KEY", TOKEN)
+    work, home = tmp_path / "work", tmp_path / "home"
+    for sub in ("predictions", "results", "logs"):
+        (work / sub).mkdir(parents=True)
+    home.mkdir()
+    (home / ".netrc").write_text("machine example.com password hunter2\n", encoding="utf-8")
+    items = tmp_path / "test.jsonl"
+    items.write_text("a held-out test item\n", encoding="utf-8")
+    fields = {"token": TOKEN, "work": str(work), "items": str(items), "port": listener, "home": str(home)}
+    attacks = {**ATTACKS, "a UDP socket": "socket.socket(socket.AF_INET, socket.SOCK_DGRAM)",
+               "a signal to the scorer": "os.kill(os.getppid(), 0) is None"}
+    reached = []
+    for name, attack in {"(control: no attack)": "False", **attacks}.items():
+        run = code_tests.run_tests(PROGRAM.format(attack=attack, **fields) + "assert add(2, 3) == 5\n", 30)
+        assert run.confinement == "landlock"
+        if not run.passed:
+            reached.append(name)
+    assert reached == [], f"the scored program reached, under Landlock: {reached}"
+    assert sorted(p.name for p in work.rglob("*ESCAPED*")) == []

@@ -170,10 +170,12 @@ def run_chart_code(code: str, table: dict[str, Any], *, timeout_s: float = 10.0,
             read from the axes as TableBench does; empty: the recorded bar/plot/scatter calls.
     """
     python = python or sys.executable
-    confined = program_sandbox.confinement().kind == "bwrap"
-    # bubblewrap has its own network namespace; without it, unshare's when it works here
+    kind = program_sandbox.confinement().kind
+    confined = kind != "none"
+    # bubblewrap has its own network namespace and Landlock refuses TCP (its seccomp filter every other socket
+    # but AF_UNIX); without either, unshare's when it works here
     prefix = () if confined else network_prefix()
-    isolation = "bwrap+socket-blocked" if confined else ("netns+socket-blocked" if prefix else "socket-blocked")
+    isolation = f"{kind}+socket-blocked" if confined else ("netns+socket-blocked" if prefix else "socket-blocked")
     with tempfile.TemporaryDirectory(prefix="ftagent-chart-") as tmp:
         write_table_csv(os.path.join(tmp, "table.csv"), table)
         harness = program_sandbox.limits_source(cpu_s=int(timeout_s) + 2, memory_mb=memory_mb) + _HARNESS
