@@ -184,3 +184,67 @@ def test_a_task_ftagent_job_run_refuses_never_reaches_tmux(tmp_path):
         assert not (tmp_path / "log").exists()
     finally:
         subprocess.run(["tmux", "kill-session", "-t", f"=ftjob-{job_id}"], env=env, capture_output=True)
+
+
+# Issue 40 (the stages through the job runner): the real script, tmux and `ftagent llm_finetune`'s own option and
+# settings resolution; the session itself is replaced (run_finetune records the settings the task's session would
+# start with and returns), since a real one costs minutes (baseline evaluation, training).
+SETTINGS_PROBE = """#!{python}
+import json, os, sys
+import ftagent.finetune.app as app
+from ftagent.core.settings import load_settings
+
+def record(options):
+    settings = load_settings(options.settings, target_benchmark=options.benchmark, base_model=options.base_model)
+    with open(os.path.join(os.environ["LOG_PATH"], "settings.json"), "w") as fh:
+        json.dump({{"stages": settings.ft.stages, "planner": settings.ft.planner}}, fh)
+    raise SystemExit(0)
+
+app.run_finetune = record
+sys.argv[0] = "ftagent"
+from ftagent.cli.main import main
+main()
+"""
+STAGE_TASKS = {"tasks": [
+    {"config": "run.yaml"},  # base_model, benchmark and the stages from the run file
+    {"model": "Qwen/Qwen2.5-0.5B-Instruct", "benchmark": "demo_add", "loop_n": 1},
+]}
+
+
+def _stage_job(tmp_path: Path, env: dict[str, str]) -> dict[str, dict]:
+    job_id = f"t{uuid.uuid4().hex[:8]}"
+    try:
+        res = _run(tmp_path, STAGE_TASKS, "--job-id", job_id, env=env)
+        assert res.returncode == 0, res.stderr
+        job_dir = tmp_path / "log" / job_id
+        deadline = time.time() + 120
+        while time.time() < deadline and len(list((job_dir / ".run").glob("*.exit"))) < 2:
+            time.sleep(0.2)
+        out = {}
+        for name in ("demo_add_tiny-qwen2", "demo_add_Qwen2.5-0.5B-Instruct"):
+            assert (job_dir / ".run" / f"{name}.exit").read_text().strip() == "0", (job_dir / f"{name}.log").read_text()
+            out[name] = json.loads((job_dir / name / "settings.json").read_text())
+        return out
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", f"=ftjob-{job_id}"], env=env, capture_output=True)
+
+
+@pytest.mark.skipif(not shutil.which("tmux"), reason="needs tmux")
+def test_a_tasks_stages_reach_its_session_through_the_run_file_and_the_environment(tmp_path):
+    probe = tmp_path / "ftagent-probe"
+    probe.write_text(SETTINGS_PROBE.format(python=sys.executable))
+    probe.chmod(0o755)
+    (tmp_path / "run.yaml").write_text("base_model: builtin/tiny-qwen2\nbenchmark: demo_add\nstages: sft,dpo\n"
+                                       "planner: heuristic\n")
+    env = {**_env(tmp_path, PYTHONPATH=str(REPO), FT_FILE_PATH=str(tmp_path / "ft")), "FTAGENT_BIN": str(probe)}
+    seen = _stage_job(tmp_path, env)
+    assert seen["demo_add_tiny-qwen2"] == {"stages": ["sft", "dpo"], "planner": "heuristic"}
+    assert seen["demo_add_Qwen2.5-0.5B-Instruct"]["stages"] == ["sft", "dpo", "grpo"]  # the default
+    # the caller's FT_STAGES is forwarded to every task and beats a run file (flag > environment > run file)
+    seen = _stage_job(tmp_path, {**env, "FT_STAGES": "grpo"})
+    assert [s["stages"] for s in seen.values()] == [["grpo"], ["grpo"]]
+    # a stage the run file misspells stops the job before tmux starts anything
+    (tmp_path / "run.yaml").write_text("base_model: builtin/tiny-qwen2\nbenchmark: demo_add\nstages: sft,dpoo\n")
+    res = _run(tmp_path, STAGE_TASKS, "--job-id", "typo1", env=env)
+    assert res.returncode == 2 and "dpoo" in res.stderr and "dpo" in res.stderr, res.stderr
+    assert not (tmp_path / "log" / "typo1").exists()
