@@ -1,6 +1,7 @@
 """The job runner running the REAL ftagent: two demo-size tasks in tmux windows (issue #22.6; the unit
 tests use a fake ftagent). Both sessions train and evaluate for real on CPU, sharing one FT_FILE_PATH
-(its preparation is serialised by file locks), and `ftagent job status` reads both."""
+(its preparation is serialised by file locks), and `ftagent job status` reads both. The second task's run
+file (``config``) sets ``stages: dpo`` (issue 40): its loop is a DPO loop from the base model."""
 
 from __future__ import annotations
 
@@ -31,9 +32,9 @@ def test_two_real_tasks_run_in_tmux_and_report(tmp_path, tools_env):
                FT_FILE_PATH=str(tmp_path / "files"), FT_TOOLS_ENV=str(tools_env), FT_ENV_TYPE="local",
                FT_PLANNER="heuristic", FT_BENCHMARK_LIMIT="6", FT_UPPER_DATA_SIZE_LIMIT="300")
     tasks = {"tasks": [{"model": "builtin/tiny-qwen2", "benchmark": "demo_add", "loop_n": 1, "timeout": "20m"},
-                       {"model": "builtin/tiny-qwen2", "benchmark": "demo_add", "loop_n": 1, "timeout": "20m",
-                        "scenario": "second task"}]}
+                       {"config": "dpo.yaml", "loop_n": 1, "timeout": "20m", "scenario": "second task"}]}
     (tmp_path / "tasks.json").write_text(json.dumps(tasks))
+    (tmp_path / "dpo.yaml").write_text("base_model: builtin/tiny-qwen2\nbenchmark: demo_add\nstages: dpo\n")
     session = f"ftjob-{job_id}"
     try:
         start = subprocess.run(["bash", str(REPO / "job" / "run_ft_job.sh"), "--job-id", job_id, "tasks.json"],
@@ -48,6 +49,10 @@ def test_two_real_tasks_run_in_tmux_and_report(tmp_path, tools_env):
         assert len(exits) == 2 and set(exits.values()) == {"0"}, (exits, logs)
         reports = [json.loads(p.read_text()) for p in job_dir.glob("*/*/report.json")]
         assert len(reports) == 2 and all(r["baseline_val"] is not None and r["loops"] for r in reports), reports
+        # each task's loop trained the stage its settings allow: SFT by default, DPO where the run file says so
+        stages = sorted(r["loops"][0]["config"]["stage"] for r in reports)
+        assert stages == ["dpo", "sft"], [r["loops"] for r in reports]
+        assert all(r["loops"][0]["val_score"] is not None for r in reports), reports
         status = subprocess.run([sys.executable, "-m", "ftagent", "job", "status", str(job_dir)],
                                 cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
         assert status.returncode == 0, status.stderr
