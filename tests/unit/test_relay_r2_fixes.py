@@ -245,3 +245,105 @@ def test_the_holm_line_names_the_rounds_candidates(tmp_path: Path) -> None:
     second = decide_sota(_exp(tmp_path, 1, cand), trace)
     assert ("Holm over a round of 2 candidates judged against the baseline: loop 1 (judged before it: loop 0); "
             "rank 1 of the round by its evidence of a gain, lower bound at the 1.25 % tail") in second.text
+
+
+def test_a_stage_session_tells_the_reviewer_and_the_proposer_what_a_stage_changes(tmp_path: Path) -> None:
+    """Relay round r3 (demo_add, FT_STAGES=sft,dpo,grpo; loop 0 SFT at 22.5 %): the reviewer of loop 0 was never
+    told that the next step could be a DPO or GRPO stage; the proposal's "skip_data_processing: true copies loop
+    0's process_data.py" did not say that another stage gets a new script whatever is set (propose.py drops the
+    flag when the stage differs); and the reply's `"weights_from": null` showed no other value."""
+    from ftagent.core.settings import FTSettings, LLMSettings, PathSettings, Settings
+    from ftagent.core.trace import Experiment, Trace
+    from ftagent.core.types import Hypothesis
+    from ftagent.planners.llm.propose import build_proposal_messages
+    from ftagent.planners.llm.view import planner_view
+    from tests.unit.test_prompts import _demo_scenario
+
+    stages = Settings(FTSettings(stages="sft,dpo,grpo"), LLMSettings(), PathSettings())
+    sft_only = Settings(FTSettings(stages="sft"), LLMSettings(), PathSettings())
+    trace = Trace(core_metric="accuracy", direction="max", baseline_val=0.0)
+    exp = Experiment(loop=0, val_score=22.5, decision=True, hypothesis=Hypothesis(hypothesis="h", task="t"))
+    scenario = _demo_scenario(tmp_path)
+    from ftagent.planners.llm.feedback import feedback_messages
+
+    fb = feedback_messages(scenario, stages, exp, trace, True)[0]["content"]
+    assert "another training stage (FT_STAGES=sft,dpo,grpo)" in fb and "Say in `next_step` which stage" in fb
+    assert "another training stage" not in feedback_messages(scenario, sft_only, exp, trace, True)[0]["content"]
+    trace.record(exp)
+    trace.sota_loop = 0
+    (tmp_path / "ws0").mkdir()
+    system = build_proposal_messages(scenario, planner_view(trace), stages)[0]["content"]
+    assert "It applies only to\n  an experiment of loop 0's own stage" in system
+    assert '"weights_from": null or the number of a loop that trained and scored (e.g. 0)' in system
+    assert "own stage" not in build_proposal_messages(scenario, planner_view(trace), sft_only)[0]["content"]
+
+
+class _RecordingClient:
+    """Stands in for the LLM client in LLMCoder.code: records each request, answers a fixed script/config."""
+
+    def __init__(self) -> None:
+        self.requests: dict[str, str] = {}
+
+    def chat_code(self, messages, lang, stage):
+        self.requests[stage] = messages[-1]["content"]
+        return "print('pairs')\n" if lang == "python" else "finetuning_type: full\nlearning_rate: 5.0e-5\n"
+
+
+def test_a_dpo_loop_on_an_sft_parent_is_not_shown_the_sft_script_and_config_as_its_own(tmp_path: Path) -> None:
+    """Relay round r3: loop 1 (DPO from loop 0's SFT weights) got loop 0's SFT script as "Previous version of the
+    script" (it reads raw rows and writes Alpaca rows; a DPO script reads samples.jsonl and writes pairs) and loop
+    0's SFT config (lr 1e-3, 30 epochs) as "Previous version of the config" with no word that it was for SFT; the
+    stage section made the coder count the prompts' right/wrong mix itself, and the rules said to count "the
+    instruction and the output" of rows that have none. Driven through LLMCoder.code with a recording client."""
+    import json
+
+    from ftagent.core.settings import FTSettings, LLMSettings, PathSettings, Settings
+    from ftagent.core.trace import Experiment, Trace
+    from ftagent.core.types import Hypothesis
+    from ftagent.planners.llm.code import LLMCoder
+    from tests.unit.test_prompts import _demo_scenario
+
+    parent_ws = tmp_path / "loop_0"
+    parent_ws.mkdir()
+    (parent_ws / "process_data.py").write_text("# the SFT script of loop 0\n", encoding="utf-8")
+    (parent_ws / "train.yaml").write_text("finetuning_type: full\nlearning_rate: 0.001\nnum_train_epochs: 30\n",
+                                          encoding="utf-8")
+    trace = Trace(core_metric="accuracy", direction="max", baseline_val=0.0)
+    trace.record(Experiment(loop=0, val_score=22.5, decision=True, hypothesis=Hypothesis(hypothesis="h", task="t"),
+                            artefacts={"workspace": str(parent_ws), "process_data.py": str(parent_ws / "process_data.py"),
+                                       "train.yaml": str(parent_ws / "train.yaml")}))
+    trace.sota_loop = 0
+    ws = tmp_path / "loop_1"
+    ws.mkdir()
+    samples = [("What is 15 + 87?", "\\boxed{102}", "\\boxed{103}", 0.0), ("What is 15 + 87?", "\\boxed{102}",
+               "\\boxed{102}", 1.0), ("What is 52 + 75?", "\\boxed{127}", "\\boxed{128}", 0.0),
+               ("What is 11 + 12?", "\\boxed{23}", "\\boxed{23}", 1.0)]
+    (ws / "samples.jsonl").write_text("".join(json.dumps({"prompt": p, "gold": g, "sample": s, "score": x}) + "\n"
+                                              for p, g, s, x in samples), encoding="utf-8")
+    settings = Settings(FTSettings(stages="sft,dpo,grpo"), LLMSettings(), PathSettings())
+    client = _RecordingClient()
+    dpo = Hypothesis(hypothesis="pairs", task="t", stage="dpo", weights_from=0, parent=0)
+    LLMCoder(_demo_scenario(tmp_path / "demo"), settings, client=client).code(dpo, trace, ws, None, None)
+    data, config = client.requests["data_coder"], client.requests["config_coder"]
+    assert "the SFT script of loop 0" not in data and "Previous version of the script" not in data
+    assert ("holds 4 answers (2 scored right) of the start weights to 3 training prompts (1 with right and wrong "
+            "answers, 1 all right, 1 all wrong)") in data
+    assert "count the instruction and each answer field" in data and "the instruction and the output" not in data
+    assert ("# Previous version of the config (loop 0's, stage sft: its learning rate, epochs and batch were chosen "
+            "for that stage and do not carry over to dpo)") in config
+    client = _RecordingClient()  # an SFT child of an SFT parent still builds on the parent's files, unlabelled
+    sft = Hypothesis(hypothesis="more", task="t", parent=0)
+    (tmp_path / "loop_2").mkdir()
+    LLMCoder(_demo_scenario(tmp_path / "demo2"), settings, client=client).code(sft, trace, tmp_path / "loop_2", None,
+                                                                               None)
+    assert "the SFT script of loop 0" in client.requests["data_coder"]
+    assert "# Previous version of the config\n" in client.requests["config_coder"]
+
+
+def test_the_proposal_says_which_prompts_the_sampling_step_answers() -> None:
+    """Relay round r3: loop 1's sampling answered 256 prompts of loop 0's own training rows (316 of 1,024 right, far
+    above its 22.5 % on validation); the proposal said only "training prompts (never benchmark items)"."""
+    from ftagent.planners.llm.stages import stages_rule
+
+    text = stages_rule(["sft", "dpo", "grpo"])
+    assert "those of the SFT rows the start weights were trained on, so they score higher there than on new" in text

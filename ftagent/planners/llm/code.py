@@ -85,7 +85,9 @@ class LLMCoder:
                 script_path.write_text(parent_script, encoding="utf-8")
                 notes.append(f"data script reused from loop {parent.loop}")  # type: ignore[union-attr]
             else:
-                previous = _read(script_path) or parent_script
+                # relay round r3: a DPO script's request showed loop 0's SFT script as its "Previous version"; a
+                # parent whose rows are of another kind (Alpaca vs pairs) has no script to build on
+                previous = _read(script_path) or (parent_script if _same_rows(parent, hypothesis) else "")
                 script_path.write_text(self._data_script(client, hypothesis, scenario, previous,
                                                          fix if data_failed else "", ctx,
                                                          latest_part(latest, DATA_SCRIPT, "python"), workspace),
@@ -95,10 +97,12 @@ class LLMCoder:
             previous = _read(yaml_path) or read_artefact(parent, TRAIN_YAML)
             changes = parent.system_changes if parent is not None and not _read(yaml_path) else []
             view = planner_view(trace)
+            note = "" if _read(yaml_path) else _other_stage_note(parent, hypothesis)
             yaml_path.write_text(self._config(client, hypothesis, scenario, workspace, previous,
                                               "" if data_failed else fix, ctx, changes,
                                               latest_part(latest, TRAIN_YAML, "yaml", managed_key_names(scenario)),
-                                              extra=config_extra(workspace, view, scenario, hypothesis)),
+                                              extra=config_extra(workspace, view, scenario, hypothesis),
+                                              previous_note=note),
                                  encoding="utf-8")
             notes.append("config written")
         return CodeResult(workspace=str(workspace), round=_round(ctx), notes="; ".join(notes),
@@ -112,9 +116,25 @@ class LLMCoder:
 
     def _config(self, client: LLMClient, hypothesis: Hypothesis, scenario: ScenarioInfo, workspace: Path,
                 previous: str, fix: str, ctx: Any = None, parent_changes: list[str] | None = None,
-                latest: Section | None = None, extra: list[Section] | None = None) -> str:
+                latest: Section | None = None, extra: list[Section] | None = None, previous_note: str = "") -> str:
         messages = config_messages(scenario, self.settings, hypothesis, workspace, previous, fix, ctx,
-                                   parent_changes or [], latest, extra=extra)
+                                   parent_changes or [], latest, extra=extra, previous_note=previous_note)
         return client.chat_code(messages, "yaml", stage="config_coder")
 
 
+def _same_rows(parent: Any, hypothesis: Hypothesis) -> bool:
+    """Whether the parent's data script wrote the kind of rows this hypothesis's stage trains on."""
+    from ftagent.core.stage_specs import stage_spec
+
+    theirs = getattr(getattr(parent, "hypothesis", None), "stage", None) or "sft"
+    return stage_spec(theirs).data == stage_spec(hypothesis.stage).data
+
+
+def _other_stage_note(parent: Any, hypothesis: Hypothesis) -> str:
+    """`` (loop 0's, stage sft: ...)`` when the parent's config trained another stage (relay round r3: a DPO
+    config's request showed loop 0's SFT config, lr 1e-3 for 30 epochs, as its "Previous version")."""
+    theirs = getattr(getattr(parent, "hypothesis", None), "stage", None) or "sft"
+    if parent is None or theirs == hypothesis.stage:
+        return ""
+    return (f" (loop {parent.loop}'s, stage {theirs}: its learning rate, epochs and batch were chosen for that stage "
+            f"and do not carry over to {hypothesis.stage})")

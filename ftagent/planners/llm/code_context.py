@@ -149,10 +149,11 @@ def experiment_part(hypothesis: Hypothesis) -> Section:
                      required=True)
 
 
-def fix_parts(previous: str, fix: str, lang: str, name: str) -> list[Section]:
+def fix_parts(previous: str, fix: str, lang: str, name: str, whose: str = "") -> list[Section]:
+    """The previous version (``whose``: a note on where it comes from) and what to fix in it."""
     out = []
     if previous:
-        out.append(text_part("previous", f"Previous version of {name}", f"```{lang}\n{previous.rstrip()}\n```",
+        out.append(text_part("previous", f"Previous version of {name}{whose}", f"```{lang}\n{previous.rstrip()}\n```",
                              60, required=bool(fix)))
     if fix:
         out.append(text_part("fix", "It failed; fix this first", fix, required=True))

@@ -98,7 +98,7 @@ def data_messages(scenario: ScenarioInfo, settings: Any, hypothesis: Hypothesis,
 def config_messages(scenario: ScenarioInfo, settings: Any, hypothesis: Hypothesis, workspace: Path | None = None,
                     previous: str = "", fix: str = "", ctx: Any = None,
                     parent_changes: list[str] | None = None, latest: Section | None = None,
-                    extra: list[Section] | None = None) -> list[dict[str, str]]:
+                    extra: list[Section] | None = None, previous_note: str = "") -> list[dict[str, str]]:
     """The config coder's request: model, hardware, memory, data statistics, the parameter catalogue
     (only the entries that can apply to this run: :func:`applicable_catalogue`). ``extra``: a "data"
     section replaces the not-produced-yet note; others (the latest failure) go before the catalogue."""
@@ -156,7 +156,7 @@ def config_messages(scenario: ScenarioInfo, settings: Any, hypothesis: Hypothesi
                                   "\n".join(f"- {c}" for c in parent_changes), 75))
     # the previous config as the planner may write it (the coder and `ftagent prompts` alike)
     sections += fix_parts(without_system_keys(previous, set(managed_names(managed))), fix, "yaml",
-                           "the config")
+                           "the config", previous_note)
     if latest is not None:
         sections.append(latest)
     sections.append(text_part("reply", "", "Reply with the complete config in one ```yaml block.", required=True))

@@ -167,11 +167,19 @@ def feedback_messages(scenario: ScenarioInfo, settings: Any, experiment: Experim
     kinds = [CHECK_KINDS.get(flag_parts(f)[0]) for f in exp.integrity_flags]
     answer = render("feedback_error" if failed else "feedback_success", force_think_token=think,
                     internal=internal, saturated=saturated, session_stops=session_stops,
+                    other_stages=_other_stages(settings) if not session_stops else "",
                     wrong_shown=bool(exp.error_samples), error_types=", ".join(REPORTED_TYPES),
                     integrity=bool(kinds), integrity_yours=any(k is None or k.by_experiment for k in kinds),
                     evaluation_suspect=not failed and gold_matches(exp.error_samples) is not None)
     sections.append(text_part("answer", "Answer", answer, required=True))
     return [{"role": "user", "content": fit(sections, settings).text}]
+
+
+def _other_stages(settings: Any) -> str:
+    """``sft,dpo,grpo`` when FT_STAGES enables more than SFT (relay round r3: the reviewer of a stage session was
+    never told that its next step could name a DPO or GRPO stage), else ""."""
+    enabled = list(getattr(getattr(settings, "ft", None), "stages", None) or ["sft"])
+    return ",".join(enabled) if enabled != ["sft"] else ""
 
 
 def _part_lines(exp: Any, metric: str, shown: bool) -> list[str]:

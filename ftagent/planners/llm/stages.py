@@ -45,7 +45,9 @@ def stages_rule(enabled: list[str]) -> str:
         "and scored; null: the base model). A LoRA parent is merged into its base first; the LoRA preference and "
         "GRPO runs use those start weights with the adapter disabled as their reference.",
         "  Preference stages and GRPO start with a sampling step the system runs: the start weights answer training "
-        'prompts (never benchmark items) "samples_per_prompt" times at "temperature" (at most "max_prompts" '
+        "prompts (never benchmark items: those of the SFT rows the start weights were trained on, so they score "
+        "higher there than on new prompts; else the latest SFT loop's rows, else the datasets' default conversion) "
+        '"samples_per_prompt" times at "temperature" (at most "max_prompts" '
         "prompts; null: 4 / 1.0 / 128), each answer scored by the benchmark's "
         "own evaluator against the training gold; the data script then reads samples.jsonl (prompt, gold, sample, "
         "score) to build this stage's rows. GRPO's reward is that same scorer, run on its own completions.",
@@ -68,6 +70,18 @@ def stage_line(exp: Any) -> str:
     return line
 
 
+def prompt_mix(rows: list[dict[str, Any]]) -> str:
+    """``256 training prompts (175 with right and wrong answers, 8 all right, 73 all wrong)`` (relay round r3: the
+    data coder had to count from the file which prompts carry a preference or a reward signal)."""
+    scores: dict[str, set[bool]] = {}
+    for r in rows:
+        scores.setdefault(str(r.get("prompt")), set()).add(float(r.get("score") or 0) >= 1)
+    mixed = sum(1 for s in scores.values() if len(s) == 2)
+    right = sum(1 for s in scores.values() if s == {True})
+    return (f"{len(scores)} training prompts ({mixed} with right and wrong answers, {right} all right, "
+            f"{len(scores) - mixed - right} all wrong)")
+
+
 def data_stage_part(stage: str, workspace: Path | None) -> Section | None:
     """The data coder's section for a non-SFT stage (None for SFT): rows to write, samples to read."""
     spec = stage_spec(stage)
@@ -79,9 +93,10 @@ def data_stage_part(stage: str, workspace: Path | None) -> Section | None:
         lines = path.read_text(encoding="utf-8").splitlines()
         shown = [json.dumps({k: (v[:200] if isinstance(v, str) else v) for k, v in json.loads(ln).items()},
                             ensure_ascii=False) for ln in lines[:SAMPLE_LINES]]
-        right = sum(1 for ln in lines if json.loads(ln).get("score", 0) >= 1)
+        rows = [json.loads(ln) for ln in lines if ln.strip()]
+        right = sum(1 for r in rows if r.get("score", 0) >= 1)
         head = (f"`samples.jsonl` in the working directory holds {len(lines)} answers ({right} scored right) of the "
-                "start weights to training prompts, one JSON object a line: prompt (the whole user turn), gold "
+                f"start weights to {prompt_mix(rows)}, one JSON object a line: prompt (the whole user turn), gold "
                 "(the training answer), sample (the model's answer), score (1 right, 0 wrong, by the benchmark's "
                 "evaluator). First lines:\n```\n" + "\n".join(shown) + "\n```\n")
     rows = DATA_WORDS[spec.data]
