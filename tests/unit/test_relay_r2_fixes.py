@@ -347,3 +347,23 @@ def test_the_proposal_says_which_prompts_the_sampling_step_answers() -> None:
 
     text = stages_rule(["sft", "dpo", "grpo"])
     assert "those of the SFT rows the start weights were trained on, so they score higher there than on new" in text
+
+
+def test_a_dpo_loss_table_shows_the_chosen_reward(tmp_path: Path) -> None:
+    """Relay round r3: loop 1's DPO run ended at preference accuracy 0.75 and loss 0.642 (from 0.693) and scored
+    17.5 % against its SFT parent's 22.5 %; what explains it, rewards/chosen falling below 0 (the right answers made
+    less likely), was in trainer_state.json but not in the loss table the reviewer reads."""
+    import json
+
+    from ftagent.planners.llm.loss_words import loss_table
+    from ftagent.tools.llamafactory.logs import parse_trainer_state
+
+    rows = [{"step": s, "loss": loss, "learning_rate": 1e-5, "rewards/accuracies": acc, "rewards/chosen": ch,
+             "rewards/margins": 0.1} for s, loss, acc, ch in ((3, 0.6931, 0.21, -7.1e-05), (93, 0.642, 0.75, -0.01117))]
+    path = tmp_path / "trainer_state.json"
+    path.write_text(json.dumps({"log_history": [*rows, {"train_runtime": 30.0, "train_loss": 0.66}]}), encoding="utf-8")
+    points, _ = parse_trainer_state(path)
+    assert [p.chosen_reward for p in points] == [-7.1e-05, -0.01117]
+    table = loss_table([p.model_dump() for p in points])
+    assert table.splitlines()[0] == "| step | loss | lr | accuracy | chosen_reward |"
+    assert "| 93 | 0.642 | 1e-05 | 0.75 | -0.01117 |" in table and "below 0 it makes the right answers less" in table

@@ -132,13 +132,17 @@ def loss_table(history: list[dict[str, Any]], rows: int = 12, keep: set[int] | f
         idx |= {i for i, p in enumerate(pts) if p.get("step") in keep and p.get("loss") is not None}
         pts = [pts[i] for i in sorted(idx)]
     # the optional columns a run logged: eval loss, lr, and the other stages' own curves (issue 40)
-    extra = [k for k in ("eval_loss", "lr", "accuracy", "reward", "kl", "completion_length")
+    extra = [k for k in ("eval_loss", "lr", "accuracy", "reward", "kl", "completion_length", "chosen_reward")
              if any(p.get(k) is not None for p in pts)]
     head = ["step", "loss", *extra]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for p in pts:
         cells = [str(p.get("step", "")), _num(p.get("loss")), *(_num(p.get(k)) for k in extra)]
         lines.append("| " + " | ".join(cells) + " |")
+    if "chosen_reward" in extra:
+        lines.append("(chosen_reward: DPO's rewards/chosen, pref_beta × how much more likely the policy makes the "
+                     "chosen answer than its start weights did; below 0 it makes the right answers less likely, even "
+                     "while the preference accuracy rises)")
     return "\n".join(lines)
 
 
