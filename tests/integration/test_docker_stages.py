@@ -2,7 +2,9 @@
 
 The product's own validate → approve → train path (``LlamaFactoryValidator``, ``finetune.approval``,
 ``LlamaFactoryTrainer``) on ``builtin/tiny-qwen2`` with a :class:`DockerRunner` (CPU image), two optimizer steps
-per run. Every ``train`` container is preceded by a probe container started with the *same* tool, workdir,
+per run, after the sampling step's own call (``sample_training_prompts``: 4 training prompts x 2 answers, the
+evaluation's inference and the benchmark's scorer in an ``eval`` container, which must not see the prepared test
+split either). Every ``train`` container is preceded by a probe container started with the *same* tool, workdir,
 mounts and environment, which reports what the stage needs and what it must not see:
 
 * DPO: the config's ``dataset_dir`` holds the checked pairs and LLaMA-Factory's ``dataset_info.json`` with
@@ -13,7 +15,7 @@ mounts and environment, which reports what the stage needs and what it must not 
 
 Then each run's model is where the trainer says, a LoRA adapter, with a loss history (GRPO's with TRL's reward
 column), all written by the calling user. Skipped without a Docker engine (``FTAGENT_REQUIRE_DOCKER=1``: a
-failure); the tiny model is built in the same image, so no local tool env is needed. About 2-3 minutes on CPU.
+failure); the tiny model is built in the same image, so no local tool env is needed. 70-200 s on 2 loaded cores.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from ftagent.tools.llamafactory.catalogue import read_catalogue
 from ftagent.tools.llamafactory.trainer import LlamaFactoryTrainer
 from ftagent.tools.llamafactory.validator import LlamaFactoryValidator
 from ftagent.tools.opencompass import provides  # noqa: F401 - registers ftagent's evaluators, as a session's start-up does
+from ftagent.tools.opencompass.sampling import sample_training_prompts
 from tests.helpers.resolved_run import resolved_run
 from tests.integration.test_docker_runner import engine, tool_image  # noqa: F401 - the module's fixtures
 
@@ -74,6 +77,9 @@ print("PROBE " + json.dumps(out))
 """
 
 
+EVAL_PROBE = "import os, sys; print('EVAL bench', os.path.exists(sys.argv[1]))"
+
+
 class ProbingRunner:
     """A :class:`DockerRunner` that, before each ``train`` command, runs :data:`PROBE` in a container with the
     same tool, workdir, mounts and environment (capabilities are the inner runner's: ``inner``)."""
@@ -83,10 +89,16 @@ class ProbingRunner:
     def __init__(self, inner: DockerRunner, bench: Path) -> None:
         self.inner, self.bench = inner, bench
         self.seen: list[dict] = []
+        self.eval_seen: list[str] = []
         self.commands: list[list[str]] = []
 
     def run(self, cmd: list[str], *, tool, workdir: Path, env=None, mounts=None, gpus=None, timeout=None,
             log_file=None, **kw) -> RunResult:
+        if tool == "eval":  # the sampling run: the prepared test split must not be in its container either
+            probe = self.inner.run(["python", "-c", EVAL_PROBE, str(self.bench)], tool=tool, workdir=workdir, env=env,
+                                   mounts=mounts, timeout=300)
+            assert probe.ok, probe.log_tail
+            self.eval_seen.append(probe.log_tail.strip().splitlines()[-1])
         if tool == "train":
             self.commands.append(list(cmd))
             probe = self.inner.run(["python", "-c", PROBE, cmd[-1], str(self.bench)], tool=tool, workdir=workdir,
@@ -154,7 +166,14 @@ def test_dpo_and_grpo_validate_and_train_inside_the_tool_image(engine, tool_imag
     settings = load_settings(file_path=str(ff), full_timeout=600)
     runner = ProbingRunner(DockerRunner(benchmarks_dir=bench, use_gpu=False, client=engine, image=tool_image,
                                         shm_size="1g"), bench)
-    walls = {}
+    start = time.monotonic()  # the sampling step's inference and scoring, in a container
+    rows = [{"prompt": p["instruction"], "gold": p["chosen"]} for p in PAIRS[:4]]
+    samples = sample_training_prompts(docker_model, rows=rows, samples_per_prompt=2, temperature=1.0,
+                                      benchmark=resolved_run(file_path=ff).adapter, settings=settings, runner=runner,
+                                      work_dir=tmp_path / "sampling", items_root=bench, timeout=600)
+    walls = {"sampling": round(time.monotonic() - start, 1)}
+    assert len(samples) == 8 and {s["score"] for s in samples} <= {0.0, 1.0}, samples
+    assert runner.eval_seen and all(line == "EVAL bench False" for line in runner.eval_seen), runner.eval_seen
     for loop, stage in enumerate(("dpo", "grpo")):
         start = time.monotonic()
         _, result = _loop(stage, loop, ff, docker_model, runner, settings)
