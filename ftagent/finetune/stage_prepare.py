@@ -149,6 +149,7 @@ class StagePreparer:
         """The benchmark's scorer as a GRPO reward (None: its rules read the benchmark's own files)."""
         from ftagent.benchmarks.components import component_path
         from ftagent.core.paths import benchmarks_dir
+        from ftagent.tools.opencompass import provides  # noqa: F401 - registers the "@Name" evaluators resolved here
 
         adapter = self.run.adapter
         root = self.scenario.items_root()
