@@ -93,10 +93,10 @@ def data_stage_part(stage: str, workspace: Path | None) -> Section | None:
         lines = path.read_text(encoding="utf-8").splitlines()
         shown = [json.dumps({k: (v[:200] if isinstance(v, str) else v) for k, v in json.loads(ln).items()},
                             ensure_ascii=False) for ln in lines[:SAMPLE_LINES]]
-        rows = [json.loads(ln) for ln in lines if ln.strip()]
-        right = sum(1 for r in rows if r.get("score", 0) >= 1)
+        answers = [json.loads(ln) for ln in lines if ln.strip()]
+        right = sum(1 for r in answers if r.get("score", 0) >= 1)
         head = (f"`samples.jsonl` in the working directory holds {len(lines)} answers ({right} scored right) of the "
-                f"start weights to {prompt_mix(rows)}, one JSON object a line: prompt (the whole user turn), gold "
+                f"start weights to {prompt_mix(answers)}, one JSON object a line: prompt (the whole user turn), gold "
                 "(the training answer), sample (the model's answer), score (1 right, 0 wrong, by the benchmark's "
                 "evaluator). First lines:\n```\n" + "\n".join(shown) + "\n```\n")
     rows = DATA_WORDS[spec.data]
