@@ -367,3 +367,32 @@ def test_a_dpo_loss_table_shows_the_chosen_reward(tmp_path: Path) -> None:
     table = loss_table([p.model_dump() for p in points])
     assert table.splitlines()[0] == "| step | loss | lr | accuracy | chosen_reward |"
     assert "| 93 | 0.642 | 1e-05 | 0.75 | -0.01117 |" in table and "below 0 it makes the right answers less" in table
+
+
+def test_a_grpo_loop_is_told_how_its_steps_count_and_how_to_read_its_loss(tmp_path: Path) -> None:
+    """Relay round r3's GRPO loop: its config prompt gave the SFT rule "steps per epoch = ceil(rows ÷ batch)" (84 rows,
+    batch 8: 11 steps) while TRL ran 42 (84 × 4 generations ÷ 8), so logging_steps and schedules were sized 4× off;
+    and its feedback read GRPO's policy loss (0.008 … -0.014) as "falling, still falling at the end; noisy (try a
+    lower learning rate …)"."""
+    from ftagent.core.settings import FTSettings, LLMSettings, PathSettings, Settings
+    from ftagent.core.types import Hypothesis
+    from ftagent.planners.llm.code_messages import config_messages
+    from ftagent.planners.llm.history import experiment_block
+    from ftagent.planners.llm.view import PlannerExperiment
+    from tests.unit.test_prompts import _demo_scenario
+
+    scenario = _demo_scenario(tmp_path)
+    settings = Settings(FTSettings(stages="sft,dpo,grpo"), LLMSettings(), PathSettings())
+    grpo = config_messages(scenario, settings, Hypothesis(hypothesis="h", task="t", stage="grpo", weights_from=0))
+    assert "steps per epoch = ceil(rows × num_generations ÷ (per_device_train_batch_size" in grpo[0]["content"]
+    sft = config_messages(scenario, settings, Hypothesis(hypothesis="h", task="t"))[0]["content"]
+    assert "num_generations ÷" not in sft and "steps per epoch = ceil(rows × (1 − val_size)" in sft
+    history = [{"step": s, "loss": loss, "reward": r, "kl": 0.0005}
+               for s, loss, r in ((2, 0.0081, 0.375), (6, 0.0115, 0.625), (10, 0.0, 0.5), (12, 0.0682, 0.4375),
+                                  (32, -0.0258, 0.3125), (42, -0.0136, 0.3125))]
+    exp = PlannerExperiment(loop=1, val_score=22.5, loss_history=history,
+                            hypothesis=Hypothesis(hypothesis="h", task="t", stage="grpo", weights_from=0))
+    block = experiment_block(exp, baseline=0.0, core_metric="accuracy", direction="max", detail="full")
+    line = next(x for x in block.splitlines() if x.startswith("- Training loss"))
+    assert "GRPO's policy objective, near 0 by construction: not a convergence measure" in line
+    assert "noisy" not in line and "still falling" not in line and "last -0.0136 (step 42)" in line

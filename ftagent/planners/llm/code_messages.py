@@ -139,7 +139,7 @@ def config_messages(scenario: ScenarioInfo, settings: Any, hypothesis: Hypothesi
             required=True),
     ]
     stats = debug_data_stats(workspace, scenario.base_model_path) if workspace is not None else ""
-    rule = f"- {steps_rule(scenario.hardware.gpu_count)}"
+    rule = f"- {steps_rule(scenario.hardware.gpu_count, generations=stage.trainer == 'trl')}"
     if stats:
         sections.append(text_part("data", "Training data", f"{stats}\n{rule}"))
     elif data_part is not None:

@@ -240,7 +240,13 @@ def experiment_block(exp: PlannerExperiment, *, baseline: float | None, core_met
         lines += ["- What process_data.py printed (last lines):", "```", printed, "```"]
     history = exp.loss_history or failure_loss_history(exp.failure)
     summary = loss_summary(history)
-    if summary is not None:
+    if summary is not None and any(isinstance(p, dict) and p.get("reward") is not None for p in history):
+        # relay round r3: a GRPO run's loss (-0.014 .. 0.07) was read as "falling, still falling at the end; noisy
+        # (try a lower learning rate ...)"; TRL's GRPO loss is the clipped policy objective, not a fit to targets
+        lines.append(f"- Training loss (GRPO's policy objective, near 0 by construction: not a convergence measure; "
+                     f"the reward and kl columns below say what the run learnt): first {summary.first:.4g}, last "
+                     f"{summary.last:.4g} (step {summary.last_step})")
+    elif summary is not None:
         lines.append(f"- Training loss: {summary.line()}")
     speed = throughput_line(exp)
     if speed:

@@ -180,9 +180,18 @@ STEPS_RULE = ("steps per epoch = ceil(rows × (1 − val_size) ÷ (per_device_tr
               "gradient_accumulation_steps{gpus})); total steps = that × num_train_epochs, unless max_steps is set")
 
 
-def steps_rule(gpus: int) -> str:
-    """How the trainer turns rows into optimizer steps (transformers' Trainer: one step per effective batch)."""
-    return STEPS_RULE.format(gpus=f" × {gpus} GPUs" if gpus > 1 else "")
+# TRL's GRPOTrainer repeats each prompt num_generations times and per_device_train_batch_size counts completions:
+# relay round r3's GRPO run, 84 rows × 4 generations ÷ batch 8, ran 42 steps (the SFT rule said 11)
+GRPO_STEPS_RULE = ("steps per epoch = ceil(rows × num_generations ÷ (per_device_train_batch_size × "
+                   "gradient_accumulation_steps{gpus})): each prompt is answered num_generations times and the "
+                   "batch counts completions (it must be a multiple of num_generations); total steps = that × "
+                   "num_train_epochs, unless max_steps is set")
+
+
+def steps_rule(gpus: int, *, generations: bool = False) -> str:
+    """How the trainer turns rows into optimizer steps (transformers' Trainer: one step per effective batch;
+    ``generations``: TRL's GRPOTrainer, one step per batch of completions)."""
+    return (GRPO_STEPS_RULE if generations else STEPS_RULE).format(gpus=f" × {gpus} GPUs" if gpus > 1 else "")
 
 
 def debug_data_stats(workspace: Path, model_path: str | None, limit_rows: int = 5000,
