@@ -28,9 +28,11 @@ def build_wheel_venv(root: Path) -> Path:
     venv = root / "venv"
     subprocess.run([getattr(sys, "_base_executable", sys.executable), "-m", "venv", "--without-pip", str(venv)],
                    check=True, timeout=120)
+    # without PYTHONPATH: a checkout on it (a worktree's test run) makes pip find ftagent "already satisfied" in
+    # the fresh venv and install nothing
     subprocess.run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "-q",
                     "--no-deps", *map(str, (root / "dist").glob("ftagent-*.whl"))],
-                   check=True, capture_output=True, timeout=600)
+                   check=True, capture_output=True, timeout=600, env=outside_env({}))
     (wheel_site(venv) / "deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     return venv
 
