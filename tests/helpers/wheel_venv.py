@@ -23,8 +23,17 @@ def build_wheel_venv(root: Path) -> Path:
     its ``__editable__`` finder is not run, so ``import ftagent`` finds the wheel's copy), not from
     PyPI: an install of ~150 packages would cost minutes for nothing these tests check.
     """
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", str(REPO), "-w", str(root / "dist")],
-                   check=True, capture_output=True, timeout=600)
+    import fcntl
+    import hashlib
+    import tempfile
+
+    # one build at a time per checkout: setuptools builds in the source tree's build/, and two pytest workers
+    # building at once (test_packaging beside test_user_benchmark) broke each other's wheel
+    lock = Path(tempfile.gettempdir()) / f"ftagent-wheel-{hashlib.sha1(str(REPO).encode()).hexdigest()[:12]}.lock"
+    with lock.open("w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", str(REPO), "-w", str(root / "dist")],
+                       check=True, capture_output=True, timeout=600)
     venv = root / "venv"
     subprocess.run([getattr(sys, "_base_executable", sys.executable), "-m", "venv", "--without-pip", str(venv)],
                    check=True, timeout=120)
