@@ -7,13 +7,28 @@ tests/integration/test_user_benchmark.py (one ``llm_finetune`` loop) through the
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import os
 import subprocess
 import sys
 import sysconfig
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
+
+
+@contextmanager
+def one_build_at_a_time() -> Iterator[None]:
+    """Hold this checkout's build lock: setuptools builds in the source tree's build/, and two pytest workers
+    building at once (test_packaging's plain install beside test_user_benchmark's wheel) broke each other's build."""
+    lock = Path(tempfile.gettempdir()) / f"ftagent-build-{hashlib.sha1(str(REPO).encode()).hexdigest()[:12]}.lock"
+    with lock.open("w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        yield
 
 
 def build_wheel_venv(root: Path) -> Path:
@@ -23,15 +38,7 @@ def build_wheel_venv(root: Path) -> Path:
     its ``__editable__`` finder is not run, so ``import ftagent`` finds the wheel's copy), not from
     PyPI: an install of ~150 packages would cost minutes for nothing these tests check.
     """
-    import fcntl
-    import hashlib
-    import tempfile
-
-    # one build at a time per checkout: setuptools builds in the source tree's build/, and two pytest workers
-    # building at once (test_packaging beside test_user_benchmark) broke each other's wheel
-    lock = Path(tempfile.gettempdir()) / f"ftagent-wheel-{hashlib.sha1(str(REPO).encode()).hexdigest()[:12]}.lock"
-    with lock.open("w") as held:
-        fcntl.flock(held, fcntl.LOCK_EX)
+    with one_build_at_a_time():
         subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", str(REPO), "-w", str(root / "dist")],
                        check=True, capture_output=True, timeout=600)
     venv = root / "venv"

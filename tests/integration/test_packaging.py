@@ -21,9 +21,12 @@ def test_every_package_is_listed_in_pyproject():
 
 
 def test_plain_install_runs_from_another_directory(tmp_path):
+    from tests.helpers.wheel_venv import one_build_at_a_time
+
     target = tmp_path / "site"
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps",
-                    "--target", str(target), str(REPO)], check=True, capture_output=True, timeout=600)
+    with one_build_at_a_time():
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps",
+                        "--target", str(target), str(REPO)], check=True, capture_output=True, timeout=600)
     assert (target / "ftagent" / "_configs" / "models.yaml").is_file()
     assert (target / "ftagent" / "_docker").is_dir()
     cwd = tmp_path / "elsewhere"
