@@ -22,7 +22,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ftagent.engine.context import Halt
-from ftagent.planners.llm.numbers import format_score, metric_maximum
+from ftagent.planners.llm.numbers import format_score, scores_maximum
 
 if TYPE_CHECKING:
     from ftagent.core.trace import Trace
@@ -33,8 +33,7 @@ if TYPE_CHECKING:
 def saturated_words(trace: Trace, loop_n: int | None, started: int) -> str | None:
     """Why no further loop is started (the best is at the metric's maximum), or None when one may be."""
     best = trace.sota()
-    top = metric_maximum(trace.core_metric, trace.direction)
-    if best is None or top is None or best.val_score is None or best.val_score < top - 1e-9:
+    if best is None or not scores_maximum(best.val_score, trace.core_metric, trace.direction):
         return None
     left = "" if loop_n is None else f"; {max(loop_n - started, 0)} of the {loop_n} loops (--loop-n) were not started"
     return (f"stopped early: loop {best.loop}, the best, scores the metric's maximum on validation "

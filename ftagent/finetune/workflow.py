@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ftagent.core.disk import check_disk_full, is_disk_full
 from ftagent.core.errors import ErrorType, StepError
@@ -51,9 +51,6 @@ from ftagent.finetune.stage_prepare import SAMPLES_FILE, prepare_stage
 from ftagent.finetune.state import FinetuneLoop, FinetuneSessionState, finetune_loop
 from ftagent.finetune.trials_seen import validated_steps
 from ftagent.integrity.guard import IntegrityGuard, start_loop
-
-if TYPE_CHECKING:
-    pass
 
 STEP_NAMES = ("propose", "code", "validate", "train", "evaluate", "feedback")
 

@@ -154,14 +154,14 @@ def feedback_messages(scenario: ScenarioInfo, settings: Any, experiment: Experim
             body = (f"{count}The prompts as OpenCompass records them (e.g. `HUMAN: ...`); the model received each "
                     "through its chat template, exactly as in training.\n" + body)
             sections.append(text_part("errors", "Some validation items the model got wrong", body, 65, level=2))
-    from ftagent.planners.llm.numbers import metric_maximum
+    from ftagent.planners.llm.numbers import scores_maximum
 
-    top = metric_maximum(view.core_metric, view.direction)
-    saturated = top is not None and exp.val_score is not None and exp.val_score >= top - 1e-9
+    saturated = scores_maximum(exp.val_score, view.core_metric, view.direction)
     best_loop, best_score = view.incumbent()
     # the session's saturation guard (ftagent.finetune.saturation) starts no loop after a best at the maximum
-    session_stops = not failed and top is not None and bool(getattr(settings.ft, "stop_at_maximum", True)) and (
-        (saturated and decision) or (best_loop is not None and best_score is not None and best_score >= top - 1e-9))
+    session_stops = not failed and bool(getattr(settings.ft, "stop_at_maximum", True)) and (
+        (saturated and decision)
+        or (best_loop is not None and scores_maximum(best_score, view.core_metric, view.direction)))
     from ftagent.integrity.verdict import CHECK_KINDS, flag_parts
 
     kinds = [CHECK_KINDS.get(flag_parts(f)[0]) for f in exp.integrity_flags]

@@ -61,3 +61,9 @@ def format_score(value: float | None, metric: str) -> str:
 def metric_maximum(metric: str, direction: str) -> float | None:
     """The best value the metric can reach (100 for a percentage to maximise), else None."""
     return 100.0 if direction == "max" and is_percent(metric) else None
+
+
+def scores_maximum(score: float | None, metric: str, direction: str) -> bool:
+    """``score`` is the metric's maximum (no later score can beat it); False without a known maximum."""
+    top = metric_maximum(metric, direction)
+    return top is not None and score is not None and score >= top - 1e-9

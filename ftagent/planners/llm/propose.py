@@ -156,11 +156,10 @@ def sota_rule(view: PlannerView, min_delta: float, rule: str = "interval", stops
 
 def at_maximum(view: PlannerView) -> bool:
     """The current best (or the baseline) scores the metric's maximum on validation."""
-    from ftagent.planners.llm.numbers import metric_maximum
+    from ftagent.planners.llm.numbers import scores_maximum
 
-    top = metric_maximum(view.core_metric, view.direction)
     _, score = view.incumbent()
-    return top is not None and score is not None and score >= top - 1e-9
+    return scores_maximum(score, view.core_metric, view.direction)
 
 
 def sota_rule_of(view: PlannerView, settings: Any) -> str:
