@@ -28,7 +28,7 @@ from ftagent.integrity.guard import IntegrityGuard
 from ftagent.integrity.tensor_compare import MIN_WEIGHT_COSINE
 from ftagent.integrity.weight_prints import fingerprint
 from ftagent.integrity.weights import compare_full, weight_check
-from tests.helpers.model_files import trained, write_trainer_state
+from tests.helpers.model_files import DEMO_RUN, trained, write_trainer_state
 
 KEY = "redteam_bench"
 TEMPLATE = "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
@@ -109,8 +109,6 @@ def _lora_factors(seed: int, scale: float = 0.02) -> tuple[dict[str, list[float]
 #: base plus noise of 5 % of the weights' scale, 0.001, so its largest change is ~0.005); an adapter's: 1e-3
 FULL_RUN = {"finetuning_type": "full", "learning_rate": 1.0e-4, "lr_scheduler_type": "constant", "max_steps": 100}
 LORA_RUN = {"finetuning_type": "lora", "learning_rate": 1.0e-3, "lr_scheduler_type": "constant", "max_steps": 100}
-#: the CPU demo's aggressive full fine-tune (learning rate 1e-3 for 300 steps: a bound of 0.77 per value)
-DEMO_RUN = {**FULL_RUN, "learning_rate": 1.0e-3, "max_steps": 300}
 
 CONFIG = {"model_type": "qwen2", "hidden_size": 64, "num_hidden_layers": 2, "vocab_size": 128,
           "intermediate_size": 128, "num_attention_heads": 4, "num_key_value_heads": 2}

@@ -99,9 +99,15 @@ def test_a_saturated_session_exits_0() -> None:
     """It has a scored model: the CLI exits 0 (docs/reliability.md, "Exit codes")."""
     from types import SimpleNamespace as NS
 
+    import pytest
+    import typer
+
     from ftagent.cli.run import exit_for
 
     exit_for(NS(status="saturated", message="stopped early"))  # raises typer.Exit for a non-zero ending
+    with pytest.raises(typer.Exit) as ended:  # the contrast: an ending without a scored model is not 0
+        exit_for(NS(status="no_model", message="no loop trained a model"))
+    assert ended.value.exit_code == 4
 
 
 def _feedback(tmp_path: Path, exp, trace, decision: bool) -> str:
