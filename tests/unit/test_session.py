@@ -182,9 +182,16 @@ def test_wait_delivered_returns_once_every_written_event_reached_the_subscribers
     emitter.start()
     assert holding.wait(30)
     waited: list[bool] = []
+    waiting, wait = threading.Event(), log._delivered.wait
+
+    def noting_wait(*args, **kwargs):  # the waiter is inside wait_delivered's wait: only then is the hold released
+        waiting.set()
+        return wait(*args, **kwargs)
+
+    log._delivered.wait = noting_wait  # type: ignore[method-assign]
     waiter = threading.Thread(target=lambda: (log.wait_delivered(), waited.append(seen.is_set())))
     waiter.start()
-    time.sleep(0.2)
+    assert waiting.wait(30)
     go.set()
     waiter.join(30)
     emitter.join(30)
