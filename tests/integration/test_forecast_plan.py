@@ -50,7 +50,12 @@ def test_plan_measures_and_prints_without_a_session(workdir):
                   "--plan", command="llm_finetune")
     assert again.returncode == 0, again.stdout + again.stderr
     assert all(part in again.stdout for part in ("loop 0", "loop 1", "total", "--timeout 30 min")), again.stdout
-    assert json.loads((workdir / "files" / "forecast" / "probes.json").read_text()) == cache
+    after = json.loads((workdir / "files" / "forecast" / "probes.json").read_text())
+    # nothing measured before was measured again; a new entry only where the machine's load band changed between the
+    # two runs (the cache keys by load band, and under CI's parallel tests the 1-min load can cross a band)
+    assert {k: after[k] for k in cache} == cache
+    new = {k: v for k, v in after.items() if k not in cache}
+    assert all(v["load"] != train["load"] for v in new.values()), (train["load"], new)
     assert not (workdir / "log").exists()
 
 
