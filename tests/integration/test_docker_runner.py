@@ -177,7 +177,7 @@ def test_timeout_kills_the_container_and_the_log_streams(engine, tool_image, tmp
     res = box["res"]
     assert seen_while_running, "the log must reach the file while the container runs"
     assert res.timed_out and res.exit_code is None and not res.ok
-    assert 19 <= res.duration_s < 45, res.duration_s
+    assert 19 <= res.duration_s < 90, res.duration_s  # the tool ticks 30 s more; 'tick 30' absent is the cut
     assert "timed out" in log.read_text() and "tick 30" not in log.read_text()
     assert {c.id for c in engine.containers.list(all=True)} <= before  # killed and removed
 

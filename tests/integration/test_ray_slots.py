@@ -102,12 +102,17 @@ def test_trials_hold_their_slots_as_ray_tasks_and_wait_while_ray_has_no_gpu_free
     assert sorted(e.loop for e in starts) == [0, 1, 2, 3]
 
     @ray.remote(resources={"fake_gpu": 1}, num_cpus=0)
-    def other_work(seconds: float) -> float:  # another user of the node's GPUs
+    def other_work(seconds: float, started: str) -> float:  # another user of the node's GPUs
+        Path(started).touch()
         time.sleep(seconds)
         return seconds
 
-    busy = other_work.remote(12.0)
-    time.sleep(2.0)  # it holds one fake_gpu now
+    started = tmp_path / "other_work.started"
+    busy = other_work.remote(12.0, str(started))
+    deadline = time.time() + 60  # it holds one fake_gpu now (Ray leases a worker slowly on a loaded machine)
+    while time.time() < deadline and not started.exists():
+        time.sleep(0.1)
+    assert started.exists()
     t0 = time.time()
     session2, _ = _run(tmp_path, cluster, "contended", 3)
     assert _concurrency(session2) == 1, "a trial ran on the fake_gpu another Ray task held"

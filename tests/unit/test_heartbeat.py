@@ -23,11 +23,12 @@ def _gaps(stamps: list[float], start: float, end: float) -> list[float]:
 def test_a_quiet_stretch_gets_beats_no_further_apart_than_the_interval() -> None:
     said: list[tuple[float, str]] = []
     start = time.monotonic()
-    with Heartbeat("install x", lambda m: said.append((time.monotonic(), m)), interval=0.4):
-        time.sleep(1.7)
+    with Heartbeat("install x", lambda m: said.append((time.monotonic(), m)), interval=1.0):
+        time.sleep(4.2)
     end = time.monotonic()
     assert len(said) >= 3
-    assert max(_gaps([t for t, _ in said], start, end)) <= 0.4 + 0.25  # poll granularity + scheduling
+    # poll granularity + a loaded machine's scheduling; beats at twice the interval still fail
+    assert max(_gaps([t for t, _ in said], start, end)) <= 1.0 + 0.9
     assert all(m.startswith("install x: ") and m.rstrip().endswith("s") for _, m in said)
 
 

@@ -177,7 +177,8 @@ SERVER_DIES = """
 import sys, time
 import ftagent.mcp_server.runs as runs
 runs.CHILD_COMMAND = [sys.executable]
-child = "import signal, sys, time; signal.signal(signal.SIGTERM, lambda *a: (open(sys.argv[1], 'w').write('TERM'), sys.exit(0))); time.sleep(60)"
+child = ("import signal, sys, time; signal.signal(signal.SIGTERM, lambda *a: (open(sys.argv[1], 'w').write('TERM'), "
+         "sys.exit(0))); open(sys.argv[1] + '.ready', 'w').close(); time.sleep(60)")
 manager = runs.RunManager()
 for name, detach in (("attached", False), ("detached", True)):
     manager.spawn(["-c", child, sys.argv[1] + "/" + name], sys.argv[1], detach)
@@ -192,7 +193,11 @@ def test_a_run_dies_with_the_server_unless_detached(tmp_path):
     server = subprocess.Popen([sys.executable, "-c", SERVER_DIES, str(tmp_path)], stdout=subprocess.PIPE, text=True,
                               env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
     assert server.stdout.readline().strip() == "ready"
-    time.sleep(1.0)  # both children installed their SIGTERM handler
+    ready = [tmp_path / "attached.ready", tmp_path / "detached.ready"]
+    deadline = time.monotonic() + 60  # both children installed their SIGTERM handler (a loaded machine starts them slowly)
+    while time.monotonic() < deadline and not all(p.exists() for p in ready):
+        time.sleep(0.1)
+    assert all(p.exists() for p in ready)
     assert len(list((tmp_path / ".mcp").glob("*.log"))) == 2  # each run's console log
     server.send_signal(signal.SIGKILL)
     server.wait(timeout=10)

@@ -70,7 +70,7 @@ def test_sigterm_ends_the_run_like_ctrl_c_and_takes_the_tools(tmp_path, monkeypa
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=20) == 0
         assert (tmp_path / "status").read_text() == "interrupted: terminated by SIGTERM"
-        assert _wait_for(lambda: not any(_alive(p) for p in _pids(tmp_path / "pids")), timeout=5.0)
+        assert _wait_for(lambda: not any(_alive(p) for p in _pids(tmp_path / "pids")), timeout=20.0)
     finally:
         _cleanup(tmp_path)
 
@@ -94,8 +94,8 @@ def test_job_cancel_reaches_the_tools_of_a_running_task(tmp_path, monkeypatch):
         supervisor.join(timeout=30)
         assert result == [ex.CANCELLED_RC]
         # the grace period (20 s) was not needed: ftagent ended its run on the SIGTERM, the tools with it
-        assert time.monotonic() - t0 < 10
+        assert time.monotonic() - t0 < 15  # under the 20 s grace, with room for a loaded machine
         assert (tmp_path / "status").read_text() == "interrupted: terminated by SIGTERM"
-        assert _wait_for(lambda: not any(_alive(p) for p in _pids(tmp_path / "pids")), timeout=5.0)
+        assert _wait_for(lambda: not any(_alive(p) for p in _pids(tmp_path / "pids")), timeout=20.0)
     finally:
         _cleanup(tmp_path)

@@ -211,8 +211,8 @@ def _session_with(tmp_path: Path, first: Forecast) -> Session:
 
 
 def test_a_loop_the_re_forecast_says_cannot_finish_is_not_started(tmp_path):
-    """The first forecast said 0.05 s a loop; each loop really takes ~2 s. With --timeout 5.4 s, loops 0 and 1
-    run (~3.4 s left before loop 1) and loop 2 (re-forecast at ~2 s, ~1.4 s left) is not started: the
+    """The first forecast said 0.05 s a loop; each loop really takes ~4 s. With --timeout 10.8 s, loops 0 and 1
+    run (~6.8 s left before loop 1) and loop 2 (re-forecast at ~4 s, ~2.8 s left) is not started: the
     session ends timeout, with the reason (before: loop 2 started and was cut at the deadline)."""
     from tests.unit._workflows import RecordingWorkflow
 
@@ -222,14 +222,14 @@ def test_a_loop_the_re_forecast_says_cannot_finish_is_not_started(tmp_path):
     from ftagent.engine.events import SessionStart
 
     session.events.emit(SessionStart(session_id="s"))
-    wf = RecordingWorkflow(plan={(i, "train"): "sleep:2.0" for i in range(5)})
+    wf = RecordingWorkflow(plan={(i, "train"): "sleep:4.0" for i in range(5)})
     ref = Reforecaster(session, _Steady(), steps=STEPS, feedback_step="feedback", loop_n=5, gpus=0,
                        emit=session.events.emit)
     session.events.subscribe(ref)
-    # 5.4 s with ~2 s loops: loop 1 starts while a loop takes at most 2.7 s, loop 2 does not while one takes over
-    # 1.8 s — 0.7 s of engine overhead allowed per loop (3.3 s with ~1 s loops let loop 2 start on a quiet machine,
-    # and 2.7 s left only 0.35 s for a loaded one)
-    summary = LoopEngine(wf, session, loop_n=5, timeout_s=5.4, loop_guard=ref.loop_guard).run()
+    # 10.8 s with ~4 s loops: loop 1 starts while a loop takes at most 5.4 s, loop 2 does not while one takes over
+    # 3.6 s — 1.4 s of engine overhead allowed per loop (3.3 s with ~1 s loops let loop 2 start on a quiet machine,
+    # and 5.4 s with ~2 s loops left 0.7 s, still a wall-clock margin a loaded CI machine can eat)
+    summary = LoopEngine(wf, session, loop_n=5, timeout_s=10.8, loop_guard=ref.loop_guard).run()
     assert summary.status == "timeout" and summary.loops_done == 2, summary
     assert summary.message.startswith("loop 2 was not started: it is re-forecast at ")
     assert "from this session's step times" in summary.message and "of --timeout is left" in summary.message
