@@ -67,7 +67,7 @@ DECISIONS = ("Best-model decisions", "+0.05 [-0.1, +0.2] on 30 items vs loop 0",
              "integrity flag: benchmark_files", "Loop 2 flagged by the integrity guard, not eligible as best: "
              "benchmark_files: the evaluator's files changed", "a constant answer", "0.25",
              "not best (not significant)", "FLAGGED")
-FIRST_RENDER_BOUND_S = 15.0  # generous for a loaded CI machine; measured 3-8 s on a busy 2-core box
+FIRST_RENDER_BOUND_S = 30.0  # a hang, not a speed goal (make bench has those): measured 3-8 s on a busy 2-core box
 
 
 def _devtools_page(port: int, timeout: float = 30) -> str:
