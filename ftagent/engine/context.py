@@ -26,6 +26,12 @@ class Halt:
     message: str
 
 
+def guard_ending(why: str | Halt) -> tuple[SessionStatus, str]:
+    """How a loop guard's answer ends the session, in both engines: a :class:`Halt` with its own status, any other
+    reason (a re-forecast that says the next loop cannot finish) as ``timeout``."""
+    return (why.status, why.message) if isinstance(why, Halt) else ("timeout", why)
+
+
 @dataclass
 class Goto:
     """Returned by a step to send the loop back to an earlier step (why: in the loop state)."""

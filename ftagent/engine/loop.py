@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
 from ftagent.core.errors import BudgetExhausted, EnvironmentFailure, ErrorType, StepFailure
-from ftagent.engine.context import Goto, Halt, SessionStatus, StepContext, StepFn
+from ftagent.engine.context import Goto, Halt, SessionStatus, StepContext, StepFn, guard_ending
 from ftagent.engine.events import LoopEnd, Message, SessionEnd
 from ftagent.engine.session import LoopState, S, Session, SessionState
 from ftagent.engine.steps import run_step
@@ -208,7 +208,7 @@ class LoopEngine(Generic[S]):
                 self.events.wait_delivered()  # the guard reads a subscriber's view: every event written so far
                 why = self.loop_guard(ctx)
                 if why:
-                    status, message = (why.status, why.message) if isinstance(why, Halt) else ("timeout", why)
+                    status, message = guard_ending(why)
                     break
             if state.current is None or state.current.index != state.loop_index:
                 state.current = self.workflow.new_loop(state.loop_index)

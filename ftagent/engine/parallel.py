@@ -42,7 +42,7 @@ from collections.abc import Callable
 from typing import Any, Generic, Literal
 
 from ftagent.core.errors import BudgetExhausted, EnvironmentFailure, ErrorType, StepFailure
-from ftagent.engine.context import Halt, SessionStatus, StepContext
+from ftagent.engine.context import SessionStatus, StepContext, guard_ending
 from ftagent.engine.events import LoopEnd, Message, StepEnd, TrialStart, _Event
 from ftagent.engine.pools import LocalSlotPool, SlotPool, WholeMachine
 from ftagent.engine.session import LoopState, S, Session, SessionState
@@ -136,10 +136,8 @@ class Scheduler(Generic[S]):
         if self.ctx.deadline is not None and e.clock() >= self.ctx.deadline:
             return "timeout", f"time budget of {e.timeout_s or 0:.0f}s used up"
         guarded = getattr(self, "_guarded", None)  # the application's guard kept the next trial from starting
-        if isinstance(guarded, Halt):  # e.g. saturated: the best is at the metric's maximum
-            return guarded.status, guarded.message
-        if guarded:
-            return "timeout", str(guarded)
+        if guarded:  # e.g. saturated (a Halt: the best is at the metric's maximum) or a re-forecast's reason
+            return guard_ending(guarded)
         return "timeout", f"time budget of {e.timeout_s or 0:.0f}s left too little for another trial"
 
     def _adopt_current(self) -> None:
