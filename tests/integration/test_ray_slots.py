@@ -11,6 +11,8 @@ lease is given back at the end (the cluster's two ``fake_gpu`` free again).
 from __future__ import annotations
 
 import json
+import os
+import signal
 import threading
 import time
 from pathlib import Path
@@ -21,6 +23,7 @@ from ftagent.core.slots import Slot
 from ftagent.engine.events import read_events
 from ftagent.engine.loop import LoopEngine
 from ftagent.engine.session import Session
+from tests.helpers.signals import ctrl_c_raises
 from tests.integration.test_ray_executor import Cluster
 from tests.unit._workflows import RecordingWorkflow, TraceState
 
@@ -132,10 +135,11 @@ def test_a_lease_is_released_when_the_scheduler_stops_early(tmp_path: Path, clus
                        address=cluster.address, gpu_resource="fake_gpu", lease_dir=session.dir / ".slots")
     wf = RecordingWorkflow(plan={(i, "train"): "sleep:3" for i in range(4)})
     wf.serial_steps = ("propose", "feedback")  # type: ignore[attr-defined]
-    timer = threading.Timer(2.5, lambda: __import__("os").kill(__import__("os").getpid(), 2))  # Ctrl-C
-    timer.start()
-    summary = LoopEngine(wf, session, loop_n=4, pool=pool).run()
-    timer.cancel()  # ended before it fired (then the assertion below says so): never a Ctrl-C to pytest
+    timer = threading.Timer(2.5, lambda: os.kill(os.getpid(), signal.SIGINT))  # Ctrl-C
+    with ctrl_c_raises():
+        timer.start()
+        summary = LoopEngine(wf, session, loop_n=4, pool=pool).run()
+        timer.cancel()  # ended before it fired (then the assertion below says so): never a Ctrl-C to pytest
     assert summary.status == "interrupted", summary
     deadline = time.time() + 30
     while time.time() < deadline and ray.available_resources().get("fake_gpu", 0) < 2:

@@ -21,6 +21,7 @@ from ftagent.engine.events import read_events
 from ftagent.engine.loop import LoopEngine
 from ftagent.engine.parallel import LocalSlotPool
 from ftagent.engine.session import Session, list_snapshots, snapshot_order
+from tests.helpers.signals import ctrl_c_raises
 from tests.unit._workflows import RecordingWorkflow, TraceState
 
 REPO = Path(__file__).resolve().parents[2]
@@ -230,7 +231,8 @@ def test_an_interruption_ends_the_running_steps_and_keeps_each_trial_at_its_last
     killed: list[int] = []
     wf = _CtrlCInTrainingWorkflow(plan={(0, "train"): "sleep:3", (1, "train"): "sleep:3"})
     session = Session.create(tmp_path / "log", state_cls=TraceState)
-    summary = LoopEngine(wf, session, loop_n=2, pool=_pool(2), interrupt=lambda: killed.append(1)).run()
+    with ctrl_c_raises():
+        summary = LoopEngine(wf, session, loop_n=2, pool=_pool(2), interrupt=lambda: killed.append(1)).run()
     assert wf.timer is not None
     wf.timer.join()
     assert summary.status == "interrupted" and killed
