@@ -150,10 +150,10 @@ def test_ui_screenshots(tmp_path):
         print(f"\nsingle-task page of a finished session: real content after {seconds:.2f} s (wall clock)")
         assert seconds < FIRST_RENDER_BOUND_S, f"first render took {seconds:.1f} s"
         assert "Deploy" not in text  # client.toolbarMode=viewer
-        missing = [n for n in DECISIONS if n not in text]
-        assert not missing, f"not on the single-task page: {missing}"
-        again, _ = _time_to_text(f"{url}/?page=single", CONTENT)
-        print(f"same page, second browser session: {again:.2f} s")
+        # Streamlit renders the page in pieces: the timed content can be up while the decisions' table is not yet;
+        # a second browser session waits for every decision (a decision never shown fails after 90 s, naming them)
+        again, _ = _time_to_text(f"{url}/?page=single", CONTENT + DECISIONS)
+        print(f"same page, second browser session: every decision after {again:.2f} s")
         artifacts = REPO / "test-artifacts"
         artifacts.mkdir(exist_ok=True)
         shots = {"ui.png": url, "ui-single-task.png": f"{url}/?page=single"}
