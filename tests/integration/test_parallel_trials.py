@@ -16,7 +16,6 @@ One short session (a probe of 30 steps, 200 training rows): ~6 min on two loaded
 
 from __future__ import annotations
 
-import json
 import re
 import signal
 import subprocess
@@ -37,6 +36,7 @@ from tests.integration.test_kill_resume import (
     _running,
     _sessions,
 )
+from tests.unit._workflows import saved_done
 
 pytestmark = pytest.mark.integration
 PROBE_STEPS = 30
@@ -56,18 +56,6 @@ def _start(root: Path, env: dict[str, str], *args: str) -> subprocess.Popen:
 
 def _events(session: Path) -> list:
     return list(read_events(session / "events.jsonl"))
-
-
-def _saved_done(session: Path, loop: int) -> bool:
-    """Whether the newest snapshot holds ``loop``'s experiment (its last step committed, not only its events)."""
-    from ftagent.engine.session import list_snapshots
-
-    snaps = list_snapshots(session)
-    try:
-        state = json.loads(snaps[-1].read_text(encoding="utf-8")) if snaps else {}
-    except (OSError, ValueError):
-        return False
-    return any(e.get("loop") == loop for e in (state.get("trace") or {}).get("experiments", []))
 
 
 def _span(events: list, loop: int, step: str) -> tuple[float, float]:
@@ -98,7 +86,7 @@ def test_two_trials_overlap_and_a_sigkill_mid_round_resumes_without_rerunning_th
             short, long = sorted(steps, key=lambda loop: steps[loop])
             assert steps[long] == 3 * steps[short], steps
         ended = {e.loop for e in events if e.type == "loop_end"}
-        if short is not None and short in ended and long not in ended and _saved_done(session, short):
+        if short is not None and short in ended and long not in ended and saved_done(session, short):
             break
         assert long is None or long not in ended, "the long trial ended first"
         time.sleep(0.2)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -38,19 +39,48 @@ class RecordingWorkflow:
 
     plan values: "fail" (StepError), "crash" (plain exception), "env" (EnvironmentFailure),
     "goto:<step>" (jump back), "sleep:<s>" (sleep then succeed), "deadline" (record ctx.time_left()).
+
+    ``waits`` orders trials running at once by events, not sleeps (a loaded machine must not decide the order):
+    ``{(1, "code"): (0, "train", "start")}`` — loop 1's code step begins once loop 0's training has begun
+    (``"end"``: once it has ended, a subclass's wrapping included). :meth:`reached` is each such event.
     """
 
     feedback_step = "feedback"
 
-    def __init__(self, plan: dict | None = None, goto_cap: int = 2, log: Path | None = None) -> None:
+    def __init__(self, plan: dict | None = None, goto_cap: int = 2, log: Path | None = None,
+                 waits: dict[tuple[int, str], tuple[int, str, str]] | None = None) -> None:
         self.plan = plan or {}
         self.goto_caps = {"code": goto_cap}
         self.calls: list[tuple[int, str]] = []
         self.deadlines: list[float | None] = []
         self.log = log
+        self.waits = waits or {}
+        self._reached: dict[tuple[int, str, str], threading.Event] = {}
+        self._reached_lock = threading.Lock()
+
+    def reached(self, loop: int, step: str, when: str = "start") -> threading.Event:
+        """Set once ``loop``'s ``step`` has begun (``when="start"``) or ended (``"end"``)."""
+        with self._reached_lock:
+            return self._reached.setdefault((loop, step, when), threading.Event())
 
     def steps(self):
-        return [(name, self._make(name)) for name in STEPS]
+        return [(name, self._ordered(name, self._make(name))) for name in STEPS]
+
+    def _ordered(self, name: str, inner):
+        """``inner`` (a subclass's wrapping included) after its ``waits`` entry; marks its start and end."""
+
+        def step(ctx: StepContext):
+            loop = ctx.loop.index
+            after = self.waits.get((loop, name))
+            if after is not None and not self.reached(*after).wait(60):
+                raise AssertionError(f"loop {loop}'s {name} waited 60 s for {after}")
+            self.reached(loop, name, "start").set()
+            try:
+                return inner(ctx)
+            finally:
+                self.reached(loop, name, "end").set()
+
+        return step
 
     def new_loop(self, index: int) -> RecordedLoop:
         return RecordedLoop(index=index)
@@ -93,3 +123,15 @@ class RecordingWorkflow:
             return None
 
         return step
+
+
+def saved_done(session_dir: Path, loop: int) -> bool:
+    """Whether the session's newest snapshot holds ``loop``'s experiment (its feedback committed, not only called)."""
+    from ftagent.engine.session import list_snapshots
+
+    snaps = list_snapshots(session_dir)
+    try:
+        state = json.loads(snaps[-1].read_text(encoding="utf-8")) if snaps else {}
+    except (OSError, ValueError):
+        return False
+    return any(e.get("loop") == loop for e in (state.get("trace") or {}).get("experiments", []))

@@ -22,7 +22,7 @@ from ftagent.engine.loop import LoopEngine
 from ftagent.engine.parallel import LocalSlotPool
 from ftagent.engine.session import Session, list_snapshots, snapshot_order
 from tests.helpers.signals import ctrl_c_raises
-from tests.unit._workflows import RecordingWorkflow, TraceState
+from tests.unit._workflows import RecordingWorkflow, TraceState, saved_done
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -99,30 +99,10 @@ def test_no_trial_starts_past_the_loop_limit_or_when_the_time_left_is_shorter_th
     assert any(m.startswith("no new trial:") for m in msgs), msgs
 
 
-class _TrainFirstWorkflow(SerialWorkflow):
-    """Loop 1's code step waits until loop 0 is in its training (a loaded machine's fsyncs must not decide where
-    loop 0 stands when loop 1 fails)."""
-
-    def __init__(self, *a, **kw) -> None:
-        super().__init__(*a, **kw)
-        self.training = threading.Event()
-
-    def _make(self, name: str):
-        inner = super()._make(name)
-
-        def step(ctx):
-            if name == "train" and ctx.loop.index == 0:
-                self.training.set()
-            if name == "code" and ctx.loop.index == 1 and not self.training.wait(30):
-                raise AssertionError("loop 0 never reached its training")
-            return inner(ctx)
-
-        return step
-
-
 def test_an_environment_failure_in_one_trial_stops_the_other_which_resumes_later(tmp_path: Path) -> None:
     killed = []
-    wf = _TrainFirstWorkflow(plan={(0, "train"): "sleep:3", (1, "code"): "env"})
+    # loop 1 fails only once loop 0 trains (a loaded machine's fsyncs must not decide where loop 0 stands then)
+    wf = SerialWorkflow(plan={(0, "train"): "sleep:3", (1, "code"): "env"}, waits={(1, "code"): (0, "train", "start")})
     session = Session.create(tmp_path / "log", state_cls=TraceState)
     t0 = time.time()
     summary = LoopEngine(wf, session, loop_n=2, pool=_pool(2), interrupt=lambda: killed.append(1)).run()
@@ -156,15 +136,9 @@ print(LoopEngine(wf, session, loop_n=2, pool=LocalSlotPool([Slot(index=0), Slot(
 """
 
 
-def _saved_done(log: Path, loop: int) -> bool:
-    """Whether the session's newest snapshot holds ``loop``'s experiment (its feedback committed, not only called)."""
+def _loop_0_saved(log: Path) -> bool:
     sessions = list(log.iterdir()) if log.exists() else []
-    snaps = list_snapshots(sessions[0]) if sessions else []
-    try:
-        state = json.loads(snaps[-1].read_text(encoding="utf-8")) if snaps else {}
-    except (OSError, ValueError):
-        return False
-    return any(e.get("loop") == loop for e in (state.get("trace") or {}).get("experiments", []))
+    return bool(sessions) and saved_done(sessions[0], 0)
 
 
 def test_sigkill_mid_round_resumes_each_trial_from_its_own_snapshot_without_rerunning_the_finished_one(
@@ -179,9 +153,9 @@ def test_sigkill_mid_round_resumes_each_trial_from_its_own_snapshot_without_reru
             break
         time.sleep(0.1)
     deadline = time.time() + 60  # the feedback's commit: loop 0's experiment is in the newest snapshot
-    while time.time() < deadline and not _saved_done(tmp_path / "log", 0):
+    while time.time() < deadline and not _loop_0_saved(tmp_path / "log"):
         time.sleep(0.1)
-    assert _saved_done(tmp_path / "log", 0)
+    assert _loop_0_saved(tmp_path / "log")
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     before = len(calls.read_text().splitlines())
@@ -204,37 +178,21 @@ def test_a_one_at_a_time_session_saved_mid_loop_continues_as_a_trial(tmp_path: P
     assert sorted(e.loop for e in resumed.state.trace.experiments) == [0, 1, 2]
 
 
-class _CtrlCInTrainingWorkflow(SerialWorkflow):
-    """Ctrl-C (SIGINT to the main thread) 0.1 s after both trials are in their training, however long a loaded
-    machine took to get them there."""
-
-    def __init__(self, *a, **kw) -> None:
-        super().__init__(*a, **kw)
-        self.trains, self.timer = 0, None
-
-    def _make(self, name: str):
-        inner = super()._make(name)
-
-        def step(ctx):
-            if name == "train":
-                with self._lock:
-                    self.trains += 1
-                    if self.trains == 2:
-                        self.timer = threading.Timer(0.1, lambda: os.kill(os.getpid(), signal.SIGINT))
-                        self.timer.start()
-            return inner(ctx)
-
-        return step
-
-
 def test_an_interruption_ends_the_running_steps_and_keeps_each_trial_at_its_last_step(tmp_path: Path) -> None:
     killed: list[int] = []
-    wf = _CtrlCInTrainingWorkflow(plan={(0, "train"): "sleep:3", (1, "train"): "sleep:3"})
+    wf = SerialWorkflow(plan={(0, "train"): "sleep:3", (1, "train"): "sleep:3"}, waits={(1, "train"): (0, "train", "start")})
     session = Session.create(tmp_path / "log", state_cls=TraceState)
+
+    def ctrl_c_once_both_train() -> None:  # however long a loaded machine took to get them there
+        if wf.reached(1, "train").wait(30):
+            time.sleep(0.1)
+            os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C reaches the main thread
+
+    sender = threading.Thread(target=ctrl_c_once_both_train)
     with ctrl_c_raises():
+        sender.start()
         summary = LoopEngine(wf, session, loop_n=2, pool=_pool(2), interrupt=lambda: killed.append(1)).run()
-    assert wf.timer is not None
-    wf.timer.join()
+        sender.join()
     assert summary.status == "interrupted" and killed
     assert sorted((x.index, x.next_step) for x in session.state.running) == [(0, 3), (1, 3)]
     ends = [e for e in read_events(session.events_path) if e.type == "step_end" and e.step == "train"]

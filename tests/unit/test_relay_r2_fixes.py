@@ -3,7 +3,6 @@ the code that renders the prompt or ends the session (docs/llm.md "Sixth and sev
 
 from __future__ import annotations
 
-import threading
 from functools import partial
 from pathlib import Path
 
@@ -33,30 +32,6 @@ class _ScoredWorkflow(RecordingWorkflow):
             exp.val_score = self.scores.get(ctx.loop.index, 1.0)
             if exp.loop == 0 or exp.val_score > (ctx.state.trace.incumbent_score() or 0.0):
                 ctx.state.trace.sota_loop = exp.loop
-            return out
-
-        return step
-
-
-class _Loop1TrainsUntilLoop0IsJudged(_ScoredWorkflow):
-    """Loop 1's training ends only after loop 0's feedback (an event, not a sleep: loop 1 is in flight when loop
-    0 saturates, on a loaded machine too)."""
-
-    def __init__(self, scores: dict[int, float], **kw) -> None:
-        super().__init__(scores, **kw)
-        self.loop0_judged = threading.Event()
-
-    def _make(self, name: str):
-        inner = super()._make(name)
-        if name not in ("train", "feedback"):
-            return inner
-
-        def step(ctx):
-            if name == "train" and ctx.loop.index == 1:
-                assert self.loop0_judged.wait(60), "loop 0 was never judged"
-            out = inner(ctx)
-            if name == "feedback" and ctx.loop.index == 0:
-                self.loop0_judged.set()
             return out
 
         return step
@@ -111,7 +86,8 @@ def test_k_trials_at_once_finish_the_loops_in_flight_then_end_saturated(tmp_path
     """With 2 trials at once loop 1 runs beside loop 0; once loop 0 scores 100 % no further loop starts, loop 1
     finishes and is judged, and the session ends ``saturated`` (not ``timeout``, the other guard's status)."""
     session = _session(tmp_path, 6)
-    wf = _Loop1TrainsUntilLoop0IsJudged({0: 100.0, 1: 80.0})
+    # loop 1 trains until loop 0 is judged (an event, not a sleep: loop 1 is in flight when loop 0 saturates)
+    wf = _ScoredWorkflow({0: 100.0, 1: 80.0}, waits={(1, "train"): (0, "feedback", "end")})
     summary = LoopEngine(wf, session, loop_n=6, loop_guard=partial(saturation_guard, loop_n=6),
                          pool=LocalSlotPool([Slot(index=i) for i in range(2)])).run()
     assert summary.status == "saturated", summary.message
